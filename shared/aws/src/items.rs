@@ -1,0 +1,254 @@
+//! # DynamoDB items of the streams table
+//!
+//! One table, keys `pk` and `sk` (both strings):
+//!
+//! | item | `pk` | `sk` | holds |
+//! | --- | --- | --- | --- |
+//! | stream head | `s#{path}` | `head` | the [`StreamState`], its version `ver` and the deadline `dl` |
+//! | hot-tail batch | `l#{sid}` | `m#{last:020}` | messages `first..=last` as frames (`data`) or an S3 key (`blob`) |
+//! | producer | `l#{sid}` | `p#{producer id}` | the producer's epoch and last sequence |
+//!
+//! Batches are keyed by their *last* sequence number, so the batch holding message `n` is the
+//! first one a forward query from `m#{n:020}` returns. Every append bumps `ver`, and every
+//! append's transaction is conditional on the `ver` (and `sid`) it read: that one condition
+//! orders all writers of a stream. Sealing moves `sealed` without touching `ver`, so it never
+//! conflicts with appends.
+//!
+//! `ttl` is DynamoDB's TTL attribute: a day after a stream's deadline DynamoDB may delete the
+//! item. Spool never relies on that deletion: it treats an expired stream as gone as soon as the
+//! deadline passes.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::{primitives::Blob, types::AttributeValue};
+use bytes::Bytes;
+use spool_domain::{
+    ContentType, Error, Expiry, ProducerClaim, StreamPath,
+    state::{ProducerState, StreamState},
+};
+
+/// A DynamoDB item.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// Grace between a stream's deadline and DynamoDB's own deletion of its items.
+const TTL_GRACE_SECONDS: i64 = 24 * 3600;
+
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+pub(crate) fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+pub(crate) fn head_pk(path: &StreamPath) -> String {
+    format!("s#{path}")
+}
+
+pub(crate) fn head_key(path: &StreamPath) -> Item {
+    HashMap::from([("pk".to_owned(), s(head_pk(path))), ("sk".to_owned(), s("head"))])
+}
+
+pub(crate) fn log_pk(sid: &str) -> String {
+    format!("l#{sid}")
+}
+
+pub(crate) fn batch_sk(last: u64) -> String {
+    format!("m#{last:020}")
+}
+
+pub(crate) fn producer_key(sid: &str, producer: &str) -> Item {
+    HashMap::from([
+        ("pk".to_owned(), s(log_pk(sid))),
+        ("sk".to_owned(), s(format!("p#{producer}"))),
+    ])
+}
+
+/// DynamoDB's TTL attribute for a stream with this deadline.
+pub(crate) fn ttl_attribute(deadline_ms: Option<i64>) -> Option<AttributeValue> {
+    deadline_ms.map(|ms| n(ms / 1000 + TTL_GRACE_SECONDS))
+}
+
+/// Typed access to attributes, with errors that say which attribute was wrong.
+pub(crate) trait ItemExt {
+    fn str_attr(&self, name: &str) -> Result<&str, Error>;
+    fn opt_str(&self, name: &str) -> Option<&str>;
+    fn num<T: std::str::FromStr>(&self, name: &str) -> Result<T, Error>;
+    fn opt_num<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Error>;
+    fn bool_attr(&self, name: &str) -> bool;
+    fn bytes_attr(&self, name: &str) -> Option<Bytes>;
+}
+
+fn corrupt(name: &str) -> Error {
+    Error::Corrupt {
+        what: format!("DynamoDB attribute `{name}` is missing or malformed"),
+    }
+}
+
+impl ItemExt for Item {
+    fn str_attr(&self, name: &str) -> Result<&str, Error> {
+        self.opt_str(name).ok_or_else(|| corrupt(name))
+    }
+
+    fn opt_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
+    }
+
+    fn num<T: std::str::FromStr>(&self, name: &str) -> Result<T, Error> {
+        self.opt_num(name)?.ok_or_else(|| corrupt(name))
+    }
+
+    fn opt_num<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Error> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_n()
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .map(Some)
+                .ok_or_else(|| corrupt(name)),
+        }
+    }
+
+    fn bool_attr(&self, name: &str) -> bool {
+        self.get(name).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false)
+    }
+
+    fn bytes_attr(&self, name: &str) -> Option<Bytes> {
+        self.get(name)
+            .and_then(|v| v.as_b().ok())
+            .map(|b| Bytes::copy_from_slice(b.as_ref()))
+    }
+}
+
+/// A stream head as stored: the state and its version.
+#[derive(Debug, Clone)]
+pub(crate) struct Head {
+    pub(crate) state: StreamState,
+    pub(crate) ver: u64,
+}
+
+impl Head {
+    /// The full item, for creating a stream.
+    pub(crate) fn to_item(&self) -> Item {
+        let st = &self.state;
+        let mut item = head_key(&st.path);
+        item.insert("sid".into(), s(&st.sid));
+        item.insert("ct".into(), s(st.content_type.as_str()));
+        item.insert("exp".into(), s(serde_json::to_string(&st.expiry).unwrap_or_default()));
+        item.insert("cms".into(), n(st.created_ms));
+        item.insert("tms".into(), n(st.touched_ms));
+        item.insert("tail".into(), n(st.tail));
+        item.insert("bytes".into(), n(st.total_bytes));
+        item.insert("closed".into(), AttributeValue::Bool(st.closed));
+        item.insert("sealed".into(), n(st.sealed));
+        item.insert("ver".into(), n(self.ver));
+        if let Some(deadline) = st.expires_at_ms() {
+            item.insert("dl".into(), n(deadline));
+        }
+        if let Some(ttl) = ttl_attribute(st.expires_at_ms()) {
+            item.insert("ttl".into(), ttl);
+        }
+        if let Some(by) = &st.closed_by {
+            item.insert("cby".into(), s(serde_json::to_string(by).unwrap_or_default()));
+        }
+        if let Some(seq) = &st.stream_seq {
+            item.insert("sseq".into(), s(seq));
+        }
+        item
+    }
+
+    pub(crate) fn from_item(item: &Item) -> Result<Self, Error> {
+        let path = item.str_attr("pk")?.strip_prefix("s#").ok_or_else(|| corrupt("pk"))?;
+        let state = StreamState {
+            path: StreamPath::parse(path).map_err(|_| corrupt("pk"))?,
+            sid: item.str_attr("sid")?.to_owned(),
+            content_type: ContentType::parse(item.str_attr("ct")?).map_err(|_| corrupt("ct"))?,
+            expiry: serde_json::from_str::<Expiry>(item.str_attr("exp")?).map_err(|_| corrupt("exp"))?,
+            created_ms: item.num("cms")?,
+            touched_ms: item.num("tms")?,
+            tail: item.num("tail")?,
+            total_bytes: item.num("bytes")?,
+            closed: item.bool_attr("closed"),
+            closed_by: item
+                .opt_str("cby")
+                .map(serde_json::from_str::<ProducerClaim>)
+                .transpose()
+                .map_err(|_| corrupt("cby"))?,
+            stream_seq: item.opt_str("sseq").map(str::to_owned),
+            sealed: item.num("sealed")?,
+        };
+        Ok(Self {
+            state,
+            ver: item.num("ver")?,
+        })
+    }
+}
+
+/// Where a batch's messages are.
+#[derive(Debug, Clone)]
+pub(crate) enum Body {
+    /// In the item, as frames.
+    Inline(Bytes),
+    /// In S3 under this key, as frames (appends too large for an item).
+    Blob(String),
+}
+
+/// A hot-tail batch item.
+#[derive(Debug, Clone)]
+pub(crate) struct Batch {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    pub(crate) body: Body,
+}
+
+impl Batch {
+    pub(crate) fn to_item(&self, sid: &str, ttl: Option<AttributeValue>) -> Item {
+        let mut item = HashMap::from([
+            ("pk".to_owned(), s(log_pk(sid))),
+            ("sk".to_owned(), s(batch_sk(self.last))),
+            ("first".to_owned(), n(self.first)),
+            ("last".to_owned(), n(self.last)),
+        ]);
+        match &self.body {
+            Body::Inline(frames) => item.insert("data".into(), AttributeValue::B(Blob::new(frames.to_vec()))),
+            Body::Blob(key) => item.insert("blob".into(), s(key)),
+        };
+        if let Some(ttl) = ttl {
+            item.insert("ttl".into(), ttl);
+        }
+        item
+    }
+
+    pub(crate) fn from_item(item: &Item) -> Result<Self, Error> {
+        let body = match (item.bytes_attr("data"), item.opt_str("blob")) {
+            (Some(frames), _) => Body::Inline(frames),
+            (None, Some(key)) => Body::Blob(key.to_owned()),
+            (None, None) => return Err(corrupt("data")),
+        };
+        Ok(Self {
+            first: item.num("first")?,
+            last: item.num("last")?,
+            body,
+        })
+    }
+}
+
+pub(crate) fn producer_from_item(item: &Item) -> Result<ProducerState, Error> {
+    Ok(ProducerState {
+        epoch: item.num("epoch")?,
+        seq: item.num("seq")?,
+        offset: item.num("offset")?,
+    })
+}
+
+pub(crate) fn producer_to_item(sid: &str, producer: &str, p: ProducerState, ttl: Option<AttributeValue>) -> Item {
+    let mut item = producer_key(sid, producer);
+    item.insert("epoch".into(), n(p.epoch));
+    item.insert("seq".into(), n(p.seq));
+    item.insert("offset".into(), n(p.offset));
+    if let Some(ttl) = ttl {
+        item.insert("ttl".into(), ttl);
+    }
+    item
+}

@@ -1,0 +1,44 @@
+//! # Seal requests on SQS
+//!
+//! When an append leaves a page's worth of messages unsealed, the writer sends a
+//! [`MaintenanceJob::Seal`] to the maintenance queue; the worker function seals off the
+//! request path. Sealing is idempotent, so a duplicate delivery costs one head read.
+
+use async_trait::async_trait;
+use spool_domain::{Error, SealScheduler, StreamPath, jobs::MaintenanceJob};
+
+/// Sends seal requests to the maintenance queue.
+#[derive(Debug, Clone)]
+pub struct SqsSealScheduler {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsSealScheduler {
+    /// A scheduler sending to `queue_url` (`SPOOL_MAINTENANCE_QUEUE_URL`).
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            sqs,
+            queue_url: queue_url.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl SealScheduler for SqsSealScheduler {
+    async fn schedule(&self, path: &StreamPath) -> Result<(), Error> {
+        let job = MaintenanceJob::Seal {
+            path: path.clone(),
+            final_seal: false,
+        };
+        let body = serde_json::to_string(&job).map_err(|e| Error::unavailable("encode seal job", e))?;
+        self.sqs
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| Error::unavailable("SQS SendMessage (seal job)", crate::log::describe(&e)))?;
+        Ok(())
+    }
+}

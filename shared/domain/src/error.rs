@@ -1,0 +1,166 @@
+//! # The stream log's error type
+//!
+//! Every port method returns [`Error`]. Variants name what the caller got wrong (each maps to one
+//! 4xx status at the HTTP edge) apart from [`Error::Unavailable`], [`Error::Contention`] and
+//! [`Error::Corrupt`], which are the store's fault, and [`Error::Injected`], which only tests see.
+
+use crate::stream::{Offset, StreamPath};
+
+/// A boxed error from a storage backend, kept as the source of [`Error::Unavailable`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a stream-log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No stream lives at this path (never created, deleted, or expired).
+    #[error("stream `{path}` does not exist")]
+    NotFound {
+        /// The path that was asked for.
+        path: StreamPath,
+    },
+    /// A stream already lives at this path with a different configuration.
+    #[error("stream `{path}` already exists with a different configuration: {reason}")]
+    ConfigMismatch {
+        /// The path that was asked for.
+        path: StreamPath,
+        /// Which part of the configuration differs.
+        reason: String,
+    },
+    /// The stream is closed: it takes no more appends.
+    #[error("stream `{path}` is closed at offset {tail}")]
+    Closed {
+        /// The stream.
+        path: StreamPath,
+        /// Its final offset.
+        tail: Offset,
+    },
+    /// The append's content type is not the stream's.
+    #[error("content type `{got}` does not match the stream's `{expected}`")]
+    ContentTypeMismatch {
+        /// The stream's content type.
+        expected: String,
+        /// The append's content type.
+        got: String,
+    },
+    /// A `Stream-Seq` that is not greater than the last one accepted.
+    #[error("Stream-Seq `{got}` is not greater than the last accepted `{last}`")]
+    StreamSeqConflict {
+        /// The last accepted value.
+        last: String,
+        /// The value sent.
+        got: String,
+    },
+    /// An idempotent producer with an epoch older than the stream has seen (a zombie).
+    #[error("producer epoch {got} is stale; the current epoch is {current}")]
+    StaleProducerEpoch {
+        /// The epoch the stream has accepted.
+        current: u64,
+        /// The epoch sent.
+        got: u64,
+    },
+    /// A new producer epoch must start at sequence 0.
+    #[error("a new producer epoch ({epoch}) must start at sequence 0, not {seq}")]
+    InvalidProducerEpochSeq {
+        /// The new epoch.
+        epoch: u64,
+        /// The sequence sent.
+        seq: u64,
+    },
+    /// An idempotent producer skipped a sequence number.
+    #[error("producer sequence gap: expected {expected}, received {received}")]
+    ProducerSeqGap {
+        /// The next sequence the stream expects.
+        expected: u64,
+        /// The sequence sent.
+        received: u64,
+    },
+    /// An offset that is not one this log issues.
+    #[error("invalid offset `{value}`: {reason}")]
+    InvalidOffset {
+        /// The offset as sent.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// An offset past the stream's tail.
+    #[error("offset {offset} is beyond the stream's tail {tail}")]
+    OffsetBeyondTail {
+        /// The offset asked for.
+        offset: Offset,
+        /// The stream's tail.
+        tail: Offset,
+    },
+    /// An append larger than the configured maximum.
+    #[error("append of {size} bytes exceeds the maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// The append's size.
+        size: usize,
+        /// The configured maximum (`SPOOL_MAX_APPEND_BYTES`).
+        max: usize,
+    },
+    /// An append with no message that does not close the stream either.
+    #[error("an append needs at least one message (or must close the stream)")]
+    EmptyAppend,
+    /// Input that fails validation (a path, content type or expiry).
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What was invalid.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Concurrent writers kept winning for longer than the retry budget.
+    #[error("stream `{path}` is too contended right now; retry shortly")]
+    Contention {
+        /// The stream.
+        path: StreamPath,
+    },
+    /// Stored data failed an integrity check.
+    #[error("stored data is corrupt: {what}")]
+    Corrupt {
+        /// What failed to verify.
+        what: String,
+    },
+    /// The backing store failed or could not be reached.
+    #[error("the stream store is unavailable: {message}")]
+    Unavailable {
+        /// What was being done.
+        message: String,
+        /// The backend's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A test armed this fail point.
+    #[error("fail point `{point}` was hit")]
+    Injected {
+        /// The fail point's name.
+        point: &'static str,
+    },
+}
+
+impl Error {
+    /// Wraps a backend error with what was being done.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// An [`Error::Invalid`].
+    pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// True when the caller sent something wrong (a 4xx at the HTTP edge), false when the store
+    /// failed.
+    pub fn is_client_error(&self) -> bool {
+        !matches!(
+            self,
+            Self::Unavailable { .. } | Self::Contention { .. } | Self::Corrupt { .. } | Self::Injected { .. }
+        )
+    }
+}

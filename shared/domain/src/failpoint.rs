@@ -1,0 +1,41 @@
+//! # Fail points
+//!
+//! Named places in the adapters where a test can make the process "crash": the operation stops
+//! right there with [`Error::Injected`], leaving storage exactly as a killed process would. Used
+//! to prove that sealing survives a crash between writing a page and recording it. In production
+//! no point is ever armed and a check costs one uncontended lock.
+
+use std::{collections::HashSet, sync::Mutex};
+
+use crate::Error;
+
+/// A page was written to storage but the stream head does not record it yet.
+pub const SEAL_AFTER_PAGE_WRITE: &str = "seal.after_page_write";
+/// The stream head records a page but the hot-tail rows it covers were not removed yet.
+pub const SEAL_AFTER_COMMIT: &str = "seal.after_commit";
+
+/// A set of armed fail points.
+#[derive(Debug, Default)]
+pub struct FailPoints {
+    armed: Mutex<HashSet<&'static str>>,
+}
+
+impl FailPoints {
+    /// Arms `point`: every later [`FailPoints::check`] of it fails until it is disarmed.
+    pub fn arm(&self, point: &'static str) {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner()).insert(point);
+    }
+
+    /// Disarms `point`.
+    pub fn disarm(&self, point: &'static str) {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner()).remove(point);
+    }
+
+    /// Fails with [`Error::Injected`] if `point` is armed.
+    pub fn check(&self, point: &'static str) -> Result<(), Error> {
+        if self.armed.lock().unwrap_or_else(|e| e.into_inner()).contains(point) {
+            return Err(Error::Injected { point });
+        }
+        Ok(())
+    }
+}

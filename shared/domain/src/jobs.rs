@@ -1,0 +1,41 @@
+//! # Background jobs
+//!
+//! Work that runs off the request path, carried as JSON: in an SQS message body on AWS (the
+//! maintenance queue, consumed by the worker function) and over an in-process channel under
+//! `spool serve`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stream::StreamPath;
+
+/// A maintenance job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "job", rename_all = "snake_case")]
+pub enum MaintenanceJob {
+    /// Seal a stream's full pages (or everything, when `final_seal`).
+    Seal {
+        /// The stream.
+        path: StreamPath,
+        /// Seal the short last page too.
+        #[serde(default)]
+        final_seal: bool,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_have_a_stable_json_shape() {
+        let job = MaintenanceJob::Seal {
+            path: StreamPath::parse("sessions/a").unwrap(),
+            final_seal: false,
+        };
+        let json = serde_json::to_string(&job).unwrap();
+        assert_eq!(json, r#"{"job":"seal","path":"sessions/a","final_seal":false}"#);
+        let back: MaintenanceJob = serde_json::from_str(r#"{"job":"seal","path":"sessions/a"}"#).unwrap();
+        assert_eq!(back, job);
+        assert!(serde_json::from_str::<MaintenanceJob>(r#"{"job":"seal","path":"/bad"}"#).is_err());
+    }
+}

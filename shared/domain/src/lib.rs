@@ -1,0 +1,37 @@
+//! # Spool's domain
+//!
+//! Everything in Spool stands on one primitive: an append-only stream of messages with one
+//! gapless order, durable once acknowledged and readable from any offset. This crate holds that
+//! primitive's vocabulary and rules, free of any storage, HTTP or AWS dependency:
+//!
+//! - [`stream`]: paths, content types, offsets, expiry and the request/response types;
+//! - [`state`]: a stream's persisted head and the one function that validates and applies an
+//!   append ([`state::apply_append`]), shared by every adapter so both backends agree;
+//! - [`page`]: the byte format of sealed pages and of message frames;
+//! - [`seal`]: the deterministic rule that cuts runs of messages into pages;
+//! - [`port`]: the traits the storage adapters implement;
+//! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
+//! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
+
+pub mod clock;
+pub mod error;
+pub mod failpoint;
+pub mod group_commit;
+pub mod jobs;
+pub mod limits;
+pub mod notify;
+pub mod page;
+pub mod port;
+pub mod seal;
+pub mod state;
+pub mod stream;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::Error;
+pub use failpoint::FailPoints;
+pub use limits::LogLimits;
+pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
+pub use stream::{
+    Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, Offset, Position, ProducerAck, ProducerClaim,
+    SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
+};

@@ -1,0 +1,288 @@
+//! # The writer thread: group commit over SQLite
+//!
+//! Every change to the database goes through one thread per process. It takes whatever jobs
+//! are queued, runs each in its own savepoint (one failing job does not undo the others), and
+//! commits them together: one fsync for the whole group, however many streams it touched.
+//! Answers are sent only after the commit is durable, so nothing is acknowledged that a crash
+//! could lose. Other processes on the same file take turns through SQLite's write lock.
+
+use std::sync::{Arc, mpsc};
+
+use rusqlite::Connection;
+use spool_domain::{
+    Append, AppendAck, CreateStream, Created, Error, StreamPath,
+    state::{StreamState, apply_append},
+};
+use tokio::sync::oneshot;
+
+use crate::{
+    Shared,
+    db::{self, sql},
+};
+
+/// Jobs grouped into one transaction at most.
+const MAX_GROUP: usize = 512;
+
+/// A change for the writer thread.
+pub(crate) enum Job {
+    Create {
+        path: StreamPath,
+        req: CreateStream,
+        reply: oneshot::Sender<Result<Created, Error>>,
+    },
+    Append {
+        path: StreamPath,
+        req: Append,
+        reply: oneshot::Sender<Result<AppendAck, Error>>,
+    },
+    Delete {
+        path: StreamPath,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    Touch {
+        path: StreamPath,
+        sid: String,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    CommitSealed {
+        sid: String,
+        from: u64,
+        to: u64,
+        reply: oneshot::Sender<Result<bool, Error>>,
+    },
+    ReleaseHot {
+        sid: String,
+        through: u64,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+}
+
+/// What a job does once its group is committed (or fails to commit).
+type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
+
+fn finish<T: Send + 'static>(reply: oneshot::Sender<Result<T, Error>>, result: Result<T, Error>) -> Finish {
+    Box::new(move |commit_error| {
+        let answer = match commit_error {
+            None => result,
+            Some(message) => result.and_then(|_| Err(Error::unavailable("embedded store: commit", message.to_owned()))),
+        };
+        let _ = reply.send(answer);
+    })
+}
+
+/// Effects to apply after a successful commit.
+#[derive(Default)]
+struct Effects {
+    changed: Vec<StreamPath>,
+    seal: Vec<StreamPath>,
+    removed_sids: Vec<String>,
+}
+
+/// Runs the writer loop until every sender is gone.
+pub(crate) fn run(conn: Connection, shared: Arc<Shared>, jobs: mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_group(&conn, &shared, group);
+    }
+}
+
+fn commit_group(conn: &Connection, shared: &Shared, group: Vec<Job>) {
+    let mut finishes: Vec<Finish> = Vec::with_capacity(group.len());
+    let mut effects = Effects::default();
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let message = format!("cannot start a write transaction: {e}");
+        for job in group {
+            run_job_failed(job, &message);
+        }
+        return;
+    }
+    for job in group {
+        let savepoint = conn.execute_batch("SAVEPOINT job");
+        let (done, ok) = match savepoint {
+            Ok(()) => execute(conn, shared, job, &mut effects),
+            Err(e) => {
+                run_job_failed(job, &format!("savepoint: {e}"));
+                continue;
+            }
+        };
+        let end = if ok {
+            "RELEASE job"
+        } else {
+            "ROLLBACK TO job; RELEASE job"
+        };
+        if let Err(e) = conn.execute_batch(end) {
+            tracing::error!(error = %e, "embedded store: cannot end savepoint");
+        }
+        finishes.push(done);
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => {
+            for done in finishes {
+                done(None);
+            }
+            after_commit(conn, shared, effects);
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            let message = e.to_string();
+            tracing::error!(error = %message, "embedded store: commit failed");
+            for done in finishes {
+                done(Some(&message));
+            }
+        }
+    }
+}
+
+fn after_commit(conn: &Connection, shared: &Shared, effects: Effects) {
+    for path in &effects.changed {
+        shared.notifier.publish(path);
+    }
+    for path in effects.seal {
+        shared.request_seal(path);
+    }
+    for sid in effects.removed_sids {
+        match shared.pages.remove_all(&sid) {
+            Ok(()) => {
+                if let Err(e) = db::forget_garbage(conn, &sid) {
+                    tracing::warn!(sid, error = %e, "embedded store: cannot forget removed pages");
+                }
+            }
+            Err(e) => tracing::warn!(sid, error = %e, "embedded store: cannot remove pages; retried at start-up"),
+        }
+    }
+}
+
+fn run_job_failed(job: Job, message: &str) {
+    fn error<T>(message: &str) -> Result<T, Error> {
+        Err(Error::unavailable("embedded store: write", message.to_owned()))
+    }
+    match job {
+        Job::Create { reply, .. } => drop(reply.send(error(message))),
+        Job::Append { reply, .. } => drop(reply.send(error(message))),
+        Job::Delete { reply, .. } | Job::Touch { reply, .. } | Job::ReleaseHot { reply, .. } => {
+            drop(reply.send(error(message)));
+        }
+        Job::CommitSealed { reply, .. } => drop(reply.send(error(message))),
+    }
+}
+
+/// Runs one job inside its savepoint; returns how to answer it and whether it succeeded.
+fn execute(conn: &Connection, shared: &Shared, job: Job, effects: &mut Effects) -> (Finish, bool) {
+    let now = shared.clock.now_ms();
+    macro_rules! answer {
+        ($reply:expr, $result:expr) => {{
+            let result = $result;
+            let ok = result.is_ok();
+            (finish($reply, result), ok)
+        }};
+    }
+    match job {
+        Job::Create { path, req, reply } => answer!(reply, create(conn, shared, &path, &req, now, effects)),
+        Job::Append { path, req, reply } => answer!(reply, append(conn, shared, &path, &req, now, effects)),
+        Job::Delete { path, reply } => answer!(reply, delete(conn, &path, now, effects)),
+        Job::Touch { path, sid, reply } => answer!(
+            reply,
+            conn.execute(
+                "UPDATE streams SET touched_ms = ?3 WHERE path = ?1 AND sid = ?2 AND touched_ms < ?3",
+                rusqlite::params![path.as_str(), sid, now],
+            )
+            .map(drop)
+            .map_err(|e| sql("touch", e))
+        ),
+        Job::CommitSealed { sid, from, to, reply } => answer!(
+            reply,
+            conn.execute(
+                "UPDATE streams SET sealed = ?3 WHERE sid = ?1 AND sealed = ?2",
+                rusqlite::params![sid, from as i64, to as i64],
+            )
+            .map(|n| n == 1)
+            .map_err(|e| sql("commit sealed", e))
+        ),
+        Job::ReleaseHot { sid, through, reply } => answer!(
+            reply,
+            conn.execute(
+                "DELETE FROM messages WHERE sid = ?1 AND seq <= ?2",
+                rusqlite::params![sid, through as i64],
+            )
+            .map(drop)
+            .map_err(|e| sql("release hot tail", e))
+        ),
+    }
+}
+
+fn live_state(conn: &Connection, path: &StreamPath, now: i64) -> Result<StreamState, Error> {
+    db::load_state(conn, path)?
+        .filter(|s| !s.is_expired(now))
+        .ok_or_else(|| Error::NotFound { path: path.clone() })
+}
+
+fn create(
+    conn: &Connection,
+    shared: &Shared,
+    path: &StreamPath,
+    req: &CreateStream,
+    now: i64,
+    effects: &mut Effects,
+) -> Result<Created, Error> {
+    if let Some(existing) = db::load_state(conn, path)? {
+        if !existing.is_expired(now) {
+            existing.check_same_config(req)?;
+            return Ok(Created::Existing(existing.meta()));
+        }
+        db::remove_stream(conn, &existing.sid)?;
+        effects.removed_sids.push(existing.sid);
+    }
+    let state = StreamState::new(path.clone(), req, now, &shared.limits)?;
+    db::insert_state(conn, &state)?;
+    db::insert_messages(conn, &state.sid, 1, &req.initial)?;
+    effects.changed.push(path.clone());
+    if state.closed || state.crossed_page_boundary(0, 0, &shared.limits) {
+        effects.seal.push(path.clone());
+    }
+    Ok(Created::New(state.meta()))
+}
+
+fn append(
+    conn: &Connection,
+    shared: &Shared,
+    path: &StreamPath,
+    req: &Append,
+    now: i64,
+    effects: &mut Effects,
+) -> Result<AppendAck, Error> {
+    let mut state = live_state(conn, path, now)?;
+    let producer = match &req.producer {
+        Some(claim) => db::load_producer(conn, &state.sid, &claim.id)?,
+        None => None,
+    };
+    let (bytes_before, tail_before) = (state.total_bytes, state.tail);
+    let applied = apply_append(&mut state, producer, req, now, &shared.limits)?;
+    if applied.changed {
+        db::update_state(conn, &state)?;
+        if let Some(range) = applied.ack.appended {
+            db::insert_messages(conn, &state.sid, range.first, &req.messages)?;
+        }
+        if let Some((id, producer)) = &applied.producer {
+            db::store_producer(conn, &state.sid, id, *producer)?;
+        }
+        effects.changed.push(path.clone());
+        if state.closed || state.crossed_page_boundary(bytes_before, tail_before, &shared.limits) {
+            effects.seal.push(path.clone());
+        }
+    }
+    Ok(applied.ack)
+}
+
+fn delete(conn: &Connection, path: &StreamPath, now: i64, effects: &mut Effects) -> Result<(), Error> {
+    let state = live_state(conn, path, now)?;
+    db::remove_stream(conn, &state.sid)?;
+    effects.changed.push(path.clone());
+    effects.removed_sids.push(state.sid);
+    Ok(())
+}

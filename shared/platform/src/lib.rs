@@ -1,0 +1,293 @@
+//! # Configuration and telemetry for every Spool binary
+//!
+//! The environment is read once, at start-up, into a typed [`Config`]; nothing else in Spool
+//! calls `std::env::var`. Values can also come from an env file (`.env.emulator`, written by
+//! `make emulator-up`), which the process environment overrides, so no code ever needs
+//! `set_var`.
+
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
+
+use secrecy::SecretString;
+use spool_domain::LogLimits;
+
+/// A configuration value that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A variable has a value that does not parse.
+    #[error("{var}={value:?} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A variable the chosen backend needs is not set.
+    #[error("{var} is not set; {hint}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The env file could not be read.
+    #[error("cannot read env file {path}: {source}")]
+    EnvFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where streams are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One SQLite file plus a directory of page files under the data directory.
+    Embedded,
+    /// DynamoDB, S3 and SQS (or an emulator of them).
+    Aws,
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "embedded" => Ok(Self::Embedded),
+            "aws" => Ok(Self::Aws),
+            other => Err(format!("unknown backend `{other}`; use `embedded` or `aws`")),
+        }
+    }
+}
+
+/// Static credentials, for an emulator or a developer machine.
+#[derive(Debug, Clone)]
+pub struct StaticCredentials {
+    /// `AWS_ACCESS_KEY_ID`.
+    pub access_key_id: String,
+    /// `AWS_SECRET_ACCESS_KEY`.
+    pub secret_access_key: SecretString,
+    /// `AWS_SESSION_TOKEN`.
+    pub session_token: Option<SecretString>,
+}
+
+/// How to reach AWS (or an emulator) and which resources to use.
+#[derive(Debug, Clone, Default)]
+pub struct AwsSettings {
+    /// `AWS_ENDPOINT_URL`: one endpoint for every service (LocalStack, moto).
+    pub endpoint_url: Option<String>,
+    /// `AWS_ENDPOINT_URL_DYNAMODB`: DynamoDB's own endpoint, overriding `endpoint_url` (the
+    /// tests run AWS's DynamoDB Local beside moto).
+    pub dynamodb_endpoint_url: Option<String>,
+    /// `AWS_REGION`.
+    pub region: Option<String>,
+    /// Static credentials, when both `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` are given;
+    /// otherwise the SDK's default chain (the Lambda role, a profile, …) is used.
+    pub credentials: Option<StaticCredentials>,
+    /// `SPOOL_STREAMS_TABLE`: stream heads and the hot tail.
+    pub streams_table: Option<String>,
+    /// `SPOOL_METADATA_TABLE`: sessions, workspaces, agents, tasks.
+    pub metadata_table: Option<String>,
+    /// `SPOOL_PAGES_BUCKET`: sealed pages and large appends.
+    pub pages_bucket: Option<String>,
+    /// `SPOOL_TURNS_QUEUE_URL`: the FIFO queue of agent turns.
+    pub turns_queue_url: Option<String>,
+    /// `SPOOL_MAINTENANCE_QUEUE_URL`: page sealing and other background jobs.
+    pub maintenance_queue_url: Option<String>,
+}
+
+impl AwsSettings {
+    /// A required resource name, or an error that says what to set.
+    pub fn require<'a>(value: &'a Option<String>, var: &'static str) -> Result<&'a str, Error> {
+        value.as_deref().ok_or(Error::Missing {
+            var,
+            hint: "run `make emulator-up` (it writes .env.emulator) or take the value from the stack outputs",
+        })
+    }
+}
+
+/// Spool's whole configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `SPOOL_BACKEND`: `embedded` (default) or `aws`.
+    pub backend: Backend,
+    /// `SPOOL_ADDR`: where `spool serve` listens (default `127.0.0.1:8080`).
+    pub addr: SocketAddr,
+    /// `SPOOL_DATA_DIR`: the embedded store's directory (default `.spool`).
+    pub data_dir: PathBuf,
+    /// `SPOOL_MAX_APPEND_BYTES`, `SPOOL_MAX_READ_BYTES`, `SPOOL_PAGE_BYTES`,
+    /// `SPOOL_PAGE_MAX_MESSAGES`.
+    pub limits: LogLimits,
+    /// `SPOOL_LIVE_POLL_MS`: how often a live reader re-checks a stream that another process
+    /// may write (default 500).
+    pub live_poll: Duration,
+    /// AWS access and resource names.
+    pub aws: AwsSettings,
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, Error> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Reads `env_file` if it exists, then the process environment, which wins.
+    pub fn from_env_and_file(env_file: &std::path::Path) -> Result<Self, Error> {
+        let mut vars = read_env_file(env_file)?;
+        vars.extend(std::env::vars());
+        Self::from_vars(vars)
+    }
+
+    /// Builds the configuration from `(name, value)` pairs; a later pair overrides an earlier.
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, Error> {
+        let vars: HashMap<String, String> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        let get = |name: &str| vars.get(name).cloned();
+        let defaults = LogLimits::default();
+        let limits = LogLimits {
+            max_append_bytes: parse(&vars, "SPOOL_MAX_APPEND_BYTES", defaults.max_append_bytes)?,
+            max_read_bytes: parse(&vars, "SPOOL_MAX_READ_BYTES", defaults.max_read_bytes)?,
+            page_bytes: parse(&vars, "SPOOL_PAGE_BYTES", defaults.page_bytes)?,
+            page_max_messages: parse(&vars, "SPOOL_PAGE_MAX_MESSAGES", defaults.page_max_messages)?,
+        };
+        for (var, value) in [
+            ("SPOOL_MAX_READ_BYTES", limits.max_read_bytes),
+            ("SPOOL_PAGE_BYTES", limits.page_bytes),
+            ("SPOOL_PAGE_MAX_MESSAGES", limits.page_max_messages),
+        ] {
+            if value == 0 {
+                return Err(Error::Invalid {
+                    var,
+                    value: "0".to_owned(),
+                    reason: "must be at least 1".to_owned(),
+                });
+            }
+        }
+        let credentials = match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+            (Some(access_key_id), Some(secret)) => Some(StaticCredentials {
+                access_key_id,
+                secret_access_key: SecretString::from(secret),
+                session_token: get("AWS_SESSION_TOKEN").map(SecretString::from),
+            }),
+            _ => None,
+        };
+        Ok(Self {
+            backend: parse(&vars, "SPOOL_BACKEND", Backend::Embedded)?,
+            addr: parse(&vars, "SPOOL_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
+            data_dir: get("SPOOL_DATA_DIR").map_or_else(|| PathBuf::from(".spool"), PathBuf::from),
+            limits,
+            live_poll: Duration::from_millis(parse(&vars, "SPOOL_LIVE_POLL_MS", 500u64)?.max(10)),
+            aws: AwsSettings {
+                endpoint_url: get("AWS_ENDPOINT_URL"),
+                dynamodb_endpoint_url: get("AWS_ENDPOINT_URL_DYNAMODB"),
+                region: get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")),
+                credentials,
+                streams_table: get("SPOOL_STREAMS_TABLE"),
+                metadata_table: get("SPOOL_METADATA_TABLE"),
+                pages_bucket: get("SPOOL_PAGES_BUCKET"),
+                turns_queue_url: get("SPOOL_TURNS_QUEUE_URL"),
+                maintenance_queue_url: get("SPOOL_MAINTENANCE_QUEUE_URL"),
+            },
+        })
+    }
+}
+
+fn parse<T>(vars: &HashMap<String, String>, var: &'static str, default: T) -> Result<T, Error>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match vars.get(var) {
+        None => Ok(default),
+        Some(value) => value.trim().parse().map_err(|e: T::Err| Error::Invalid {
+            var,
+            value: value.clone(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Reads `KEY=VALUE` lines from an env file (blank lines and `#` comments skipped, values may
+/// be single- or double-quoted). A missing file reads as empty.
+pub fn read_env_file(path: &std::path::Path) -> Result<Vec<(String, String)>, Error> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::EnvFile {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| {
+            let (key, value) = line.trim_start_matches("export ").split_once('=')?;
+            let value = value.trim();
+            let unquoted = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(value);
+            Some((key.trim().to_owned(), unquoted.to_owned()))
+        })
+        .collect())
+}
+
+/// Sets up `tracing` for a local process: human-readable lines on stderr, filtered by
+/// `RUST_LOG` (default `info`). Lambda functions use `lambda_runtime`'s subscriber instead,
+/// which honours `AWS_LAMBDA_LOG_FORMAT=JSON`.
+pub fn init_local_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A second call (several tests in one process) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn defaults_need_no_variable() {
+        let config = Config::from_vars(Vec::new()).unwrap();
+        assert_eq!(config.backend, Backend::Embedded);
+        assert_eq!(config.addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.limits, LogLimits::default());
+        assert!(config.aws.credentials.is_none());
+    }
+
+    #[test]
+    fn later_values_win_and_bad_values_name_the_variable() {
+        let config = Config::from_vars(vars(&[("SPOOL_BACKEND", "embedded"), ("SPOOL_BACKEND", "aws")])).unwrap();
+        assert_eq!(config.backend, Backend::Aws);
+        let err = Config::from_vars(vars(&[("SPOOL_PAGE_BYTES", "lots")])).unwrap_err();
+        assert!(err.to_string().contains("SPOOL_PAGE_BYTES"), "{err}");
+        assert!(Config::from_vars(vars(&[("SPOOL_PAGE_BYTES", "0")])).is_err());
+    }
+
+    #[test]
+    fn env_files_allow_comments_quotes_and_export() {
+        let dir = std::env::temp_dir().join(format!("spool-env-{}", std::process::id()));
+        std::fs::write(&dir, "# emulator\nexport A=1\nB=\"two\"\n\nC='3'\n").unwrap();
+        let read = read_env_file(&dir).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(read, vars(&[("A", "1"), ("B", "two"), ("C", "3")]));
+        assert!(
+            read_env_file(std::path::Path::new("/nonexistent/.env"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! # Test support for Spool's end-to-end and contract tests
+//!
+//! [`Harness`] hands the contract suite independent instances of one backend over shared
+//! storage: two instances behave like two processes (two `spool serve`, two Lambda
+//! instances), each with its own connections, caches and group commit. The embedded harness
+//! uses a fresh temporary directory; the AWS harness uses the emulator that `make emulator-up`
+//! started (read from `.env.emulator`) and keeps tests apart with unique stream paths.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use spool_aws::{AwsClients, AwsLog, AwsLogOptions, RequestCounter};
+use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
+use spool_embedded::{EmbeddedLog, Options};
+use spool_platform::Config;
+
+/// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages.
+pub fn test_limits() -> LogLimits {
+    LogLimits {
+        max_append_bytes: 4 * 1024 * 1024,
+        max_read_bytes: 64 * 1024,
+        page_bytes: 2 * 1024,
+        page_max_messages: 32,
+    }
+}
+
+/// How often live readers re-check in tests.
+pub const TEST_POLL: Duration = Duration::from_millis(50);
+
+/// A path no other test uses.
+pub fn unique_path(name: &str) -> StreamPath {
+    StreamPath::parse(format!("test/{}/{name}", uuid::Uuid::new_v4().simple())).expect("valid path")
+}
+
+/// One backend, as the contract suite sees it.
+#[async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// The backend's log type.
+    type Log: StreamLog + Clone + 'static;
+
+    /// A new, independent instance over the shared storage.
+    async fn instance(&self) -> Self::Log;
+
+    /// The raw bytes of a stream's sealed pages, by page name.
+    async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
+
+    /// The fail points every instance checks.
+    fn fail_points(&self) -> &Arc<FailPoints>;
+
+    /// The clock every instance reads.
+    fn clock(&self) -> &ManualClock;
+}
+
+/// The embedded backend in a temporary directory.
+pub struct EmbeddedHarness {
+    dir: tempfile::TempDir,
+    fail: Arc<FailPoints>,
+    clock: ManualClock,
+}
+
+impl EmbeddedHarness {
+    /// A harness over a fresh temporary directory.
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temporary directory"),
+            fail: Arc::new(FailPoints::default()),
+            clock: ManualClock::new(),
+        }
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Default for EmbeddedHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Harness for EmbeddedHarness {
+    type Log = EmbeddedLog;
+
+    async fn instance(&self) -> EmbeddedLog {
+        let options = Options {
+            limits: test_limits(),
+            clock: Arc::new(self.clock.clone()),
+            fail_points: Arc::clone(&self.fail),
+            poll_interval: TEST_POLL,
+            auto_seal: false,
+        };
+        EmbeddedLog::open(self.dir.path(), options).expect("open embedded store")
+    }
+
+    async fn page_files(&self, log: &EmbeddedLog, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error> {
+        log.page_files(path).await
+    }
+
+    fn fail_points(&self) -> &Arc<FailPoints> {
+        &self.fail
+    }
+
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+}
+
+/// The emulator's configuration, from `.env.emulator` at the workspace root (or the file
+/// `SPOOL_EMULATOR_ENV` names), overridden by the process environment.
+pub fn emulator_config() -> Config {
+    let file = std::env::var_os("SPOOL_EMULATOR_ENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.env.emulator"));
+    assert!(
+        file.exists(),
+        "{} is missing: start the emulator with `make emulator-up` (make test does it for you)",
+        file.display()
+    );
+    let config = Config::from_env_and_file(&file).expect("emulator configuration");
+    assert!(
+        config.aws.endpoint_url.is_some(),
+        "{} has no AWS_ENDPOINT_URL; the emulator tests never run against real AWS",
+        file.display()
+    );
+    config
+}
+
+/// The AWS backend on the emulator.
+pub struct AwsHarness {
+    config: Config,
+    fail: Arc<FailPoints>,
+    clock: ManualClock,
+    /// Counts the requests of every instance.
+    pub requests: RequestCounter,
+}
+
+impl AwsHarness {
+    /// A harness over the emulator `make emulator-up` started.
+    pub fn new() -> Self {
+        Self {
+            config: emulator_config(),
+            fail: Arc::new(FailPoints::default()),
+            clock: ManualClock::new(),
+            requests: RequestCounter::default(),
+        }
+    }
+
+    /// The configuration the harness reads.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// SDK clients for the emulator.
+    pub async fn clients(&self) -> AwsClients {
+        AwsClients::new(&self.config.aws, Some(self.requests.clone())).await
+    }
+
+    /// Options for a log over the emulator's table and bucket.
+    pub fn options(&self) -> AwsLogOptions {
+        let aws = &self.config.aws;
+        let mut options = AwsLogOptions::new(
+            aws.streams_table.clone().expect("SPOOL_STREAMS_TABLE in .env.emulator"),
+            aws.pages_bucket.clone().expect("SPOOL_PAGES_BUCKET in .env.emulator"),
+        );
+        options.limits = test_limits();
+        options.clock = Arc::new(self.clock.clone());
+        options.fail_points = Arc::clone(&self.fail);
+        options.poll_interval = TEST_POLL;
+        options
+    }
+}
+
+impl Default for AwsHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Harness for AwsHarness {
+    type Log = AwsLog;
+
+    async fn instance(&self) -> AwsLog {
+        AwsLog::new(self.clients().await, self.options())
+    }
+
+    async fn page_files(&self, log: &AwsLog, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error> {
+        log.page_files(path).await
+    }
+
+    fn fail_points(&self) -> &Arc<FailPoints> {
+        &self.fail
+    }
+
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+}
