@@ -37,9 +37,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".emulator"
+# `make test` keeps its own emulator apart from one a developer started with `make emulator-up`.
+STATE = Path(os.environ.get("EMULATOR_STATE", ROOT / ".emulator"))
 TEMPLATE = ROOT / "infra" / "template.yaml"
-ENV_FILE = ROOT / ".env.emulator"
+ENV_FILE = Path(os.environ.get("EMULATOR_ENV_FILE", ROOT / ".env.emulator"))
 STACK = "spool-local"
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
@@ -219,7 +220,7 @@ def start_dynamodb_local():
     )
     pid_file.write_text(str(process.pid))
     (STATE / "dynamodb.port").write_text(str(ddb_port))
-    say(f"started DynamoDB Local on 127.0.0.1:{ddb_port} (pid {process.pid}, log .emulator/dynamodb.log)")
+    say(f"started DynamoDB Local on 127.0.0.1:{ddb_port} (pid {process.pid}, log {STATE / 'dynamodb.log'})")
 
     def answers():
         try:
@@ -247,12 +248,16 @@ def write_env():
         *(f"{env}={outputs[key]}" for key, env in OUTPUTS.items()),
     ]
     ENV_FILE.write_text("\n".join(lines) + "\n")
-    say(f"wrote {ENV_FILE.relative_to(ROOT)}")
+    say(f"wrote {ENV_FILE}")
 
 
 def moto_up():
     pid_file = STATE / "moto.pid"
+    port_file = STATE / "moto.port"
     if pid_file.exists() and alive(int(pid_file.read_text())):
+        running = int(port_file.read_text()) if port_file.exists() else None
+        if running != port():
+            fail(f"moto is already running on port {running}; run `make emulator-down` first")
         say(f"moto is already running (pid {pid_file.read_text().strip()})")
     else:
         moto = ROOT / ".venv" / "bin" / "moto_server"
@@ -267,7 +272,8 @@ def moto_up():
             stdout=log, stderr=log, start_new_session=True,
         )
         pid_file.write_text(str(process.pid))
-        say(f"started moto on {endpoint()} (pid {process.pid}, log .emulator/moto.log)")
+        port_file.write_text(str(port()))
+        say(f"started moto on {endpoint()} (pid {process.pid}, log {STATE / 'moto.log'})")
     if dynamodb_local():
         start_dynamodb_local()
     wait_until("moto answering", lambda: http_ok(f"{endpoint()}/moto-api/"), 30)
@@ -288,7 +294,10 @@ def localstack_up():
     def init_done():
         with urllib.request.urlopen(f"{endpoint()}/_localstack/init/ready", timeout=2) as response:
             body = json.load(response)
-            return body.get("completed") is True
+        failed = [s["name"] for s in body.get("scripts", []) if s.get("state") == "ERROR"]
+        if failed:
+            fail(f"LocalStack's init hook failed ({failed}); see `docker compose logs localstack`")
+        return body.get("completed") is True
 
     wait_until("LocalStack's init hook (stack deployment)", init_done, 180)
     (STATE / "localstack").write_text("up")
@@ -303,7 +312,7 @@ def alive(pid):
 
 
 def up():
-    STATE.mkdir(exist_ok=True)
+    STATE.mkdir(parents=True, exist_ok=True)
     if kind() == "moto":
         moto_up()
     else:

@@ -2,3 +2,5 @@
 //! parts behind the `emulator` feature, which `make test` turns on after starting the emulator.
 
 mod contract;
+mod processes;
+mod sealing;

@@ -1,1 +1,8 @@
-fn main() {}
+//! The chat API Lambda: the API's Router behind API Gateway or a function URL.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let _config = spool_platform::Config::from_env()?;
+    lambda_http::run(spool_api::router()).await
+}

@@ -15,3 +15,26 @@ pub use log::{AwsLog, AwsLogOptions};
 pub use metrics::RequestCounter;
 pub use sdk::{AwsClients, behavior_version, load_sdk_config};
 pub use seal_queue::SqsSealScheduler;
+
+use std::sync::Arc;
+
+use spool_platform::{AwsSettings, Config};
+
+/// Builds the AWS stream log a process uses from its configuration: the SDK clients, the
+/// streams table and pages bucket, and seal requests to the maintenance queue when one is
+/// configured.
+pub async fn log_from_config(
+    config: &Config,
+    counter: Option<RequestCounter>,
+) -> Result<AwsLog, spool_platform::Error> {
+    let table = AwsSettings::require(&config.aws.streams_table, "SPOOL_STREAMS_TABLE")?.to_owned();
+    let bucket = AwsSettings::require(&config.aws.pages_bucket, "SPOOL_PAGES_BUCKET")?.to_owned();
+    let clients = AwsClients::new(&config.aws, counter).await;
+    let mut options = AwsLogOptions::new(table, bucket);
+    options.limits = config.limits;
+    options.poll_interval = config.live_poll;
+    options.scheduler = config.aws.maintenance_queue_url.as_ref().map(|url| {
+        Arc::new(SqsSealScheduler::new(clients.sqs.clone(), url.clone())) as Arc<dyn spool_domain::SealScheduler>
+    });
+    Ok(AwsLog::new(clients, options))
+}

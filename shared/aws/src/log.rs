@@ -1,7 +1,7 @@
 //! # The stream log on DynamoDB and S3
 //!
-//! - **Order.** An append is one `TransactWriteItems`: update the stream head (new tail, `ver`
-//!   + 1) on the condition that `sid` and `ver` are what this writer read, plus a put of the
+//! - **Order.** An append is one `TransactWriteItems`: update the stream head (new tail, next
+//!   `ver`) on the condition that `sid` and `ver` are what this writer read, plus a put of the
 //!   batch item (and of the producer's state). Two writers can never both commit from the same
 //!   `ver`, so they can never take the same sequence number, and since a batch is written in
 //!   the same transaction as the tail that counts it, no number is ever skipped. The loser
@@ -166,6 +166,11 @@ where
     Error::unavailable(format!("S3 {what}"), describe(&e))
 }
 
+/// The S3 key of a sealed page: `streams/{sid}/pages/{first:020}-{last:020}`.
+fn page_key(sid: &str, range: SeqRange) -> String {
+    format!("streams/{sid}/pages/{}", page_name(range))
+}
+
 /// The same error for each of `n` requests (errors are not `Clone`: their sources are boxed).
 fn for_each(e: &Error, n: usize) -> Vec<Result<AppendAck, Error>> {
     (0..n)
@@ -208,7 +213,7 @@ impl AwsLog {
         };
         let mut out = Vec::new();
         for range in self.inner.list_pages(&head.state.sid, None).await? {
-            let key = self.inner.page_key(&head.state.sid, range);
+            let key = page_key(&head.state.sid, range);
             out.push((page_name(range), self.inner.get_object(&key).await?));
         }
         Ok(out)
@@ -218,10 +223,6 @@ impl AwsLog {
 impl Inner {
     fn now(&self) -> i64 {
         self.opts.clock.now_ms()
-    }
-
-    fn page_key(&self, sid: &str, range: SeqRange) -> String {
-        format!("streams/{sid}/pages/{}", page_name(range))
     }
 
     fn cached_head(&self, path: &StreamPath) -> Option<Head> {
@@ -784,7 +785,7 @@ impl Inner {
                 .ok_or_else(|| Error::Corrupt {
                     what: format!("sealed page holding message {} of `{path}` is missing", start + 1),
                 })?;
-            let page = decode_page(self.get_object(&self.page_key(&state.sid, range)).await?, range)?;
+            let page = decode_page(self.get_object(&page_key(&state.sid, range)).await?, range)?;
             let mut total = 0;
             let mut messages = Vec::new();
             for message in page.messages_after(start) {
@@ -852,7 +853,7 @@ impl Inner {
         }
         match self.list_pages(sid, None).await {
             Ok(pages) => {
-                let keys = pages.into_iter().map(|r| self.page_key(sid, r)).collect();
+                let keys = pages.into_iter().map(|r| page_key(sid, r)).collect();
                 self.delete_objects(keys).await;
             }
             Err(e) => tracing::warn!(sid, error = %e, "cannot list a removed stream's pages"),
@@ -1235,7 +1236,7 @@ impl PageStore for AwsLog {
     }
 
     async fn write_page(&self, state: &StreamState, range: SeqRange, page: Bytes) -> Result<(), Error> {
-        let key = self.inner.page_key(&state.sid, range);
+        let key = page_key(&state.sid, range);
         for attempt in 0..8 {
             let result = self
                 .inner

@@ -415,7 +415,7 @@ mod tests {
     fn a_retried_producer_batch_is_acknowledged_without_appending() {
         let mut s = state();
         let first = apply_append(&mut s, None, &with_producer(0, 0), 0, &LogLimits::default()).unwrap();
-        let producer = first.producer.clone().unwrap().1;
+        let producer = first.producer.unwrap().1;
         let retry = apply_append(&mut s, Some(producer), &with_producer(0, 0), 0, &LogLimits::default()).unwrap();
         assert!(retry.ack.duplicate && !retry.changed);
         assert_eq!(retry.ack.appended, None);

@@ -1,1 +1,326 @@
-fn main() {}
+//! `spool-bench`: Spool's benchmark program (`make bench`).
+//!
+//! Runs the same stream-log workloads against the embedded backend (in a temporary directory)
+//! and, given the emulator's env file, against the AWS backend, in one run, and prints one table
+//! with a column per backend. Request counts on AWS come from an SDK interceptor that counts
+//! every request sent. Results also go to a JSON file.
+
+use std::{path::PathBuf, sync::Arc, time::Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Parser;
+use serde::Serialize;
+use spool_aws::RequestCounter;
+use spool_domain::{Append, ContentType, CreateStream, LogLimits, Offset, Position, SealMode, StreamLog, StreamPath};
+
+/// Benchmarks of the stream log on both backends.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The emulator's env file (from `make emulator-up`); without it only the embedded backend runs.
+    #[arg(long)]
+    env_file: Option<PathBuf>,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "target/bench/log.json")]
+    out: PathBuf,
+    /// Appends per write workload.
+    #[arg(long, default_value_t = 2000)]
+    appends: u64,
+    /// Messages in the stream the catch-up read workload reads.
+    #[arg(long, default_value_t = 20_000)]
+    read_messages: u64,
+}
+
+/// One backend's figures.
+#[derive(Debug, Default, Serialize)]
+struct Figures {
+    backend: String,
+    sequential_appends_per_s: f64,
+    concurrent_appends_one_stream_per_s: f64,
+    appends_16_streams_per_s: f64,
+    catch_up_hot_mb_per_s: f64,
+    catch_up_sealed_mb_per_s: f64,
+    /// AWS only: requests per append on the uncontended path.
+    dynamodb_writes_per_append: Option<f64>,
+    dynamodb_reads_per_append: Option<f64>,
+    s3_puts_per_append: Option<f64>,
+    /// AWS only: requests of sealing, per page and per message sealed.
+    s3_puts_per_page: Option<f64>,
+    dynamodb_writes_per_sealed_message: Option<f64>,
+    pages_sealed: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    date: String,
+    machine: String,
+    appends: u64,
+    read_messages: u64,
+    message_bytes: usize,
+    limits: String,
+    results: Vec<Figures>,
+}
+
+const MESSAGE_BYTES: usize = 100;
+
+fn message(i: u64) -> Bytes {
+    let head = format!("{{\"i\":{i},\"pad\":\"");
+    let pad = MESSAGE_BYTES.saturating_sub(head.len() + 2);
+    Bytes::from(format!("{head}{}\"}}", "x".repeat(pad)))
+}
+
+fn json() -> CreateStream {
+    CreateStream::new(ContentType::parse("application/json").expect("valid"))
+}
+
+fn path(name: &str) -> StreamPath {
+    StreamPath::parse(format!("bench/{}/{name}", uuid::Uuid::new_v4().simple())).expect("valid")
+}
+
+fn per_second(n: u64, started: Instant) -> f64 {
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+fn progress(backend: &str, step: &str) {
+    eprintln!("[{backend}] {step}");
+}
+
+async fn run(
+    backend: &str,
+    log: Arc<dyn StreamLog>,
+    counter: Option<&RequestCounter>,
+    args: &Args,
+) -> anyhow::Result<Figures> {
+    let mut f = Figures {
+        backend: backend.to_owned(),
+        ..Figures::default()
+    };
+    let writes = |c: &RequestCounter| {
+        c.total("DynamoDB", |op| {
+            matches!(
+                op,
+                "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem"
+            )
+        })
+    };
+    let reads = |c: &RequestCounter| c.total("DynamoDB", |op| matches!(op, "GetItem" | "Query" | "BatchGetItem"));
+    let puts = |c: &RequestCounter| c.total("S3", |op| op == "PutObject");
+
+    // Sequential appends to one stream: the uncontended path.
+    progress(backend, "sequential appends");
+    let one = path("sequential");
+    log.create(&one, json()).await?;
+    log.append(&one, Append::one(message(0))).await?; // warm the writer's head cache
+    if let Some(c) = counter {
+        c.reset();
+    }
+    let started = Instant::now();
+    for i in 0..args.appends {
+        log.append(&one, Append::one(message(i))).await?;
+    }
+    f.sequential_appends_per_s = per_second(args.appends, started);
+    if let Some(c) = counter {
+        let n = args.appends as f64;
+        f.dynamodb_writes_per_append = Some(writes(c) as f64 / n);
+        f.dynamodb_reads_per_append = Some(reads(c) as f64 / n);
+        f.s3_puts_per_append = Some(puts(c) as f64 / n);
+    }
+
+    // Sealing what was appended.
+    progress(backend, "sealing");
+    if let Some(c) = counter {
+        c.reset();
+    }
+    let report = log.seal(&one, SealMode::Final).await?;
+    f.pages_sealed = report.written.len() as u64;
+    if let Some(c) = counter
+        && f.pages_sealed > 0
+    {
+        f.s3_puts_per_page = Some(puts(c) as f64 / f.pages_sealed as f64);
+        let sealed = report.sealed_through.seq() as f64;
+        f.dynamodb_writes_per_sealed_message = Some(writes(c) as f64 / sealed);
+    }
+
+    // 8 concurrent writers on one stream, one process (group commit).
+    progress(backend, "8 concurrent writers, one stream");
+    let shared = path("concurrent");
+    log.create(&shared, json()).await?;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..8 {
+        let (log, shared, n) = (log.clone(), shared.clone(), args.appends / 8);
+        tasks.spawn(async move {
+            for i in 0..n {
+                log.append(&shared, Append::one(message(w * n + i))).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    f.concurrent_appends_one_stream_per_s = per_second(args.appends / 8 * 8, started);
+    let tail = log.metadata(&shared).await?.tail;
+    anyhow::ensure!(tail == Offset::after(args.appends / 8 * 8), "lost appends: tail {tail}");
+
+    // 16 streams, one writer each.
+    progress(backend, "16 streams");
+    let streams: Vec<StreamPath> = (0..16).map(|i| path(&format!("s{i}"))).collect();
+    for s in &streams {
+        log.create(s, json()).await?;
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in streams {
+        let (log, n) = (log.clone(), args.appends / 16);
+        tasks.spawn(async move {
+            for i in 0..n {
+                log.append(&s, Append::one(message(i))).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    f.appends_16_streams_per_s = per_second(args.appends / 16 * 16, started);
+
+    // Catch-up reads, from the hot tail and then from sealed pages.
+    progress(backend, "catch-up reads");
+    let history = path("history");
+    log.create(&history, json()).await?;
+    let batch = 100;
+    for start in (0..args.read_messages).step_by(batch) {
+        let messages = (start..(start + batch as u64).min(args.read_messages)).map(message);
+        log.append(&history, Append::messages(messages)).await?;
+    }
+    f.catch_up_hot_mb_per_s = read_all(log.as_ref(), &history, args.read_messages).await?;
+    log.seal(&history, SealMode::Final).await?;
+    f.catch_up_sealed_mb_per_s = read_all(log.as_ref(), &history, args.read_messages).await?;
+    Ok(f)
+}
+
+/// Reads a whole stream from its start; returns MB/s.
+async fn read_all(log: &dyn StreamLog, path: &StreamPath, expected: u64) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut at = Offset::START;
+    let mut bytes = 0usize;
+    let mut count = 0u64;
+    loop {
+        let chunk = log.read(path, Position::At(at), None).await?;
+        bytes += chunk.messages.iter().map(Bytes::len).sum::<usize>();
+        count += chunk.messages.len() as u64;
+        at = chunk.next_offset;
+        if chunk.up_to_date {
+            break;
+        }
+    }
+    anyhow::ensure!(count == expected, "read {count} messages, expected {expected}");
+    Ok(bytes as f64 / 1e6 / started.elapsed().as_secs_f64())
+}
+
+fn fmt(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn print_table(results: &[Figures]) {
+    type Row = (&'static str, fn(&Figures) -> Option<f64>);
+    let rows: [Row; 10] = [
+        ("appends/s, sequential, 1 stream", |f| Some(f.sequential_appends_per_s)),
+        ("appends/s, 8 writers, 1 stream", |f| {
+            Some(f.concurrent_appends_one_stream_per_s)
+        }),
+        ("appends/s, 16 streams", |f| Some(f.appends_16_streams_per_s)),
+        ("catch-up MB/s, hot tail", |f| Some(f.catch_up_hot_mb_per_s)),
+        ("catch-up MB/s, sealed pages", |f| Some(f.catch_up_sealed_mb_per_s)),
+        ("DynamoDB writes per append", |f| f.dynamodb_writes_per_append),
+        ("DynamoDB reads per append", |f| f.dynamodb_reads_per_append),
+        ("S3 PUTs per append", |f| f.s3_puts_per_append),
+        ("S3 PUTs per sealed page", |f| f.s3_puts_per_page),
+        ("DynamoDB writes per sealed message", |f| {
+            f.dynamodb_writes_per_sealed_message
+        }),
+    ];
+    let mut header = format!("{:<34}", "workload");
+    for f in results {
+        header.push_str(&format!("{:>16}", f.backend));
+    }
+    if results.len() == 2 {
+        header.push_str(&format!("{:>16}", "aws / embedded"));
+    }
+    println!("{header}");
+    for (name, get) in rows {
+        let values: Vec<Option<f64>> = results.iter().map(get).collect();
+        if values.iter().all(Option::is_none) {
+            continue;
+        }
+        let mut line = format!("{name:<34}");
+        for v in &values {
+            line.push_str(&format!("{:>16}", v.map_or_else(|| "-".to_owned(), fmt)));
+        }
+        if let [Some(a), Some(b)] = values[..]
+            && a > 0.0
+        {
+            line.push_str(&format!("{:>16}", format!("{:.3}", b / a)));
+        }
+        println!("{line}");
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let limits = LogLimits::default();
+    let mut results = Vec::new();
+
+    let dir = tempfile::tempdir()?;
+    let options = spool_embedded::Options {
+        limits,
+        auto_seal: false,
+        ..spool_embedded::Options::default()
+    };
+    let embedded: Arc<dyn StreamLog> = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), options)?);
+    results.push(run("embedded", embedded, None, &args).await?);
+
+    if let Some(env_file) = &args.env_file {
+        let config = spool_platform::Config::from_env_and_file(env_file)?;
+        anyhow::ensure!(
+            config.aws.endpoint_url.is_some(),
+            "{} has no emulator endpoint",
+            env_file.display()
+        );
+        let counter = RequestCounter::default();
+        let mut config = config;
+        config.aws.maintenance_queue_url = None; // seal explicitly, and count it apart
+        let aws: Arc<dyn StreamLog> = Arc::new(spool_aws::log_from_config(&config, Some(counter.clone())).await?);
+        results.push(run("aws-emulator", aws, Some(&counter), &args).await?);
+    }
+
+    print_table(&results);
+    let report = Report {
+        date: time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        machine: format!(
+            "{} cores, {}",
+            std::thread::available_parallelism().map_or(0, usize::from),
+            std::env::consts::ARCH
+        ),
+        appends: args.appends,
+        read_messages: args.read_messages,
+        message_bytes: MESSAGE_BYTES,
+        limits: format!("{limits:?}"),
+        results,
+    };
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    eprintln!("results written to {}", args.out.display());
+    Ok(())
+}

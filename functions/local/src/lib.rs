@@ -1,0 +1,162 @@
+//! # The `spool` command
+//!
+//! `spool serve` runs Spool in one process: the HTTP API (and, as later issues add them, the
+//! stream protocol, the worker and the web UI) over the embedded store, or over AWS (or an
+//! emulator of it) with `--backend aws`.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use spool_domain::StreamLog;
+use spool_platform::{Backend, Config};
+use tokio::net::TcpListener;
+
+/// Spool: durable chat between people and AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "spool", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run Spool locally: every function in one process.
+    Serve(ServeArgs),
+}
+
+/// Options of `spool serve`; each overrides its `SPOOL_*` variable.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on [env: SPOOL_ADDR; default: 127.0.0.1:8080].
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// Where streams are stored [env: SPOOL_BACKEND; default: embedded].
+    #[arg(long, value_parser = ["embedded", "aws"])]
+    pub backend: Option<String>,
+    /// The embedded store's directory [env: SPOOL_DATA_DIR; default: .spool].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Variables to read before the environment (with `--backend aws`, the file
+    /// `make emulator-up` writes).
+    #[arg(long, default_value = ".env.emulator")]
+    pub env_file: PathBuf,
+}
+
+impl Cli {
+    /// Runs the command.
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Serve(args) => serve(args.config()?).await,
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The configuration: the env file (for the AWS backend), then the environment, then flags.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let aws = self.backend.as_deref() == Some("aws");
+        let mut config = if aws {
+            Config::from_env_and_file(&self.env_file)
+        } else {
+            Config::from_env()
+        }
+        .context("invalid configuration")?;
+        if let Some(backend) = &self.backend {
+            config.backend = backend.parse().map_err(anyhow::Error::msg)?;
+        }
+        if let Some(addr) = self.addr {
+            config.addr = addr;
+        }
+        if let Some(dir) = &self.data_dir {
+            config.data_dir.clone_from(dir);
+        }
+        Ok(config)
+    }
+}
+
+/// Everything `spool serve` runs on.
+struct Services {
+    /// Kept for the stream protocol and the API, which mount on it in later issues.
+    _log: Arc<dyn StreamLog>,
+    description: String,
+}
+
+async fn services(config: &Config) -> anyhow::Result<Services> {
+    match config.backend {
+        Backend::Embedded => {
+            let options = spool_embedded::Options {
+                limits: config.limits,
+                poll_interval: config.live_poll,
+                ..spool_embedded::Options::default()
+            };
+            let log = spool_embedded::EmbeddedLog::open(&config.data_dir, options)
+                .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
+            Ok(Services {
+                _log: Arc::new(log),
+                description: format!("embedded store in {}", config.data_dir.display()),
+            })
+        }
+        Backend::Aws => {
+            let log = spool_aws::log_from_config(config, None)
+                .await
+                .context("cannot set up the AWS backend")?;
+            let log = Arc::new(log);
+            if let Some(url) = &config.aws.maintenance_queue_url {
+                let worker = Arc::new(spool_worker::Worker::new(log.clone()));
+                let sqs = spool_aws::AwsClients::new(&config.aws, None).await.sqs;
+                tokio::spawn(spool_worker::poll_queue(
+                    worker,
+                    sqs,
+                    url.clone(),
+                    Duration::from_secs(20),
+                ));
+            }
+            let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
+            Ok(Services {
+                _log: log,
+                description: format!("AWS backend at {endpoint}"),
+            })
+        }
+    }
+}
+
+/// Runs `spool serve` until Ctrl-C or SIGTERM.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let services = services(&config).await?;
+    let app = spool_api::router().merge(spool_stream::router());
+    let listener = TcpListener::bind(config.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
+    let addr = listener.local_addr()?;
+    println!("Spool is listening on http://{addr} ({})", services.description);
+    tracing::info!(%addr, backend = ?config.backend, "serving");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("the server failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,100 @@
+//! `spool serve` as users run it: a real process, real HTTP on loopback.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+};
+
+/// A running `spool serve`, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    banner: String,
+}
+
+impl Server {
+    fn start(args: &[&str], cwd: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .arg("serve")
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("SPOOL_ADDR")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn spool");
+        let mut banner = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut banner)
+            .expect("read the banner");
+        let url = banner
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {banner:?}"))
+            .to_owned();
+        Self { child, url, banner }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn health(url: &str) -> serde_json::Value {
+    let response = reqwest::get(format!("{url}/healthz")).await.expect("GET /healthz");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("JSON health")
+}
+
+#[tokio::test]
+async fn serve_prints_its_url_and_answers_health_checks() {
+    // GIVEN an empty data directory
+    let dir = tempfile::tempdir().unwrap();
+    // WHEN spool serve starts on a free port
+    let server = Server::start(&["--data-dir", dir.path().join("data").to_str().unwrap()], dir.path());
+    // THEN it prints where it listens and what it stores in, and answers there
+    assert!(server.banner.contains("embedded store"), "{}", server.banner);
+    assert_eq!(health(&server.url).await["status"], "ok");
+    // AND its store exists on disk
+    assert!(dir.path().join("data/spool.db").exists());
+}
+
+#[tokio::test]
+async fn serve_refuses_a_taken_address_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(["serve", "--addr", &addr, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("pass --addr with a free port"), "{stderr}");
+}
+
+#[cfg(feature = "emulator")]
+#[tokio::test]
+async fn serve_runs_on_the_aws_backend_from_the_emulator_env_file() {
+    let env_file = std::env::var_os("SPOOL_EMULATOR_ENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.env.emulator"));
+    assert!(env_file.exists(), "start the emulator first: make emulator-up");
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &["--backend", "aws", "--env-file", env_file.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(
+        server.banner.contains("AWS backend at http://127.0.0.1"),
+        "{}",
+        server.banner
+    );
+    assert_eq!(health(&server.url).await["status"], "ok");
+}

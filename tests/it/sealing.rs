@@ -1,0 +1,134 @@
+//! Sealing off the request path: the embedded store's background sealer, and on AWS the seal
+//! requests an append sends to the maintenance queue, run by the worker.
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use spool_domain::{Append, ContentType, CreateStream, StreamPath, StreamReader, StreamWriter};
+use spool_tests::{test_limits, unique_path};
+use spool_worker::Worker;
+
+fn json() -> CreateStream {
+    CreateStream::new(ContentType::parse("application/json").unwrap())
+}
+
+const MESSAGE_BYTES: usize = 102;
+
+/// Messages per full page, for messages of [`MESSAGE_BYTES`].
+fn per_page() -> u64 {
+    let limits = test_limits();
+    (limits.page_bytes / MESSAGE_BYTES).min(limits.page_max_messages) as u64
+}
+
+/// Appends about three pages' worth of messages.
+async fn fill(log: &impl StreamWriter, path: &StreamPath) {
+    log.create(path, json()).await.unwrap();
+    let message = Bytes::from(format!("\"{}\"", "x".repeat(MESSAGE_BYTES - 2)));
+    for _ in 0..3 * per_page() + per_page() / 2 {
+        log.append(path, Append::one(message.clone())).await.unwrap();
+    }
+}
+
+/// Waits (at most 30 s) until some of the stream is sealed.
+async fn sealed_soon(log: &impl StreamReader, path: &StreamPath) -> u64 {
+    for _ in 0..300 {
+        let sealed = log.metadata(path).await.unwrap().sealed.seq();
+        if sealed > 0 {
+            return sealed;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("nothing was sealed within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_store_seals_full_pages_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = spool_embedded::Options {
+        limits: test_limits(),
+        auto_seal: true,
+        ..spool_embedded::Options::default()
+    };
+    let log = spool_embedded::EmbeddedLog::open(dir.path(), options).unwrap();
+    let path = unique_path("background");
+    fill(&log, &path).await;
+    let sealed = sealed_soon(&log, &path).await;
+    assert!(!log.page_files(&path).await.unwrap().is_empty());
+    assert_eq!(sealed % per_page(), 0, "only full pages are sealed");
+}
+
+#[tokio::test]
+async fn the_worker_reports_only_failed_messages_of_a_batch() {
+    // GIVEN a batch with a seal job for a stream, one for a stream that no longer exists, and
+    // a message that is no job at all
+    let dir = tempfile::tempdir().unwrap();
+    let options = spool_embedded::Options {
+        limits: test_limits(),
+        auto_seal: false,
+        ..spool_embedded::Options::default()
+    };
+    let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), options).unwrap());
+    let path = unique_path("worker");
+    fill(log.as_ref(), &path).await;
+    let mut event: aws_lambda_events::event::sqs::SqsEvent =
+        serde_json::from_str(include_str!("../../functions/worker/events/seal.json")).unwrap();
+    let template = event.records[0].clone();
+    let record = |id: &str, body: String| {
+        let mut r = template.clone();
+        r.message_id = Some(id.to_owned());
+        r.body = Some(body);
+        r
+    };
+    event.records = vec![
+        record("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
+        record("gone", r#"{"job":"seal","path":"no/such/stream"}"#.to_owned()),
+        record("junk", "not a job".to_owned()),
+    ];
+    // WHEN the worker handles it
+    let worker = Arc::new(Worker::new(log.clone()));
+    let response = worker.handle_batch(event).await;
+    // THEN only the junk is reported failed, and the stream is sealed to its end
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, vec!["junk"]);
+    let meta = log.metadata(&path).await.unwrap();
+    assert_eq!(meta.sealed, meta.tail);
+}
+
+#[cfg(feature = "emulator")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
+    // GIVEN the AWS log with seal requests going to the emulator's maintenance queue, and the
+    // worker polling that queue
+    let harness = spool_tests::AwsHarness::new();
+    let clients = harness.clients().await;
+    let queue = harness
+        .config()
+        .aws
+        .maintenance_queue_url
+        .clone()
+        .expect("SPOOL_MAINTENANCE_QUEUE_URL");
+    let mut options = harness.options();
+    options.scheduler = Some(Arc::new(spool_aws::SqsSealScheduler::new(
+        clients.sqs.clone(),
+        queue.clone(),
+    )));
+    let log = Arc::new(spool_aws::AwsLog::new(clients.clone(), options));
+    let worker = Arc::new(Worker::new(log.clone()));
+    let polling = tokio::spawn(spool_worker::poll_queue(
+        worker,
+        clients.sqs.clone(),
+        queue,
+        Duration::from_secs(1),
+    ));
+    // WHEN a writer appends three pages' worth
+    let path = unique_path("sqs-seal");
+    fill(log.as_ref(), &path).await;
+    // THEN the worker seals full pages, off the request path
+    let sealed = sealed_soon(log.as_ref(), &path).await;
+    assert_eq!(sealed % per_page(), 0, "only full pages are sealed");
+    polling.abort();
+}
