@@ -286,6 +286,8 @@ def moto_up():
 
 
 def localstack_up():
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        fail("LocalStack needs a running Docker engine; without one, use the default EMULATOR=moto")
     compose = ["docker", "compose", "-f", str(ROOT / "localstack" / "docker-compose.yml")]
     env = {**os.environ, "EMULATOR_PORT": str(port())}
     say("starting LocalStack with Docker")

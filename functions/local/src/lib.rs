@@ -105,7 +105,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let log = Arc::new(log);
             if let Some(url) = &config.aws.maintenance_queue_url {
                 let worker = Arc::new(spool_worker::Worker::new(log.clone()));
-                let sqs = spool_aws::AwsClients::new(&config.aws, None).await.sqs;
+                let sqs = log.clients().sqs.clone();
                 tokio::spawn(spool_worker::poll_queue(
                     worker,
                     sqs,

@@ -36,7 +36,7 @@ use spool_domain::{
     WaitOutcome,
     group_commit::GroupCommit,
     notify::{Notifier, wait_for_data},
-    page::{decode_frames, decode_page, encode_frames, frames_len, page_name, parse_page_name},
+    page::{decode_frames, decode_page, encode_frames, frames_len, page_name, parse_page_name, take_up_to},
     seal::{PageStore, seal_stream},
     state::{ProducerState, StreamState, apply_append},
 };
@@ -203,6 +203,11 @@ impl AwsLog {
                 commits: GroupCommit::new(TRANSACTION_APPENDS_MAX),
             }),
         }
+    }
+
+    /// The SDK clients this log uses.
+    pub fn clients(&self) -> &AwsClients {
+        &self.inner.clients
     }
 
     /// The raw bytes of every sealed page of the stream at `path`, by page name (for tests and
@@ -766,36 +771,16 @@ impl Inner {
         let now = self.now();
         let head = self.live_head(path).await?;
         let state = &head.state;
-        let start = match from {
-            Position::Now => state.tail,
-            Position::At(offset) if offset.seq() > state.tail => {
-                return Err(Error::OffsetBeyondTail {
-                    offset,
-                    tail: state.tail_offset(),
-                });
-            }
-            Position::At(offset) => offset.seq(),
-        };
+        let start = state.read_start(from)?;
         let (messages, from_pages) = if start >= state.tail {
             (Vec::new(), false)
         } else if start < state.sealed {
             let range = self
                 .page_containing(&state.sid, start + 1)
                 .await?
-                .ok_or_else(|| Error::Corrupt {
-                    what: format!("sealed page holding message {} of `{path}` is missing", start + 1),
-                })?;
+                .ok_or_else(|| state.missing_page(start + 1))?;
             let page = decode_page(self.get_object(&page_key(&state.sid, range)).await?, range)?;
-            let mut total = 0;
-            let mut messages = Vec::new();
-            for message in page.messages_after(start) {
-                if !messages.is_empty() && total + message.len() > max_bytes {
-                    break;
-                }
-                total += message.len();
-                messages.push(message.clone());
-            }
-            (messages, true)
+            (take_up_to(page.messages_after(start), max_bytes), true)
         } else {
             let messages = self.hot_messages(&state.sid, start, state.tail, max_bytes).await?;
             if messages.is_empty() {
@@ -806,18 +791,7 @@ impl Inner {
         if state.needs_touch(now) {
             self.touch(state, now).await?;
         }
-        let next = start + messages.len() as u64;
-        let up_to_date = next == state.tail;
-        let closed = state.closed && up_to_date;
-        Ok(Some(Chunk {
-            content_type: state.content_type.clone(),
-            start: Offset::after(start),
-            next_offset: Offset::after(next),
-            up_to_date,
-            closed,
-            immutable: from_pages && (!up_to_date || closed),
-            messages,
-        }))
+        Ok(Some(state.chunk(start, messages, from_pages)))
     }
 
     /// Refreshes a sliding TTL; does not bump `ver`, so it never conflicts with appends.

@@ -91,7 +91,7 @@ pub enum Error {
         tail: Offset,
     },
     /// An append larger than the configured maximum.
-    #[error("append of {size} bytes exceeds the maximum of {max} bytes")]
+    #[error("append of {size} bytes exceeds the maximum of {max} bytes (SPOOL_MAX_APPEND_BYTES)")]
     PayloadTooLarge {
         /// The append's size.
         size: usize,

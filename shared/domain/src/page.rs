@@ -85,6 +85,21 @@ impl Page {
     }
 }
 
+/// The first of `messages` up to about `max_bytes` in all: at least one (if any), and none
+/// that would take the total past `max_bytes` after the first.
+pub fn take_up_to(messages: &[Bytes], max_bytes: usize) -> Vec<Bytes> {
+    let mut total = 0;
+    let mut out = Vec::new();
+    for message in messages {
+        if !out.is_empty() && total + message.len() > max_bytes {
+            break;
+        }
+        total += message.len();
+        out.push(message.clone());
+    }
+    out
+}
+
 /// Decodes and verifies a page (magic, checksum, count, and the range its name promises).
 pub fn decode_page(data: Bytes, expected: SeqRange) -> Result<Page, Error> {
     if data.len() < HEADER + 4 || &data[..8] != MAGIC {

@@ -9,13 +9,14 @@
 //! client learns it is closed), then the content type, then the idempotent producer (so a retry
 //! is acknowledged before its `Stream-Seq` could look like a regression), then `Stream-Seq`.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Error, LogLimits,
     stream::{
-        Append, AppendAck, ContentType, CreateStream, Expiry, Offset, ProducerAck, ProducerClaim, SeqRange, StreamMeta,
-        StreamPath,
+        Append, AppendAck, Chunk, ContentType, CreateStream, Expiry, Offset, Position, ProducerAck, ProducerClaim,
+        SeqRange, StreamMeta, StreamPath,
     },
 };
 
@@ -129,6 +130,45 @@ impl StreamState {
     /// The stream's tail as an offset.
     pub fn tail_offset(&self) -> Offset {
         Offset::after(self.tail)
+    }
+
+    /// The sequence number a read from `from` starts after: the tail for `now`, and an error
+    /// for an offset past the tail.
+    pub fn read_start(&self, from: Position) -> Result<u64, Error> {
+        match from {
+            Position::Now => Ok(self.tail),
+            Position::At(offset) if offset.seq() > self.tail => Err(Error::OffsetBeyondTail {
+                offset,
+                tail: self.tail_offset(),
+            }),
+            Position::At(offset) => Ok(offset.seq()),
+        }
+    }
+
+    /// The answer to a read that started after message `start` and got `messages`, all from
+    /// sealed pages when `from_pages`.
+    pub fn chunk(&self, start: u64, messages: Vec<Bytes>, from_pages: bool) -> Chunk {
+        let next = start + messages.len() as u64;
+        let up_to_date = next == self.tail;
+        let closed = self.closed && up_to_date;
+        Chunk {
+            content_type: self.content_type.clone(),
+            start: Offset::after(start),
+            next_offset: Offset::after(next),
+            up_to_date,
+            closed,
+            // Only a page's messages never change; and an answer that says "up to date" stops
+            // being true at the next append, unless the stream is closed.
+            immutable: from_pages && (!up_to_date || closed),
+            messages,
+        }
+    }
+
+    /// The error for a sealed page that should hold message `seq` but is not in storage.
+    pub fn missing_page(&self, seq: u64) -> Error {
+        Error::Corrupt {
+            what: format!("the sealed page holding message {seq} of `{}` is missing", self.path),
+        }
     }
 
     /// The public metadata of this state.
@@ -366,8 +406,6 @@ fn check_producer(current: Option<ProducerState>, claim: &ProducerClaim) -> Resu
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
 
     fn state() -> StreamState {

@@ -29,6 +29,7 @@ use spool_domain::{
     Append, AppendAck, Chunk, Clock, CreateStream, Created, Error, FailPoints, LogLimits, Offset, Position, SealMode,
     SealReport, SeqRange, StreamMeta, StreamPath, StreamReader, StreamSealer, StreamWriter, SystemClock, WaitOutcome,
     notify::{Notifier, wait_for_data},
+    page::take_up_to,
     seal::{PageStore, seal_stream},
     state::StreamState,
 };
@@ -271,20 +272,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send
         .map_err(|e| Error::unavailable("embedded store: a blocking task failed", e))?
 }
 
-/// Takes messages up to `max_bytes` (at least one).
-fn take_limited(messages: &[Bytes], max_bytes: usize) -> Vec<Bytes> {
-    let mut total = 0;
-    let mut out = Vec::new();
-    for message in messages {
-        if !out.is_empty() && total + message.len() > max_bytes {
-            break;
-        }
-        total += message.len();
-        out.push(message.clone());
-    }
-    out
-}
-
 /// One read inside a snapshot: the chunk, and whether the stream's TTL needs a touch.
 fn read_snapshot(
     conn: &Connection,
@@ -297,26 +284,15 @@ fn read_snapshot(
     let state = db::load_state(conn, path)?
         .filter(|s| !s.is_expired(now))
         .ok_or_else(|| Error::NotFound { path: path.clone() })?;
-    let start = match from {
-        Position::Now => state.tail,
-        Position::At(offset) if offset.seq() > state.tail => {
-            return Err(Error::OffsetBeyondTail {
-                offset,
-                tail: state.tail_offset(),
-            });
-        }
-        Position::At(offset) => offset.seq(),
-    };
+    let start = state.read_start(from)?;
     let (messages, from_pages) = if start >= state.tail {
         (Vec::new(), false)
     } else if start < state.sealed {
         let range = pages
             .find_containing(&state.sid, start + 1)?
-            .ok_or_else(|| Error::Corrupt {
-                what: format!("sealed page holding message {} of `{path}` is missing", start + 1),
-            })?;
+            .ok_or_else(|| state.missing_page(start + 1))?;
         let page = pages.read(&state.sid, range)?;
-        (take_limited(page.messages_after(start), max_bytes), true)
+        (take_up_to(page.messages_after(start), max_bytes), true)
     } else {
         let messages = db::read_messages(conn, &state.sid, start, state.tail, max_bytes)?;
         if messages.is_empty() {
@@ -326,18 +302,7 @@ fn read_snapshot(
         }
         (messages, false)
     };
-    let next = start + messages.len() as u64;
-    let up_to_date = next == state.tail;
-    let closed = state.closed && up_to_date;
-    let chunk = Chunk {
-        content_type: state.content_type.clone(),
-        start: Offset::after(start),
-        next_offset: Offset::after(next),
-        up_to_date,
-        closed,
-        immutable: from_pages && (!up_to_date || closed),
-        messages,
-    };
+    let chunk = state.chunk(start, messages, from_pages);
     Ok((chunk, state.needs_touch(now).then(|| state.sid.clone())))
 }
 
