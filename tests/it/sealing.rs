@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use spool_domain::{Append, ContentType, CreateStream, StreamPath, StreamReader, StreamWriter};
-use spool_tests::{test_limits, unique_path};
+use spool_tests::{embedded_options, test_limits, unique_path};
 use spool_worker::Worker;
 
 fn json() -> CreateStream {
@@ -44,12 +44,7 @@ async fn sealed_soon(log: &impl StreamReader, path: &StreamPath) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_embedded_store_seals_full_pages_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
-    let options = spool_embedded::Options {
-        limits: test_limits(),
-        auto_seal: true,
-        ..spool_embedded::Options::default()
-    };
-    let log = spool_embedded::EmbeddedLog::open(dir.path(), options).unwrap();
+    let log = spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(true)).unwrap();
     let path = unique_path("background");
     fill(&log, &path).await;
     let sealed = sealed_soon(&log, &path).await;
@@ -62,12 +57,7 @@ async fn the_worker_reports_only_failed_messages_of_a_batch() {
     // GIVEN a batch with a seal job for a stream, one for a stream that no longer exists, and
     // a message that is no job at all
     let dir = tempfile::tempdir().unwrap();
-    let options = spool_embedded::Options {
-        limits: test_limits(),
-        auto_seal: false,
-        ..spool_embedded::Options::default()
-    };
-    let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), options).unwrap());
+    let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap());
     let path = unique_path("worker");
     fill(log.as_ref(), &path).await;
     let mut event: aws_lambda_events::event::sqs::SqsEvent =

@@ -25,6 +25,15 @@ pub fn test_limits() -> LogLimits {
     }
 }
 
+/// Embedded-store options for tests: [`test_limits`], sealing in the background or not.
+pub fn embedded_options(auto_seal: bool) -> Options {
+    Options {
+        limits: test_limits(),
+        auto_seal,
+        ..Options::default()
+    }
+}
+
 /// How often live readers re-check in tests.
 pub const TEST_POLL: Duration = Duration::from_millis(50);
 

@@ -78,7 +78,8 @@ impl ServeArgs {
 
 /// Everything `spool serve` runs on.
 struct Services {
-    /// Kept for the stream protocol and the API, which mount on it in later issues.
+    /// Holds the store open (the embedded writer thread stops when its last handle is
+    /// dropped); the stream protocol and the API mount on it in later issues.
     _log: Arc<dyn StreamLog>,
     description: String,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 use spool_domain::{Append, StreamPath, StreamWriter};
-use spool_embedded::{EmbeddedLog, Options};
+use spool_embedded::EmbeddedLog;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -16,12 +16,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let writer: u64 = writer.parse().context("WRITER")?;
     let count: u64 = count.parse().context("COUNT")?;
-    let options = Options {
-        limits: spool_tests::test_limits(),
-        auto_seal: false,
-        ..Options::default()
-    };
-    let log = Arc::new(EmbeddedLog::open(dir, options)?);
+    let log = Arc::new(EmbeddedLog::open(dir, spool_tests::embedded_options(false))?);
     let path = StreamPath::parse(path.clone())?;
     for i in 0..count {
         let message = Bytes::from(serde_json::json!({ "w": writer, "i": i }).to_string());
