@@ -4,3 +4,4 @@
 mod contract;
 mod processes;
 mod sealing;
+mod stream_http;

@@ -42,13 +42,26 @@ pub struct ServeArgs {
     /// `make emulator-up` writes).
     #[arg(long, default_value = ".env.emulator")]
     pub env_file: PathBuf,
+    /// Serve without authorization (for the conformance suite and local tools). Refused unless
+    /// the address is a loopback one.
+    #[arg(long)]
+    pub no_auth: bool,
 }
 
 impl Cli {
     /// Runs the command.
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Serve(args) => serve(args.config()?).await,
+            Command::Serve(args) => {
+                let config = args.config()?;
+                if args.no_auth && !config.addr.ip().is_loopback() {
+                    anyhow::bail!(
+                        "--no-auth turns authorization off, so it only works on a loopback address; \
+                         pass --addr 127.0.0.1:PORT or drop --no-auth"
+                    );
+                }
+                serve(config, args.no_auth).await
+            }
         }
     }
 }
@@ -78,9 +91,7 @@ impl ServeArgs {
 
 /// Everything `spool serve` runs on.
 struct Services {
-    /// Holds the store open (the embedded writer thread stops when its last handle is
-    /// dropped); the stream protocol and the API mount on it in later issues.
-    _log: Arc<dyn StreamLog>,
+    log: Arc<dyn StreamLog>,
     description: String,
 }
 
@@ -95,7 +106,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let log = spool_embedded::EmbeddedLog::open(&config.data_dir, options)
                 .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
             Ok(Services {
-                _log: Arc::new(log),
+                log: Arc::new(log),
                 description: format!("embedded store in {}", config.data_dir.display()),
             })
         }
@@ -116,22 +127,69 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             }
             let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
             Ok(Services {
-                _log: log,
+                log,
                 description: format!("AWS backend at {endpoint}"),
             })
         }
     }
 }
 
-/// Runs `spool serve` until Ctrl-C or SIGTERM.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+/// The organization `--no-auth` requests act for.
+pub const LOCAL_ORG: &str = "local";
+
+/// The token keys: from `SPOOL_JWT_SECRET`, or from a secret `spool serve` made on its first
+/// start and keeps in the data directory (readable by its owner only), so tokens survive
+/// restarts.
+fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
+    use secrecy::ExposeSecret;
+    if let Some(secret) = &config.jwt_secret {
+        return Ok(spool_auth::TokenKeys::new(secret.expose_secret().as_bytes())?);
+    }
+    let file = config.data_dir.join("jwt-secret");
+    let secret = match std::fs::read_to_string(&file) {
+        Ok(secret) => secret.trim().to_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut bytes = [0u8; 32];
+            getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no system randomness: {e}"))?;
+            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            std::fs::create_dir_all(&config.data_dir)?;
+            write_private(&file, &secret).with_context(|| format!("cannot write {}", file.display()))?;
+            secret
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    Ok(spool_auth::TokenKeys::new(secret.as_bytes())?)
+}
+
+/// Writes a new file only its owner can read.
+fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(contents.as_bytes())
+}
+
+/// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
+pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     let services = services(&config).await?;
-    let app = spool_api::router().merge(spool_stream::router());
+    let access = if no_auth {
+        spool_stream::Access::Open {
+            org: LOCAL_ORG.to_owned(),
+        }
+    } else {
+        spool_stream::Access::Tokens(Box::new(token_keys(&config)?))
+    };
+    let streams = spool_stream::StreamApi::new(services.log.clone(), access, config.live);
+    let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
+    let app = spool_api::router().merge(spool_stream::router(streams, max_body));
     let listener = TcpListener::bind(config.addr)
         .await
         .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
     let addr = listener.local_addr()?;
-    println!("Spool is listening on http://{addr} ({})", services.description);
+    let auth = if no_auth { ", no authorization" } else { "" };
+    println!("Spool is listening on http://{addr} ({}{auth})", services.description);
     tracing::info!(%addr, backend = ?config.backend, "serving");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -1,12 +1,151 @@
 //! # The stream function
 //!
-//! Will serve the Durable Streams protocol (`/v1/stream/{path…}`: catch-up, long-poll and SSE
-//! reads, appends, TTL, producers) over the stream log; the stream-function issue fills it.
-//! Until then its Router has no route, and `spool serve` mounts nothing from it.
+//! Serves the Durable Streams protocol at `/v1/stream/{path…}` over the stream log: `PUT`
+//! creates, `POST` appends and closes, `DELETE` deletes, `HEAD` reads metadata and `GET` reads,
+//! as a catch-up chunk, a long-poll or server-sent events. One [`router`] runs inside
+//! `spool serve`, on Lambda with response streaming and under `cargo lambda watch`.
+//!
+//! The protocol is in `PROTOCOL.md` of the durable-streams repository; the official conformance
+//! suite runs against this Router on both backends (`make test`).
 
-use axum::Router;
+mod body;
+mod error;
+mod handlers;
+pub mod protocol;
+mod sse;
 
-/// The stream function's routes.
-pub fn router() -> Router {
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderMap, HeaderValue, Uri, header},
+    middleware::{self, Next},
+    response::Response,
+    routing::get,
+};
+pub use error::ApiError;
+use spool_auth::TokenKeys;
+pub use spool_domain::LiveSettings;
+use spool_domain::{StreamLog, StreamPath};
+
+/// Room for JSON framing on top of the log's largest append, in a request body.
+pub const BODY_SLACK_BYTES: usize = 64 * 1024;
+
+/// Who may use which stream.
+///
+/// Streams are namespaced by organization: the path a client names, `{path}`, is stored as
+/// `o/{org}/{path}`, so a token of one organization cannot even name another's streams (they
+/// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`) are
+/// read-only here: sessions are written through the chat API, which validates their events.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// No authorization (`spool serve --no-auth`, only on a loopback address): every request
+    /// acts for this organization.
+    Open {
+        /// The organization every request acts for.
+        org: String,
+    },
+    /// A bearer token (`Authorization: Bearer <jwt>`, or `?token=` for browsers' EventSource,
+    /// which cannot set headers) verified with these keys; it acts for its organization.
+    Tokens(Box<TokenKeys>),
+}
+
+/// Whether a request reads or changes a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    Read,
+    Write,
+}
+
+/// Everything the stream function's handlers share.
+pub struct StreamApi {
+    log: Arc<dyn StreamLog>,
+    access: Access,
+    live: LiveSettings,
+}
+
+impl StreamApi {
+    /// The stream function over `log`.
+    pub fn new(log: Arc<dyn StreamLog>, access: Access, live: LiveSettings) -> Self {
+        Self { log, access, live }
+    }
+
+    /// The stream a request names, once the caller is known to be allowed to `intent` it.
+    fn resolve(&self, headers: &HeaderMap, uri: &Uri, raw: &str, intent: Intent) -> Result<StreamPath, ApiError> {
+        let org = match &self.access {
+            Access::Open { org } => org.clone(),
+            Access::Tokens(keys) => {
+                let token = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(spool_auth::bearer)
+                    .map(str::to_owned)
+                    .or_else(|| protocol::query_token(uri.query()))
+                    .ok_or_else(|| {
+                        ApiError::Unauthorized(
+                            "send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)"
+                                .to_owned(),
+                        )
+                    })?;
+                keys.verify(&token)
+                    .map_err(|e| ApiError::Unauthorized(e.to_string()))?
+                    .org
+            }
+        };
+        let path = StreamPath::parse(raw)?;
+        if intent == Intent::Write && path.as_str().starts_with("sessions/") {
+            return Err(ApiError::Forbidden(
+                "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
+            ));
+        }
+        Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
+    }
+}
+
+/// The stream function's routes, with CORS and the browser security headers on every answer.
+///
+/// `max_body_bytes` bounds request bodies (the log's `max_append_bytes` plus room for JSON
+/// framing); a larger body gets `413`.
+pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
+    let routes = get(handlers::read)
+        .head(handlers::head)
+        .put(handlers::create)
+        .post(handlers::append)
+        .delete(handlers::delete)
+        .options(handlers::preflight);
     Router::new()
+        .route("/v1/stream/{*path}", routes)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(browser_headers))
+        .with_state(Arc::new(api))
+}
+
+/// CORS (any origin: requests carry bearer tokens, never cookies) and the headers of the
+/// protocol's section on browser security.
+async fn browser_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    let set = |h: &mut axum::http::HeaderMap, name: header::HeaderName, value: &'static str| {
+        h.insert(name, HeaderValue::from_static(value));
+    };
+    set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    set(
+        headers,
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        "GET, POST, PUT, DELETE, HEAD, OPTIONS",
+    );
+    set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, protocol::ALLOWED_HEADERS);
+    set(
+        headers,
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        protocol::EXPOSED_HEADERS,
+    );
+    set(headers, header::ACCESS_CONTROL_MAX_AGE, "86400");
+    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    headers.insert(
+        header::HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("cross-origin"),
+    );
+    response
 }

@@ -1,9 +1,21 @@
 //! The stream Lambda: the stream function's Router with response streaming, behind a function
-//! URL in RESPONSE_STREAM mode.
+//! URL in RESPONSE_STREAM mode (so SSE and long-polls stream instead of being buffered).
+
+use std::sync::Arc;
+
+use secrecy::ExposeSecret;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
-    let _config = spool_platform::Config::from_env()?;
-    lambda_http::run_with_streaming_response(spool_stream::router()).await
+    let config = spool_platform::Config::from_env()?;
+    let secret = config
+        .jwt_secret
+        .as_ref()
+        .ok_or("SPOOL_JWT_SECRET is not set; the template passes it from Secrets Manager")?;
+    let keys = spool_auth::TokenKeys::new(secret.expose_secret().as_bytes())?;
+    let log = spool_aws::log_from_config(&config, None).await?;
+    let api = spool_stream::StreamApi::new(Arc::new(log), spool_stream::Access::Tokens(Box::new(keys)), config.live);
+    let app = spool_stream::router(api, config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES);
+    lambda_http::run_with_streaming_response(app).await
 }

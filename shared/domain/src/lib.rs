@@ -29,7 +29,7 @@ pub mod stream;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use failpoint::FailPoints;
-pub use limits::LogLimits;
+pub use limits::{LiveSettings, LogLimits};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
 pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, Offset, Position, ProducerAck, ProducerClaim,

@@ -38,3 +38,28 @@ impl Default for LogLimits {
         }
     }
 }
+
+/// How long live reads wait and last, for every host of the stream function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveSettings {
+    /// How long a long-poll waits for data before answering `204` (`SPOOL_LONG_POLL_MS`,
+    /// default 20 s: under API Gateway's 30-second integration limit).
+    pub long_poll: std::time::Duration,
+    /// How long one SSE response lasts before the server ends it and the client resumes from
+    /// its last offset (`SPOOL_SSE_MAX_MS`, default 60 s): the protocol asks for about a minute
+    /// so CDNs can collapse readers, and on Lambda it must end before the 15-minute limit.
+    pub sse_max: std::time::Duration,
+    /// How often an idle SSE response sends a comment line (`SPOOL_SSE_KEEPALIVE_MS`, default
+    /// 15 s), well within the idle timeouts of proxies, API Gateway and CloudFront.
+    pub sse_keepalive: std::time::Duration,
+}
+
+impl Default for LiveSettings {
+    fn default() -> Self {
+        Self {
+            long_poll: std::time::Duration::from_secs(20),
+            sse_max: std::time::Duration::from_secs(60),
+            sse_keepalive: std::time::Duration::from_secs(15),
+        }
+    }
+}

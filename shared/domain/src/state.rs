@@ -152,6 +152,7 @@ impl StreamState {
         let up_to_date = next == self.tail;
         let closed = self.closed && up_to_date;
         Chunk {
+            stream_id: self.sid.clone(),
             content_type: self.content_type.clone(),
             start: Offset::after(start),
             next_offset: Offset::after(next),
@@ -264,7 +265,8 @@ pub fn apply_append(
             };
             return Ok(unchanged(state, true, Some(ack)));
         }
-        if req.messages.is_empty() && req.close && req.producer.is_none() {
+        // A close-only request is idempotent, with or without producer headers.
+        if req.messages.is_empty() && req.close {
             return Ok(unchanged(state, false, None));
         }
         return Err(Error::Closed {

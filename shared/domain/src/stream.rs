@@ -454,6 +454,9 @@ pub struct StreamMeta {
 /// A run of messages read from a stream.
 #[derive(Debug, Clone)]
 pub struct Chunk {
+    /// The storage id of this incarnation of the stream: differs between a stream and one
+    /// created again at the same path (it goes into ETags).
+    pub stream_id: String,
     /// The stream's content type.
     pub content_type: ContentType,
     /// Where the read started (the tail, for a read from `now`).

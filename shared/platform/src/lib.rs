@@ -8,7 +8,7 @@
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use secrecy::SecretString;
-use spool_domain::LogLimits;
+use spool_domain::{LiveSettings, LogLimits};
 
 /// A configuration value that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +123,12 @@ pub struct Config {
     /// `SPOOL_LIVE_POLL_MS`: how often a live reader re-checks a stream that another process
     /// may write (default 500).
     pub live_poll: Duration,
+    /// `SPOOL_LONG_POLL_MS`, `SPOOL_SSE_MAX_MS`, `SPOOL_SSE_KEEPALIVE_MS`: live reads.
+    pub live: LiveSettings,
+    /// `SPOOL_JWT_SECRET`: the token signing secret (at least 32 bytes). `spool serve` makes
+    /// and keeps one in its data directory when it is not set; on AWS the template passes one
+    /// from Secrets Manager.
+    pub jwt_secret: Option<SecretString>,
     /// AWS access and resource names.
     pub aws: AwsSettings,
 }
@@ -145,6 +151,7 @@ impl Config {
         let vars: HashMap<String, String> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
         let get = |name: &str| vars.get(name).cloned();
         let defaults = LogLimits::default();
+        let live = LiveSettings::default();
         let limits = LogLimits {
             max_append_bytes: parse(&vars, "SPOOL_MAX_APPEND_BYTES", defaults.max_append_bytes)?,
             max_read_bytes: parse(&vars, "SPOOL_MAX_READ_BYTES", defaults.max_read_bytes)?,
@@ -178,6 +185,12 @@ impl Config {
             data_dir: get("SPOOL_DATA_DIR").map_or_else(|| PathBuf::from(".spool"), PathBuf::from),
             limits,
             live_poll: Duration::from_millis(parse(&vars, "SPOOL_LIVE_POLL_MS", 500u64)?.max(10)),
+            live: LiveSettings {
+                long_poll: millis(&vars, "SPOOL_LONG_POLL_MS", live.long_poll)?,
+                sse_max: millis(&vars, "SPOOL_SSE_MAX_MS", live.sse_max)?,
+                sse_keepalive: millis(&vars, "SPOOL_SSE_KEEPALIVE_MS", live.sse_keepalive)?,
+            },
+            jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),
                 dynamodb_endpoint_url: get("AWS_ENDPOINT_URL_DYNAMODB"),
@@ -191,6 +204,12 @@ impl Config {
             },
         })
     }
+}
+
+/// A duration in milliseconds, at least 1 ms.
+fn millis(vars: &HashMap<String, String>, var: &'static str, default: Duration) -> Result<Duration, Error> {
+    let ms = parse(vars, var, u64::try_from(default.as_millis()).unwrap_or(u64::MAX))?;
+    Ok(Duration::from_millis(ms.max(1)))
 }
 
 fn parse<T>(vars: &HashMap<String, String>, var: &'static str, default: T) -> Result<T, Error>

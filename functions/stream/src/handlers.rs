@@ -1,0 +1,321 @@
+//! # The protocol's operations
+//!
+//! Each handler parses the request into a stream-log call and the answer into the protocol's
+//! status and headers. Nothing is written before the whole request has been validated.
+
+use std::{
+    sync::Arc,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    body::Body,
+    extract::{Path, State},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+};
+use bytes::Bytes;
+use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, Position, WaitOutcome};
+
+use crate::{
+    ApiError, Intent, StreamApi,
+    body::{self, Use},
+    protocol::{
+        self, Live, PRODUCER_EPOCH, PRODUCER_SEQ, ReadQuery, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT,
+        STREAM_FORKED_FROM, STREAM_NEXT_OFFSET, STREAM_TTL, STREAM_UP_TO_DATE,
+    },
+    sse,
+};
+
+type Api = State<Arc<StreamApi>>;
+
+/// Cache-Control of answers made only of sealed pages: they never change.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// Cache-Control of a chunk that is not the stream's tail: its bytes never change, but a later
+/// read may cut the chunk differently.
+const STABLE: &str = "public, max-age=60, stale-while-revalidate=300";
+/// Cache-Control of a tail answer of an open stream: revalidate (cheaply, by ETag) every time,
+/// so a reader never misses an append.
+const REVALIDATE: &str = "no-cache";
+const NO_STORE: &str = "no-store";
+
+/// Response headers under construction.
+#[derive(Default)]
+struct Headers(HeaderMap);
+
+impl Headers {
+    fn set(&mut self, name: &'static str, value: impl ToString) -> &mut Self {
+        if let Ok(value) = HeaderValue::from_str(&value.to_string()) {
+            self.0.insert(HeaderName::from_static(name), value);
+        }
+        self
+    }
+
+    fn flag(&mut self, name: &'static str, on: bool) -> &mut Self {
+        if on {
+            self.set(name, "true");
+        }
+        self
+    }
+
+    fn respond(self, status: StatusCode, body: impl Into<Body>) -> Response {
+        (status, self.0, body.into()).into_response()
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `OPTIONS`: a CORS preflight (the headers are added by the router's layer).
+pub(crate) async fn preflight() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+/// `PUT`: create the stream, or confirm that it exists with this configuration.
+pub(crate) async fn create(
+    State(api): Api,
+    Path(raw): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    if headers.contains_key(STREAM_FORKED_FROM) {
+        return Err(ApiError::NotImplemented(
+            "forks (Stream-Forked-From) are not supported by this server".to_owned(),
+        ));
+    }
+    let content_type = protocol::content_type(&headers)?.unwrap_or_else(ContentType::octet_stream);
+    let expiry = protocol::expiry(&headers)?;
+    let closed = protocol::closed_flag(&headers);
+    let initial = body::messages(&content_type, body, Use::Create)?;
+    let created = api
+        .log
+        .create(
+            &path,
+            CreateStream {
+                content_type,
+                expiry,
+                closed,
+                initial,
+            },
+        )
+        .await?;
+    let meta = created.meta();
+    let mut out = Headers::default();
+    out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
+        .set(STREAM_NEXT_OFFSET, meta.tail)
+        .flag(STREAM_CLOSED, meta.closed)
+        .set(header::CACHE_CONTROL.as_str(), NO_STORE);
+    let status = match created {
+        Created::New(_) => {
+            out.set(header::LOCATION.as_str(), uri.path());
+            StatusCode::CREATED
+        }
+        Created::Existing(_) => StatusCode::OK,
+    };
+    Ok(out.respond(status, Body::empty()))
+}
+
+/// `POST`: append a batch, close the stream, or both at once.
+pub(crate) async fn append(
+    State(api): Api,
+    Path(raw): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    let close = protocol::closed_flag(&headers);
+    let producer = protocol::producer(&headers)?;
+    let stream_seq = protocol::stream_seq(&headers)?;
+    let (content_type, messages) = if body.is_empty() {
+        if !close {
+            return Err(ApiError::bad_request(
+                "the body is empty; send data, or Stream-Closed: true to close the stream",
+            ));
+        }
+        // A close-only request ignores its Content-Type, which clients often add by default.
+        (None, Vec::new())
+    } else {
+        let content_type = protocol::content_type(&headers)?
+            .ok_or_else(|| ApiError::bad_request("an append with a body needs a Content-Type header"))?;
+        let messages = body::messages(&content_type, body, Use::Append)?;
+        (Some(content_type), messages)
+    };
+    let has_producer = producer.is_some();
+    let ack = api
+        .log
+        .append(
+            &path,
+            Append {
+                messages,
+                content_type,
+                stream_seq,
+                producer,
+                close,
+            },
+        )
+        .await?;
+    let mut out = Headers::default();
+    out.set(STREAM_NEXT_OFFSET, ack.next_offset)
+        .flag(STREAM_CLOSED, ack.closed)
+        .set(header::CACHE_CONTROL.as_str(), NO_STORE);
+    if let Some(p) = ack.producer {
+        out.set(PRODUCER_EPOCH, p.epoch).set(PRODUCER_SEQ, p.seq);
+    }
+    // With producer headers, 200 says "appended" and 204 "already had it"; without, 204.
+    let status = if has_producer && !ack.duplicate && ack.appended.is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::NO_CONTENT
+    };
+    Ok(out.respond(status, Body::empty()))
+}
+
+/// `DELETE`: remove the stream and its data.
+pub(crate) async fn delete(
+    State(api): Api,
+    Path(raw): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    api.log.delete(&path).await?;
+    let mut out = Headers::default();
+    out.set(header::CACHE_CONTROL.as_str(), NO_STORE);
+    Ok(out.respond(StatusCode::NO_CONTENT, Body::empty()))
+}
+
+/// `HEAD`: the stream's metadata; never cached, and not a read for a sliding TTL.
+pub(crate) async fn head(
+    State(api): Api,
+    Path(raw): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &raw, Intent::Read)?;
+    let meta = api.log.metadata(&path).await?;
+    let mut out = Headers::default();
+    out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
+        .set(STREAM_NEXT_OFFSET, meta.tail)
+        .flag(STREAM_CLOSED, meta.closed)
+        .set(header::CACHE_CONTROL.as_str(), NO_STORE);
+    match meta.expiry {
+        Expiry::Never => {}
+        Expiry::Ttl { seconds } => {
+            out.set(STREAM_TTL, seconds);
+        }
+        Expiry::At { unix_ms } => {
+            if let Some(at) = protocol::format_rfc3339(unix_ms) {
+                out.set(STREAM_EXPIRES_AT, at);
+            }
+        }
+    }
+    Ok(out.respond(StatusCode::OK, Body::empty()))
+}
+
+/// `GET`: a catch-up read, a long-poll or server-sent events.
+pub(crate) async fn read(
+    State(api): Api,
+    Path(raw): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &raw, Intent::Read)?;
+    let query = ReadQuery::parse(uri.query())?;
+    let from = query.offset.unwrap_or(Position::START);
+    match query.live {
+        Live::Sse => sse::respond(api.clone(), path, from, query.cursor).await,
+        Live::No => {
+            let chunk = api.log.read(&path, from, None).await?;
+            if from == Position::Now {
+                return Ok(tail_answer(&chunk, StatusCode::OK, None));
+            }
+            Ok(chunk_answer(&chunk, &headers, None))
+        }
+        Live::LongPoll => {
+            let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms()));
+            let mut chunk = api.log.read(&path, from, None).await?;
+            if chunk.messages.is_empty() && !chunk.closed {
+                let waited = api.log.wait(&path, chunk.next_offset, api.live.long_poll).await?;
+                if let WaitOutcome::Ready { .. } = waited {
+                    chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
+                }
+            }
+            if chunk.messages.is_empty() {
+                return Ok(tail_answer(&chunk, StatusCode::NO_CONTENT, cursor));
+            }
+            Ok(chunk_answer(&chunk, &headers, cursor))
+        }
+    }
+}
+
+/// An answer with no message: a long-poll that timed out (`204`), or a catch-up from `now`
+/// (`200`, with an empty body of the stream's type).
+fn tail_answer(chunk: &Chunk, status: StatusCode, cursor: Option<String>) -> Response {
+    let mut out = Headers::default();
+    out.set(header::CONTENT_TYPE.as_str(), &chunk.content_type)
+        .set(STREAM_NEXT_OFFSET, chunk.next_offset)
+        .set(STREAM_UP_TO_DATE, "true")
+        .flag(STREAM_CLOSED, chunk.closed)
+        .set(header::CACHE_CONTROL.as_str(), NO_STORE);
+    if let Some(cursor) = cursor.filter(|_| !chunk.closed) {
+        out.set(STREAM_CURSOR, cursor);
+    }
+    if status == StatusCode::NO_CONTENT {
+        out.0.remove(header::CONTENT_TYPE);
+        return out.respond(status, Body::empty());
+    }
+    out.respond(status, body::read_body(&chunk.content_type, &[]))
+}
+
+/// A chunk of messages (possibly none, at the tail), with its ETag; `304` when the client
+/// already has exactly this answer.
+fn chunk_answer(chunk: &Chunk, request: &HeaderMap, cursor: Option<String>) -> Response {
+    let etag = format!(
+        "\"{}:{}:{}{}\"",
+        chunk.stream_id,
+        chunk.start,
+        chunk.next_offset,
+        if chunk.closed { ":c" } else { "" }
+    );
+    let cache = if chunk.immutable {
+        IMMUTABLE
+    } else if chunk.up_to_date && !chunk.closed {
+        REVALIDATE
+    } else {
+        STABLE
+    };
+    let mut out = Headers::default();
+    out.set(header::ETAG.as_str(), &etag)
+        .set(header::CACHE_CONTROL.as_str(), cache);
+    if let Some(cursor) = cursor.filter(|_| !chunk.closed) {
+        out.set(STREAM_CURSOR, cursor);
+    }
+    if if_none_match(request, &etag) {
+        return out.respond(StatusCode::NOT_MODIFIED, Body::empty());
+    }
+    out.set(header::CONTENT_TYPE.as_str(), &chunk.content_type)
+        .set(STREAM_NEXT_OFFSET, chunk.next_offset)
+        .flag(STREAM_UP_TO_DATE, chunk.up_to_date)
+        .flag(STREAM_CLOSED, chunk.closed);
+    if chunk.content_type.essence() == ContentType::OCTET_STREAM {
+        out.set(header::CONTENT_DISPOSITION.as_str(), "attachment");
+    }
+    out.respond(StatusCode::OK, body::read_body(&chunk.content_type, &chunk.messages))
+}
+
+/// True when `If-None-Match` lists `etag` (or is `*`).
+fn if_none_match(request: &HeaderMap, etag: &str) -> bool {
+    request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == etag || t == "*")
+}

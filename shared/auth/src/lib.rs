@@ -1,0 +1,209 @@
+//! # Tokens
+//!
+//! The handshake exchanges an organization's API key for an HS256 JWT; every other route
+//! verifies that token statelessly with the same secret, which comes from configuration
+//! (`SPOOL_JWT_SECRET`; Secrets Manager on AWS), never from code. A token names its subject,
+//! its organization, its capabilities and, optionally, the companion library it was issued for.
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+/// How long a token lives: one day.
+pub const TOKEN_TTL_SECONDS: i64 = 24 * 3600;
+
+/// Why a token or a secret was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The signing secret is too short to be safe.
+    #[error("the token signing secret must be at least {min} bytes (got {got}); set SPOOL_JWT_SECRET")]
+    WeakSecret {
+        /// The minimum.
+        min: usize,
+        /// The secret's length.
+        got: usize,
+    },
+    /// The token has expired.
+    #[error("the token has expired; get a new one from POST /v1/handshake")]
+    Expired,
+    /// The token is malformed, tampered with, signed with another key or has bad claims.
+    #[error("the token is not valid: {0}")]
+    Invalid(String),
+    /// An organization id that cannot be used.
+    #[error("organization id `{0}` is invalid: use 1 to 64 letters, digits, `-` or `_`")]
+    InvalidOrg(String),
+}
+
+/// What a token says about its bearer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Who the token was issued to (a user, an API key, an agent).
+    pub sub: String,
+    /// The organization whose data the bearer may use.
+    pub org: String,
+    /// What the bearer may do beyond the basics (e.g. `agent`, `context_for_query`).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// The companion library the token was issued for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_id: Option<String>,
+    /// Issued at (seconds since the Unix epoch).
+    pub iat: i64,
+    /// Expires at (seconds since the Unix epoch).
+    pub exp: i64,
+}
+
+impl Claims {
+    /// Claims for `sub` in `org`, issued at `now` (seconds) and valid for a day.
+    pub fn new(sub: impl Into<String>, org: impl Into<String>, now: i64) -> Self {
+        Self {
+            sub: sub.into(),
+            org: org.into(),
+            capabilities: Vec::new(),
+            library_id: None,
+            iat: now,
+            exp: now + TOKEN_TTL_SECONDS,
+        }
+    }
+
+    /// True when the token grants `capability`.
+    pub fn can(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+}
+
+/// The keys that sign and verify tokens.
+#[derive(Clone)]
+pub struct TokenKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl std::fmt::Debug for TokenKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenKeys(..)")
+    }
+}
+
+impl TokenKeys {
+    /// The shortest secret accepted: 256 bits, HS256's own strength.
+    pub const MIN_SECRET_BYTES: usize = 32;
+
+    /// Keys from a shared secret.
+    pub fn new(secret: &[u8]) -> Result<Self, AuthError> {
+        if secret.len() < Self::MIN_SECRET_BYTES {
+            return Err(AuthError::WeakSecret {
+                min: Self::MIN_SECRET_BYTES,
+                got: secret.len(),
+            });
+        }
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 5;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        Ok(Self {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+            validation,
+        })
+    }
+
+    /// Signs `claims` into a token.
+    pub fn issue(&self, claims: &Claims) -> Result<String, AuthError> {
+        check_org(&claims.org)?;
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
+            .map_err(|e| AuthError::Invalid(e.to_string()))
+    }
+
+    /// Verifies a token's signature, algorithm and expiry, and returns its claims.
+    pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
+        use jsonwebtoken::errors::ErrorKind;
+        let data =
+            jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
+                ErrorKind::ExpiredSignature => AuthError::Expired,
+                _ => AuthError::Invalid(e.to_string()),
+            })?;
+        check_org(&data.claims.org)?;
+        Ok(data.claims)
+    }
+}
+
+/// Checks that an organization id is safe to use as one segment of a storage key.
+pub fn check_org(org: &str) -> Result<(), AuthError> {
+    let ok = (1..=64).contains(&org.len()) && org.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(AuthError::InvalidOrg(org.to_owned()))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header value.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    #[test]
+    fn a_token_verifies_with_its_own_secret_only() {
+        let keys = TokenKeys::new(SECRET).unwrap();
+        let mut claims = Claims::new("user-1", "org_a", now());
+        claims.capabilities.push("agent".to_owned());
+        let token = keys.issue(&claims).unwrap();
+        assert_eq!(keys.verify(&token).unwrap(), claims);
+        assert!(claims.can("agent") && !claims.can("admin"));
+
+        let other = TokenKeys::new(b"another secret, 32 bytes or more!").unwrap();
+        assert!(matches!(other.verify(&token), Err(AuthError::Invalid(_))));
+    }
+
+    #[test]
+    fn tampered_expired_and_malformed_tokens_are_refused() {
+        let keys = TokenKeys::new(SECRET).unwrap();
+        let token = keys.issue(&Claims::new("u", "org_a", now())).unwrap();
+        // Flip one character of the payload.
+        let mut parts: Vec<String> = token.split('.').map(str::to_owned).collect();
+        let flipped = if parts[1].ends_with('A') { 'B' } else { 'A' };
+        parts[1].pop();
+        parts[1].push(flipped);
+        assert!(keys.verify(&parts.join(".")).is_err());
+
+        let old = keys
+            .issue(&Claims::new("u", "org_a", now() - 2 * TOKEN_TTL_SECONDS))
+            .unwrap();
+        assert!(matches!(keys.verify(&old), Err(AuthError::Expired)));
+        for junk in ["", "a.b.c", "not a token"] {
+            assert!(keys.verify(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn weak_secrets_and_bad_orgs_are_refused() {
+        assert!(matches!(TokenKeys::new(b"short"), Err(AuthError::WeakSecret { .. })));
+        let keys = TokenKeys::new(SECRET).unwrap();
+        for org in ["", "a/b", "..", &"x".repeat(65)] {
+            assert!(keys.issue(&Claims::new("u", org, now())).is_err(), "{org:?}");
+        }
+    }
+
+    #[test]
+    fn bearer_headers_parse() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer "), None);
+    }
+}
