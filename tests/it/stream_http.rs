@@ -287,7 +287,7 @@ pub(crate) async fn sse_responses_are_recycled_without_loss<H: Harness>(harness:
         for event in text.split("\n\n").filter(|e| !e.trim().is_empty()) {
             let data: String = event
                 .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|l| l.strip_prefix("data:").map(|d| d.strip_prefix(' ').unwrap_or(d)))
                 .collect::<Vec<_>>()
                 .join("\n");
             if event.starts_with("event: data") {

@@ -101,7 +101,9 @@ pub(crate) fn sse_event(out: &mut BytesMut, name: &str, data: &str) {
     let mut rest = data;
     loop {
         let end = rest.find(['\r', '\n']).unwrap_or(rest.len());
-        out.put_slice(b"data: ");
+        // A reader drops one space after the colon, so only a line that starts with a space
+        // needs one added.
+        out.put_slice(if rest.starts_with(' ') { b"data: " } else { b"data:" });
         out.put_slice(&rest.as_bytes()[..end]);
         out.put_u8(b'\n');
         if end == rest.len() {
@@ -171,8 +173,8 @@ mod tests {
     #[test]
     fn sse_events_put_every_line_on_its_own_data_line() {
         let mut out = BytesMut::new();
-        sse_event(&mut out, "data", "a\r\nb\rc\nd");
-        assert_eq!(&out[..], b"event: data\ndata: a\ndata: b\ndata: c\ndata: d\n\n");
+        sse_event(&mut out, "data", "a\r\nb\rc\n d");
+        assert_eq!(&out[..], b"event: data\ndata:a\ndata:b\ndata:c\ndata:  d\n\n");
         let mut out = BytesMut::new();
         sse_data_event(
             &mut out,
@@ -180,6 +182,6 @@ mod tests {
             SseData::Base64,
             &[Bytes::from_static(&[1, 2, 3])],
         );
-        assert_eq!(&out[..], b"event: data\ndata: AQID\n\n");
+        assert_eq!(&out[..], b"event: data\ndata:AQID\n\n");
     }
 }

@@ -50,6 +50,7 @@ impl ApiError {
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Self::Log(e) => match e {
                 Error::NotFound { .. } => (StatusCode::NOT_FOUND, "stream_not_found"),
+                Error::Gone { .. } => (StatusCode::GONE, "stream_gone"),
                 Error::ConfigMismatch { .. } => (StatusCode::CONFLICT, "stream_exists"),
                 Error::Closed { .. } => (StatusCode::CONFLICT, "stream_closed"),
                 Error::ContentTypeMismatch { .. } => (StatusCode::CONFLICT, "content_type_mismatch"),

@@ -15,14 +15,14 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
-use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, Position, WaitOutcome};
+use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position, WaitOutcome};
 
 use crate::{
     ApiError, Intent, StreamApi,
     body::{self, Use},
     protocol::{
         self, Live, PRODUCER_EPOCH, PRODUCER_SEQ, ReadQuery, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT,
-        STREAM_FORKED_FROM, STREAM_NEXT_OFFSET, STREAM_TTL, STREAM_UP_TO_DATE,
+        STREAM_NEXT_OFFSET, STREAM_TTL, STREAM_UP_TO_DATE,
     },
     sse,
 };
@@ -74,6 +74,18 @@ pub(crate) async fn preflight() -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
+/// The request's own URL, absolute (for `Location`): the scheme from `X-Forwarded-Proto` when a
+/// proxy or Lambda's front end set it, the host from `Host`.
+fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let scheme = text("x-forwarded-proto").unwrap_or("http");
+    let host = text(header::HOST.as_str()).or_else(|| uri.authority().map(|a| a.as_str()));
+    match host {
+        Some(host) => format!("{scheme}://{host}{}", uri.path()),
+        None => uri.path().to_owned(),
+    }
+}
+
 /// `PUT`: create the stream, or confirm that it exists with this configuration.
 pub(crate) async fn create(
     State(api): Api,
@@ -83,13 +95,28 @@ pub(crate) async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
-    if headers.contains_key(STREAM_FORKED_FROM) {
-        return Err(ApiError::NotImplemented(
-            "forks (Stream-Forked-From) are not supported by this server".to_owned(),
-        ));
-    }
-    let content_type = protocol::content_type(&headers)?.unwrap_or_else(ContentType::octet_stream);
+    let content_type = protocol::content_type(&headers)?;
     let expiry = protocol::expiry(&headers)?;
+    let fork = match protocol::fork(&headers)? {
+        None => None,
+        Some(fork) => {
+            let raw_source = fork.source.strip_prefix(crate::STREAM_PREFIX).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Stream-Forked-From `{}` must be a path on this server, like {}{{path}}",
+                    fork.source,
+                    crate::STREAM_PREFIX
+                ))
+            })?;
+            Some(ForkRequest {
+                source: api.resolve(&headers, &uri, raw_source, Intent::Read)?,
+                offset: fork.offset,
+                sub_offset: fork.sub_offset,
+                content_type: content_type.clone(),
+                expiry: (expiry != Expiry::Never).then_some(expiry),
+            })
+        }
+    };
+    let content_type = content_type.unwrap_or_else(ContentType::octet_stream);
     let closed = protocol::closed_flag(&headers);
     let initial = body::messages(&content_type, body, Use::Create)?;
     let created = api
@@ -101,6 +128,7 @@ pub(crate) async fn create(
                 expiry,
                 closed,
                 initial,
+                fork,
             },
         )
         .await?;
@@ -112,7 +140,7 @@ pub(crate) async fn create(
         .set(header::CACHE_CONTROL.as_str(), NO_STORE);
     let status = match created {
         Created::New(_) => {
-            out.set(header::LOCATION.as_str(), uri.path());
+            out.set(header::LOCATION.as_str(), absolute_url(&headers, &uri));
             StatusCode::CREATED
         }
         Created::Existing(_) => StatusCode::OK,

@@ -29,6 +29,9 @@ use spool_auth::TokenKeys;
 pub use spool_domain::LiveSettings;
 use spool_domain::{StreamLog, StreamPath};
 
+/// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
+pub const STREAM_PREFIX: &str = "/v1/stream/";
+
 /// Room for JSON framing on top of the log's largest append, in a request body.
 pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 
@@ -115,7 +118,7 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
         .delete(handlers::delete)
         .options(handlers::preflight);
     Router::new()
-        .route("/v1/stream/{*path}", routes)
+        .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(browser_headers))
         .with_state(Arc::new(api))

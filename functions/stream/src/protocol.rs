@@ -5,7 +5,7 @@
 //! when it says `true`).
 
 use axum::http::{HeaderMap, header};
-use spool_domain::{ContentType, Expiry, Position, ProducerClaim};
+use spool_domain::{ContentType, Expiry, Offset, Position, ProducerClaim};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::error::ApiError;
@@ -24,8 +24,12 @@ pub const STREAM_SEQ: &str = "stream-seq";
 pub const STREAM_TTL: &str = "stream-ttl";
 /// An absolute expiry time (RFC 3339).
 pub const STREAM_EXPIRES_AT: &str = "stream-expires-at";
-/// A fork's source stream (not supported).
+/// A fork's source stream (its URL path on this server).
 pub const STREAM_FORKED_FROM: &str = "stream-forked-from";
+/// Where a fork diverges from its source.
+pub const STREAM_FORK_OFFSET: &str = "stream-fork-offset";
+/// How far past the fork offset the fork inherits.
+pub const STREAM_FORK_SUB_OFFSET: &str = "stream-fork-sub-offset";
 /// Set to `base64` on SSE responses of binary streams.
 pub const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
 /// An idempotent producer's id.
@@ -139,6 +143,50 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerClaim>, ApiError> 
             "give Producer-Id, Producer-Epoch and Producer-Seq together, or none of them",
         )),
     }
+}
+
+/// The fork headers of a `PUT`, as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkHeaders {
+    /// `Stream-Forked-From`: the source's URL path.
+    pub source: String,
+    /// `Stream-Fork-Offset`.
+    pub offset: Option<Offset>,
+    /// `Stream-Fork-Sub-Offset` (0 when absent).
+    pub sub_offset: u64,
+}
+
+/// The fork headers, checked: the offsets need `Stream-Forked-From`, and a non-zero
+/// sub-offset needs `Stream-Fork-Offset`.
+pub fn fork(headers: &HeaderMap) -> Result<Option<ForkHeaders>, ApiError> {
+    let source = text(headers, STREAM_FORKED_FROM)?;
+    let offset = text(headers, STREAM_FORK_OFFSET)?;
+    let sub_offset = text(headers, STREAM_FORK_SUB_OFFSET)?;
+    let Some(source) = source else {
+        if offset.is_some() || sub_offset.is_some() {
+            return Err(ApiError::bad_request(
+                "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From",
+            ));
+        }
+        return Ok(None);
+    };
+    let offset = offset.map(str::parse::<Offset>).transpose()?;
+    let sub_offset = match sub_offset {
+        None => 0,
+        Some(v) => canonical_integer(v).ok_or_else(|| {
+            ApiError::bad_request(format!("Stream-Fork-Sub-Offset `{v}` must be a non-negative integer"))
+        })?,
+    };
+    if sub_offset > 0 && offset.is_none() {
+        return Err(ApiError::bad_request(
+            "a Stream-Fork-Sub-Offset needs a Stream-Fork-Offset",
+        ));
+    }
+    Ok(Some(ForkHeaders {
+        source: source.to_owned(),
+        offset,
+        sub_offset,
+    }))
 }
 
 /// `Stream-Seq`, when given.

@@ -155,6 +155,16 @@ impl Head {
         if let Some(seq) = &st.stream_seq {
             item.insert("sseq".into(), s(seq));
         }
+        if !st.lineage.is_empty() {
+            item.insert("lin".into(), s(serde_json::to_string(&st.lineage).unwrap_or_default()));
+        }
+        if let Some(origin) = &st.origin {
+            item.insert("org".into(), s(serde_json::to_string(origin).unwrap_or_default()));
+        }
+        item.insert("nf".into(), n(st.forks));
+        if st.deleted {
+            item.insert("del".into(), AttributeValue::Bool(true));
+        }
         item
     }
 
@@ -177,6 +187,19 @@ impl Head {
                 .map_err(|_| corrupt("cby"))?,
             stream_seq: item.opt_str("sseq").map(str::to_owned),
             sealed: item.num("sealed")?,
+            lineage: item
+                .opt_str("lin")
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt("lin"))?
+                .unwrap_or_default(),
+            origin: item
+                .opt_str("org")
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt("org"))?,
+            forks: item.opt_num("nf")?.unwrap_or(0),
+            deleted: item.bool_attr("del"),
         };
         Ok(Self {
             state,

@@ -38,7 +38,7 @@ use spool_domain::{
     notify::{Notifier, wait_for_data},
     page::{decode_frames, decode_page, encode_frames, frames_len, page_name, parse_page_name, take_up_to},
     seal::{PageStore, seal_stream},
-    state::{ProducerState, StreamState, apply_append},
+    state::{ForkOrigin, ProducerState, StreamState, apply_append},
 };
 
 use crate::{
@@ -263,11 +263,12 @@ impl Inner {
 
     /// The head of a live (existing, unexpired) stream.
     async fn live_head(&self, path: &StreamPath) -> Result<Head, Error> {
-        let now = self.now();
-        self.fetch_head(path)
+        let head = self
+            .fetch_head(path)
             .await?
-            .filter(|h| !h.state.is_expired(now))
-            .ok_or_else(|| Error::NotFound { path: path.clone() })
+            .ok_or_else(|| Error::NotFound { path: path.clone() })?;
+        head.state.check_live(self.now())?;
+        Ok(head)
     }
 
     async fn put_blob(&self, frames: Bytes) -> Result<String, Error> {
@@ -772,26 +773,169 @@ impl Inner {
         let head = self.live_head(path).await?;
         let state = &head.state;
         let start = state.read_start(from)?;
-        let (messages, from_pages) = if start >= state.tail {
-            (Vec::new(), false)
-        } else if start < state.sealed {
-            let range = self
-                .page_containing(&state.sid, start + 1)
-                .await?
-                .ok_or_else(|| state.missing_page(start + 1))?;
-            let page = decode_page(self.get_object(&page_key(&state.sid, range)).await?, range)?;
-            (take_up_to(page.messages_after(start), max_bytes), true)
-        } else {
-            let messages = self.hot_messages(&state.sid, start, state.tail, max_bytes).await?;
-            if messages.is_empty() {
-                return Ok(None);
-            }
-            (messages, false)
+        let Some((messages, from_pages)) = self.read_stored(state, start, max_bytes).await? else {
+            return Ok(None);
         };
         if state.needs_touch(now) {
             self.touch(state, now).await?;
         }
         Ok(Some(state.chunk(start, messages, from_pages)))
+    }
+
+    /// The stored messages of `state` after `start` (about `max_bytes` of them), and whether
+    /// they can never change (from sealed pages, or inherited by a fork). `None` when sealing
+    /// released the hot items between the head and the item reads: read again.
+    async fn read_stored(
+        &self,
+        state: &StreamState,
+        start: u64,
+        max_bytes: usize,
+    ) -> Result<Option<(Vec<Bytes>, bool)>, Error> {
+        // A fork's read goes on across the runs it inherited, into its own messages.
+        let mut out: Vec<Bytes> = Vec::new();
+        let mut immutable = true;
+        let mut at = start;
+        let mut bytes = 0;
+        while at < state.tail && bytes < max_bytes {
+            let inherited = state.inherited_run(at).is_some();
+            let Some((piece, fixed)) = self.read_run(state, at, max_bytes - bytes).await? else {
+                if out.is_empty() {
+                    return Ok(None);
+                }
+                break;
+            };
+            at += piece.len() as u64;
+            bytes += piece.iter().map(Bytes::len).sum::<usize>();
+            immutable &= fixed;
+            out.extend(piece);
+            if !inherited {
+                break;
+            }
+        }
+        // An empty answer (at the tail) is never immutable.
+        Ok(Some((out, immutable && at > start)))
+    }
+
+    /// The messages after `start` from one storage run: an inherited one, the sealed pages or
+    /// the hot tail; `None` when sealing released the hot items meanwhile.
+    async fn read_run(
+        &self,
+        state: &StreamState,
+        start: u64,
+        max_bytes: usize,
+    ) -> Result<Option<(Vec<Bytes>, bool)>, Error> {
+        if start >= state.tail {
+            return Ok(Some((Vec::new(), false)));
+        }
+        if let Some(run) = state.inherited_run(start) {
+            // A fork's inherited messages: the source's hot items, or its pages once sealed
+            // (pages are written before the items they replace are deleted).
+            let hot = self.hot_messages(&run.sid, start, run.upto, max_bytes).await?;
+            if !hot.is_empty() {
+                return Ok(Some((hot, true)));
+            }
+            let range = self
+                .page_containing(&run.sid, start + 1)
+                .await?
+                .ok_or_else(|| state.missing_page(start + 1))?;
+            let page = decode_page(self.get_object(&page_key(&run.sid, range)).await?, range)?;
+            let after = page.messages_after(start);
+            let within = (run.upto - start).min(after.len() as u64) as usize;
+            return Ok(Some((take_up_to(&after[..within], max_bytes), true)));
+        }
+        if start < state.sealed {
+            let range = self
+                .page_containing(&state.sid, start + 1)
+                .await?
+                .ok_or_else(|| state.missing_page(start + 1))?;
+            let page = decode_page(self.get_object(&page_key(&state.sid, range)).await?, range)?;
+            return Ok(Some((take_up_to(page.messages_after(start), max_bytes), true)));
+        }
+        let messages = self.hot_messages(&state.sid, start, state.tail, max_bytes).await?;
+        Ok((!messages.is_empty()).then_some((messages, false)))
+    }
+
+    /// Message `seq` of a stream, for a fork's byte sub-offset.
+    async fn message(&self, state: &StreamState, seq: u64) -> Result<Bytes, Error> {
+        for _ in 0..5 {
+            if let Some((messages, _)) = self.read_stored(state, seq - 1, 1).await? {
+                return messages.into_iter().next().ok_or_else(|| state.missing_page(seq));
+            }
+        }
+        Err(Error::Contention {
+            path: state.path.clone(),
+        })
+    }
+
+    /// After a stream with this origin was removed: one fork fewer on its source; a source that
+    /// was deleted (or expired) and has no fork left is removed too, and so on up the chain.
+    async fn release_source(&self, mut origin: Option<ForkOrigin>) -> Result<(), Error> {
+        while let Some(o) = origin.take() {
+            let updated = self
+                .clients
+                .dynamodb
+                .update_item()
+                .table_name(&self.opts.table)
+                .set_key(Some(head_key(&o.source)))
+                .update_expression("SET nf = nf - :one")
+                .condition_expression("sid = :sid AND nf > :zero")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":sid", s(&o.source_sid))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                .send()
+                .await;
+            let source = match updated {
+                Ok(out) => match out.attributes {
+                    Some(item) => Head::from_item(&item)?,
+                    None => return Ok(()),
+                },
+                // The source is gone or was replaced: nothing holds it any more.
+                Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => return Ok(()),
+                Err(e) => return Err(ddb("UpdateItem (release a fork's source)", e)),
+            };
+            self.forget_head(&o.source);
+            let st = &source.state;
+            if st.forks == 0 && (st.deleted || st.is_expired(self.now())) && self.remove_head(&source, None).await? {
+                self.notifier.publish(&st.path);
+                self.collect_garbage(&st.sid).await;
+                origin.clone_from(&st.origin);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a head that has no fork left (on the condition that it is still this incarnation
+    /// with no fork), releasing `also` in the same transaction when given. False when the
+    /// condition failed.
+    async fn remove_head(&self, head: &Head, also: Option<TransactWriteItem>) -> Result<bool, Error> {
+        let delete = Delete::builder()
+            .table_name(&self.opts.table)
+            .set_key(Some(head_key(&head.state.path)))
+            .condition_expression("sid = :sid AND (attribute_not_exists(nf) OR nf = :zero)")
+            .expression_attribute_values(":sid", s(&head.state.sid))
+            .expression_attribute_values(":zero", n(0))
+            .build()
+            .map_err(|e| Error::unavailable("delete", e))?;
+        let mut items = vec![TransactWriteItem::builder().delete(delete).build()];
+        items.extend(also);
+        let sent = self
+            .clients
+            .dynamodb
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        self.forget_head(&head.state.path);
+        match sent {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb("TransactWriteItems (delete)", e)),
+        }
     }
 
     /// Refreshes a sliding TTL; does not bump `ver`, so it never conflicts with appends.
@@ -1004,20 +1148,60 @@ impl StreamWriter for AwsLog {
         for attempt in 0..5u32 {
             let now = inner.now();
             let existing = inner.fetch_head(path).await?;
+            if let Some(head) = &existing
+                && (head.state.deleted || head.state.is_retained(now))
+            {
+                return Err(Error::ConfigMismatch {
+                    path: path.clone(),
+                    reason: "a deleted stream at this path is kept for its forks".to_owned(),
+                });
+            }
             let replaced = match existing {
                 Some(head) if !head.state.is_expired(now) => {
                     head.state.check_same_config(&req)?;
                     return Ok(Created::Existing(head.state.meta()));
                 }
-                Some(head) => Some(head.state.sid),
+                Some(head) => Some(head.state),
                 None => None,
             };
-            let state = StreamState::new(path.clone(), &req, now, &inner.opts.limits)?;
+            let (state, own, source) = match &req.fork {
+                None => (
+                    StreamState::new(path.clone(), &req, now, &inner.opts.limits)?,
+                    req.initial.clone(),
+                    None,
+                ),
+                Some(fork) => {
+                    let source = inner
+                        .fetch_head(&fork.source)
+                        .await?
+                        .filter(|h| !h.state.is_expired(now))
+                        .ok_or_else(|| Error::NotFound {
+                            path: fork.source.clone(),
+                        })?;
+                    let plan = source.state.plan_fork(path, fork)?;
+                    let mut own = Vec::with_capacity(req.initial.len() + 1);
+                    if let Some((seq, bytes)) = plan.cut {
+                        let message = inner.message(&source.state, seq).await?;
+                        if bytes > message.len() {
+                            return Err(Error::invalid(
+                                "fork sub-offset",
+                                format!("{bytes} is past the end of the next message ({} bytes)", message.len()),
+                            ));
+                        }
+                        own.push(message.slice(..bytes));
+                    }
+                    own.extend(req.initial.iter().cloned());
+                    let state =
+                        StreamState::fork_of(&source.state, path.clone(), &req, &plan, &own, now, &inner.opts.limits)?;
+                    (state, own, Some(source.state))
+                }
+            };
+            let first = state.sealed + 1;
             let head = Head { state, ver: 0 };
-            let prepared = if req.initial.is_empty() {
+            let prepared = if own.is_empty() {
                 None
             } else {
-                Some(inner.prepare(Append::messages(req.initial.iter().cloned())).await?)
+                Some(inner.prepare(Append::messages(own.iter().cloned())).await?)
             };
             let mut tx = Vec::new();
             let mut head_put = Put::builder()
@@ -1026,7 +1210,7 @@ impl StreamWriter for AwsLog {
             head_put = match &replaced {
                 Some(old) => head_put
                     .condition_expression("sid = :old")
-                    .expression_attribute_values(":old", s(old)),
+                    .expression_attribute_values(":old", s(&old.sid)),
                 None => head_put.condition_expression("attribute_not_exists(pk)"),
             };
             tx.push(
@@ -1034,10 +1218,25 @@ impl StreamWriter for AwsLog {
                     .put(head_put.build().map_err(|e| Error::unavailable("put", e))?)
                     .build(),
             );
+            if let Some(source) = &source {
+                // One fork more on the source, which must still be this live incarnation.
+                let hold = Update::builder()
+                    .table_name(&inner.opts.table)
+                    .set_key(Some(head_key(&source.path)))
+                    .update_expression("SET nf = if_not_exists(nf, :zero) + :one")
+                    .condition_expression("sid = :sid AND (attribute_not_exists(del) OR del = :false)")
+                    .expression_attribute_values(":zero", n(0))
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":false", AttributeValue::Bool(false))
+                    .expression_attribute_values(":sid", s(&source.sid))
+                    .build()
+                    .map_err(|e| Error::unavailable("update", e))?;
+                tx.push(TransactWriteItem::builder().update(hold).build());
+            }
             if let Some(prep) = &prepared {
                 let range = SeqRange {
-                    first: 1,
-                    last: req.initial.len() as u64,
+                    first,
+                    last: first + own.len() as u64 - 1,
                 };
                 let ttl = match head.state.expiry {
                     spool_domain::Expiry::At { .. } => ttl_attribute(head.state.expires_at_ms()),
@@ -1067,7 +1266,11 @@ impl StreamWriter for AwsLog {
             match sent {
                 Ok(_) => {
                     if let Some(old) = replaced {
-                        inner.collect_garbage(&old).await;
+                        inner.collect_garbage(&old.sid).await;
+                        inner.release_source(old.origin).await?;
+                    }
+                    if let Some(source) = &source {
+                        inner.forget_head(&source.path);
                     }
                     let meta = head.state.meta();
                     let closed = head.state.closed;
@@ -1113,34 +1316,49 @@ impl StreamWriter for AwsLog {
 
     async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
         let inner = &self.inner;
-        let head = inner.live_head(path).await?;
-        let delete = Delete::builder()
-            .table_name(&inner.opts.table)
-            .set_key(Some(head_key(path)))
-            .condition_expression("sid = :sid")
-            .expression_attribute_values(":sid", s(&head.state.sid))
-            .build()
-            .map_err(|e| Error::unavailable("delete", e))?;
-        let sent = inner
-            .clients
-            .dynamodb
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().delete(delete).build())
-            .send()
-            .await;
-        inner.forget_head(path);
-        match sent {
-            Ok(_) => {}
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
-            {
-                return Err(Error::NotFound { path: path.clone() });
+        for attempt in 0..5u32 {
+            let head = inner.live_head(path).await?;
+            if head.state.forks > 0 {
+                // Soft delete: gone for clients, kept for the forks that read it. `ver` moves so
+                // writers holding the old head re-read it.
+                let marked = inner
+                    .clients
+                    .dynamodb
+                    .update_item()
+                    .table_name(&inner.opts.table)
+                    .set_key(Some(head_key(path)))
+                    .update_expression("SET del = :true, ver = ver + :one")
+                    .condition_expression("sid = :sid AND nf > :zero AND (attribute_not_exists(del) OR del = :false)")
+                    .expression_attribute_values(":true", AttributeValue::Bool(true))
+                    .expression_attribute_values(":false", AttributeValue::Bool(false))
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":zero", n(0))
+                    .expression_attribute_values(":sid", s(&head.state.sid))
+                    .send()
+                    .await;
+                inner.forget_head(path);
+                match marked {
+                    Ok(_) => {
+                        inner.notifier.publish(path);
+                        return Ok(());
+                    }
+                    Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                        backoff(attempt).await;
+                        continue;
+                    }
+                    Err(e) => return Err(ddb("UpdateItem (soft delete)", e)),
+                }
             }
-            Err(e) => return Err(ddb("TransactWriteItems (delete)", e)),
+            if inner.remove_head(&head, None).await? {
+                inner.notifier.publish(path);
+                inner.collect_garbage(&head.state.sid).await;
+                inner.release_source(head.state.origin.clone()).await?;
+                return Ok(());
+            }
+            // Deleted, replaced or forked meanwhile: look again.
+            backoff(attempt).await;
         }
-        inner.notifier.publish(path);
-        inner.collect_garbage(&head.state.sid).await;
-        Ok(())
+        Err(Error::Contention { path: path.clone() })
     }
 }
 

@@ -18,6 +18,12 @@ pub enum Error {
         /// The path that was asked for.
         path: StreamPath,
     },
+    /// The stream was deleted but is kept for its forks (or the stream a fork names is).
+    #[error("stream `{path}` was deleted; it is kept only for the streams forked from it")]
+    Gone {
+        /// The path that was asked for.
+        path: StreamPath,
+    },
     /// A stream already lives at this path with a different configuration.
     #[error("stream `{path}` already exists with a different configuration: {reason}")]
     ConfigMismatch {

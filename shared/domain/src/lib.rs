@@ -32,6 +32,6 @@ pub use failpoint::FailPoints;
 pub use limits::{LiveSettings, LogLimits};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
 pub use stream::{
-    Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, Offset, Position, ProducerAck, ProducerClaim,
-    SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
+    Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
+    ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };

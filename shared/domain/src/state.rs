@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::{
     Error, LogLimits,
     stream::{
-        Append, AppendAck, Chunk, ContentType, CreateStream, Expiry, Offset, Position, ProducerAck, ProducerClaim,
-        SeqRange, StreamMeta, StreamPath,
+        Append, AppendAck, Chunk, ContentType, CreateStream, Expiry, ForkRequest, Offset, Position, ProducerAck,
+        ProducerClaim, SeqRange, StreamMeta, StreamPath,
     },
 };
 
@@ -46,8 +46,54 @@ pub struct StreamState {
     pub closed_by: Option<ProducerClaim>,
     /// The last accepted `Stream-Seq`.
     pub stream_seq: Option<String>,
-    /// Messages up to this sequence number are in sealed pages.
+    /// Messages up to this sequence number are in sealed pages (for a fork, at least its
+    /// inherited ones, which are never its own to seal).
     pub sealed: u64,
+    /// A fork's inherited messages: runs of other streams' storage, in order. Reading them
+    /// needs no other stream's head, so a fork outlives its source's deletion or expiry.
+    pub lineage: Vec<Segment>,
+    /// Where a fork came from (for idempotent re-creation and for releasing its source).
+    pub origin: Option<ForkOrigin>,
+    /// How many live forks were made from this stream; its data is kept while any exists.
+    pub forks: u64,
+    /// Deleted while forks still needed it: gone for clients (`410`), kept for the forks.
+    pub deleted: bool,
+}
+
+/// A run of a fork's inherited messages: those after the previous segment's `upto`, up to and
+/// including `upto`, stored under the storage id `sid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// The storage id holding the messages.
+    pub sid: String,
+    /// The last inherited message of the run.
+    pub upto: u64,
+}
+
+/// Where a fork came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The source stream's path.
+    pub source: StreamPath,
+    /// The source's storage id when the fork was made (a stream created again at that path later
+    /// is not the source).
+    pub source_sid: String,
+    /// The divergence offset asked for (resolved to the source's tail when omitted).
+    pub offset: u64,
+    /// The sub-offset asked for.
+    pub sub_offset: u64,
+}
+
+/// Where a fork starts, decided from its source's head before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForkPlan {
+    /// The fork inherits the source's messages `1..=at`.
+    pub at: u64,
+    /// The divergence offset (`at` unless a JSON sub-offset moved it).
+    pub anchor: u64,
+    /// For a byte sub-offset: the first `bytes` of message `seq` of the source become the
+    /// fork's own first message.
+    pub cut: Option<(u64, usize)>,
 }
 
 /// The last batch an idempotent producer got accepted.
@@ -101,7 +147,172 @@ impl StreamState {
             closed_by: None,
             stream_seq: None,
             sealed: 0,
+            lineage: Vec::new(),
+            origin: None,
+            forks: 0,
+            deleted: false,
         })
+    }
+
+    /// Decides where a fork of this stream (the source) at `path` starts. A deleted source and a
+    /// different content type are conflicts; an offset or sub-offset past the data is invalid.
+    pub fn plan_fork(&self, path: &StreamPath, fork: &ForkRequest) -> Result<ForkPlan, Error> {
+        if self.deleted {
+            return Err(Error::ConfigMismatch {
+                path: path.clone(),
+                reason: format!("the source `{}` was deleted", self.path),
+            });
+        }
+        if let Some(ct) = &fork.content_type
+            && *ct != self.content_type
+        {
+            return Err(Error::ConfigMismatch {
+                path: path.clone(),
+                reason: format!(
+                    "a fork has its source's content type `{}`, not `{ct}`",
+                    self.content_type
+                ),
+            });
+        }
+        let anchor = fork.offset.map_or(self.tail, Offset::seq);
+        if anchor > self.tail {
+            return Err(Error::invalid(
+                "fork offset",
+                format!(
+                    "{} is beyond the source's tail {}",
+                    Offset::after(anchor),
+                    self.tail_offset()
+                ),
+            ));
+        }
+        let past_the_data = || {
+            Error::invalid(
+                "fork sub-offset",
+                format!("{} is past the source's next message", fork.sub_offset),
+            )
+        };
+        if fork.sub_offset == 0 {
+            return Ok(ForkPlan {
+                at: anchor,
+                anchor,
+                cut: None,
+            });
+        }
+        if self.content_type.is_json() {
+            let at = anchor.checked_add(fork.sub_offset).filter(|at| *at <= self.tail);
+            return at
+                .map(|at| ForkPlan { at, anchor, cut: None })
+                .ok_or_else(past_the_data);
+        }
+        if anchor >= self.tail {
+            return Err(past_the_data());
+        }
+        let bytes = usize::try_from(fork.sub_offset).map_err(|_| past_the_data())?;
+        Ok(ForkPlan {
+            at: anchor,
+            anchor,
+            cut: Some((anchor + 1, bytes)),
+        })
+    }
+
+    /// The head of a new fork of `source` at `path` (as `req.fork` asks), inheriting its
+    /// messages up to `plan.at` and starting with `own` messages of its own.
+    pub fn fork_of(
+        source: &StreamState,
+        path: StreamPath,
+        req: &CreateStream,
+        plan: &ForkPlan,
+        own: &[Bytes],
+        now_ms: i64,
+        limits: &LogLimits,
+    ) -> Result<Self, Error> {
+        let fork = req
+            .fork
+            .as_ref()
+            .ok_or_else(|| Error::invalid("fork", "the request names no source"))?;
+        let size: usize = own.iter().map(Bytes::len).sum();
+        if size > limits.max_append_bytes {
+            return Err(Error::PayloadTooLarge {
+                size,
+                max: limits.max_append_bytes,
+            });
+        }
+        Ok(Self {
+            path,
+            sid: new_sid(),
+            content_type: source.content_type.clone(),
+            expiry: fork.expiry.unwrap_or(source.expiry),
+            created_ms: now_ms,
+            touched_ms: now_ms,
+            tail: plan.at + own.len() as u64,
+            total_bytes: size as u64,
+            closed: req.closed,
+            closed_by: None,
+            stream_seq: None,
+            sealed: plan.at,
+            lineage: source.lineage_up_to(plan.at),
+            origin: Some(ForkOrigin {
+                source: source.path.clone(),
+                source_sid: source.sid.clone(),
+                offset: plan.anchor,
+                sub_offset: fork.sub_offset,
+            }),
+            forks: 0,
+            deleted: false,
+        })
+    }
+
+    /// The storage runs that hold this stream's messages `1..=at`.
+    pub fn lineage_up_to(&self, at: u64) -> Vec<Segment> {
+        let mut out = Vec::new();
+        let mut previous = 0;
+        for segment in &self.lineage {
+            if segment.upto >= at {
+                if at > previous {
+                    out.push(Segment {
+                        sid: segment.sid.clone(),
+                        upto: at,
+                    });
+                }
+                return out;
+            }
+            out.push(segment.clone());
+            previous = segment.upto;
+        }
+        if at > previous {
+            out.push(Segment {
+                sid: self.sid.clone(),
+                upto: at,
+            });
+        }
+        out
+    }
+
+    /// The inherited run holding message `start + 1`, if it is inherited.
+    pub fn inherited_run(&self, start: u64) -> Option<&Segment> {
+        self.lineage.iter().find(|s| s.upto > start)
+    }
+
+    /// Fails unless clients may use the stream: a deleted one is [`Error::Gone`], an expired one
+    /// [`Error::NotFound`].
+    pub fn check_live(&self, now_ms: i64) -> Result<(), Error> {
+        if self.deleted {
+            return Err(Error::Gone {
+                path: self.path.clone(),
+            });
+        }
+        if self.is_expired(now_ms) {
+            return Err(Error::NotFound {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// True when the stream is gone for clients but kept for its forks: its path cannot be
+    /// reused until the last fork is deleted.
+    pub fn is_retained(&self, now_ms: i64) -> bool {
+        (self.deleted || self.is_expired(now_ms)) && self.forks > 0
     }
 
     /// When the stream expires, if it does.
@@ -195,6 +406,26 @@ impl StreamState {
                 reason,
             })
         };
+        if let Some(fork) = &req.fork {
+            let same = self.origin.as_ref().is_some_and(|o| {
+                o.source == fork.source
+                    && fork.offset.is_none_or(|at| at.seq() == o.offset)
+                    && o.sub_offset == fork.sub_offset
+            });
+            if !same {
+                return mismatch("it is not the same fork".to_owned());
+            }
+            if fork.content_type.as_ref().is_some_and(|ct| *ct != self.content_type) {
+                return mismatch("content type differs".to_owned());
+            }
+            if fork.expiry.is_some_and(|e| e != self.expiry) {
+                return mismatch("expiry differs".to_owned());
+            }
+            if self.closed != req.closed {
+                return mismatch(if self.closed { "it is closed" } else { "it is open" }.to_owned());
+            }
+            return Ok(());
+        }
         if self.content_type != req.content_type {
             return mismatch(format!(
                 "content type is `{}`, not `{}`",
@@ -231,11 +462,7 @@ pub fn apply_append(
     now_ms: i64,
     limits: &LogLimits,
 ) -> Result<Applied, Error> {
-    if state.is_expired(now_ms) {
-        return Err(Error::NotFound {
-            path: state.path.clone(),
-        });
-    }
+    state.check_live(now_ms)?;
     let size = req.size();
     if size > limits.max_append_bytes {
         return Err(Error::PayloadTooLarge {

@@ -338,8 +338,28 @@ pub struct CreateStream {
     pub expiry: Expiry,
     /// Create it already closed: `initial` is its whole content.
     pub closed: bool,
-    /// Messages the stream starts with.
+    /// Messages the stream starts with (after any inherited ones, for a fork).
     pub initial: Vec<Bytes>,
+    /// Create a fork of another stream instead of an empty one.
+    pub fork: Option<ForkRequest>,
+}
+
+/// A request to fork a stream: the new stream starts with the source's messages up to a point,
+/// then goes its own way. Nothing is copied: the fork reads the inherited messages from the
+/// source's storage, which is kept while any fork needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkRequest {
+    /// The stream to fork.
+    pub source: StreamPath,
+    /// Where the fork diverges (the source's tail when `None`).
+    pub offset: Option<Offset>,
+    /// How far past `offset` the fork inherits: messages of a JSON stream, bytes of the next
+    /// message of any other stream (which the fork then holds as its own first message).
+    pub sub_offset: u64,
+    /// The fork's content type; the source's when `None` (a different one is a conflict).
+    pub content_type: Option<ContentType>,
+    /// The fork's expiry; the source's rule when `None`.
+    pub expiry: Option<Expiry>,
 }
 
 impl CreateStream {
@@ -350,6 +370,7 @@ impl CreateStream {
             expiry: Expiry::Never,
             closed: false,
             initial: Vec::new(),
+            fork: None,
         }
     }
 }

@@ -17,7 +17,7 @@ use spool_domain::{
     state::{ProducerState, StreamState},
 };
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS streams (
@@ -32,7 +32,11 @@ CREATE TABLE IF NOT EXISTS streams (
     closed       INTEGER NOT NULL,
     closed_by    TEXT,
     stream_seq   TEXT,
-    sealed       INTEGER NOT NULL
+    sealed       INTEGER NOT NULL,
+    lineage      TEXT NOT NULL DEFAULT '[]',
+    origin       TEXT,
+    forks        INTEGER NOT NULL DEFAULT 0,
+    deleted      INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS messages (
     sid  TEXT NOT NULL,
@@ -76,7 +80,19 @@ pub(crate) fn open(path: &Path) -> Result<Connection, Error> {
             "upgrade spool or point SPOOL_DATA_DIR elsewhere",
         ));
     }
-    if version < SCHEMA_VERSION {
+    if version == 1 {
+        // Version 2 added forks.
+        conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             ALTER TABLE streams ADD COLUMN lineage TEXT NOT NULL DEFAULT '[]';
+             ALTER TABLE streams ADD COLUMN origin TEXT;
+             ALTER TABLE streams ADD COLUMN forks INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE streams ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+             PRAGMA user_version = 2;
+             COMMIT;",
+        )
+        .map_err(|e| sql("upgrade schema to version 2", e))?;
+    } else if version < SCHEMA_VERSION {
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))
@@ -91,7 +107,7 @@ pub(crate) fn sql(what: &str, e: rusqlite::Error) -> Error {
 }
 
 const STATE_COLUMNS: &str = "path, sid, content_type, expiry, created_ms, touched_ms, tail, total_bytes, closed, \
-                             closed_by, stream_seq, sealed";
+                             closed_by, stream_seq, sealed, lineage, origin, forks, deleted";
 
 /// A `streams` row as SQLite stores it.
 struct StreamRow {
@@ -107,6 +123,10 @@ struct StreamRow {
     closed_by: Option<String>,
     stream_seq: Option<String>,
     sealed: i64,
+    lineage: String,
+    origin: Option<String>,
+    forks: i64,
+    deleted: bool,
 }
 
 fn state_row(row: &Row<'_>) -> rusqlite::Result<StreamRow> {
@@ -123,6 +143,10 @@ fn state_row(row: &Row<'_>) -> rusqlite::Result<StreamRow> {
         closed_by: row.get(9)?,
         stream_seq: row.get(10)?,
         sealed: row.get(11)?,
+        lineage: row.get(12)?,
+        origin: row.get(13)?,
+        forks: row.get(14)?,
+        deleted: row.get(15)?,
     })
 }
 
@@ -149,6 +173,15 @@ impl StreamRow {
             closed: self.closed,
             stream_seq: self.stream_seq,
             sealed: self.sealed as u64,
+            lineage: serde_json::from_str(&self.lineage).map_err(|_| corrupt("lineage"))?,
+            origin: self
+                .origin
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt("origin"))?,
+            forks: self.forks as u64,
+            deleted: self.deleted,
         })
     }
 }
@@ -176,7 +209,8 @@ pub(crate) fn insert_state(conn: &Connection, s: &StreamState) -> Result<(), Err
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
     conn.prepare_cached(&format!(
-        "INSERT INTO streams ({STATE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        "INSERT INTO streams ({STATE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+         ?15, ?16)"
     ))
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -192,6 +226,10 @@ pub(crate) fn insert_state(conn: &Connection, s: &StreamState) -> Result<(), Err
             closed_by,
             s.stream_seq,
             s.sealed as i64,
+            serde_json::to_string(&s.lineage).unwrap_or_default(),
+            s.origin.as_ref().map(|o| serde_json::to_string(o).unwrap_or_default()),
+            s.forks as i64,
+            s.deleted,
         ])
     })
     .map_err(|e| sql("insert stream", e))?;
@@ -206,7 +244,7 @@ pub(crate) fn update_state(conn: &Connection, s: &StreamState) -> Result<(), Err
         .map(|c| serde_json::to_string(c).unwrap_or_default());
     conn.prepare_cached(
         "UPDATE streams SET touched_ms = ?2, tail = ?3, total_bytes = ?4, closed = ?5, closed_by = ?6, \
-         stream_seq = ?7 WHERE sid = ?1",
+         stream_seq = ?7, forks = ?8, deleted = ?9 WHERE sid = ?1",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -216,7 +254,9 @@ pub(crate) fn update_state(conn: &Connection, s: &StreamState) -> Result<(), Err
             s.total_bytes as i64,
             s.closed,
             closed_by,
-            s.stream_seq
+            s.stream_seq,
+            s.forks as i64,
+            s.deleted
         ])
     })
     .map_err(|e| sql("update stream", e))?;
@@ -296,6 +336,11 @@ pub(crate) fn store_producer(conn: &Connection, sid: &str, producer: &str, p: Pr
     .and_then(|mut stmt| stmt.execute(params![sid, producer, p.epoch as i64, p.seq as i64, p.offset as i64]))
     .map_err(|e| sql("store producer", e))?;
     Ok(())
+}
+
+/// The head whose storage id is `sid`, if it still exists.
+pub(crate) fn load_by_sid(conn: &Connection, sid: &str) -> Result<Option<StreamState>, Error> {
+    load_where(conn, "sid", sid)
 }
 
 /// Removes a stream head and its rows, and records its page directory as garbage.

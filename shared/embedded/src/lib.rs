@@ -256,11 +256,12 @@ impl EmbeddedLog {
         let path = path.clone();
         let now = self.inner.shared.clock.now_ms();
         blocking(move || {
-            inner
+            let state = inner
                 .readers
                 .with(|conn| db::load_state(conn, &path))?
-                .filter(|s| !s.is_expired(now))
-                .ok_or(Error::NotFound { path })
+                .ok_or_else(|| Error::NotFound { path: path.clone() })?;
+            state.check_live(now)?;
+            Ok(state)
         })
         .await
     }
@@ -281,29 +282,83 @@ fn read_snapshot(
     max_bytes: usize,
     now: i64,
 ) -> Result<(Chunk, Option<String>), Error> {
-    let state = db::load_state(conn, path)?
-        .filter(|s| !s.is_expired(now))
-        .ok_or_else(|| Error::NotFound { path: path.clone() })?;
+    let state = db::load_state(conn, path)?.ok_or_else(|| Error::NotFound { path: path.clone() })?;
+    state.check_live(now)?;
     let start = state.read_start(from)?;
-    let (messages, from_pages) = if start >= state.tail {
-        (Vec::new(), false)
-    } else if start < state.sealed {
+    let (messages, from_pages) = read_stored(conn, pages, &state, start, max_bytes)?;
+    let chunk = state.chunk(start, messages, from_pages);
+    Ok((chunk, state.needs_touch(now).then(|| state.sid.clone())))
+}
+
+/// The stored messages of `state` after `start` (about `max_bytes` of them), and whether they
+/// can never change (they came from sealed pages, or a fork inherited them).
+pub(crate) fn read_stored(
+    conn: &Connection,
+    pages: &PageFiles,
+    state: &StreamState,
+    start: u64,
+    max_bytes: usize,
+) -> Result<(Vec<Bytes>, bool), Error> {
+    // A fork's read goes on across the runs it inherited, into its own messages.
+    let mut out: Vec<Bytes> = Vec::new();
+    let mut immutable = true;
+    let mut at = start;
+    let mut bytes = 0;
+    while at < state.tail && bytes < max_bytes {
+        let inherited = state.inherited_run(at).is_some();
+        let (piece, fixed) = read_run(conn, pages, state, at, max_bytes - bytes)?;
+        at += piece.len() as u64;
+        bytes += piece.iter().map(Bytes::len).sum::<usize>();
+        immutable &= fixed;
+        out.extend(piece);
+        if !inherited {
+            break;
+        }
+    }
+    // An empty answer (at the tail) is never immutable.
+    Ok((out, immutable && at > start))
+}
+
+/// The messages after `start` from one storage run: an inherited one, the sealed pages or the
+/// hot tail.
+fn read_run(
+    conn: &Connection,
+    pages: &PageFiles,
+    state: &StreamState,
+    start: u64,
+    max_bytes: usize,
+) -> Result<(Vec<Bytes>, bool), Error> {
+    if start >= state.tail {
+        return Ok((Vec::new(), false));
+    }
+    if let Some(run) = state.inherited_run(start) {
+        // A fork's inherited messages: the source's hot rows, or its pages once sealed.
+        let hot = db::read_messages(conn, &run.sid, start, run.upto, max_bytes)?;
+        if !hot.is_empty() {
+            return Ok((hot, true));
+        }
+        let range = pages
+            .find_containing(&run.sid, start + 1)?
+            .ok_or_else(|| state.missing_page(start + 1))?;
+        let page = pages.read(&run.sid, range)?;
+        let after = page.messages_after(start);
+        let within = (run.upto - start).min(after.len() as u64) as usize;
+        return Ok((take_up_to(&after[..within], max_bytes), true));
+    }
+    if start < state.sealed {
         let range = pages
             .find_containing(&state.sid, start + 1)?
             .ok_or_else(|| state.missing_page(start + 1))?;
         let page = pages.read(&state.sid, range)?;
-        (take_up_to(page.messages_after(start), max_bytes), true)
-    } else {
-        let messages = db::read_messages(conn, &state.sid, start, state.tail, max_bytes)?;
-        if messages.is_empty() {
-            return Err(Error::Corrupt {
-                what: format!("message {} of `{path}` is missing from the hot tail", start + 1),
-            });
-        }
-        (messages, false)
-    };
-    let chunk = state.chunk(start, messages, from_pages);
-    Ok((chunk, state.needs_touch(now).then(|| state.sid.clone())))
+        return Ok((take_up_to(page.messages_after(start), max_bytes), true));
+    }
+    let messages = db::read_messages(conn, &state.sid, start, state.tail, max_bytes)?;
+    if messages.is_empty() {
+        return Err(Error::Corrupt {
+            what: format!("message {} of `{}` is missing from the hot tail", start + 1, state.path),
+        });
+    }
+    Ok((messages, false))
 }
 
 #[async_trait]

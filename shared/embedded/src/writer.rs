@@ -217,9 +217,9 @@ fn execute(conn: &Connection, shared: &Shared, job: Job, effects: &mut Effects) 
 }
 
 fn live_state(conn: &Connection, path: &StreamPath, now: i64) -> Result<StreamState, Error> {
-    db::load_state(conn, path)?
-        .filter(|s| !s.is_expired(now))
-        .ok_or_else(|| Error::NotFound { path: path.clone() })
+    let state = db::load_state(conn, path)?.ok_or_else(|| Error::NotFound { path: path.clone() })?;
+    state.check_live(now)?;
+    Ok(state)
 }
 
 fn create(
@@ -231,21 +231,80 @@ fn create(
     effects: &mut Effects,
 ) -> Result<Created, Error> {
     if let Some(existing) = db::load_state(conn, path)? {
+        if existing.deleted || existing.is_retained(now) {
+            return Err(Error::ConfigMismatch {
+                path: path.clone(),
+                reason: "a deleted stream at this path is kept for its forks".to_owned(),
+            });
+        }
         if !existing.is_expired(now) {
             existing.check_same_config(req)?;
             return Ok(Created::Existing(existing.meta()));
         }
-        db::remove_stream(conn, &existing.sid)?;
-        effects.removed_sids.push(existing.sid);
+        remove(conn, existing, now, effects)?;
     }
-    let state = StreamState::new(path.clone(), req, now, &shared.limits)?;
-    db::insert_state(conn, &state)?;
-    db::insert_messages(conn, &state.sid, 1, &req.initial)?;
+    let state = match &req.fork {
+        None => {
+            let state = StreamState::new(path.clone(), req, now, &shared.limits)?;
+            db::insert_state(conn, &state)?;
+            db::insert_messages(conn, &state.sid, 1, &req.initial)?;
+            state
+        }
+        Some(fork) => {
+            let mut source = db::load_state(conn, &fork.source)?
+                .filter(|s| !s.is_expired(now))
+                .ok_or_else(|| Error::NotFound {
+                    path: fork.source.clone(),
+                })?;
+            let plan = source.plan_fork(path, fork)?;
+            let mut own = Vec::with_capacity(req.initial.len() + 1);
+            if let Some((seq, bytes)) = plan.cut {
+                let (next, _) = crate::read_stored(conn, &shared.pages, &source, seq - 1, 1)?;
+                let message = next.into_iter().next().ok_or_else(|| source.missing_page(seq))?;
+                if bytes > message.len() {
+                    return Err(Error::invalid(
+                        "fork sub-offset",
+                        format!("{bytes} is past the end of the next message ({} bytes)", message.len()),
+                    ));
+                }
+                own.push(message.slice(..bytes));
+            }
+            own.extend(req.initial.iter().cloned());
+            let state = StreamState::fork_of(&source, path.clone(), req, &plan, &own, now, &shared.limits)?;
+            db::insert_state(conn, &state)?;
+            db::insert_messages(conn, &state.sid, plan.at + 1, &own)?;
+            source.forks += 1;
+            db::update_state(conn, &source)?;
+            state
+        }
+    };
     effects.changed.push(path.clone());
     if state.closed || state.crossed_page_boundary(0, 0, &shared.limits) {
         effects.seal.push(path.clone());
     }
     Ok(Created::New(state.meta()))
+}
+
+/// Removes a stream and its data, then releases its source: a deleted or expired source with
+/// no fork left goes too, and so on up the chain.
+fn remove(conn: &Connection, state: StreamState, now: i64, effects: &mut Effects) -> Result<(), Error> {
+    let mut next = Some(state);
+    while let Some(state) = next.take() {
+        db::remove_stream(conn, &state.sid)?;
+        effects.changed.push(state.path.clone());
+        effects.removed_sids.push(state.sid);
+        let Some(origin) = state.origin else { break };
+        let Some(mut source) = db::load_by_sid(conn, &origin.source_sid)? else {
+            break;
+        };
+        source.forks = source.forks.saturating_sub(1);
+        if source.forks == 0 && (source.deleted || source.is_expired(now)) {
+            next = Some(source);
+        } else {
+            db::update_state(conn, &source)?;
+        }
+    }
+    Ok(())
 }
 
 fn append(
@@ -280,9 +339,13 @@ fn append(
 }
 
 fn delete(conn: &Connection, path: &StreamPath, now: i64, effects: &mut Effects) -> Result<(), Error> {
-    let state = live_state(conn, path, now)?;
-    db::remove_stream(conn, &state.sid)?;
-    effects.changed.push(path.clone());
-    effects.removed_sids.push(state.sid);
-    Ok(())
+    let mut state = live_state(conn, path, now)?;
+    if state.forks > 0 {
+        // Soft delete: gone for clients, kept for the forks that read it.
+        state.deleted = true;
+        db::update_state(conn, &state)?;
+        effects.changed.push(path.clone());
+        return Ok(());
+    }
+    remove(conn, state, now, effects)
 }
