@@ -551,6 +551,91 @@ pub(crate) async fn waiting_wakes_on_new_data_from_any_writer<H: Harness>(h: &H)
     assert!(matches!(outcome, WaitOutcome::Ready { .. }));
 }
 
+fn fork_of(source: &StreamPath, offset: Option<u64>, sub_offset: u64) -> CreateStream {
+    CreateStream {
+        fork: Some(spool_domain::ForkRequest {
+            source: source.clone(),
+            offset: offset.map(Offset::after),
+            sub_offset,
+            content_type: None,
+            expiry: None,
+        }),
+        ..json()
+    }
+}
+
+pub(crate) async fn forks_inherit_and_outlive_their_source<H: Harness>(h: &H) {
+    // GIVEN a source partly sealed into pages, partly in the hot tail
+    let log = h.instance().await;
+    let source = unique_path("fork-src");
+    log.create(&source, json()).await.unwrap();
+    let messages = varied(70);
+    append_in_batches(&log, &source, &messages).await;
+    let report = log.seal(&source, SealMode::Full).await.unwrap();
+    assert!(
+        report.sealed_through.seq() > 0 && report.sealed_through.seq() < 70,
+        "{report:?}"
+    );
+
+    // WHEN a fork is made at 60, and a fork of the fork at 61 (one message into it)
+    let fork = unique_path("fork");
+    log.create(&fork, fork_of(&source, Some(60), 0)).await.unwrap();
+    log.append(&fork, Append::one(msg(serde_json::json!("fork-own"))))
+        .await
+        .unwrap();
+    let grandchild = unique_path("fork-2");
+    log.create(&grandchild, fork_of(&fork, Some(60), 1)).await.unwrap();
+    log.append(&source, Append::one(msg(serde_json::json!("source-later"))))
+        .await
+        .unwrap();
+
+    // THEN each reads its inherited messages, then its own, in one offset space
+    let other = h.instance().await;
+    let mut expected: Vec<Bytes> = messages[..60].to_vec();
+    expected.push(msg(serde_json::json!("fork-own")));
+    assert_eq!(read_all(&other, &fork, Offset::START, None).await, expected);
+    assert_eq!(read_all(&other, &grandchild, Offset::START, Some(300)).await, expected);
+    assert_eq!(read_all(&other, &fork, Offset::after(59), None).await, expected[59..]);
+    assert_eq!(other.metadata(&grandchild).await.unwrap().tail.seq(), 61);
+
+    // AND a fork past the tail, a deleted source or another content type is refused
+    let bad = unique_path("fork-bad");
+    assert!(matches!(
+        other.create(&bad, fork_of(&source, Some(500), 0)).await,
+        Err(Error::Invalid { .. })
+    ));
+
+    // WHEN the source and the middle fork are deleted, they are gone for clients ...
+    other.delete(&source).await.unwrap();
+    other.delete(&fork).await.unwrap();
+    assert!(matches!(other.metadata(&source).await, Err(Error::Gone { .. })));
+    assert!(matches!(
+        other.read(&fork, Position::START, None).await,
+        Err(Error::Gone { .. })
+    ));
+    assert!(matches!(
+        other.create(&source, json()).await,
+        Err(Error::ConfigMismatch { .. })
+    ));
+    assert!(matches!(
+        other.create(&bad, fork_of(&source, None, 0)).await,
+        Err(Error::ConfigMismatch { .. })
+    ));
+    // ... but kept for the grandchild, which still reads everything
+    assert_eq!(read_all(&other, &grandchild, Offset::START, None).await, expected);
+
+    // WHEN the last fork is deleted, the chain goes with it and the paths can be reused
+    other.delete(&grandchild).await.unwrap();
+    for path in [&source, &fork, &grandchild] {
+        assert!(
+            matches!(other.metadata(path).await, Err(Error::NotFound { .. })),
+            "{path}"
+        );
+    }
+    other.create(&source, json()).await.unwrap();
+    assert!(read_all(&other, &source, Offset::START, None).await.is_empty());
+}
+
 pub(crate) async fn deleting_a_stream_removes_its_data<H: Harness>(h: &H) {
     let path = unique_path("delete");
     let log = h.instance().await;
@@ -676,6 +761,7 @@ macro_rules! contract_tests {
             deleting_a_stream_removes_its_data,
             stream_seq_must_increase,
             concurrent_sealers_agree,
+            forks_inherit_and_outlive_their_source,
         );
     };
 }

@@ -660,7 +660,9 @@ impl Inner {
                 .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
                 .expression_attribute_values(":pk", s(log_pk(sid)))
                 .expression_attribute_values(":from", s(batch_sk(after + 1)))
-                .expression_attribute_values(":to", s(batch_sk(through)))
+                // Items are keyed by their last message, so the one holding `through` may sort
+                // after it: read on and stop at `through`.
+                .expression_attribute_values(":to", s(batch_sk(Offset::MAX_SEQ)))
                 .consistent_read(true)
                 .set_exclusive_start_key(start_key.take())
                 .send()
@@ -668,7 +670,7 @@ impl Inner {
                 .map_err(|e| ddb("Query (hot tail)", e))?;
             for item in page.items() {
                 let batch = Batch::from_item(item)?;
-                if batch.first > next {
+                if batch.first > next || next > through {
                     break 'pages;
                 }
                 let frames = match batch.body {
@@ -686,7 +688,8 @@ impl Inner {
                         ),
                     });
                 }
-                for message in &messages[(next - batch.first) as usize..] {
+                let end = (through.min(batch.last) + 1 - batch.first) as usize;
+                for message in &messages[(next - batch.first) as usize..end] {
                     bytes += message.len();
                     out.push(message.clone());
                     next += 1;

@@ -834,4 +834,67 @@ mod tests {
             Err(Error::NotFound { .. })
         ));
     }
+
+    fn fork(offset: Option<u64>, sub_offset: u64) -> ForkRequest {
+        ForkRequest {
+            source: StreamPath::parse("s").unwrap(),
+            offset: offset.map(Offset::after),
+            sub_offset,
+            content_type: None,
+            expiry: None,
+        }
+    }
+
+    #[test]
+    fn fork_plans_follow_the_content_type() {
+        let target = StreamPath::parse("f").unwrap();
+        let mut json = state();
+        json.tail = 5;
+        assert_eq!(json.plan_fork(&target, &fork(None, 0)).unwrap().at, 5);
+        assert_eq!(json.plan_fork(&target, &fork(Some(2), 2)).unwrap().at, 4);
+        assert!(json.plan_fork(&target, &fork(Some(4), 2)).is_err());
+        assert!(json.plan_fork(&target, &fork(Some(6), 0)).is_err());
+
+        let mut bytes = state();
+        bytes.content_type = ContentType::octet_stream();
+        bytes.tail = 3;
+        let plan = bytes.plan_fork(&target, &fork(Some(1), 4)).unwrap();
+        assert_eq!((plan.at, plan.cut), (1, Some((2, 4))));
+        assert!(bytes.plan_fork(&target, &fork(Some(3), 1)).is_err());
+
+        let mut other = fork(None, 0);
+        other.content_type = Some(ContentType::parse("text/plain").unwrap());
+        assert!(matches!(
+            json.plan_fork(&target, &other),
+            Err(Error::ConfigMismatch { .. })
+        ));
+        json.deleted = true;
+        assert!(matches!(
+            json.plan_fork(&target, &fork(None, 0)),
+            Err(Error::ConfigMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn lineage_keeps_inherited_runs_and_adds_the_parents_own() {
+        let mut parent = state();
+        parent.lineage = vec![Segment {
+            sid: "a".into(),
+            upto: 3,
+        }];
+        parent.tail = 6;
+        let runs = |at| {
+            parent
+                .lineage_up_to(at)
+                .into_iter()
+                .map(|s| (s.sid, s.upto))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(runs(0), vec![]);
+        assert_eq!(runs(2), vec![("a".to_owned(), 2)]);
+        assert_eq!(runs(3), vec![("a".to_owned(), 3)]);
+        assert_eq!(runs(5), vec![("a".to_owned(), 3), (parent.sid.clone(), 5)]);
+        assert_eq!(parent.inherited_run(2).map(|s| s.upto), Some(3));
+        assert!(parent.inherited_run(3).is_none());
+    }
 }
