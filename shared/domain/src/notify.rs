@@ -48,9 +48,27 @@ impl Notifier {
     }
 }
 
+/// What a live reader needs to know of a stream: its tail and whether it is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailProbe {
+    /// The stream's tail.
+    pub tail: Offset,
+    /// Whether it is closed.
+    pub closed: bool,
+}
+
+impl From<StreamMeta> for TailProbe {
+    fn from(meta: StreamMeta) -> Self {
+        Self {
+            tail: meta.tail,
+            closed: meta.closed,
+        }
+    }
+}
+
 /// Waits until the stream at `path` has messages after `after` or is closed, or `timeout`
-/// passes. Wakes at once on an in-process [`Notifier::publish`], and otherwise re-reads the
-/// stream's metadata every `recheck` to see other processes' writes.
+/// passes. Wakes at once on an in-process [`Notifier::publish`], and otherwise probes the
+/// stream's tail every `recheck` to see other processes' writes.
 pub async fn wait_for_data<F, Fut>(
     notifier: &Notifier,
     path: &StreamPath,
@@ -61,7 +79,7 @@ pub async fn wait_for_data<F, Fut>(
 ) -> Result<WaitOutcome, Error>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<StreamMeta, Error>>,
+    Fut: Future<Output = Result<TailProbe, Error>>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changes = notifier.subscribe(path);

@@ -28,7 +28,7 @@ use rusqlite::Connection;
 use spool_domain::{
     Append, AppendAck, Chunk, Clock, CreateStream, Created, Error, FailPoints, LogLimits, Offset, Position, SealMode,
     SealReport, SeqRange, StreamMeta, StreamPath, StreamReader, StreamSealer, StreamWriter, SystemClock, WaitOutcome,
-    notify::{Notifier, wait_for_data},
+    notify::{Notifier, TailProbe, wait_for_data},
     page::take_up_to,
     seal::{PageStore, seal_stream},
     state::StreamState,
@@ -405,8 +405,8 @@ impl StreamReader for EmbeddedLog {
 
     async fn wait(&self, path: &StreamPath, after: Offset, timeout: Duration) -> Result<WaitOutcome, Error> {
         let notifier = &self.inner.shared.notifier;
-        wait_for_data(notifier, path, after, timeout, self.inner.poll_interval, || {
-            self.metadata(path)
+        wait_for_data(notifier, path, after, timeout, self.inner.poll_interval, || async {
+            self.metadata(path).await.map(TailProbe::from)
         })
         .await
     }
