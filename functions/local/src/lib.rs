@@ -1,8 +1,9 @@
 //! # The `spool` command
 //!
-//! `spool serve` runs Spool in one process: the HTTP API (and, as later issues add them, the
-//! stream protocol, the worker and the web UI) over the embedded store, or over AWS (or an
-//! emulator of it) with `--backend aws`.
+//! `spool serve` runs Spool in one process over the embedded store, or over AWS (or an emulator
+//! of it) with `--backend aws`: the HTTP API, the stream function's Durable Streams protocol
+//! at `/v1/stream/…` and the page sealer (and, as later issues add them, the worker and the web
+//! UI).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
