@@ -98,3 +98,74 @@ async fn serve_runs_on_the_aws_backend_from_the_emulator_env_file() {
     );
     assert_eq!(health(&server.url).await["status"], "ok");
 }
+
+#[tokio::test]
+async fn no_auth_is_refused_off_loopback() {
+    // GIVEN an address every interface can reach
+    let dir = tempfile::tempdir().unwrap();
+    // WHEN spool serve is asked to turn authorization off there
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(["serve", "--no-auth", "--addr", "0.0.0.0:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    // THEN it refuses, says how to fix it, and has created nothing
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("loopback"), "{stderr}");
+    assert!(!dir.path().join("data").exists());
+}
+
+#[tokio::test]
+async fn streams_need_a_token_signed_with_the_kept_secret_unless_no_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let client = reqwest::Client::new();
+    let create = |url: &str, token: Option<&str>| {
+        let mut request = client
+            .put(format!("{url}/v1/stream/cli-auth"))
+            .header("content-type", "application/json");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+
+    // GIVEN spool serve with authorization on
+    let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
+    // WHEN a client creates a stream without a token
+    let response = create(&server.url, None).await.unwrap();
+    // THEN it gets 401
+    assert_eq!(response.status(), 401);
+    // AND the secret it signs with is kept in the data directory, readable by its owner only
+    let secret = std::fs::read_to_string(data.join("jwt-secret")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.join("jwt-secret")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // WHEN it restarts and a client sends a token signed with that secret
+    drop(server);
+    let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
+    let keys = spool_auth::TokenKeys::new(secret.trim().as_bytes()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let token = keys.issue(&spool_auth::Claims::new("cli-test", "acme", now)).unwrap();
+    // THEN the token still works: the stream is created
+    assert_eq!(create(&server.url, Some(&token)).await.unwrap().status(), 201);
+    // AND a token signed with another secret is refused
+    let other = spool_auth::TokenKeys::new(&[7u8; 32]).unwrap();
+    let forged = other.issue(&spool_auth::Claims::new("cli-test", "acme", now)).unwrap();
+    assert_eq!(create(&server.url, Some(&forged)).await.unwrap().status(), 401);
+    drop(server);
+
+    // WHEN it runs with --no-auth on loopback
+    let server = Server::start(&["--no-auth", "--data-dir", data.to_str().unwrap()], dir.path());
+    // THEN the banner says so and a request without a token works
+    assert!(server.banner.contains("no authorization"), "{}", server.banner);
+    assert_eq!(create(&server.url, None).await.unwrap().status(), 201);
+}
