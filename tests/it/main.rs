@@ -2,6 +2,8 @@
 //! parts behind the `emulator` feature, which `make test` turns on after starting the emulator.
 
 mod contract;
+mod directory;
+mod handshake;
 mod processes;
 mod sealing;
 mod stream_http;

@@ -10,9 +10,9 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_aws::{AwsClients, AwsLog, AwsLogOptions, RequestCounter};
-use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
-use spool_embedded::{EmbeddedLog, Options};
+use spool_aws::{AwsClients, AwsDirectory, AwsLog, AwsLogOptions, RequestCounter};
+use spool_domain::{Directory, Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
+use spool_embedded::{EmbeddedDirectory, EmbeddedLog, Options};
 use spool_platform::Config;
 
 /// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages.
@@ -37,6 +37,11 @@ pub fn embedded_options(auto_seal: bool) -> Options {
 /// How often live readers re-check in tests.
 pub const TEST_POLL: Duration = Duration::from_millis(50);
 
+/// An id no other test uses (for organizations, keys and the like).
+pub fn unique_id(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
+}
+
 /// A path no other test uses.
 pub fn unique_path(name: &str) -> StreamPath {
     StreamPath::parse(format!("test/{}/{name}", uuid::Uuid::new_v4().simple())).expect("valid path")
@@ -47,9 +52,14 @@ pub fn unique_path(name: &str) -> StreamPath {
 pub trait Harness: Send + Sync + 'static {
     /// The backend's log type.
     type Log: StreamLog + Clone + 'static;
+    /// The backend's directory of organizations and API keys.
+    type Directory: Directory + Clone + 'static;
 
     /// A new, independent instance over the shared storage.
     async fn instance(&self) -> Self::Log;
+
+    /// A new, independent directory over the shared storage.
+    async fn directory(&self) -> Self::Directory;
 
     /// The raw bytes of a stream's sealed pages, by page name.
     async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
@@ -93,6 +103,11 @@ impl Default for EmbeddedHarness {
 #[async_trait]
 impl Harness for EmbeddedHarness {
     type Log = EmbeddedLog;
+    type Directory = EmbeddedDirectory;
+
+    async fn directory(&self) -> EmbeddedDirectory {
+        EmbeddedDirectory::open(self.dir.path()).expect("open embedded directory")
+    }
 
     async fn instance(&self) -> EmbeddedLog {
         let options = Options {
@@ -192,6 +207,17 @@ impl Default for AwsHarness {
 #[async_trait]
 impl Harness for AwsHarness {
     type Log = AwsLog;
+    type Directory = AwsDirectory;
+
+    async fn directory(&self) -> AwsDirectory {
+        let table = self
+            .config
+            .aws
+            .metadata_table
+            .clone()
+            .expect("SPOOL_METADATA_TABLE in .env.emulator");
+        AwsDirectory::new(self.clients().await.dynamodb, table)
+    }
 
     async fn instance(&self) -> AwsLog {
         AwsLog::new(self.clients().await, self.options())

@@ -1,8 +1,19 @@
 //! The chat API Lambda: the API's Router behind API Gateway or a function URL.
 
+use std::sync::Arc;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
-    let _config = spool_platform::Config::from_env()?;
-    lambda_http::run(spool_api::router()).await
+    let config = spool_platform::Config::from_env()?;
+    let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
+    let log = spool_aws::log_from_config(&config, None).await?;
+    let directory = spool_aws::directory_from_config(&config, log.clients())?;
+    let api = spool_api::ChatApi::new(
+        Arc::new(directory),
+        Arc::new(log),
+        keys,
+        Arc::new(spool_domain::SystemClock),
+    );
+    lambda_http::run(spool_api::router(api)).await
 }

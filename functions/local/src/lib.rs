@@ -9,7 +9,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::StreamLog;
+use spool_domain::{Clock, Directory, StreamLog, SystemClock};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -25,14 +25,39 @@ pub struct Cli {
 enum Command {
     /// Run Spool locally: every function in one process.
     Serve(ServeArgs),
+    /// Manage organizations and API keys (on the backend `--backend` names).
+    #[command(subcommand)]
+    Admin(AdminCommand),
 }
 
-/// Options of `spool serve`; each overrides its `SPOOL_*` variable.
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Make an organization; prints `{"org_id", "name"}` as JSON.
+    CreateOrg {
+        /// Its display name.
+        name: String,
+        /// Its id (1 to 64 letters, digits, `-` or `_`) instead of a random `org_…`.
+        #[arg(long)]
+        id: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Make an API key for an organization; prints `{"org_id", "key_id", "api_key",
+    /// "capabilities"}` as JSON. The key is shown only this once: Spool keeps only its hash.
+    CreateApiKey {
+        /// The organization's id.
+        org: String,
+        /// A capability that tokens issued for the key carry (repeatable), e.g. `agent`.
+        #[arg(long = "capability", value_name = "NAME")]
+        capabilities: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on [env: SPOOL_ADDR; default: 127.0.0.1:8080].
-    #[arg(long)]
-    pub addr: Option<SocketAddr>,
+pub struct StoreArgs {
     /// Where streams are stored [env: SPOOL_BACKEND; default: embedded].
     #[arg(long, value_parser = ["embedded", "aws"])]
     pub backend: Option<String>,
@@ -43,6 +68,17 @@ pub struct ServeArgs {
     /// `make emulator-up` writes).
     #[arg(long, default_value = ".env.emulator")]
     pub env_file: PathBuf,
+}
+
+/// Options of `spool serve`; each overrides its `SPOOL_*` variable.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on [env: SPOOL_ADDR; default: 127.0.0.1:8080].
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// Where data lives.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Serve without authorization (for the conformance suite and local tools). Refused unless
     /// the address is a loopback one.
     #[arg(long)]
@@ -63,11 +99,23 @@ impl Cli {
                 }
                 serve(config, args.no_auth).await
             }
+            Command::Admin(command) => admin(command).await,
         }
     }
 }
 
 impl ServeArgs {
+    /// The configuration: the env file (for the AWS backend), then the environment, then flags.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut config = self.store.config()?;
+        if let Some(addr) = self.addr {
+            config.addr = addr;
+        }
+        Ok(config)
+    }
+}
+
+impl StoreArgs {
     /// The configuration: the env file (for the AWS backend), then the environment, then flags.
     pub fn config(&self) -> anyhow::Result<Config> {
         let aws = self.backend.as_deref() == Some("aws");
@@ -80,9 +128,6 @@ impl ServeArgs {
         if let Some(backend) = &self.backend {
             config.backend = backend.parse().map_err(anyhow::Error::msg)?;
         }
-        if let Some(addr) = self.addr {
-            config.addr = addr;
-        }
         if let Some(dir) = &self.data_dir {
             config.data_dir.clone_from(dir);
         }
@@ -93,6 +138,7 @@ impl ServeArgs {
 /// Everything `spool serve` runs on.
 struct Services {
     log: Arc<dyn StreamLog>,
+    directory: Arc<dyn Directory>,
     description: String,
 }
 
@@ -106,8 +152,11 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             };
             let log = spool_embedded::EmbeddedLog::open(&config.data_dir, options)
                 .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
+            let directory = spool_embedded::EmbeddedDirectory::open(&config.data_dir)
+                .with_context(|| format!("cannot open the embedded directory in {}", config.data_dir.display()))?;
             Ok(Services {
                 log: Arc::new(log),
+                directory: Arc::new(directory),
                 description: format!("embedded store in {}", config.data_dir.display()),
             })
         }
@@ -115,6 +164,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let log = spool_aws::log_from_config(config, None)
                 .await
                 .context("cannot set up the AWS backend")?;
+            let directory = spool_aws::directory_from_config(config, log.clients())?;
             let log = Arc::new(log);
             if let Some(url) = &config.aws.maintenance_queue_url {
                 let worker = Arc::new(spool_worker::Worker::new(log.clone()));
@@ -129,14 +179,76 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
             Ok(Services {
                 log,
+                directory: Arc::new(directory),
                 description: format!("AWS backend at {endpoint}"),
             })
         }
     }
 }
 
-/// The organization `--no-auth` requests act for.
-pub const LOCAL_ORG: &str = "local";
+/// The organization `--no-auth` requests act for, and the one `spool serve` makes on first start.
+pub use spool_api::admin::LOCAL_ORG;
+
+fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
+
+/// `spool admin …`: prints the result as JSON on stdout.
+async fn admin(command: AdminCommand) -> anyhow::Result<()> {
+    let (AdminCommand::CreateOrg { store, .. } | AdminCommand::CreateApiKey { store, .. }) = &command;
+    let config = store.config()?;
+    let services = services(&config).await?;
+    let directory = services.directory.as_ref();
+    let out = match &command {
+        AdminCommand::CreateOrg { name, id, .. } => {
+            let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
+                .await
+                .context("cannot create the organization")?;
+            serde_json::json!({ "org_id": org.id, "name": org.name })
+        }
+        AdminCommand::CreateApiKey { org, capabilities, .. } => {
+            let (record, key) = spool_api::admin::create_api_key(directory, org, capabilities, now_ms())
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot create an API key for `{org}` (make the organization with `spool admin create-org`)"
+                    )
+                })?;
+            serde_json::json!({
+                "org_id": record.org_id,
+                "key_id": record.key_id,
+                "api_key": key.reveal(),
+                "capabilities": record.capabilities,
+            })
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// The local organization's API key: made with the organization on first start and kept in
+/// `{data_dir}/local-api-key` (readable by its owner only) so every start can print it. Only
+/// this development key is kept whole; keys from `spool admin create-api-key` are not.
+async fn local_api_key(directory: &dyn Directory, config: &Config) -> anyhow::Result<String> {
+    spool_api::admin::ensure_local_org(directory, now_ms()).await?;
+    let file = config.data_dir.join("local-api-key");
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        let key = spool_auth::ApiKey::parse(&text);
+        if let Ok(key) = key
+            && let Some(record) = directory.api_key(key.key_id()).await?
+            && record.org_id == LOCAL_ORG
+            && key.matches(&record.secret_hash)
+        {
+            return Ok(key.reveal());
+        }
+        tracing::warn!(file = %file.display(), "the kept local API key is not valid here; making a new one");
+        std::fs::remove_file(&file).with_context(|| format!("cannot replace {}", file.display()))?;
+    }
+    let (_, key) = spool_api::admin::create_api_key(directory, LOCAL_ORG, &[], now_ms()).await?;
+    std::fs::create_dir_all(&config.data_dir)?;
+    write_private(&file, &key.reveal()).with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(key.reveal())
+}
 
 /// The token keys: from `SPOOL_JWT_SECRET`, or from a secret `spool serve` made on its first
 /// start and keeps in the data directory (readable by its owner only), so tokens survive
@@ -150,9 +262,7 @@ fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
     let secret = match std::fs::read_to_string(&file) {
         Ok(secret) => secret.trim().to_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; 32];
-            getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no system randomness: {e}"))?;
-            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let secret = spool_auth::random_secret(32)?;
             std::fs::create_dir_all(&config.data_dir)?;
             write_private(&file, &secret).with_context(|| format!("cannot write {}", file.display()))?;
             secret
@@ -175,22 +285,26 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
 /// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
 pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     let services = services(&config).await?;
+    let keys = token_keys(&config)?;
     let access = if no_auth {
         spool_stream::Access::Open {
             org: LOCAL_ORG.to_owned(),
         }
     } else {
-        spool_stream::Access::Tokens(Box::new(token_keys(&config)?))
+        spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
+    let api_key = local_api_key(services.directory.as_ref(), &config).await?;
     let streams = spool_stream::StreamApi::new(services.log.clone(), access, config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
-    let app = spool_api::router().merge(spool_stream::router(streams, max_body));
+    let api = spool_api::ChatApi::new(services.directory, services.log, keys, Arc::new(SystemClock));
+    let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     let listener = TcpListener::bind(config.addr)
         .await
         .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
     let addr = listener.local_addr()?;
     let auth = if no_auth { ", no authorization" } else { "" };
     println!("Spool is listening on http://{addr} ({}{auth})", services.description);
+    println!("API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)");
     tracing::info!(%addr, backend = ?config.backend, "serving");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -11,6 +11,8 @@ struct Server {
     child: Child,
     url: String,
     banner: String,
+    /// The lines printed before the server was ready (the banner and the local API key).
+    banner_lines: Vec<String>,
 }
 
 impl Server {
@@ -25,16 +27,25 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn spool");
-        let mut banner = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut banner)
-            .expect("read the banner");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut banner_lines = Vec::new();
+        for _ in 0..2 {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read the banner");
+            banner_lines.push(line);
+        }
+        let banner = banner_lines[0].clone();
         let url = banner
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no URL in {banner:?}"))
             .to_owned();
-        Self { child, url, banner }
+        Self {
+            child,
+            url,
+            banner,
+            banner_lines,
+        }
     }
 }
 
@@ -168,4 +179,105 @@ async fn streams_need_a_token_signed_with_the_kept_secret_unless_no_auth() {
     // THEN the banner says so and a request without a token works
     assert!(server.banner.contains("no authorization"), "{}", server.banner);
     assert_eq!(create(&server.url, None).await.unwrap().status(), 201);
+}
+
+/// Runs `spool admin …` on `data`: (success, stdout, stderr).
+fn admin(args: &[&str], data: &Path) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .arg("admin")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn handshake(url: &str, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/handshake"))
+        .json(&serde_json::json!({ "api_key": key, "user_agent": "cli-test" }))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn admin_makes_organizations_and_keys_that_the_handshake_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    // WHEN an operator makes an organization and a key for it
+    let (ok, out, err) = admin(&["create-org", "Acme Inc", "--id", "acme"], &data);
+    assert!(ok, "{err}");
+    let org: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(org, serde_json::json!({ "org_id": "acme", "name": "Acme Inc" }));
+    let (ok, out, err) = admin(&["create-api-key", "acme", "--capability", "agent"], &data);
+    assert!(ok, "{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let key = created["api_key"].as_str().unwrap().to_owned();
+    assert_eq!(created["org_id"], "acme");
+    assert_eq!(created["capabilities"], serde_json::json!(["agent"]));
+    // THEN the store keeps only the key's hash, never its secret
+    let secret = key.rsplit('_').next().unwrap();
+    let stored = std::fs::read(data.join("metadata.db")).unwrap();
+    assert!(!stored.windows(secret.len()).any(|w| w == secret.as_bytes()));
+    // AND mistakes are refused with what to do next, changing nothing
+    let (ok, _, err) = admin(&["create-org", "Again", "--id", "acme"], &data);
+    assert!(!ok && err.contains("already exists"), "{err}");
+    let (ok, _, err) = admin(&["create-api-key", "nobody"], &data);
+    assert!(
+        !ok && err.contains("does not exist") && err.contains("create-org"),
+        "{err}"
+    );
+    let (ok, _, err) = admin(&["create-org", "Bad id", "--id", "a/b"], &data);
+    assert!(!ok && err.contains("organization id"), "{err}");
+
+    // WHEN spool serve runs on that data
+    let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
+    // THEN the key's handshake gives a token for its organization and capabilities
+    let response = handshake(&server.url, &key).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["org_id"], "acme");
+    assert_eq!(body["capabilities"], serde_json::json!(["agent"]));
+}
+
+#[tokio::test]
+async fn serve_prints_the_local_organizations_key_on_every_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key_in = |server: &Server| -> String {
+        server
+            .banner_lines
+            .iter()
+            .find_map(|line| line.split_whitespace().find(|w| w.starts_with("spool_")))
+            .unwrap_or_else(|| panic!("no API key in {:?}", server.banner_lines))
+            .to_owned()
+    };
+    // GIVEN a first start, which makes the local organization and its key
+    let first = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
+    let key = key_in(&first);
+    drop(first);
+    // WHEN it starts again
+    let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
+    // THEN it prints the same key, which the handshake accepts for the `local` organization
+    assert_eq!(key_in(&server), key);
+    let response = handshake(&server.url, &key).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.json::<serde_json::Value>().await.unwrap()["org_id"], "local");
+    // AND the kept key is readable by its owner only
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.join("local-api-key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

@@ -63,6 +63,8 @@ impl ApiError {
                 Error::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
                 Error::EmptyAppend => (StatusCode::BAD_REQUEST, "empty_append"),
                 Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
+                Error::Missing { .. } => (StatusCode::NOT_FOUND, "not_found"),
+                Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
                 Error::Contention { .. } => (StatusCode::SERVICE_UNAVAILABLE, "contention"),
                 Error::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
                 Error::Corrupt { .. } | Error::Injected { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

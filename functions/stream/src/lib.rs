@@ -27,7 +27,7 @@ use axum::{
 pub use error::ApiError;
 use spool_auth::TokenKeys;
 pub use spool_domain::LiveSettings;
-use spool_domain::{StreamLog, StreamPath};
+use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM};
 
 /// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
 pub const STREAM_PREFIX: &str = "/v1/stream/";
@@ -39,8 +39,8 @@ pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 ///
 /// Streams are namespaced by organization: the path a client names, `{path}`, is stored as
 /// `o/{org}/{path}`, so a token of one organization cannot even name another's streams (they
-/// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`) are
-/// read-only here: sessions are written through the chat API, which validates their events.
+/// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`) and the
+/// audit stream (`audit`) are read-only here: the chat API writes them.
 #[derive(Debug, Clone)]
 pub enum Access {
     /// No authorization (`spool serve --no-auth`, only on a loopback address): every request
@@ -97,10 +97,18 @@ impl StreamApi {
             }
         };
         let path = StreamPath::parse(raw)?;
-        if intent == Intent::Write && path.as_str().starts_with("sessions/") {
-            return Err(ApiError::Forbidden(
-                "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
-            ));
+        if intent == Intent::Write {
+            let p = path.as_str();
+            if p.starts_with("sessions/") {
+                return Err(ApiError::Forbidden(
+                    "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
+                ));
+            }
+            if p == AUDIT_STREAM || p.starts_with(&format!("{AUDIT_STREAM}/")) {
+                return Err(ApiError::Forbidden(
+                    "the audit stream is read-only: Spool writes it as credentials are used".to_owned(),
+                ));
+            }
         }
         Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
     }

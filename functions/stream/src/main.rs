@@ -3,17 +3,11 @@
 
 use std::sync::Arc;
 
-use secrecy::ExposeSecret;
-
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
     let config = spool_platform::Config::from_env()?;
-    let secret = config
-        .jwt_secret
-        .as_ref()
-        .ok_or("SPOOL_JWT_SECRET is not set; the template passes it from Secrets Manager")?;
-    let keys = spool_auth::TokenKeys::new(secret.expose_secret().as_bytes())?;
+    let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
     let log = spool_aws::log_from_config(&config, None).await?;
     let api = spool_stream::StreamApi::new(Arc::new(log), spool_stream::Access::Tokens(Box::new(keys)), config.live);
     let app = spool_stream::router(api, config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES);

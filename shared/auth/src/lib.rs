@@ -4,7 +4,11 @@
 //! verifies that token statelessly with the same secret, which comes from configuration
 //! (`SPOOL_JWT_SECRET`; Secrets Manager on AWS), never from code. A token names its subject,
 //! its organization, its capabilities and, optionally, the companion library it was issued for.
+//! API keys ([`ApiKey`]) are generated, parsed and hashed here too.
 
+mod api_key;
+
+pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +32,12 @@ pub enum AuthError {
     /// The token is malformed, tampered with, signed with another key or has bad claims.
     #[error("the token is not valid: {0}")]
     Invalid(String),
+    /// An API key that is malformed, unknown or does not match (the message never repeats it).
+    #[error("the API key is not valid: {0}")]
+    InvalidApiKey(String),
+    /// The system's random number generator failed.
+    #[error("no system randomness: {0}")]
+    Random(String),
     /// An organization id that cannot be used.
     #[error("organization id `{0}` is invalid: use 1 to 64 letters, digits, `-` or `_`")]
     InvalidOrg(String),

@@ -3,14 +3,17 @@
 //! The stream log on DynamoDB (order, the hot tail, producer state) and S3 (sealed pages and
 //! large appends), with seal requests on SQS. The same code reaches AWS, LocalStack or moto:
 //! endpoints come from the standard variables (`AWS_ENDPOINT_URL`, …) through
-//! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work.
+//! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work, and
+//! [`directory`] for organizations and API keys in the metadata table.
 
+pub mod directory;
 pub mod items;
 pub mod log;
 pub mod metrics;
 pub mod sdk;
 pub mod seal_queue;
 
+pub use directory::AwsDirectory;
 pub use log::{AwsLog, AwsLogOptions};
 pub use metrics::RequestCounter;
 pub use sdk::{AwsClients, behavior_version, load_sdk_config};
@@ -37,4 +40,11 @@ pub async fn log_from_config(
         Arc::new(SqsSealScheduler::new(clients.sqs.clone(), url.clone())) as Arc<dyn spool_domain::SealScheduler>
     });
     Ok(AwsLog::new(clients, options))
+}
+
+/// The directory of organizations and API keys in the configured metadata table, over
+/// `clients` (those of the process's log).
+pub fn directory_from_config(config: &Config, clients: &AwsClients) -> Result<AwsDirectory, spool_platform::Error> {
+    let table = AwsSettings::require(&config.aws.metadata_table, "SPOOL_METADATA_TABLE")?;
+    Ok(AwsDirectory::new(clients.dynamodb.clone(), table))
 }

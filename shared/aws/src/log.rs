@@ -150,7 +150,7 @@ where
     }
 }
 
-fn ddb<E, R>(what: &str, e: SdkError<E, R>) -> Error
+pub(crate) fn ddb<E, R>(what: &str, e: SdkError<E, R>) -> Error
 where
     E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
     R: std::fmt::Debug,

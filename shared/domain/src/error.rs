@@ -115,6 +115,18 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A record other than a stream (an organization, an API key) does not exist.
+    #[error("{what} does not exist")]
+    Missing {
+        /// What was looked for, e.g. "organization `acme`".
+        what: String,
+    },
+    /// A record other than a stream (an organization, an API key) exists already.
+    #[error("{what} already exists")]
+    Exists {
+        /// What was created, e.g. "organization `acme`".
+        what: String,
+    },
     /// Concurrent writers kept winning for longer than the retry budget.
     #[error("stream `{path}` is too contended right now; retry shortly")]
     Contention {

@@ -11,9 +11,11 @@
 //! - [`seal`]: the deterministic rule that cuts runs of messages into pages;
 //! - [`port`]: the traits the storage adapters implement;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
+//! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
 pub mod clock;
+pub mod directory;
 pub mod error;
 pub mod failpoint;
 pub mod group_commit;
@@ -27,6 +29,7 @@ pub mod state;
 pub mod stream;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use directory::{ApiKeyRecord, Directory, Org};
 pub use error::Error;
 pub use failpoint::FailPoints;
 pub use limits::{LiveSettings, LogLimits};

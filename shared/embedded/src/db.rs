@@ -59,27 +59,7 @@ CREATE TABLE IF NOT EXISTS garbage (
 
 /// Opens a connection with Spool's settings, creating the schema on first use.
 pub(crate) fn open(path: &Path) -> Result<Connection, Error> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| sql(&format!("open {}", path.display()), e))?;
-    // Several processes may open the file at once; wait for each other's locks rather than fail.
-    conn.busy_timeout(Duration::from_secs(10))
-        .map_err(|e| sql("set busy timeout", e))?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(|e| sql("enable WAL", e))?;
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(|e| sql("set synchronous", e))?;
-    let version: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| sql("read schema version", e))?;
-    if version > SCHEMA_VERSION {
-        return Err(Error::unavailable(
-            format!("{} was written by a newer Spool (schema {version})", path.display()),
-            "upgrade spool or point SPOOL_DATA_DIR elsewhere",
-        ));
-    }
+    let (conn, version) = connect(path, SCHEMA_VERSION)?;
     if version == 1 {
         // Version 2 added forks.
         conn.execute_batch(
@@ -99,6 +79,34 @@ pub(crate) fn open(path: &Path) -> Result<Connection, Error> {
         .map_err(|e| sql("create schema", e))?;
     }
     Ok(conn)
+}
+
+/// Opens a connection to the SQLite file at `path` with Spool's settings (WAL, synchronous
+/// commits, a busy timeout so several processes can share it) and returns it with the file's
+/// schema version, refusing a file newer than `max_version`.
+pub(crate) fn connect(path: &Path, max_version: i64) -> Result<(Connection, i64), Error> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| sql(&format!("open {}", path.display()), e))?;
+    // Several processes may open the file at once; wait for each other's locks rather than fail.
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(|e| sql("set busy timeout", e))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| sql("enable WAL", e))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| sql("set synchronous", e))?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| sql("read schema version", e))?;
+    if version > max_version {
+        return Err(Error::unavailable(
+            format!("{} was written by a newer Spool (schema {version})", path.display()),
+            "upgrade spool or point SPOOL_DATA_DIR elsewhere",
+        ));
+    }
+    Ok((conn, version))
 }
 
 /// Wraps a SQLite error.

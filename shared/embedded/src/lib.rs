@@ -11,8 +11,11 @@
 //! - Several processes may share a data directory: SQLite's locks serialize their writes, page
 //!   files are create-only, and live readers re-check the file every `poll_interval` to see
 //!   other processes' appends (in-process appends wake them at once).
+//!
+//! [`EmbeddedDirectory`] keeps organizations and API keys in `metadata.db` beside it.
 
 mod db;
+mod directory;
 mod pages;
 mod writer;
 
@@ -35,6 +38,7 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
+pub use crate::directory::EmbeddedDirectory;
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

@@ -134,6 +134,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// The token signing secret's bytes, required on Lambda (the template passes it).
+    pub fn require_jwt_secret(&self) -> Result<&[u8], Error> {
+        use secrecy::ExposeSecret;
+        self.jwt_secret
+            .as_ref()
+            .map(|s| s.expose_secret().as_bytes())
+            .ok_or(Error::Missing {
+                var: "SPOOL_JWT_SECRET",
+                hint: "the template passes it from Secrets Manager; locally, set at least 32 random bytes",
+            })
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, Error> {
         Self::from_vars(std::env::vars())

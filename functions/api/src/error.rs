@@ -1,0 +1,67 @@
+//! # The chat API's error type
+//!
+//! Every handler returns [`ApiError`]; its body is the contract's JSON error,
+//! `{"error": {"code": "...", "message": "..."}}`, with a 4xx status for anything the caller got
+//! wrong and 503 when the store fails.
+
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+use spool_domain::Error;
+
+/// Why an API request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The store refused or failed the operation.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// A malformed request: a body that is not the JSON the route takes, or a bad field.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Missing, expired or invalid credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Store(e) => match e {
+                Error::Missing { .. } | Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+                Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
+                Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
+                Error::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+                Error::Contention { .. } | Error::Unavailable { .. } => {
+                    (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+                }
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::error!(error = %self, source = ?std::error::Error::source(&self), "API request failed");
+        } else {
+            tracing::debug!(error = %self, %status, "API request refused");
+        }
+        let body = json!({ "error": { "code": code, "message": self.to_string() } });
+        let mut response = (status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

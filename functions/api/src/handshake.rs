@@ -1,0 +1,141 @@
+//! # `POST /v1/handshake`: an API key for a token
+//!
+//! The body is `{"api_key", "version"?, "user_agent"?, "library_id"?}`; the answer is
+//! `{"jwt", "token_type", "org_id", "capabilities", "expires_at", "library_id"?}`. The token
+//! is HS256, valid for a day, with the key's organization and capabilities; every other route
+//! verifies it without a lookup. Every handshake with a known key is recorded in the
+//! organization's audit stream before the token is returned; an unknown key and a wrong secret
+//! get the same `401`, so the answer does not tell which key ids exist.
+
+use std::sync::Arc;
+
+use axum::{Json, body::Bytes, extract::State, http::header, response::IntoResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use spool_auth::{ApiKey, Claims};
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+use crate::{ApiError, ChatApi, audit};
+
+/// The largest handshake body accepted.
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
+
+const MAX_CLIENT_FIELD_CHARS: usize = 256;
+
+#[derive(Debug, Deserialize)]
+struct HandshakeRequest {
+    api_key: String,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    user_agent: Option<String>,
+    #[serde(default)]
+    library_id: Option<String>,
+}
+
+/// The answer to a handshake.
+#[derive(Debug, Serialize)]
+struct HandshakeResponse {
+    jwt: String,
+    token_type: &'static str,
+    org_id: String,
+    capabilities: Vec<String>,
+    expires_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    library_id: Option<String>,
+}
+
+fn check_field(name: &str, value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.chars().count() > MAX_CLIENT_FIELD_CHARS => Err(ApiError::BadRequest(format!(
+            "`{name}` is longer than {MAX_CLIENT_FIELD_CHARS} characters"
+        ))),
+        Some(v) if v.chars().any(char::is_control) => {
+            Err(ApiError::BadRequest(format!("`{name}` contains control characters")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_library_id(value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        Some(v)
+            if v.is_empty()
+                || v.len() > 128
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) =>
+        {
+            Err(ApiError::BadRequest(
+                "`library_id` must be 1 to 128 letters, digits, `-`, `_` or `.`".to_owned(),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn rfc3339(seconds: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(seconds)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+/// `POST /v1/handshake`.
+///
+/// A token is a credential: the answer is never stored by a cache (`Cache-Control: no-store`).
+pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> Result<impl IntoResponse, ApiError> {
+    let request: HandshakeRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the body must be JSON like {{\"api_key\": \"spool_…\", \"version\": \"1\", \"user_agent\": \"…\"}}: {e}"
+        ))
+    })?;
+    check_field("version", request.version.as_deref())?;
+    check_field("user_agent", request.user_agent.as_deref())?;
+    check_library_id(request.library_id.as_deref())?;
+    let refused = || ApiError::Unauthorized("the API key is not valid; check it or make a new one".to_owned());
+
+    let key = ApiKey::parse(&request.api_key).map_err(|_| refused())?;
+    let Some(record) = api.directory.api_key(key.key_id()).await? else {
+        tracing::warn!(key_id = %key.key_id(), "handshake with an unknown API key");
+        return Err(refused());
+    };
+    let now_ms = api.clock.now_ms();
+    let accepted = key.matches(&record.secret_hash);
+    let event = json!({
+        "type": "handshake",
+        "ts": rfc3339(now_ms.div_euclid(1000)),
+        "key_id": record.key_id,
+        "outcome": if accepted { "accepted" } else { "refused" },
+        "version": request.version,
+        "user_agent": request.user_agent,
+        "library_id": request.library_id,
+    });
+    audit::record(api.log.as_ref(), &record.org_id, &event).await?;
+    if !accepted {
+        tracing::warn!(key_id = %record.key_id, org = %record.org_id, "handshake with a wrong API key secret");
+        return Err(refused());
+    }
+
+    let mut claims = Claims::new(
+        format!("key:{}", record.key_id),
+        &record.org_id,
+        now_ms.div_euclid(1000),
+    );
+    claims.capabilities.clone_from(&record.capabilities);
+    claims.library_id.clone_from(&request.library_id);
+    let jwt = api
+        .keys
+        .issue(&claims)
+        .map_err(|e| ApiError::Store(spool_domain::Error::unavailable("sign a token", e)))?;
+    tracing::info!(key_id = %record.key_id, org = %record.org_id, "handshake accepted");
+    let response = HandshakeResponse {
+        jwt,
+        token_type: "Bearer",
+        org_id: record.org_id,
+        capabilities: claims.capabilities,
+        expires_at: rfc3339(claims.exp),
+        library_id: claims.library_id,
+    };
+    Ok(([(header::CACHE_CONTROL, "no-store")], Json(response)))
+}

@@ -1,0 +1,197 @@
+//! # The AWS directory: organizations and API keys in the metadata table
+//!
+//! | item | `pk` | `sk` | `gsi2pk` / `gsi2sk` (index `by_owner`) |
+//! | --- | --- | --- | --- |
+//! | organization | `org#{id}` | `org` | — |
+//! | API key | `key#{key_id}` | `key` | `org#{org}` / `key#{key_id}` |
+//!
+//! A key is its own partition, so the handshake finds it with one `GetItem` by the id the key
+//! carries; the index lists an organization's keys. A key is added in one transaction with a
+//! check that its organization exists.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::{
+    Client,
+    error::SdkError,
+    operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
+    types::{AttributeValue, ConditionCheck, Put, TransactWriteItem},
+};
+use spool_domain::{
+    ApiKeyRecord, Directory, Error, Org,
+    directory::{key_label, org_label},
+};
+
+use crate::{
+    items::{Item, n, s},
+    log::ddb,
+};
+
+/// Organizations and API keys in DynamoDB; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AwsDirectory {
+    dynamodb: Client,
+    table: String,
+}
+
+impl AwsDirectory {
+    /// The directory in `table` (the template's metadata table).
+    pub fn new(dynamodb: Client, table: impl Into<String>) -> Self {
+        Self {
+            dynamodb,
+            table: table.into(),
+        }
+    }
+
+    async fn get(&self, pk: String, sk: &str, what: &str) -> Result<Option<Item>, Error> {
+        let out = self
+            .dynamodb
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb(what, e))?;
+        Ok(out.item)
+    }
+}
+
+fn org_pk(id: &str) -> String {
+    format!("org#{id}")
+}
+
+fn key_pk(key_id: &str) -> String {
+    format!("key#{key_id}")
+}
+
+fn string(item: &Item, name: &str, what: &str) -> Result<String, Error> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("{what} has no `{name}`"),
+        })
+}
+
+fn number(item: &Item, name: &str, what: &str) -> Result<i64, Error> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("{what} has no numeric `{name}`"),
+        })
+}
+
+#[async_trait]
+impl Directory for AwsDirectory {
+    async fn create_org(&self, org: &Org) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(org_pk(&org.id)))
+            .item("sk", s("org"))
+            .item("name", s(&org.name))
+            .item("created_ms", n(org.created_ms))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(Error::Exists {
+                    what: org_label(&org.id),
+                })
+            }
+            Err(e) => Err(ddb("PutItem (organization)", e)),
+        }
+    }
+
+    async fn org(&self, id: &str) -> Result<Option<Org>, Error> {
+        let what = org_label(id);
+        let Some(item) = self.get(org_pk(id), "org", "GetItem (organization)").await? else {
+            return Ok(None);
+        };
+        Ok(Some(Org {
+            id: id.to_owned(),
+            name: string(&item, "name", &what)?,
+            created_ms: number(&item, "created_ms", &what)?,
+        }))
+    }
+
+    async fn add_api_key(&self, key: &ApiKeyRecord) -> Result<(), Error> {
+        let check_org = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(org_pk(&key.org_id)))
+            .key("sk", s("org"))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB condition check", e))?;
+        let capabilities = AttributeValue::L(key.capabilities.iter().map(s).collect());
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(key_pk(&key.key_id)))
+            .item("sk", s("key"))
+            .item("org", s(&key.org_id))
+            .item("hash", s(&key.secret_hash))
+            .item("caps", capabilities)
+            .item("created_ms", n(key.created_ms))
+            .item("gsi2pk", s(org_pk(&key.org_id)))
+            .item("gsi2sk", s(key_pk(&key.key_id)))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB put", e))?;
+        let result = self
+            .dynamodb
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().condition_check(check_org).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) => match e.err() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    let failed = |i: usize| {
+                        c.cancellation_reasons()
+                            .get(i)
+                            .is_some_and(|r| r.code() == Some("ConditionalCheckFailed"))
+                    };
+                    if failed(0) {
+                        Err(Error::Missing {
+                            what: org_label(&key.org_id),
+                        })
+                    } else if failed(1) {
+                        Err(Error::Exists {
+                            what: key_label(&key.key_id),
+                        })
+                    } else {
+                        Err(ddb("TransactWriteItems (API key)", SdkError::ServiceError(e)))
+                    }
+                }
+                _ => Err(ddb("TransactWriteItems (API key)", SdkError::ServiceError(e))),
+            },
+            Err(e) => Err(ddb("TransactWriteItems (API key)", e)),
+        }
+    }
+
+    async fn api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error> {
+        let what = key_label(key_id);
+        let Some(item) = self.get(key_pk(key_id), "key", "GetItem (API key)").await? else {
+            return Ok(None);
+        };
+        let capabilities = item
+            .get("caps")
+            .and_then(|v| v.as_l().ok())
+            .map(|l| l.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
+            .unwrap_or_default();
+        Ok(Some(ApiKeyRecord {
+            key_id: key_id.to_owned(),
+            org_id: string(&item, "org", &what)?,
+            secret_hash: string(&item, "hash", &what)?,
+            capabilities,
+            created_ms: number(&item, "created_ms", &what)?,
+        }))
+    }
+}

@@ -1,0 +1,100 @@
+//! The directory of organizations and API keys, one contract for both backends.
+
+use spool_domain::{ApiKeyRecord, Directory, Error, Org};
+use spool_tests::{Harness, unique_id};
+
+fn org(id: &str) -> Org {
+    Org {
+        id: id.to_owned(),
+        name: format!("Org {id}"),
+        created_ms: 1_700_000_000_000,
+    }
+}
+
+fn key(key_id: &str, org_id: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        key_id: key_id.to_owned(),
+        org_id: org_id.to_owned(),
+        secret_hash: "ab".repeat(32),
+        capabilities: vec!["agent".to_owned(), "context_for_query".to_owned()],
+        created_ms: 1_700_000_000_123,
+    }
+}
+
+/// Organizations are created once and read back by any instance.
+pub(crate) async fn organizations_are_created_once<H: Harness>(harness: &H) {
+    let (a, b) = (harness.directory().await, harness.directory().await);
+    let id = unique_id("org");
+    // GIVEN no organization with this id
+    assert_eq!(a.org(&id).await.unwrap(), None);
+    // WHEN one instance creates it
+    a.create_org(&org(&id)).await.unwrap();
+    // THEN another instance reads it back whole
+    assert_eq!(b.org(&id).await.unwrap(), Some(org(&id)));
+    // AND creating it again, from either, is refused and changes nothing
+    let mut again = org(&id);
+    again.name = "Someone else".to_owned();
+    assert!(matches!(b.create_org(&again).await, Err(Error::Exists { .. })));
+    assert_eq!(a.org(&id).await.unwrap(), Some(org(&id)));
+}
+
+/// An API key belongs to an existing organization, and its id is unique.
+pub(crate) async fn api_keys_need_their_organization<H: Harness>(harness: &H) {
+    let (a, b) = (harness.directory().await, harness.directory().await);
+    let (org_id, key_id) = (unique_id("org"), unique_id("key"));
+    // GIVEN no organization: a key for it is refused and not stored
+    assert!(matches!(
+        a.add_api_key(&key(&key_id, &org_id)).await,
+        Err(Error::Missing { .. })
+    ));
+    assert_eq!(b.api_key(&key_id).await.unwrap(), None);
+    // WHEN the organization exists
+    a.create_org(&org(&org_id)).await.unwrap();
+    a.add_api_key(&key(&key_id, &org_id)).await.unwrap();
+    // THEN the key reads back whole from another instance
+    assert_eq!(b.api_key(&key_id).await.unwrap(), Some(key(&key_id, &org_id)));
+    // AND its id cannot be taken again, even by another organization
+    let other_org = unique_id("org");
+    b.create_org(&org(&other_org)).await.unwrap();
+    let mut thief = key(&key_id, &other_org);
+    thief.secret_hash = "cd".repeat(32);
+    assert!(matches!(b.add_api_key(&thief).await, Err(Error::Exists { .. })));
+    assert_eq!(a.api_key(&key_id).await.unwrap(), Some(key(&key_id, &org_id)));
+    // AND a key with no capabilities reads back with none
+    let bare_id = unique_id("key");
+    let mut bare = key(&bare_id, &org_id);
+    bare.capabilities.clear();
+    a.add_api_key(&bare).await.unwrap();
+    assert_eq!(b.api_key(&bare_id).await.unwrap(), Some(bare));
+}
+
+macro_rules! directory_suite {
+    ($harness:expr, $($test:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                let harness = $harness;
+                $crate::directory::$test(&harness).await;
+            }
+        )+
+    };
+}
+
+macro_rules! directory_tests {
+    ($harness:expr) => {
+        directory_suite!(
+            $harness,
+            organizations_are_created_once,
+            api_keys_need_their_organization
+        );
+    };
+}
+
+mod embedded {
+    directory_tests!(spool_tests::EmbeddedHarness::new());
+}
+
+#[cfg(feature = "emulator")]
+mod aws {
+    directory_tests!(spool_tests::AwsHarness::new());
+}

@@ -1,0 +1,276 @@
+//! The handshake over real HTTP on loopback, on both backends: an API key becomes a token that
+//! the stream function accepts for its organization only; every handshake with a known key is
+//! audited; bad input gets a 4xx and changes nothing.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use serde_json::{Value, json};
+use spool_auth::{Claims, TokenKeys};
+use spool_domain::{Clock, Directory, LiveSettings, Position, StreamLog, StreamPath, SystemClock};
+use spool_tests::{Harness, unique_id};
+
+const SECRET: &[u8] = b"the handshake test's signing secret";
+
+/// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
+async fn serve(log: Arc<dyn StreamLog>, directory: Arc<dyn Directory>) -> String {
+    let keys = TokenKeys::new(SECRET).unwrap();
+    let streams = spool_stream::StreamApi::new(
+        log.clone(),
+        spool_stream::Access::Tokens(Box::new(keys.clone())),
+        LiveSettings::default(),
+    );
+    let api = spool_api::ChatApi::new(directory, log, keys, Arc::new(SystemClock));
+    let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// A fresh organization with one key granting `capabilities`: (org id, whole key).
+async fn provision(directory: &dyn Directory, capabilities: &[&str]) -> (String, String) {
+    let now = SystemClock.now_ms();
+    let org = spool_api::admin::create_org(directory, Some(&unique_id("org")), "Handshake test", now)
+        .await
+        .unwrap();
+    let capabilities: Vec<String> = capabilities.iter().map(|c| (*c).to_owned()).collect();
+    let (_, key) = spool_api::admin::create_api_key(directory, &org.id, &capabilities, now)
+        .await
+        .unwrap();
+    (org.id, key.reveal())
+}
+
+async fn audit_events(log: &dyn StreamLog, org: &str) -> Vec<Value> {
+    let path = StreamPath::parse(format!("o/{org}/audit")).unwrap();
+    match log.read(&path, Position::START, None).await {
+        Ok(chunk) => chunk
+            .messages
+            .iter()
+            .map(|m| serde_json::from_slice(m).unwrap())
+            .collect(),
+        Err(spool_domain::Error::NotFound { .. }) => Vec::new(),
+        Err(e) => panic!("reading the audit stream: {e}"),
+    }
+}
+
+async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::Response {
+    http.post(format!("{base}/v1/handshake"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A valid key gets a day's token for its organization, which the stream function accepts.
+pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let directory = harness.directory().await;
+    let (org, key) = provision(&directory, &["agent"]).await;
+    let base = serve(log.clone(), Arc::new(directory)).await;
+    let http = reqwest::Client::new();
+
+    // WHEN a client hands its key in
+    let response = handshake(
+        &http,
+        &base,
+        json!({"api_key": key, "version": "1", "user_agent": "spool-test/1", "library_id": "lib-7"}),
+    )
+    .await;
+    // THEN it gets a bearer token for the key's organization, with the key's capabilities
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["org_id"], org.as_str());
+    assert_eq!(body["capabilities"], json!(["agent"]));
+    assert_eq!(body["library_id"], "lib-7");
+    let claims = TokenKeys::new(SECRET)
+        .unwrap()
+        .verify(body["jwt"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(claims.org, org);
+    assert_eq!(claims.library_id.as_deref(), Some("lib-7"));
+    assert!(claims.can("agent"));
+    assert_eq!(claims.exp - claims.iat, 24 * 3600);
+    let expires = time::OffsetDateTime::parse(
+        body["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(expires.unix_timestamp(), claims.exp);
+
+    // AND the token works on the stream function, inside its organization's namespace
+    let jwt = body["jwt"].as_str().unwrap();
+    let created = http
+        .put(format!("{base}/v1/stream/notes"))
+        .bearer_auth(jwt)
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let stored = StreamPath::parse(format!("o/{org}/notes")).unwrap();
+    assert!(log.metadata(&stored).await.is_ok());
+
+    // AND the handshake is in the organization's audit stream, which the token can read but
+    // not write
+    let events = audit_events(log.as_ref(), &org).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "handshake");
+    assert_eq!(events[0]["outcome"], "accepted");
+    assert_eq!(events[0]["user_agent"], "spool-test/1");
+    assert!(!events[0].to_string().contains(&key), "the audit never holds the key");
+    let read = http
+        .get(format!("{base}/v1/stream/audit?offset=-1"))
+        .bearer_auth(jwt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    for request in [
+        http.post(format!("{base}/v1/stream/audit"))
+            .header("content-type", "application/json")
+            .body("{}"),
+        http.delete(format!("{base}/v1/stream/audit")),
+    ] {
+        assert_eq!(request.bearer_auth(jwt).send().await.unwrap().status(), 403);
+    }
+    assert_eq!(audit_events(log.as_ref(), &org).await.len(), 1);
+}
+
+/// Wrong, unknown and malformed keys, bad bodies and bad tokens get a 4xx and no token.
+pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let directory = harness.directory().await;
+    let (org, key) = provision(&directory, &[]).await;
+    let base = serve(log.clone(), Arc::new(directory)).await;
+    let http = reqwest::Client::new();
+
+    // A wrong secret for a real key id: 401, and the attempt is audited as refused.
+    let wrong_secret = format!(
+        "{}{}",
+        &key[..key.len() - 1],
+        if key.ends_with('0') { '1' } else { '0' }
+    );
+    let response = handshake(&http, &base, json!({ "api_key": wrong_secret })).await;
+    assert_eq!(response.status(), 401);
+    let wrong_body: Value = response.json().await.unwrap();
+    let events = audit_events(log.as_ref(), &org).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["outcome"], "refused");
+
+    // An unknown key id gets the very same answer: nothing tells which key ids exist.
+    let unknown = spool_auth::ApiKey::generate().unwrap().reveal();
+    let response = handshake(&http, &base, json!({ "api_key": unknown })).await;
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.json::<Value>().await.unwrap(), wrong_body);
+
+    // Malformed keys and bodies: 4xx with the contract's JSON error.
+    let long = "x".repeat(300);
+    let bad_bodies: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("not JSON", b"api_key=abc".to_vec(), 400),
+        ("empty", Vec::new(), 400),
+        ("an array", b"[]".to_vec(), 400),
+        ("no key", br#"{"version":"1"}"#.to_vec(), 400),
+        ("a number key", br#"{"api_key":5}"#.to_vec(), 400),
+        ("a malformed key", br#"{"api_key":"spool_nope"}"#.to_vec(), 401),
+        ("invalid UTF-8", b"{\"api_key\":\"\xff\xfe\"}".to_vec(), 400),
+        (
+            "a long user agent",
+            format!(r#"{{"api_key":"{key}","user_agent":"{long}"}}"#).into_bytes(),
+            400,
+        ),
+        (
+            "a bad library id",
+            format!(r#"{{"api_key":"{key}","library_id":"a b"}}"#).into_bytes(),
+            400,
+        ),
+        (
+            "deep nesting",
+            format!("{}{}", "[".repeat(5000), "]".repeat(5000)).into_bytes(),
+            400,
+        ),
+        ("a huge body", vec![b' '; 64 * 1024], 413),
+    ];
+    for (what, body, status) in bad_bodies {
+        let response = http
+            .post(format!("{base}/v1/handshake"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{what}");
+        if status != 413 {
+            let error: Value = response.json().await.unwrap();
+            assert!(error["error"]["code"].is_string(), "{what}: {error}");
+        }
+    }
+    // None of them reached the audit stream (the key was valid in two, but the body was not).
+    assert_eq!(audit_events(log.as_ref(), &org).await.len(), 1);
+
+    // Tokens: expired, tampered and signed with another secret all get 401 on the streams.
+    let keys = TokenKeys::new(SECRET).unwrap();
+    let now = SystemClock.now_ms() / 1000;
+    let expired = keys.issue(&Claims::new("t", &org, now - 2 * 24 * 3600)).unwrap();
+    let good = keys.issue(&Claims::new("t", &org, now)).unwrap();
+    let tampered = {
+        let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
+        let other = keys.issue(&Claims::new("t", "someone-else", now)).unwrap();
+        parts[1] = other.split('.').nth(1).unwrap().to_owned();
+        parts.join(".")
+    };
+    let foreign = TokenKeys::new(b"another secret, also long enough!!")
+        .unwrap()
+        .issue(&Claims::new("t", &org, now))
+        .unwrap();
+    for (what, token) in [("expired", expired), ("tampered", tampered), ("foreign", foreign)] {
+        let response = http
+            .put(format!("{base}/v1/stream/x"))
+            .bearer_auth(token)
+            .header("content-type", "text/plain")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{what}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer", "{what}");
+    }
+    let stored = StreamPath::parse(format!("o/{org}/x")).unwrap();
+    assert!(
+        log.metadata(&stored).await.is_err(),
+        "no refused request created the stream"
+    );
+}
+
+macro_rules! handshake_suite {
+    ($harness:expr, $($test:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                let harness = $harness;
+                $crate::handshake::$test(&harness).await;
+            }
+        )+
+    };
+}
+
+macro_rules! handshake_tests {
+    ($harness:expr) => {
+        handshake_suite!(
+            $harness,
+            an_api_key_becomes_a_token_for_its_organization,
+            bad_keys_and_bodies_get_4xx_and_no_token,
+        );
+    };
+}
+
+mod embedded {
+    handshake_tests!(spool_tests::EmbeddedHarness::new());
+}
+
+#[cfg(feature = "emulator")]
+mod aws {
+    handshake_tests!(spool_tests::AwsHarness::new());
+}
