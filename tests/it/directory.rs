@@ -23,7 +23,7 @@ fn key(key_id: &str, org_id: &str) -> ApiKeyRecord {
 
 /// Organizations are created once and read back by any instance.
 pub(crate) async fn organizations_are_created_once<H: Harness>(harness: &H) {
-    let (a, b) = (harness.directory().await, harness.directory().await);
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
     let id = unique_id("org");
     // GIVEN no organization with this id
     assert_eq!(a.org(&id).await.unwrap(), None);
@@ -40,7 +40,7 @@ pub(crate) async fn organizations_are_created_once<H: Harness>(harness: &H) {
 
 /// An API key belongs to an existing organization, and its id is unique.
 pub(crate) async fn api_keys_need_their_organization<H: Harness>(harness: &H) {
-    let (a, b) = (harness.directory().await, harness.directory().await);
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
     let (org_id, key_id) = (unique_id("org"), unique_id("key"));
     // GIVEN no organization: a key for it is refused and not stored
     assert!(matches!(

@@ -66,7 +66,7 @@ async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::
 /// A valid key gets a day's token for its organization, which the stream function accepts.
 pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
-    let directory = harness.directory().await;
+    let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &["agent"]).await;
     let base = serve(log.clone(), Arc::new(directory)).await;
     let http = reqwest::Client::new();
@@ -143,7 +143,7 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
 /// Wrong, unknown and malformed keys, bad bodies and bad tokens get a 4xx and no token.
 pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
-    let directory = harness.directory().await;
+    let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &[]).await;
     let base = serve(log.clone(), Arc::new(directory)).await;
     let http = reqwest::Client::new();

@@ -7,3 +7,4 @@ mod handshake;
 mod processes;
 mod sealing;
 mod stream_http;
+mod workspaces;

@@ -10,9 +10,9 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_aws::{AwsClients, AwsDirectory, AwsLog, AwsLogOptions, RequestCounter};
-use spool_domain::{Directory, Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
-use spool_embedded::{EmbeddedDirectory, EmbeddedLog, Options};
+use spool_aws::{AwsClients, AwsLog, AwsLogOptions, AwsMetadata, RequestCounter};
+use spool_domain::{Directory, Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath, Workspaces};
+use spool_embedded::{EmbeddedLog, EmbeddedMetadata, Options};
 use spool_platform::Config;
 
 /// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages.
@@ -52,14 +52,14 @@ pub fn unique_path(name: &str) -> StreamPath {
 pub trait Harness: Send + Sync + 'static {
     /// The backend's log type.
     type Log: StreamLog + Clone + 'static;
-    /// The backend's directory of organizations and API keys.
-    type Directory: Directory + Clone + 'static;
+    /// The backend's metadata store (organizations, keys, workspaces, agents).
+    type Metadata: Directory + Workspaces + Clone + 'static;
 
     /// A new, independent instance over the shared storage.
     async fn instance(&self) -> Self::Log;
 
-    /// A new, independent directory over the shared storage.
-    async fn directory(&self) -> Self::Directory;
+    /// A new, independent metadata store over the shared storage.
+    async fn metadata(&self) -> Self::Metadata;
 
     /// The raw bytes of a stream's sealed pages, by page name.
     async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
@@ -103,10 +103,10 @@ impl Default for EmbeddedHarness {
 #[async_trait]
 impl Harness for EmbeddedHarness {
     type Log = EmbeddedLog;
-    type Directory = EmbeddedDirectory;
+    type Metadata = EmbeddedMetadata;
 
-    async fn directory(&self) -> EmbeddedDirectory {
-        EmbeddedDirectory::open(self.dir.path()).expect("open embedded directory")
+    async fn metadata(&self) -> EmbeddedMetadata {
+        EmbeddedMetadata::open(self.dir.path()).expect("open embedded metadata")
     }
 
     async fn instance(&self) -> EmbeddedLog {
@@ -207,16 +207,16 @@ impl Default for AwsHarness {
 #[async_trait]
 impl Harness for AwsHarness {
     type Log = AwsLog;
-    type Directory = AwsDirectory;
+    type Metadata = AwsMetadata;
 
-    async fn directory(&self) -> AwsDirectory {
+    async fn metadata(&self) -> AwsMetadata {
         let table = self
             .config
             .aws
             .metadata_table
             .clone()
             .expect("SPOOL_METADATA_TABLE in .env.emulator");
-        AwsDirectory::new(self.clients().await.dynamodb, table)
+        AwsMetadata::new(self.clients().await.dynamodb, table)
     }
 
     async fn instance(&self) -> AwsLog {

@@ -8,7 +8,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let config = spool_platform::Config::from_env()?;
     let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
     let log = spool_aws::log_from_config(&config, None).await?;
-    let directory = spool_aws::directory_from_config(&config, log.clients())?;
+    let directory = spool_aws::metadata_from_config(&config, log.clients())?;
     let api = spool_api::ChatApi::new(
         Arc::new(directory),
         Arc::new(log),

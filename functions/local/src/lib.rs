@@ -152,7 +152,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             };
             let log = spool_embedded::EmbeddedLog::open(&config.data_dir, options)
                 .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
-            let directory = spool_embedded::EmbeddedDirectory::open(&config.data_dir)
+            let directory = spool_embedded::EmbeddedMetadata::open(&config.data_dir)
                 .with_context(|| format!("cannot open the embedded directory in {}", config.data_dir.display()))?;
             Ok(Services {
                 log: Arc::new(log),
@@ -164,7 +164,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let log = spool_aws::log_from_config(config, None)
                 .await
                 .context("cannot set up the AWS backend")?;
-            let directory = spool_aws::directory_from_config(config, log.clients())?;
+            let directory = spool_aws::metadata_from_config(config, log.clients())?;
             let log = Arc::new(log);
             if let Some(url) = &config.aws.maintenance_queue_url {
                 let worker = Arc::new(spool_worker::Worker::new(log.clone()));

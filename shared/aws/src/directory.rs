@@ -2,8 +2,8 @@
 //!
 //! | item | `pk` | `sk` | `gsi2pk` / `gsi2sk` (index `by_owner`) |
 //! | --- | --- | --- | --- |
-//! | organization | `org#{id}` | `org` | — |
-//! | API key | `key#{key_id}` | `key` | `org#{org}` / `key#{key_id}` |
+//! | organization | `o#{id}` | `org` | — |
+//! | API key | `key#{key_id}` | `key` | `o#{org}#keys` / `key#{key_id}` |
 //!
 //! A key is its own partition, so the handshake finds it with one `GetItem` by the id the key
 //! carries; the index lists an organization's keys. A key is added in one transaction with a
@@ -11,7 +11,6 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
-    Client,
     error::SdkError,
     operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
     types::{AttributeValue, ConditionCheck, Put, TransactWriteItem},
@@ -22,69 +21,21 @@ use spool_domain::{
 };
 
 use crate::{
-    items::{Item, n, s},
+    items::{n, s},
     log::ddb,
+    metadata::{AwsMetadata, number, string},
 };
 
-/// Organizations and API keys in DynamoDB; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct AwsDirectory {
-    dynamodb: Client,
-    table: String,
-}
-
-impl AwsDirectory {
-    /// The directory in `table` (the template's metadata table).
-    pub fn new(dynamodb: Client, table: impl Into<String>) -> Self {
-        Self {
-            dynamodb,
-            table: table.into(),
-        }
-    }
-
-    async fn get(&self, pk: String, sk: &str, what: &str) -> Result<Option<Item>, Error> {
-        let out = self
-            .dynamodb
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| ddb(what, e))?;
-        Ok(out.item)
-    }
-}
-
-fn org_pk(id: &str) -> String {
-    format!("org#{id}")
+pub(crate) fn org_pk(id: &str) -> String {
+    format!("o#{id}")
 }
 
 fn key_pk(key_id: &str) -> String {
     format!("key#{key_id}")
 }
 
-fn string(item: &Item, name: &str, what: &str) -> Result<String, Error> {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .cloned()
-        .ok_or_else(|| Error::Corrupt {
-            what: format!("{what} has no `{name}`"),
-        })
-}
-
-fn number(item: &Item, name: &str, what: &str) -> Result<i64, Error> {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| Error::Corrupt {
-            what: format!("{what} has no numeric `{name}`"),
-        })
-}
-
 #[async_trait]
-impl Directory for AwsDirectory {
+impl Directory for AwsMetadata {
     async fn create_org(&self, org: &Org) -> Result<(), Error> {
         let result = self
             .dynamodb
@@ -137,7 +88,7 @@ impl Directory for AwsDirectory {
             .item("hash", s(&key.secret_hash))
             .item("caps", capabilities)
             .item("created_ms", n(key.created_ms))
-            .item("gsi2pk", s(org_pk(&key.org_id)))
+            .item("gsi2pk", s(format!("o#{}#keys", key.org_id)))
             .item("gsi2sk", s(key_pk(&key.key_id)))
             .condition_expression("attribute_not_exists(pk)")
             .build()

@@ -4,17 +4,19 @@
 //! large appends), with seal requests on SQS. The same code reaches AWS, LocalStack or moto:
 //! endpoints come from the standard variables (`AWS_ENDPOINT_URL`, …) through
 //! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work, and
-//! [`directory`] for organizations and API keys in the metadata table.
+//! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
 
 pub mod directory;
 pub mod items;
 pub mod log;
+pub mod metadata;
 pub mod metrics;
 pub mod sdk;
 pub mod seal_queue;
+pub mod workspaces;
 
-pub use directory::AwsDirectory;
 pub use log::{AwsLog, AwsLogOptions};
+pub use metadata::AwsMetadata;
 pub use metrics::RequestCounter;
 pub use sdk::{AwsClients, behavior_version, load_sdk_config};
 pub use seal_queue::SqsSealScheduler;
@@ -42,9 +44,9 @@ pub async fn log_from_config(
     Ok(AwsLog::new(clients, options))
 }
 
-/// The directory of organizations and API keys in the configured metadata table, over
+/// The metadata store (organizations, keys, workspaces, agents) in the configured metadata table, over
 /// `clients` (those of the process's log).
-pub fn directory_from_config(config: &Config, clients: &AwsClients) -> Result<AwsDirectory, spool_platform::Error> {
+pub fn metadata_from_config(config: &Config, clients: &AwsClients) -> Result<AwsMetadata, spool_platform::Error> {
     let table = AwsSettings::require(&config.aws.metadata_table, "SPOOL_METADATA_TABLE")?;
-    Ok(AwsDirectory::new(clients.dynamodb.clone(), table))
+    Ok(AwsMetadata::new(clients.dynamodb.clone(), table))
 }

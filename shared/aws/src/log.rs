@@ -1067,7 +1067,7 @@ impl Inner {
                         Some(WriteRequest::builder().delete_request(delete).build())
                     })
                     .collect();
-                self.batch_write(requests).await?;
+                batch_write(&self.clients.dynamodb, &self.opts.table, requests).await?;
             }
             if !blobs.is_empty() {
                 self.delete_objects(blobs).await;
@@ -1078,30 +1078,35 @@ impl Inner {
             }
         }
     }
+}
 
-    /// `BatchWriteItem`, resending unprocessed requests with backoff.
-    async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<(), Error> {
+/// `BatchWriteItem` of up to 25 requests at a time, resending unprocessed requests with backoff.
+pub(crate) async fn batch_write(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    requests: Vec<WriteRequest>,
+) -> Result<(), Error> {
+    for chunk in requests.chunks(25) {
+        let mut requests = chunk.to_vec();
         let mut attempt = 0;
         while !requests.is_empty() {
-            let out = self
-                .clients
-                .dynamodb
+            let out = dynamodb
                 .batch_write_item()
-                .request_items(&self.opts.table, requests)
+                .request_items(table, requests)
                 .send()
                 .await
                 .map_err(|e| ddb("BatchWriteItem", e))?;
             requests = out
                 .unprocessed_items
-                .and_then(|mut m| m.remove(&self.opts.table))
+                .and_then(|mut m| m.remove(table))
                 .unwrap_or_default();
             if !requests.is_empty() {
                 backoff(attempt).await;
                 attempt += 1;
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Why an append transaction did not commit.

@@ -12,6 +12,7 @@
 //! - [`port`]: the traits the storage adapters implement;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
+//! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
 pub mod clock;
@@ -27,6 +28,7 @@ pub mod port;
 pub mod seal;
 pub mod state;
 pub mod stream;
+pub mod workspace;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use directory::{ApiKeyRecord, Directory, Org};
@@ -38,3 +40,4 @@ pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
+pub use workspace::{Agent, CliType, Runtime, Workspace, Workspaces};

@@ -1,102 +1,19 @@
-//! # The embedded directory: organizations and API keys in `metadata.db`
-//!
-//! A SQLite file beside `spool.db`, apart from the stream log's because its writes are few and
-//! small: one connection behind a mutex, each call in a blocking task. Several processes may
-//! share it, like the log (SQLite's locks, a 10 s busy timeout).
-
-use std::{
-    path::Path,
-    sync::{Arc, Mutex},
-};
+//! # Organizations and API keys in the embedded metadata store
 
 use async_trait::async_trait;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use spool_domain::{
     ApiKeyRecord, Directory, Error, Org,
     directory::{key_label, org_label},
 };
 
-use crate::db::{connect, sql};
-
-const SCHEMA_VERSION: i64 = 1;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS orgs (
-    id         TEXT PRIMARY KEY NOT NULL,
-    name       TEXT NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id       TEXT PRIMARY KEY NOT NULL,
-    org_id       TEXT NOT NULL REFERENCES orgs (id),
-    secret_hash  TEXT NOT NULL,
-    capabilities TEXT NOT NULL,
-    created_ms   INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS api_keys_by_org ON api_keys (org_id);
-";
-
-/// Organizations and API keys on the embedded store; cheap to clone.
-#[derive(Clone)]
-pub struct EmbeddedDirectory {
-    conn: Arc<Mutex<Connection>>,
-}
-
-impl std::fmt::Debug for EmbeddedDirectory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EmbeddedDirectory")
-    }
-}
-
-impl EmbeddedDirectory {
-    /// Opens (creating if need be) `metadata.db` in `dir`.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Error::unavailable(
-                format!(
-                    "cannot create the data directory {}; check SPOOL_DATA_DIR",
-                    dir.display()
-                ),
-                e,
-            )
-        })?;
-        let path = dir.join("metadata.db");
-        let (conn, version) = connect(&path, SCHEMA_VERSION)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(|e| sql("enable foreign keys", e))?;
-        if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
-            .map_err(|e| sql("create the metadata schema", e))?;
-        }
-        Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
-        })
-    }
-
-    async fn with<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, Error> {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let conn = conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            f(&conn)
-        })
-        .await
-        .map_err(|e| Error::unavailable("embedded directory: a blocking task failed", e))?
-    }
-}
-
-/// A uniqueness (or other constraint) violation: the row exists already.
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
-}
+use crate::{
+    db::sql,
+    metadata::{EmbeddedMetadata, is_constraint},
+};
 
 #[async_trait]
-impl Directory for EmbeddedDirectory {
+impl Directory for EmbeddedMetadata {
     async fn create_org(&self, org: &Org) -> Result<(), Error> {
         let org = org.clone();
         self.with(move |conn| {

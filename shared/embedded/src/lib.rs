@@ -12,11 +12,14 @@
 //!   files are create-only, and live readers re-check the file every `poll_interval` to see
 //!   other processes' appends (in-process appends wake them at once).
 //!
-//! [`EmbeddedDirectory`] keeps organizations and API keys in `metadata.db` beside it.
+//! [`EmbeddedMetadata`] keeps organizations, API keys, workspaces and agents in `metadata.db`
+//! beside it.
 
 mod db;
 mod directory;
+mod metadata;
 mod pages;
+mod workspaces;
 mod writer;
 
 use std::{
@@ -38,7 +41,7 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
-pub use crate::directory::EmbeddedDirectory;
+pub use crate::metadata::EmbeddedMetadata;
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

@@ -1,0 +1,63 @@
+//! # The AWS metadata store: the metadata table
+//!
+//! Organizations, API keys, workspaces and agents, in the template's metadata table (`pk`,
+//! `sk`, GSIs `by_activity` and `by_owner`). Every record of an organization has the
+//! organization in its key, so a request can only ever address its own organization's records.
+//! See [`crate::directory`] and [`crate::workspaces`] for the items.
+
+use aws_sdk_dynamodb::Client;
+use spool_domain::Error;
+
+use crate::{
+    items::{Item, s},
+    log::ddb,
+};
+
+/// The metadata store on DynamoDB; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AwsMetadata {
+    pub(crate) dynamodb: Client,
+    pub(crate) table: String,
+}
+
+impl AwsMetadata {
+    /// The store in `table` (the template's metadata table).
+    pub fn new(dynamodb: Client, table: impl Into<String>) -> Self {
+        Self {
+            dynamodb,
+            table: table.into(),
+        }
+    }
+
+    pub(crate) async fn get(&self, pk: String, sk: &str, what: &str) -> Result<Option<Item>, Error> {
+        let out = self
+            .dynamodb
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb(what, e))?;
+        Ok(out.item)
+    }
+}
+
+pub(crate) fn string(item: &Item, name: &str, what: &str) -> Result<String, Error> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("{what} has no `{name}`"),
+        })
+}
+
+pub(crate) fn number(item: &Item, name: &str, what: &str) -> Result<i64, Error> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Corrupt {
+            what: format!("{what} has no numeric `{name}`"),
+        })
+}

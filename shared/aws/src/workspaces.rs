@@ -1,0 +1,376 @@
+//! # Workspaces and agents in the metadata table
+//!
+//! | item | `pk` | `sk` | holds |
+//! | --- | --- | --- | --- |
+//! | workspace | `o#{org}` | `ws#{id}` | `data` (the workspace as JSON) |
+//! | agent | `o#{org}#ws#{ws}` | `agent#{id}` | `data` (JSON), `pos` (its position) |
+//! | agent pointer | `o#{org}#agent#{id}` | `agent` | `ws` (its workspace) |
+//!
+//! An organization's workspaces share its partition and a workspace's agents share the
+//! workspace's, so both lists are one strongly consistent `Query`; the pointer finds an agent by
+//! its id alone (`PATCH /v1/agents/{id}`). An agent's position lives in `pos`, so a reorder is one
+//! transaction of small updates. Deleting a workspace removes its agents first and the
+//! workspace last, so a delete interrupted half-way is finished by repeating it.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
+    types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use spool_domain::{Agent, Error, Workspace, Workspaces};
+
+use crate::{
+    directory::org_pk,
+    items::{Item, n, s},
+    log::{batch_write, ddb},
+    metadata::{AwsMetadata, number, string},
+};
+
+fn ws_pk(org: &str, ws: &str) -> String {
+    format!("o#{org}#ws#{ws}")
+}
+
+fn agent_pointer_pk(org: &str, id: &str) -> String {
+    format!("o#{org}#agent#{id}")
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<AttributeValue, Error> {
+    serde_json::to_string(value)
+        .map(s)
+        .map_err(|e| Error::unavailable("encode a metadata record", e))
+}
+
+fn decode<T: DeserializeOwned>(item: &Item, what: &str) -> Result<T, Error> {
+    let data = string(item, "data", what)?;
+    serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+        what: format!("{what}: {e}"),
+    })
+}
+
+fn decode_agent(item: &Item) -> Result<Agent, Error> {
+    let mut agent: Agent = decode(item, "an agent")?;
+    agent.position = u32::try_from(number(item, "pos", "an agent")?).unwrap_or(u32::MAX);
+    Ok(agent)
+}
+
+fn missing(what: &str, id: &str) -> Error {
+    Error::Missing {
+        what: format!("{what} `{id}`"),
+    }
+}
+
+fn build<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>) -> Result<T, Error> {
+    r.map_err(|e| Error::unavailable("build a DynamoDB request", e))
+}
+
+/// Which transaction items failed their condition, or the error itself.
+fn cancelled(
+    e: SdkError<TransactWriteItemsError, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> Result<Vec<bool>, Error> {
+    match e {
+        SdkError::ServiceError(ref service) => match service.err() {
+            TransactWriteItemsError::TransactionCanceledException(c) => Ok(c
+                .cancellation_reasons()
+                .iter()
+                .map(|r| r.code() == Some("ConditionalCheckFailed"))
+                .collect()),
+            _ => Err(ddb("TransactWriteItems", e)),
+        },
+        _ => Err(ddb("TransactWriteItems", e)),
+    }
+}
+
+impl AwsMetadata {
+    fn agent_put(&self, org: &str, agent: &Agent, condition: &str) -> Result<Put, Error> {
+        build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(ws_pk(org, &agent.workspace_id)))
+                .item("sk", s(format!("agent#{}", agent.id)))
+                .item("data", encode(agent)?)
+                .item("pos", n(agent.position))
+                .condition_expression(condition)
+                .build(),
+        )
+    }
+
+    fn pointer_put(&self, org: &str, agent: &Agent) -> Result<Put, Error> {
+        build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(agent_pointer_pk(org, &agent.id)))
+                .item("sk", s("agent"))
+                .item("ws", s(&agent.workspace_id))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )
+    }
+
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Option<Vec<bool>>, Error> {
+        match self
+            .dynamodb
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(None),
+            Err(e) => cancelled(e).map(Some),
+        }
+    }
+
+    /// The workspace an agent id belongs to, from its pointer.
+    async fn agent_workspace(&self, org: &str, id: &str) -> Result<Option<String>, Error> {
+        let pointer = self
+            .get(agent_pointer_pk(org, id), "agent", "GetItem (agent pointer)")
+            .await?;
+        pointer.map(|item| string(&item, "ws", "an agent pointer")).transpose()
+    }
+
+    /// Every item of a partition whose sort key starts with `prefix` (all of them for "").
+    async fn query_prefix(&self, pk: String, prefix: &str) -> Result<Vec<Item>, Error> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut query = self
+                .dynamodb
+                .query()
+                .table_name(&self.table)
+                .expression_attribute_values(":pk", s(&pk))
+                .consistent_read(true);
+            query = if prefix.is_empty() {
+                query.key_condition_expression("pk = :pk")
+            } else {
+                query
+                    .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                    .expression_attribute_values(":prefix", s(prefix))
+            };
+            let page = query
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb("Query (metadata)", e))?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return Ok(items),
+            }
+        }
+    }
+}
+
+fn delete_request(pk: String, sk: &str) -> Result<WriteRequest, Error> {
+    let delete = build(DeleteRequest::builder().key("pk", s(pk)).key("sk", s(sk)).build())?;
+    Ok(WriteRequest::builder().delete_request(delete).build())
+}
+
+#[async_trait]
+impl Workspaces for AwsMetadata {
+    async fn create_workspace(&self, org: &str, workspace: &Workspace, builtin: &Agent) -> Result<(), Error> {
+        let put_ws = build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(org_pk(org)))
+                .item("sk", s(format!("ws#{}", workspace.id)))
+                .item("data", encode(workspace)?)
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().put(put_ws).build(),
+            TransactWriteItem::builder()
+                .put(self.agent_put(org, builtin, "attribute_not_exists(pk)")?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(self.pointer_put(org, builtin)?)
+                .build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(failed) if failed.first() == Some(&true) => Err(Error::Exists {
+                what: format!("workspace `{}`", workspace.id),
+            }),
+            Some(_) => Err(Error::Exists {
+                what: format!("agent `{}`", builtin.id),
+            }),
+        }
+    }
+
+    async fn workspace(&self, org: &str, id: &str) -> Result<Option<Workspace>, Error> {
+        self.get(org_pk(org), &format!("ws#{id}"), "GetItem (workspace)")
+            .await?
+            .map(|item| decode(&item, "a workspace"))
+            .transpose()
+    }
+
+    async fn workspaces(&self, org: &str) -> Result<Vec<Workspace>, Error> {
+        let mut list: Vec<Workspace> = self
+            .query_prefix(org_pk(org), "ws#")
+            .await?
+            .iter()
+            .map(|item| decode(item, "a workspace"))
+            .collect::<Result<_, _>>()?;
+        list.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        Ok(list)
+    }
+
+    async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(org_pk(org)))
+            .item("sk", s(format!("ws#{}", workspace.id)))
+            .item("data", encode(workspace)?)
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(missing("workspace", &workspace.id))
+            }
+            Err(e) => Err(ddb("PutItem (workspace)", e)),
+        }
+    }
+
+    async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error> {
+        if self.workspace(org, id).await?.is_none() {
+            return Err(missing("workspace", id));
+        }
+        let children = self.query_prefix(ws_pk(org, id), "").await?;
+        let mut requests = Vec::with_capacity(children.len() * 2);
+        for item in &children {
+            let sk = string(item, "sk", "a workspace item")?;
+            if let Some(agent_id) = sk.strip_prefix("agent#") {
+                requests.push(delete_request(agent_pointer_pk(org, agent_id), "agent")?);
+            }
+            requests.push(delete_request(ws_pk(org, id), &sk)?);
+        }
+        batch_write(&self.dynamodb, &self.table, requests).await?;
+        self.dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(org_pk(org)))
+            .key("sk", s(format!("ws#{id}")))
+            .send()
+            .await
+            .map_err(|e| ddb("DeleteItem (workspace)", e))?;
+        Ok(())
+    }
+
+    async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
+        let check_ws = build(
+            aws_sdk_dynamodb::types::ConditionCheck::builder()
+                .table_name(&self.table)
+                .key("pk", s(org_pk(org)))
+                .key("sk", s(format!("ws#{}", agent.workspace_id)))
+                .condition_expression("attribute_exists(pk)")
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().condition_check(check_ws).build(),
+            TransactWriteItem::builder()
+                .put(self.agent_put(org, agent, "attribute_not_exists(pk)")?)
+                .build(),
+            TransactWriteItem::builder().put(self.pointer_put(org, agent)?).build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(failed) if failed.first() == Some(&true) => Err(missing("workspace", &agent.workspace_id)),
+            Some(_) => Err(Error::Exists {
+                what: format!("agent `{}`", agent.id),
+            }),
+        }
+    }
+
+    async fn agent(&self, org: &str, id: &str) -> Result<Option<Agent>, Error> {
+        let Some(ws) = self.agent_workspace(org, id).await? else {
+            return Ok(None);
+        };
+        self.get(ws_pk(org, &ws), &format!("agent#{id}"), "GetItem (agent)")
+            .await?
+            .map(|item| decode_agent(&item))
+            .transpose()
+    }
+
+    async fn agents(&self, org: &str, workspace_id: &str) -> Result<Vec<Agent>, Error> {
+        let mut list: Vec<Agent> = self
+            .query_prefix(ws_pk(org, workspace_id), "agent#")
+            .await?
+            .iter()
+            .map(decode_agent)
+            .collect::<Result<_, _>>()?;
+        list.sort_by(|a, b| (a.position, &a.id).cmp(&(b.position, &b.id)));
+        Ok(list)
+    }
+
+    async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
+        let put = self.agent_put(org, agent, "attribute_exists(pk)")?;
+        match self
+            .transact(vec![TransactWriteItem::builder().put(put).build()])
+            .await?
+        {
+            None => Ok(()),
+            Some(_) => Err(missing("agent", &agent.id)),
+        }
+    }
+
+    async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error> {
+        let Some(ws) = self.agent_workspace(org, id).await? else {
+            return Err(missing("agent", id));
+        };
+        let delete = |pk: String, sk: String| {
+            build(
+                Delete::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .build(),
+            )
+        };
+        let items = vec![
+            TransactWriteItem::builder()
+                .delete(delete(ws_pk(org, &ws), format!("agent#{id}"))?)
+                .build(),
+            TransactWriteItem::builder()
+                .delete(delete(agent_pointer_pk(org, id), "agent".to_owned())?)
+                .build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(_) => Err(missing("agent", id)),
+        }
+    }
+
+    async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let items = positions
+            .iter()
+            .map(|(id, position)| {
+                let update = build(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(ws_pk(org, workspace_id)))
+                        .key("sk", s(format!("agent#{id}")))
+                        .update_expression("SET pos = :pos")
+                        .expression_attribute_values(":pos", n(*position))
+                        .condition_expression("attribute_exists(pk)")
+                        .build(),
+                )?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(failed) => {
+                let index = failed.iter().position(|f| *f).unwrap_or(0);
+                Err(missing("agent", &positions[index].0))
+            }
+        }
+    }
+}

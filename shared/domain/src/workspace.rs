@@ -1,0 +1,293 @@
+//! # Workspaces and their agents
+//!
+//! A workspace groups an organization's chats, agents and tasks. Every workspace has the
+//! built-in Spool agent, made with it, which cannot be deleted; other agents are ordered by
+//! `position`. Everything here belongs to one organization: the [`Workspaces`] port takes the
+//! organization with every call, and adapters key every record by it, so one organization can
+//! never address another's records (they are missing, not forbidden).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// The longest name of a workspace or an agent, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+/// The longest description or agent instruction, in characters.
+pub const MAX_TEXT_CHARS: usize = 20_000;
+/// The most agents one workspace may have.
+pub const MAX_AGENTS: usize = 100;
+/// The built-in agent's name.
+pub const BUILTIN_AGENT_NAME: &str = "Spool";
+
+/// A workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    /// Its id (`ws_…`).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// What it is for; given to agents as context.
+    #[serde(default)]
+    pub description: String,
+    /// Where CLI agents run for this workspace's chats (a per-chat temporary directory when
+    /// unset).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+}
+
+/// How an agent produces its answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// Deterministic replies from a script (demos and tests; needs no key).
+    Scripted,
+    /// An OpenAI-compatible chat-completions endpoint.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// A CLI agent run as a subprocess.
+    Cli,
+}
+
+/// The CLI agents Spool can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CliType {
+    /// Anthropic's `claude`.
+    Claude,
+    /// Google's `gemini`.
+    Gemini,
+    /// OpenAI's `codex`.
+    Codex,
+    /// `opencode`.
+    Opencode,
+}
+
+/// An agent of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    /// Its id (`ag_…`).
+    pub id: String,
+    /// The workspace it belongs to.
+    pub workspace_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its instruction (system prompt).
+    #[serde(default)]
+    pub instruction: String,
+    /// Its runtime; `None` lets Spool choose (the built-in agent's default: a configured LLM,
+    /// else the first installed CLI, else the scripted runtime).
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// The model, for LLM runtimes.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The CLI, for the CLI runtime.
+    #[serde(default)]
+    pub cli_type: Option<CliType>,
+    /// Its place in the workspace's list, from 0.
+    pub position: u32,
+    /// Whether this is the workspace's built-in Spool agent.
+    #[serde(default)]
+    pub builtin: bool,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+}
+
+impl Agent {
+    /// The built-in Spool agent of workspace `workspace_id`.
+    pub fn builtin(id: String, workspace_id: String, now_ms: i64) -> Self {
+        Self {
+            id,
+            workspace_id,
+            name: BUILTIN_AGENT_NAME.to_owned(),
+            instruction: "You are Spool, the assistant that manages this workspace: its chats, agents and tasks."
+                .to_owned(),
+            runtime: None,
+            model: None,
+            cli_type: None,
+            position: 0,
+            builtin: true,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("agent name", &self.name)?;
+        check_text("agent instruction", &self.instruction)?;
+        if let Some(model) = &self.model
+            && (model.trim().is_empty() || model.chars().count() > 200 || model.chars().any(char::is_control))
+        {
+            return Err(Error::invalid(
+                "model",
+                "give 1 to 200 characters without control characters",
+            ));
+        }
+        if self.runtime == Some(Runtime::Cli) && self.cli_type.is_none() {
+            return Err(Error::invalid("agent", "the cli runtime needs a cli_type"));
+        }
+        Ok(())
+    }
+}
+
+impl Workspace {
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("workspace name", &self.name)?;
+        check_text("workspace description", &self.description)?;
+        if let Some(dir) = &self.working_dir
+            && (dir.is_empty() || dir.len() > 4096 || dir.chars().any(char::is_control))
+        {
+            return Err(Error::invalid(
+                "working directory",
+                "give a path of 1 to 4096 bytes without control characters",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A name: 1 to [`MAX_NAME_CHARS`] characters, not blank, no control characters.
+pub fn check_name(what: &'static str, name: &str) -> Result<(), Error> {
+    if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            what,
+            format!("give 1 to {MAX_NAME_CHARS} characters, not blank, without control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A text: at most [`MAX_TEXT_CHARS`] characters.
+pub fn check_text(what: &'static str, text: &str) -> Result<(), Error> {
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return Err(Error::invalid(
+            what,
+            format!("give at most {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// The positions `ids` gives the workspace's `agents`: `ids` must name each of them exactly
+/// once. Returns `(agent id, new position)` for the agents whose position changes.
+pub fn plan_reorder(agents: &[Agent], ids: &[String]) -> Result<Vec<(String, u32)>, Error> {
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = ids.iter().find(|id| !seen.insert(id.as_str())) {
+        return Err(Error::invalid("agent order", format!("`{dup}` is listed twice")));
+    }
+    if ids.len() != agents.len() || agents.iter().any(|a| !seen.contains(a.id.as_str())) {
+        return Err(Error::invalid(
+            "agent order",
+            format!(
+                "list each of the workspace's {} agents exactly once (the list changed? reload it)",
+                agents.len()
+            ),
+        ));
+    }
+    Ok(ids
+        .iter()
+        .enumerate()
+        .filter_map(|(i, id)| {
+            let position = u32::try_from(i).unwrap_or(u32::MAX);
+            let agent = agents.iter().find(|a| &a.id == id)?;
+            (agent.position != position).then(|| (id.clone(), position))
+        })
+        .collect())
+}
+
+/// Workspaces and their agents, per organization.
+#[async_trait]
+pub trait Workspaces: Send + Sync {
+    /// Stores a new workspace together with its built-in agent, atomically.
+    async fn create_workspace(&self, org: &str, workspace: &Workspace, builtin: &Agent) -> Result<(), Error>;
+
+    /// The workspace, if the organization has it.
+    async fn workspace(&self, org: &str, id: &str) -> Result<Option<Workspace>, Error>;
+
+    /// The organization's workspaces, oldest first.
+    async fn workspaces(&self, org: &str) -> Result<Vec<Workspace>, Error>;
+
+    /// Replaces a workspace's fields ([`Error::Missing`] if it does not exist).
+    async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error>;
+
+    /// Deletes a workspace and its agents ([`Error::Missing`] if it does not exist).
+    async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error>;
+
+    /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise).
+    async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
+
+    /// The agent, if the organization has it.
+    async fn agent(&self, org: &str, id: &str) -> Result<Option<Agent>, Error>;
+
+    /// The workspace's agents by position.
+    async fn agents(&self, org: &str, workspace_id: &str) -> Result<Vec<Agent>, Error>;
+
+    /// Replaces an agent's fields ([`Error::Missing`] if it does not exist).
+    async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
+
+    /// Deletes an agent ([`Error::Missing`] if it does not exist). The caller refuses the
+    /// built-in agent.
+    async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error>;
+
+    /// Sets the positions of agents of a workspace, atomically.
+    async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(id: &str, position: u32) -> Agent {
+        let mut a = Agent::builtin(id.to_owned(), "ws".to_owned(), 0);
+        a.builtin = false;
+        a.position = position;
+        a
+    }
+
+    #[test]
+    fn a_reorder_names_every_agent_once_and_moves_only_what_changes() {
+        let agents = [agent("a", 0), agent("b", 1), agent("c", 2)];
+        let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            plan_reorder(&agents, &ids(&["a", "c", "b"])).unwrap(),
+            vec![("c".to_owned(), 1), ("b".to_owned(), 2)]
+        );
+        assert!(plan_reorder(&agents, &ids(&["a", "b", "c"])).unwrap().is_empty());
+        for bad in [
+            &["a", "b"][..],
+            &["a", "b", "c", "d"],
+            &["a", "a", "b"],
+            &["a", "b", "x"],
+        ] {
+            assert!(
+                matches!(plan_reorder(&agents, &ids(bad)), Err(Error::Invalid { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_and_texts_are_bounded() {
+        let mut a = agent("a", 0);
+        assert!(a.validate().is_ok());
+        for name in ["", "   ", "a\u{7}b", &"x".repeat(MAX_NAME_CHARS + 1)] {
+            a.name = name.to_owned();
+            assert!(a.validate().is_err(), "{name:?}");
+        }
+        a.name = "ok".to_owned();
+        a.runtime = Some(Runtime::Cli);
+        assert!(a.validate().is_err(), "cli needs a cli_type");
+        a.cli_type = Some(CliType::Codex);
+        assert!(a.validate().is_ok());
+    }
+}

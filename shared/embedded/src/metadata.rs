@@ -1,0 +1,111 @@
+//! # The embedded metadata store: `metadata.db`
+//!
+//! Organizations, API keys, workspaces and agents, in a SQLite file beside `spool.db`, apart from
+//! the stream log's because its writes are few and small: one connection behind a mutex, each
+//! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
+//! 10 s busy timeout). Every record of an organization is keyed by it. Records other than keys
+//! are stored as their JSON (`data`) beside the columns that queries need.
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+};
+
+use rusqlite::{Connection, ErrorCode};
+use spool_domain::Error;
+
+use crate::db::{connect, sql};
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS orgs (
+    id         TEXT PRIMARY KEY NOT NULL,
+    name       TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id       TEXT PRIMARY KEY NOT NULL,
+    org_id       TEXT NOT NULL REFERENCES orgs (id),
+    secret_hash  TEXT NOT NULL,
+    capabilities TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS api_keys_by_org ON api_keys (org_id);
+CREATE TABLE IF NOT EXISTS workspaces (
+    org        TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (org, id)
+);
+CREATE TABLE IF NOT EXISTS agents (
+    org          TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    position     INTEGER NOT NULL,
+    data         TEXT NOT NULL,
+    PRIMARY KEY (org, id),
+    FOREIGN KEY (org, workspace_id) REFERENCES workspaces (org, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS agents_by_workspace ON agents (org, workspace_id, position);
+";
+
+/// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
+#[derive(Clone)]
+pub struct EmbeddedMetadata {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for EmbeddedMetadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EmbeddedMetadata")
+    }
+}
+
+impl EmbeddedMetadata {
+    /// Opens (creating if need be) `metadata.db` in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::unavailable(
+                format!(
+                    "cannot create the data directory {}; check SPOOL_DATA_DIR",
+                    dir.display()
+                ),
+                e,
+            )
+        })?;
+        let path = dir.join("metadata.db");
+        let (conn, version) = connect(&path, SCHEMA_VERSION)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| sql("enable foreign keys", e))?;
+        if version < SCHEMA_VERSION {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(|e| sql("create the metadata schema", e))?;
+        }
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    pub(crate) async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&conn)
+        })
+        .await
+        .map_err(|e| Error::unavailable("embedded directory: a blocking task failed", e))?
+    }
+}
+
+/// A uniqueness (or other constraint) violation: the row exists already.
+pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
+}

@@ -1,0 +1,255 @@
+//! # Workspaces and agents in the embedded metadata store
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Serialize, de::DeserializeOwned};
+use spool_domain::{Agent, Error, Workspace, Workspaces};
+
+use crate::{
+    db::sql,
+    metadata::{EmbeddedMetadata, is_constraint},
+};
+
+fn encode<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::unavailable("embedded metadata: encode a record", e))
+}
+
+fn decode<T: DeserializeOwned>(what: &str, data: &str) -> Result<T, Error> {
+    serde_json::from_str(data).map_err(|e| Error::Corrupt {
+        what: format!("{what}: {e}"),
+    })
+}
+
+fn missing(what: &str, id: &str) -> Error {
+    Error::Missing {
+        what: format!("{what} `{id}`"),
+    }
+}
+
+fn one<T: DeserializeOwned>(
+    conn: &Connection,
+    query: &str,
+    org: &str,
+    id: &str,
+    what: &str,
+) -> Result<Option<T>, Error> {
+    conn.query_row(query, params![org, id], |r| r.get::<_, String>(0))
+        .optional()
+        .map_err(|e| sql(what, e))?
+        .map(|data| decode(what, &data))
+        .transpose()
+}
+
+fn many<T: DeserializeOwned>(
+    conn: &Connection,
+    query: &str,
+    args: impl rusqlite::Params,
+    what: &str,
+) -> Result<Vec<T>, Error> {
+    let mut statement = conn.prepare_cached(query).map_err(|e| sql(what, e))?;
+    let rows = statement
+        .query_map(args, |r| r.get::<_, String>(0))
+        .map_err(|e| sql(what, e))?;
+    rows.map(|row| decode(what, &row.map_err(|e| sql(what, e))?)).collect()
+}
+
+fn insert_agent(conn: &Connection, org: &str, agent: &Agent) -> Result<(), Error> {
+    conn.execute(
+        "INSERT INTO agents (org, id, workspace_id, position, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![org, agent.id, agent.workspace_id, agent.position, encode(agent)?],
+    )
+    .map(drop)
+    .map_err(|e| {
+        if is_constraint(&e) {
+            Error::Exists {
+                what: format!("agent `{}`", agent.id),
+            }
+        } else {
+            sql("insert an agent", e)
+        }
+    })
+}
+
+#[async_trait]
+impl Workspaces for EmbeddedMetadata {
+    async fn create_workspace(&self, org: &str, workspace: &Workspace, builtin: &Agent) -> Result<(), Error> {
+        let (org, workspace, builtin) = (org.to_owned(), workspace.clone(), builtin.clone());
+        self.with(move |conn| {
+            let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
+            tx.execute(
+                "INSERT INTO workspaces (org, id, created_ms, data) VALUES (?1, ?2, ?3, ?4)",
+                params![org, workspace.id, workspace.created_ms, encode(&workspace)?],
+            )
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    Error::Exists {
+                        what: format!("workspace `{}`", workspace.id),
+                    }
+                } else {
+                    sql("insert a workspace", e)
+                }
+            })?;
+            insert_agent(&tx, &org, &builtin)?;
+            tx.commit().map_err(|e| sql("commit a workspace", e))
+        })
+        .await
+    }
+
+    async fn workspace(&self, org: &str, id: &str) -> Result<Option<Workspace>, Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            one(
+                conn,
+                "SELECT data FROM workspaces WHERE org = ?1 AND id = ?2",
+                &org,
+                &id,
+                "read a workspace",
+            )
+        })
+        .await
+    }
+
+    async fn workspaces(&self, org: &str) -> Result<Vec<Workspace>, Error> {
+        let org = org.to_owned();
+        self.with(move |conn| {
+            many(
+                conn,
+                "SELECT data FROM workspaces WHERE org = ?1 ORDER BY created_ms, id",
+                params![org],
+                "list workspaces",
+            )
+        })
+        .await
+    }
+
+    async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error> {
+        let (org, workspace) = (org.to_owned(), workspace.clone());
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE workspaces SET data = ?3 WHERE org = ?1 AND id = ?2",
+                    params![org, workspace.id, encode(&workspace)?],
+                )
+                .map_err(|e| sql("update a workspace", e))?;
+            if changed == 0 {
+                return Err(missing("workspace", &workspace.id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            // Its agents go with it (ON DELETE CASCADE).
+            let changed = conn
+                .execute("DELETE FROM workspaces WHERE org = ?1 AND id = ?2", params![org, id])
+                .map_err(|e| sql("delete a workspace", e))?;
+            if changed == 0 {
+                return Err(missing("workspace", &id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
+        let (org, agent) = (org.to_owned(), agent.clone());
+        self.with(move |conn| {
+            let exists = conn
+                .query_row(
+                    "SELECT 1 FROM workspaces WHERE org = ?1 AND id = ?2",
+                    params![org, agent.workspace_id],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(|e| sql("read a workspace", e))?
+                .is_some();
+            if !exists {
+                return Err(missing("workspace", &agent.workspace_id));
+            }
+            insert_agent(conn, &org, &agent)
+        })
+        .await
+    }
+
+    async fn agent(&self, org: &str, id: &str) -> Result<Option<Agent>, Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            one(
+                conn,
+                "SELECT data FROM agents WHERE org = ?1 AND id = ?2",
+                &org,
+                &id,
+                "read an agent",
+            )
+        })
+        .await
+    }
+
+    async fn agents(&self, org: &str, workspace_id: &str) -> Result<Vec<Agent>, Error> {
+        let (org, workspace_id) = (org.to_owned(), workspace_id.to_owned());
+        self.with(move |conn| {
+            many(
+                conn,
+                "SELECT data FROM agents WHERE org = ?1 AND workspace_id = ?2 ORDER BY position, id",
+                params![org, workspace_id],
+                "list agents",
+            )
+        })
+        .await
+    }
+
+    async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
+        let (org, agent) = (org.to_owned(), agent.clone());
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE agents SET position = ?3, data = ?4 WHERE org = ?1 AND id = ?2",
+                    params![org, agent.id, agent.position, encode(&agent)?],
+                )
+                .map_err(|e| sql("update an agent", e))?;
+            if changed == 0 {
+                return Err(missing("agent", &agent.id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            let changed = conn
+                .execute("DELETE FROM agents WHERE org = ?1 AND id = ?2", params![org, id])
+                .map_err(|e| sql("delete an agent", e))?;
+            if changed == 0 {
+                return Err(missing("agent", &id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error> {
+        let (org, workspace_id, positions) = (org.to_owned(), workspace_id.to_owned(), positions.to_vec());
+        self.with(move |conn| {
+            let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
+            for (id, position) in &positions {
+                let changed = tx
+                    .execute(
+                        "UPDATE agents SET position = ?4, data = json_set(data, '$.position', ?4)
+                         WHERE org = ?1 AND workspace_id = ?2 AND id = ?3",
+                        params![org, workspace_id, id, position],
+                    )
+                    .map_err(|e| sql("reorder agents", e))?;
+                if changed == 0 {
+                    return Err(missing("agent", id));
+                }
+            }
+            tx.commit().map_err(|e| sql("commit an agent order", e))
+        })
+        .await
+    }
+}
