@@ -732,45 +732,18 @@ pub(crate) async fn concurrent_sealers_agree<H: Harness>(h: &H) {
     assert_eq!(read_all(&log, &path, Offset::START, None).await, expected);
 }
 
-/// Instantiates the suite for one backend.
-macro_rules! contract_suite {
-    ($harness:expr, $($test:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $test() {
-                let harness = $harness;
-                $crate::contract::$test(&harness).await;
-            }
-        )+
-    };
-}
-
-macro_rules! contract_tests {
-    ($harness:expr) => {
-        contract_suite!(
-            $harness,
-            concurrent_writers_get_one_gapless_order,
-            a_retried_producer_batch_is_never_appended_twice,
-            a_crash_between_the_write_and_sealing_loses_nothing,
-            a_read_from_any_offset_returns_exactly_the_suffix,
-            a_closed_stream_rejects_appends,
-            an_expired_stream_is_gone,
-            bad_requests_get_typed_errors,
-            appends_larger_than_an_item_work,
-            waiting_wakes_on_new_data_from_any_writer,
-            deleting_a_stream_removes_its_data,
-            stream_seq_must_increase,
-            concurrent_sealers_agree,
-            forks_inherit_and_outlive_their_source,
-        );
-    };
-}
-
-mod embedded {
-    contract_tests!(spool_tests::EmbeddedHarness::new());
-}
-
-#[cfg(feature = "emulator")]
-mod aws {
-    contract_tests!(spool_tests::AwsHarness::new());
-}
+on_both_backends!(contract:
+    concurrent_writers_get_one_gapless_order,
+    a_retried_producer_batch_is_never_appended_twice,
+    a_crash_between_the_write_and_sealing_loses_nothing,
+    a_read_from_any_offset_returns_exactly_the_suffix,
+    a_closed_stream_rejects_appends,
+    an_expired_stream_is_gone,
+    bad_requests_get_typed_errors,
+    appends_larger_than_an_item_work,
+    waiting_wakes_on_new_data_from_any_writer,
+    deleting_a_stream_removes_its_data,
+    stream_seq_must_increase,
+    concurrent_sealers_agree,
+    forks_inherit_and_outlive_their_source,
+);

@@ -68,33 +68,7 @@ pub(crate) async fn api_keys_need_their_organization<H: Harness>(harness: &H) {
     assert_eq!(b.api_key(&bare_id).await.unwrap(), Some(bare));
 }
 
-macro_rules! directory_suite {
-    ($harness:expr, $($test:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                let harness = $harness;
-                $crate::directory::$test(&harness).await;
-            }
-        )+
-    };
-}
-
-macro_rules! directory_tests {
-    ($harness:expr) => {
-        directory_suite!(
-            $harness,
-            organizations_are_created_once,
-            api_keys_need_their_organization
-        );
-    };
-}
-
-mod embedded {
-    directory_tests!(spool_tests::EmbeddedHarness::new());
-}
-
-#[cfg(feature = "emulator")]
-mod aws {
-    directory_tests!(spool_tests::AwsHarness::new());
-}
+on_both_backends!(directory:
+    organizations_are_created_once,
+    api_keys_need_their_organization,
+);

@@ -6,20 +6,21 @@ use std::{net::SocketAddr, sync::Arc};
 
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys};
-use spool_domain::{Clock, Directory, LiveSettings, Position, StreamLog, StreamPath, SystemClock};
+use spool_domain::{Clock, Directory, LiveSettings, Metadata, Position, StreamLog, StreamPath, SystemClock};
 use spool_tests::{Harness, unique_id};
 
-const SECRET: &[u8] = b"the handshake test's signing secret";
+pub(crate) const SECRET: &[u8] = b"the handshake test's signing secret";
 
 /// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
-async fn serve(log: Arc<dyn StreamLog>, directory: Arc<dyn Directory>) -> String {
+pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
     let streams = spool_stream::StreamApi::new(
         log.clone(),
         spool_stream::Access::Tokens(Box::new(keys.clone())),
         LiveSettings::default(),
     );
-    let api = spool_api::ChatApi::new(directory, log, keys, Arc::new(SystemClock));
+    let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
+    let api = spool_api::ChatApi::new(metadata, log, keys, access, Arc::new(SystemClock));
     let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
@@ -30,7 +31,7 @@ async fn serve(log: Arc<dyn StreamLog>, directory: Arc<dyn Directory>) -> String
 }
 
 /// A fresh organization with one key granting `capabilities`: (org id, whole key).
-async fn provision(directory: &dyn Directory, capabilities: &[&str]) -> (String, String) {
+pub(crate) async fn provision(directory: &dyn Directory, capabilities: &[&str]) -> (String, String) {
     let now = SystemClock.now_ms();
     let org = spool_api::admin::create_org(directory, Some(&unique_id("org")), "Handshake test", now)
         .await
@@ -55,7 +56,7 @@ async fn audit_events(log: &dyn StreamLog, org: &str) -> Vec<Value> {
     }
 }
 
-async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::Response {
+pub(crate) async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::Response {
     http.post(format!("{base}/v1/handshake"))
         .json(&body)
         .send()
@@ -244,33 +245,7 @@ pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness
     );
 }
 
-macro_rules! handshake_suite {
-    ($harness:expr, $($test:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                let harness = $harness;
-                $crate::handshake::$test(&harness).await;
-            }
-        )+
-    };
-}
-
-macro_rules! handshake_tests {
-    ($harness:expr) => {
-        handshake_suite!(
-            $harness,
-            an_api_key_becomes_a_token_for_its_organization,
-            bad_keys_and_bodies_get_4xx_and_no_token,
-        );
-    };
-}
-
-mod embedded {
-    handshake_tests!(spool_tests::EmbeddedHarness::new());
-}
-
-#[cfg(feature = "emulator")]
-mod aws {
-    handshake_tests!(spool_tests::AwsHarness::new());
-}
+on_both_backends!(handshake:
+    an_api_key_becomes_a_token_for_its_organization,
+    bad_keys_and_bodies_get_4xx_and_no_token,
+);

@@ -1,6 +1,33 @@
 //! Spool's integration tests: one binary (`cargo nextest run -p spool-tests`), the emulator
 //! parts behind the `emulator` feature, which `make test` turns on after starting the emulator.
 
+/// Instantiates the tests `$test(&harness)` of module `$module` for both backends:
+/// `$module::embedded::$test` always, `$module::aws::$test` with the `emulator` feature.
+macro_rules! on_both_backends {
+    ($module:ident: $($test:ident),+ $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let harness = spool_tests::EmbeddedHarness::new();
+                    $crate::$module::$test(&harness).await;
+                }
+            )+
+        }
+
+        #[cfg(feature = "emulator")]
+        mod aws {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    let harness = spool_tests::AwsHarness::new();
+                    $crate::$module::$test(&harness).await;
+                }
+            )+
+        }
+    };
+}
+
 mod contract;
 mod directory;
 mod handshake;
@@ -8,3 +35,4 @@ mod processes;
 mod sealing;
 mod stream_http;
 mod workspaces;
+mod workspaces_http;

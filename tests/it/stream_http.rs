@@ -390,36 +390,10 @@ pub(crate) async fn long_polls_and_bad_requests<H: Harness>(harness: &H) {
     assert_eq!(chunk.messages.len(), 1, "bad requests appended nothing");
 }
 
-macro_rules! stream_http_suite {
-    ($harness:expr, $($test:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                let harness = $harness;
-                $crate::stream_http::$test(&harness).await;
-            }
-        )+
-    };
-}
-
-macro_rules! stream_http_tests {
-    ($harness:expr) => {
-        stream_http_suite!(
-            $harness,
-            tokens_isolate_organizations,
-            session_streams_are_read_only,
-            sealed_history_is_immutable,
-            sse_responses_are_recycled_without_loss,
-            long_polls_and_bad_requests,
-        );
-    };
-}
-
-mod embedded {
-    stream_http_tests!(spool_tests::EmbeddedHarness::new());
-}
-
-#[cfg(feature = "emulator")]
-mod aws {
-    stream_http_tests!(spool_tests::AwsHarness::new());
-}
+on_both_backends!(stream_http:
+    tokens_isolate_organizations,
+    session_streams_are_read_only,
+    sealed_history_is_immutable,
+    sse_responses_are_recycled_without_loss,
+    long_polls_and_bad_requests,
+);

@@ -179,33 +179,7 @@ pub(crate) async fn agents_are_ordered_changed_and_deleted<H: Harness>(harness: 
     assert_eq!(a.agent(&org, &y).await.unwrap(), Some(changed));
 }
 
-macro_rules! workspaces_suite {
-    ($harness:expr, $($test:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                let harness = $harness;
-                $crate::workspaces::$test(&harness).await;
-            }
-        )+
-    };
-}
-
-macro_rules! workspaces_tests {
-    ($harness:expr) => {
-        workspaces_suite!(
-            $harness,
-            workspaces_live_and_die_with_their_agents,
-            agents_are_ordered_changed_and_deleted,
-        );
-    };
-}
-
-mod embedded {
-    workspaces_tests!(spool_tests::EmbeddedHarness::new());
-}
-
-#[cfg(feature = "emulator")]
-mod aws {
-    workspaces_tests!(spool_tests::AwsHarness::new());
-}
+on_both_backends!(workspaces:
+    workspaces_live_and_die_with_their_agents,
+    agents_are_ordered_changed_and_deleted,
+);

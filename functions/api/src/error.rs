@@ -23,6 +23,15 @@ pub enum ApiError {
     /// Missing, expired or invalid credentials.
     #[error("{0}")]
     Unauthorized(String),
+    /// A request that conflicts with the current state (e.g. deleting the built-in agent).
+    #[error("{0}")]
+    Conflict(String),
+    /// No route at this path.
+    #[error("{0}")]
+    NoRoute(String),
+    /// The route does not take this method.
+    #[error("{0}")]
+    NoMethod(String),
 }
 
 impl ApiError {
@@ -30,6 +39,9 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Store(e) => match e {
                 Error::Missing { .. } | Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
                 Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),

@@ -13,9 +13,11 @@ use axum::{Json, body::Bytes, extract::State, http::header, response::IntoRespon
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use spool_auth::{ApiKey, Claims};
-use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
-use crate::{ApiError, ChatApi, audit};
+use crate::{
+    ApiError, ChatApi, audit,
+    extract::{json_body, rfc3339_ms},
+};
 
 /// The largest handshake body accepted.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -74,20 +76,13 @@ fn check_library_id(value: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-fn rfc3339(seconds: i64) -> String {
-    OffsetDateTime::from_unix_timestamp(seconds)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
-
 /// `POST /v1/handshake`.
 ///
 /// A token is a credential: the answer is never stored by a cache (`Cache-Control: no-store`).
 pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> Result<impl IntoResponse, ApiError> {
-    let request: HandshakeRequest = serde_json::from_slice(&body).map_err(|e| {
+    let request: HandshakeRequest = json_body(&body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "the body must be JSON like {{\"api_key\": \"spool_…\", \"version\": \"1\", \"user_agent\": \"…\"}}: {e}"
+            "{e}; send JSON like {{\"api_key\": \"spool_…\", \"version\": \"1\", \"user_agent\": \"…\"}}"
         ))
     })?;
     check_field("version", request.version.as_deref())?;
@@ -96,7 +91,7 @@ pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> R
     let refused = || ApiError::Unauthorized("the API key is not valid; check it or make a new one".to_owned());
 
     let key = ApiKey::parse(&request.api_key).map_err(|_| refused())?;
-    let Some(record) = api.directory.api_key(key.key_id()).await? else {
+    let Some(record) = api.metadata.api_key(key.key_id()).await? else {
         tracing::warn!(key_id = %key.key_id(), "handshake with an unknown API key");
         return Err(refused());
     };
@@ -104,7 +99,7 @@ pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> R
     let accepted = key.matches(&record.secret_hash);
     let event = json!({
         "type": "handshake",
-        "ts": rfc3339(now_ms.div_euclid(1000)),
+        "ts": rfc3339_ms(now_ms),
         "key_id": record.key_id,
         "outcome": if accepted { "accepted" } else { "refused" },
         "version": request.version,
@@ -134,7 +129,7 @@ pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> R
         token_type: "Bearer",
         org_id: record.org_id,
         capabilities: claims.capabilities,
-        expires_at: rfc3339(claims.exp),
+        expires_at: rfc3339_ms(claims.exp * 1000),
         library_id: claims.library_id,
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(response)))

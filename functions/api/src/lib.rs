@@ -1,45 +1,60 @@
 //! # The chat API function
 //!
-//! The write side people and agents use. Today: the health check and the handshake, which
+//! The write side people and agents use. Today: the health check; the handshake, which
 //! exchanges an organization's API key for the token every other route verifies
-//! ([`handshake`]); provisioning of organizations and keys ([`admin`]); and the audit stream
-//! ([`audit`]). Sessions, workspaces, agents and submit events follow (the chat API issue). One
+//! ([`extract::Caller`]); workspaces and their agents; provisioning of organizations and keys
+//! ([`admin`]); and the audit stream ([`audit`]). Sessions and submit events follow (the chat
+//! API issue). Errors are the contract's JSON ([`ApiError`]). One
 //! axum [`Router`] runs on Lambda through `lambda_http`, under `cargo lambda watch`, and inside
 //! `spool serve`.
 
 pub mod admin;
 pub mod audit;
 mod error;
+pub mod extract;
 mod handshake;
+mod workspaces;
 
 use std::sync::Arc;
 
 use axum::{
     Json, Router,
     extract::DefaultBodyLimit,
-    routing::{get, post},
+    routing::{get, patch, post, put},
 };
 pub use error::ApiError;
 use serde_json::{Value, json};
-use spool_auth::TokenKeys;
-use spool_domain::{Clock, Directory, StreamLog};
+use spool_auth::{Access, TokenKeys};
+use spool_domain::{Clock, Metadata, StreamLog};
+
+/// The largest JSON body the API's routes accept (messages bring their own limit).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// Everything the API's handlers share.
 pub struct ChatApi {
-    directory: Arc<dyn Directory>,
+    metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
     keys: TokenKeys,
+    access: Access,
     clock: Arc<dyn Clock>,
 }
 
 impl ChatApi {
-    /// The API over a directory of organizations and keys and the stream log, signing tokens
-    /// with `keys`.
-    pub fn new(directory: Arc<dyn Directory>, log: Arc<dyn StreamLog>, keys: TokenKeys, clock: Arc<dyn Clock>) -> Self {
+    /// The API over the metadata store and the stream log. It signs tokens with `keys` and lets
+    /// callers in by `access` (tokens verified with the same keys, or `--no-auth`'s open
+    /// organization).
+    pub fn new(
+        metadata: Arc<dyn Metadata>,
+        log: Arc<dyn StreamLog>,
+        keys: TokenKeys,
+        access: Access,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
-            directory,
+            metadata,
             log,
             keys,
+            access,
             clock,
         }
     }
@@ -53,7 +68,39 @@ pub fn router(api: ChatApi) -> Router {
             "/v1/handshake",
             post(handshake::handshake).layer(DefaultBodyLimit::max(handshake::MAX_BODY_BYTES)),
         )
+        .route(
+            "/v1/workspaces",
+            post(workspaces::create_workspace).get(workspaces::list_workspaces),
+        )
+        .route(
+            "/v1/workspaces/{id}",
+            get(workspaces::get_workspace)
+                .patch(workspaces::update_workspace)
+                .delete(workspaces::delete_workspace),
+        )
+        .route(
+            "/v1/workspaces/{id}/agents",
+            post(workspaces::create_agent).get(workspaces::list_agents),
+        )
+        .route("/v1/workspaces/{id}/agents/order", put(workspaces::reorder_agents))
+        .route(
+            "/v1/agents/{id}",
+            patch(workspaces::update_agent).delete(workspaces::delete_agent),
+        )
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(api))
+}
+
+/// Any other path: the contract's JSON `404`.
+async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute(format!("there is no route at {}; see GET /v1/openapi.json", uri.path()))
+}
+
+/// A known path with another method: the contract's JSON `405`.
+async fn no_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NoMethod(format!("{} does not take {method}", uri.path()))
 }
 
 /// `GET /healthz`: the process is up and serving.

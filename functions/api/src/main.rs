@@ -8,11 +8,13 @@ async fn main() -> Result<(), lambda_http::Error> {
     let config = spool_platform::Config::from_env()?;
     let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
     let log = spool_aws::log_from_config(&config, None).await?;
-    let directory = spool_aws::metadata_from_config(&config, log.clients())?;
+    let metadata = spool_aws::metadata_from_config(&config, log.clients())?;
+    let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let api = spool_api::ChatApi::new(
-        Arc::new(directory),
+        Arc::new(metadata),
         Arc::new(log),
         keys,
+        access,
         Arc::new(spool_domain::SystemClock),
     );
     lambda_http::run(spool_api::router(api)).await

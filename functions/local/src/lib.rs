@@ -9,7 +9,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{Clock, Directory, StreamLog, SystemClock};
+use spool_domain::{Clock, Directory, Metadata, StreamLog, SystemClock};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -138,7 +138,7 @@ impl StoreArgs {
 /// Everything `spool serve` runs on.
 struct Services {
     log: Arc<dyn StreamLog>,
-    directory: Arc<dyn Directory>,
+    metadata: Arc<dyn Metadata>,
     description: String,
 }
 
@@ -152,11 +152,11 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             };
             let log = spool_embedded::EmbeddedLog::open(&config.data_dir, options)
                 .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
-            let directory = spool_embedded::EmbeddedMetadata::open(&config.data_dir)
+            let metadata = spool_embedded::EmbeddedMetadata::open(&config.data_dir)
                 .with_context(|| format!("cannot open the embedded directory in {}", config.data_dir.display()))?;
             Ok(Services {
                 log: Arc::new(log),
-                directory: Arc::new(directory),
+                metadata: Arc::new(metadata),
                 description: format!("embedded store in {}", config.data_dir.display()),
             })
         }
@@ -164,7 +164,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let log = spool_aws::log_from_config(config, None)
                 .await
                 .context("cannot set up the AWS backend")?;
-            let directory = spool_aws::metadata_from_config(config, log.clients())?;
+            let metadata = spool_aws::metadata_from_config(config, log.clients())?;
             let log = Arc::new(log);
             if let Some(url) = &config.aws.maintenance_queue_url {
                 let worker = Arc::new(spool_worker::Worker::new(log.clone()));
@@ -179,7 +179,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
             Ok(Services {
                 log,
-                directory: Arc::new(directory),
+                metadata: Arc::new(metadata),
                 description: format!("AWS backend at {endpoint}"),
             })
         }
@@ -198,7 +198,7 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
     let (AdminCommand::CreateOrg { store, .. } | AdminCommand::CreateApiKey { store, .. }) = &command;
     let config = store.config()?;
     let services = services(&config).await?;
-    let directory = services.directory.as_ref();
+    let directory = services.metadata.as_ref();
     let out = match &command {
         AdminCommand::CreateOrg { name, id, .. } => {
             let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
@@ -293,10 +293,16 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     } else {
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
-    let api_key = local_api_key(services.directory.as_ref(), &config).await?;
-    let streams = spool_stream::StreamApi::new(services.log.clone(), access, config.live);
+    let api_key = local_api_key(services.metadata.as_ref(), &config).await?;
+    let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
-    let api = spool_api::ChatApi::new(services.directory, services.log, keys, Arc::new(SystemClock));
+    let api = spool_api::ChatApi::new(
+        services.metadata,
+        services.log,
+        keys,
+        access.clone(),
+        Arc::new(SystemClock),
+    );
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     let listener = TcpListener::bind(config.addr)
         .await

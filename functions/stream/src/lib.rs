@@ -25,7 +25,6 @@ use axum::{
     routing::get,
 };
 pub use error::ApiError;
-use spool_auth::TokenKeys;
 pub use spool_domain::LiveSettings;
 use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM};
 
@@ -41,18 +40,7 @@ pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 /// `o/{org}/{path}`, so a token of one organization cannot even name another's streams (they
 /// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`) and the
 /// audit stream (`audit`) are read-only here: the chat API writes them.
-#[derive(Debug, Clone)]
-pub enum Access {
-    /// No authorization (`spool serve --no-auth`, only on a loopback address): every request
-    /// acts for this organization.
-    Open {
-        /// The organization every request acts for.
-        org: String,
-    },
-    /// A bearer token (`Authorization: Bearer <jwt>`, or `?token=` for browsers' EventSource,
-    /// which cannot set headers) verified with these keys; it acts for its organization.
-    Tokens(Box<TokenKeys>),
-}
+pub use spool_auth::Access;
 
 /// Whether a request reads or changes a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,26 +64,15 @@ impl StreamApi {
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.
     fn resolve(&self, headers: &HeaderMap, uri: &Uri, raw: &str, intent: Intent) -> Result<StreamPath, ApiError> {
-        let org = match &self.access {
-            Access::Open { org } => org.clone(),
-            Access::Tokens(keys) => {
-                let token = headers
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(spool_auth::bearer)
-                    .map(str::to_owned)
-                    .or_else(|| protocol::query_token(uri.query()))
-                    .ok_or_else(|| {
-                        ApiError::Unauthorized(
-                            "send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)"
-                                .to_owned(),
-                        )
-                    })?;
-                keys.verify(&token)
-                    .map_err(|e| ApiError::Unauthorized(e.to_string()))?
-                    .org
-            }
-        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let org = self
+            .access
+            .caller(authorization, uri.query(), now)
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?
+            .org;
         let path = StreamPath::parse(raw)?;
         if intent == Intent::Write {
             let p = path.as_str();

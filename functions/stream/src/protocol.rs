@@ -260,13 +260,6 @@ impl ReadQuery {
     }
 }
 
-/// The `token` query parameter, for clients that cannot set headers (EventSource).
-pub(crate) fn query_token(query: Option<&str>) -> Option<String> {
-    form_urlencoded::parse(query?.as_bytes())
-        .find(|(k, v)| k == "token" && !v.is_empty())
-        .map(|(_, v)| v.into_owned())
-}
-
 /// The collapsing cursor of live responses: the number of 20-second intervals since
 /// 2024-10-09T00:00:00Z, moved strictly past a client's cursor that is not behind it (with
 /// 1 s to 1 h of jitter), so a CDN never serves one cached answer forever.

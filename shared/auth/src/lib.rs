@@ -26,6 +26,9 @@ pub enum AuthError {
         /// The secret's length.
         got: usize,
     },
+    /// The request carries no token.
+    #[error("send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)")]
+    MissingToken,
     /// The token has expired.
     #[error("the token has expired; get a new one from POST /v1/handshake")]
     Expired,
@@ -147,6 +150,46 @@ pub fn check_org(org: &str) -> Result<(), AuthError> {
     }
 }
 
+/// Who may call: everyone as one organization, or the bearers of valid tokens.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// No authorization (`spool serve --no-auth`, only on a loopback address): every request
+    /// acts for this organization.
+    Open {
+        /// The organization every request acts for.
+        org: String,
+    },
+    /// A bearer token (`Authorization: Bearer <jwt>`, or `?token=` for browsers' EventSource,
+    /// which cannot set headers) verified with these keys; it acts for its organization.
+    Tokens(Box<TokenKeys>),
+}
+
+impl Access {
+    /// The caller of a request with this `Authorization` header and query string, at `now`
+    /// (seconds since the Unix epoch).
+    pub fn caller(&self, authorization: Option<&str>, query: Option<&str>, now: i64) -> Result<Claims, AuthError> {
+        match self {
+            Self::Open { org } => Ok(Claims::new("local", org.clone(), now)),
+            Self::Tokens(keys) => {
+                let token = authorization
+                    .and_then(bearer)
+                    .or_else(|| query_token(query))
+                    .ok_or(AuthError::MissingToken)?;
+                keys.verify(token)
+            }
+        }
+    }
+}
+
+/// The `token` query parameter. Tokens are base64url and dots, so they need no decoding.
+fn query_token(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, v)| *k == "token" && !v.is_empty())
+        .map(|(_, v)| v)
+}
+
 /// The token of an `Authorization: Bearer <token>` header value.
 pub fn bearer(authorization: &str) -> Option<&str> {
     let (scheme, token) = authorization.trim().split_once(' ')?;
@@ -215,5 +258,32 @@ mod tests {
         assert_eq!(bearer("bearer  abc "), Some("abc"));
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("Bearer "), None);
+    }
+
+    #[test]
+    fn access_takes_a_bearer_header_or_a_token_parameter() {
+        let keys = TokenKeys::new(SECRET).unwrap();
+        let token = keys.issue(&Claims::new("s", "acme", now())).unwrap();
+        let access = Access::Tokens(Box::new(keys));
+        let header = format!("Bearer {token}");
+        assert_eq!(access.caller(Some(&header), None, now()).unwrap().org, "acme");
+        let query = format!("offset=-1&token={token}&live=sse");
+        assert_eq!(access.caller(None, Some(&query), now()).unwrap().org, "acme");
+        assert!(matches!(
+            access.caller(None, Some("token="), now()),
+            Err(AuthError::MissingToken)
+        ));
+        assert!(matches!(
+            access.caller(Some("Basic abc"), None, now()),
+            Err(AuthError::MissingToken)
+        ));
+        assert!(matches!(
+            access.caller(Some("Bearer nope"), None, now()),
+            Err(AuthError::Invalid(_))
+        ));
+        let open = Access::Open {
+            org: "local".to_owned(),
+        };
+        assert_eq!(open.caller(None, None, now()).unwrap().org, "local");
     }
 }

@@ -40,4 +40,4 @@ pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
-pub use workspace::{Agent, CliType, Runtime, Workspace, Workspaces};
+pub use workspace::{Agent, CliType, Metadata, Runtime, Workspace, Workspaces};

@@ -1,0 +1,85 @@
+//! # What handlers take from requests: the caller and JSON bodies
+
+use std::sync::Arc;
+
+use axum::{
+    body::Bytes,
+    extract::FromRequestParts,
+    http::{header, request::Parts},
+};
+use serde::{Deserialize, Deserializer, de::DeserializeOwned};
+use spool_auth::Claims;
+
+use crate::{ApiError, ChatApi};
+
+/// The verified caller of a request: its token's claims (or the open organization's, under
+/// `spool serve --no-auth`). A request without a valid token is refused with `401` before the
+/// handler runs.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Claims);
+
+impl Caller {
+    /// The organization the caller acts for.
+    pub fn org(&self) -> &str {
+        &self.0.org
+    }
+}
+
+impl FromRequestParts<Arc<ChatApi>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Arc<ChatApi>) -> Result<Self, ApiError> {
+        let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        api.access
+            .caller(authorization, parts.uri.query(), api.clock.now_ms().div_euclid(1000))
+            .map(Caller)
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))
+    }
+}
+
+/// Parses a JSON request body into `T`, or says what is wrong with it (`400`).
+pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::BadRequest("the request needs a JSON body".to_owned()));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body is not valid here: {e}")))
+}
+
+/// A PATCH field that may be cleared: absent keeps the value, `null` clears it, a value sets
+/// it. Use with `#[serde(default)]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Patch<T> {
+    /// The field was absent: keep the current value.
+    #[default]
+    Keep,
+    /// The field was `null`: clear the value.
+    Clear,
+    /// The field had a value: set it.
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    /// Applies the change to `current`.
+    pub fn apply(self, current: &mut Option<T>) {
+        match self {
+            Self::Keep => {}
+            Self::Clear => *current = None,
+            Self::Set(value) => *current = Some(value),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Option::<T>::deserialize(deserializer)?.map_or(Self::Clear, Self::Set))
+    }
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 (UTC), as the API shows times.
+pub fn rfc3339_ms(ms: i64) -> String {
+    use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}

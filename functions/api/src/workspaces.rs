@@ -1,0 +1,359 @@
+//! # Workspaces and agents
+//!
+//! `POST|GET /v1/workspaces`, `GET|PATCH|DELETE /v1/workspaces/{id}`,
+//! `POST|GET /v1/workspaces/{id}/agents`, `PATCH|DELETE /v1/agents/{id}` and
+//! `PUT /v1/workspaces/{id}/agents/order`. A workspace is made with its built-in Spool agent,
+//! which can be changed but not deleted. Everything is scoped to the caller's organization:
+//! another organization's ids answer `404`.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde::{Deserialize, Serialize};
+use spool_domain::{
+    Agent, CliType, Error, Runtime, Workspace,
+    workspace::{MAX_AGENTS, new_id, plan_reorder},
+};
+
+use crate::{
+    ApiError, ChatApi,
+    extract::{Caller, Patch, json_body, rfc3339_ms},
+};
+
+/// A workspace as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorkspaceView {
+    id: String,
+    name: String,
+    description: String,
+    working_dir: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<Workspace> for WorkspaceView {
+    fn from(w: Workspace) -> Self {
+        Self {
+            created_at: rfc3339_ms(w.created_ms),
+            updated_at: rfc3339_ms(w.updated_ms),
+            id: w.id,
+            name: w.name,
+            description: w.description,
+            working_dir: w.working_dir,
+        }
+    }
+}
+
+/// An agent as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct AgentView {
+    id: String,
+    workspace_id: String,
+    name: String,
+    instruction: String,
+    runtime: Option<Runtime>,
+    model: Option<String>,
+    cli_type: Option<CliType>,
+    position: u32,
+    builtin: bool,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<Agent> for AgentView {
+    fn from(a: Agent) -> Self {
+        Self {
+            created_at: rfc3339_ms(a.created_ms),
+            updated_at: rfc3339_ms(a.updated_ms),
+            id: a.id,
+            workspace_id: a.workspace_id,
+            name: a.name,
+            instruction: a.instruction,
+            runtime: a.runtime,
+            model: a.model,
+            cli_type: a.cli_type,
+            position: a.position,
+            builtin: a.builtin,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewWorkspace {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    working_dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspacePatch {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    working_dir: Patch<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewAgent {
+    name: String,
+    #[serde(default)]
+    instruction: String,
+    #[serde(default)]
+    runtime: Option<Runtime>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    cli_type: Option<CliType>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentPatch {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    instruction: Option<String>,
+    #[serde(default)]
+    runtime: Patch<Runtime>,
+    #[serde(default)]
+    model: Patch<String>,
+    #[serde(default)]
+    cli_type: Patch<CliType>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentOrder {
+    agent_ids: Vec<String>,
+}
+
+fn not_found(what: &str, id: &str) -> ApiError {
+    ApiError::Store(Error::Missing {
+        what: format!("{what} `{id}`"),
+    })
+}
+
+impl ChatApi {
+    /// The caller's workspace `id`, or `404`.
+    pub(crate) async fn workspace_of(&self, caller: &Caller, id: &str) -> Result<Workspace, ApiError> {
+        self.metadata
+            .workspace(caller.org(), id)
+            .await?
+            .ok_or_else(|| not_found("workspace", id))
+    }
+
+    /// The caller's agent `id`, or `404`.
+    pub(crate) async fn agent_of(&self, caller: &Caller, id: &str) -> Result<Agent, ApiError> {
+        self.metadata
+            .agent(caller.org(), id)
+            .await?
+            .ok_or_else(|| not_found("agent", id))
+    }
+
+    async fn agent_list(&self, caller: &Caller, workspace_id: &str) -> Result<Json<serde_json::Value>, ApiError> {
+        let agents: Vec<AgentView> = self
+            .metadata
+            .agents(caller.org(), workspace_id)
+            .await?
+            .into_iter()
+            .map(AgentView::from)
+            .collect();
+        Ok(Json(serde_json::json!({ "agents": agents })))
+    }
+}
+
+/// `POST /v1/workspaces`.
+pub(crate) async fn create_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let new: NewWorkspace = json_body(&body)?;
+    let now = api.clock.now_ms();
+    let workspace = Workspace {
+        id: new_id("ws"),
+        name: new.name.trim().to_owned(),
+        description: new.description,
+        working_dir: new.working_dir,
+        created_ms: now,
+        updated_ms: now,
+    };
+    workspace.validate()?;
+    let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
+    api.metadata
+        .create_workspace(caller.org(), &workspace, &builtin)
+        .await?;
+    tracing::info!(org = %caller.org(), workspace = %workspace.id, "workspace created");
+    Ok((StatusCode::CREATED, Json(WorkspaceView::from(workspace))))
+}
+
+/// `GET /v1/workspaces`.
+pub(crate) async fn list_workspaces(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let list: Vec<WorkspaceView> = api
+        .metadata
+        .workspaces(caller.org())
+        .await?
+        .into_iter()
+        .map(WorkspaceView::from)
+        .collect();
+    Ok(Json(serde_json::json!({ "workspaces": list })))
+}
+
+/// `GET /v1/workspaces/{id}`.
+pub(crate) async fn get_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<WorkspaceView>, ApiError> {
+    Ok(Json(api.workspace_of(&caller, &id).await?.into()))
+}
+
+/// `PATCH /v1/workspaces/{id}`.
+pub(crate) async fn update_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<WorkspaceView>, ApiError> {
+    let change: WorkspacePatch = json_body(&body)?;
+    let mut workspace = api.workspace_of(&caller, &id).await?;
+    if let Some(name) = change.name {
+        workspace.name = name.trim().to_owned();
+    }
+    if let Some(description) = change.description {
+        workspace.description = description;
+    }
+    change.working_dir.apply(&mut workspace.working_dir);
+    workspace.validate()?;
+    workspace.updated_ms = api.clock.now_ms();
+    api.metadata.update_workspace(caller.org(), &workspace).await?;
+    Ok(Json(workspace.into()))
+}
+
+/// `DELETE /v1/workspaces/{id}`: the workspace and its agents (and, as they arrive, its chats
+/// and tasks).
+pub(crate) async fn delete_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    api.metadata.delete_workspace(caller.org(), &id).await?;
+    tracing::info!(org = %caller.org(), workspace = %id, "workspace deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/workspaces/{id}/agents`: a new agent, last in the list.
+pub(crate) async fn create_agent(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(workspace_id): Path<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let new: NewAgent = json_body(&body)?;
+    api.workspace_of(&caller, &workspace_id).await?;
+    let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
+    if agents.len() >= MAX_AGENTS {
+        return Err(ApiError::BadRequest(format!(
+            "a workspace has at most {MAX_AGENTS} agents; delete one first"
+        )));
+    }
+    let now = api.clock.now_ms();
+    let agent = Agent {
+        id: new_id("ag"),
+        workspace_id,
+        name: new.name.trim().to_owned(),
+        instruction: new.instruction,
+        runtime: new.runtime,
+        model: new.model,
+        cli_type: new.cli_type,
+        position: agents.iter().map(|a| a.position + 1).max().unwrap_or(0),
+        builtin: false,
+        created_ms: now,
+        updated_ms: now,
+    };
+    agent.validate()?;
+    api.metadata.create_agent(caller.org(), &agent).await?;
+    Ok((StatusCode::CREATED, Json(AgentView::from(agent))))
+}
+
+/// `GET /v1/workspaces/{id}/agents`: by position.
+pub(crate) async fn list_agents(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(workspace_id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    api.workspace_of(&caller, &workspace_id).await?;
+    api.agent_list(&caller, &workspace_id).await
+}
+
+/// `PATCH /v1/agents/{id}`.
+pub(crate) async fn update_agent(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<AgentView>, ApiError> {
+    let change: AgentPatch = json_body(&body)?;
+    let mut agent = api.agent_of(&caller, &id).await?;
+    if let Some(name) = change.name {
+        agent.name = name.trim().to_owned();
+    }
+    if let Some(instruction) = change.instruction {
+        agent.instruction = instruction;
+    }
+    change.runtime.apply(&mut agent.runtime);
+    change.model.apply(&mut agent.model);
+    change.cli_type.apply(&mut agent.cli_type);
+    agent.validate()?;
+    agent.updated_ms = api.clock.now_ms();
+    api.metadata.update_agent(caller.org(), &agent).await?;
+    Ok(Json(agent.into()))
+}
+
+/// `DELETE /v1/agents/{id}`; the built-in agent is refused with `409`.
+pub(crate) async fn delete_agent(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let agent = api.agent_of(&caller, &id).await?;
+    if agent.builtin {
+        return Err(ApiError::Conflict(
+            "the built-in Spool agent cannot be deleted; change its instruction or runtime instead".to_owned(),
+        ));
+    }
+    api.metadata.delete_agent(caller.org(), &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /v1/workspaces/{id}/agents/order` `{agent_ids}`: every agent of the workspace, once,
+/// in the new order.
+pub(crate) async fn reorder_agents(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    Path(workspace_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let order: AgentOrder = json_body(&body)?;
+    api.workspace_of(&caller, &workspace_id).await?;
+    let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
+    let moves = plan_reorder(&agents, &order.agent_ids)?;
+    api.metadata.set_positions(caller.org(), &workspace_id, &moves).await?;
+    api.agent_list(&caller, &workspace_id).await
+}

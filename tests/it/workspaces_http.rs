@@ -1,0 +1,399 @@
+//! Workspaces and agents through the chat API over real HTTP on loopback, on both backends:
+//! the routes, their errors (4xx, nothing changed) and tenant isolation (another
+//! organization's token gets 404 on every route and changes nothing).
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use spool_domain::{Metadata, StreamLog};
+use spool_tests::Harness;
+
+use crate::handshake::{handshake, provision, serve};
+
+/// A client of the API with one organization's token.
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Api {
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn raw(&self, method: Method, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.call(method.clone(), path, body).await;
+        assert!(status.is_success(), "{method} {path}: {status} {value}");
+        value
+    }
+}
+
+/// The API on a loopback port and clients of two organizations.
+async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let (_, key_a) = provision(metadata.as_ref(), &[]).await;
+    let (_, key_b) = provision(metadata.as_ref(), &[]).await;
+    let base = serve(log, metadata).await;
+    let http = reqwest::Client::new();
+    let mut clients = Vec::new();
+    for key in [Some(key_a), Some(key_b), None] {
+        let token = match key {
+            Some(key) => {
+                let body: Value = handshake(&http, &base, json!({ "api_key": key }))
+                    .await
+                    .json()
+                    .await
+                    .unwrap();
+                Some(body["jwt"].as_str().unwrap().to_owned())
+            }
+            None => None,
+        };
+        clients.push(Api {
+            http: http.clone(),
+            base: base.clone(),
+            token,
+        });
+    }
+    let anonymous = clients.pop().unwrap();
+    let b = clients.pop().unwrap();
+    let a = clients.pop().unwrap();
+    (a, b, anonymous)
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A workspace with its built-in agent, agents added, changed, reordered and deleted.
+pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
+    let (api, _, _) = setup(harness).await;
+
+    // WHEN a workspace is made
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": " Docs " })))
+        .await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+    // THEN it has an id, a trimmed name, times, and the built-in Spool agent
+    assert!(id.starts_with("ws_"), "{ws}");
+    assert_eq!(ws["name"], "Docs");
+    assert!(ws["created_at"].as_str().unwrap().ends_with('Z'));
+    let listed = api.ok(Method::GET, "/v1/workspaces", None).await;
+    assert!(
+        listed["workspaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["id"] == id.as_str())
+    );
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{id}/agents"), None).await;
+    assert_eq!(names(&agents), ["Spool"]);
+    let builtin = agents["agents"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(agents["agents"][0]["builtin"], true);
+
+    // WHEN agents are added, they go last
+    let reviewer = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/agents"),
+            Some(json!({ "name": "Reviewer", "instruction": "review", "runtime": "openai", "model": "gpt-4.1-mini" })),
+        )
+        .await;
+    let coder = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/agents"),
+            Some(json!({ "name": "Coder", "runtime": "cli", "cli_type": "codex" })),
+        )
+        .await;
+    assert_eq!(
+        (reviewer["position"].as_u64(), coder["position"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let (reviewer, coder) = (reviewer["id"].as_str().unwrap(), coder["id"].as_str().unwrap());
+
+    // WHEN one is changed: renamed, and its model cleared with null
+    let changed = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/agents/{reviewer}"),
+            Some(json!({ "name": "Critic", "model": null })),
+        )
+        .await;
+    assert_eq!(
+        (changed["name"].as_str(), changed["model"].is_null()),
+        (Some("Critic"), true)
+    );
+    assert_eq!(changed["instruction"], "review", "fields not named are kept");
+
+    // WHEN they are reordered
+    let reordered = api
+        .ok(
+            Method::PUT,
+            &format!("/v1/workspaces/{id}/agents/order"),
+            Some(json!({ "agent_ids": [coder, builtin, reviewer] })),
+        )
+        .await;
+    assert_eq!(names(&reordered), ["Coder", "Spool", "Critic"]);
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{id}/agents"), None).await;
+    assert_eq!(names(&agents), ["Coder", "Spool", "Critic"]);
+
+    // WHEN the built-in agent is deleted: refused; another agent: gone
+    let (status, error) = api.call(Method::DELETE, &format!("/v1/agents/{builtin}"), None).await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "conflict");
+    assert_eq!(
+        api.call(Method::DELETE, &format!("/v1/agents/{reviewer}"), None)
+            .await
+            .0,
+        204
+    );
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{id}/agents"), None).await;
+    assert_eq!(names(&agents), ["Coder", "Spool"]);
+
+    // WHEN the workspace is changed and its working directory set, then cleared
+    let ws = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/workspaces/{id}"),
+            Some(json!({ "name": "Docs 2", "working_dir": "/srv/docs" })),
+        )
+        .await;
+    assert_eq!(
+        (ws["name"].as_str(), ws["working_dir"].as_str()),
+        (Some("Docs 2"), Some("/srv/docs"))
+    );
+    let ws = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/workspaces/{id}"),
+            Some(json!({ "working_dir": null })),
+        )
+        .await;
+    assert!(ws["working_dir"].is_null());
+    assert_eq!(
+        api.ok(Method::GET, &format!("/v1/workspaces/{id}"), None).await["name"],
+        "Docs 2"
+    );
+
+    // WHEN it is deleted, it and its agents are gone
+    assert_eq!(
+        api.call(Method::DELETE, &format!("/v1/workspaces/{id}"), None).await.0,
+        204
+    );
+    for (method, path) in [
+        (Method::GET, format!("/v1/workspaces/{id}")),
+        (Method::GET, format!("/v1/workspaces/{id}/agents")),
+        (Method::DELETE, format!("/v1/workspaces/{id}")),
+        (Method::PATCH, format!("/v1/agents/{coder}")),
+    ] {
+        let body = (method == Method::PATCH).then(|| json!({ "name": "x" }));
+        let (status, error) = api.call(method.clone(), &path, body).await;
+        assert_eq!(status, 404, "{method} {path}");
+        assert_eq!(error["error"]["code"], "not_found");
+    }
+}
+
+/// What organization A sees of workspace `id`.
+async fn snapshot(api: &Api, id: &str) -> (Value, Value) {
+    (
+        api.ok(Method::GET, &format!("/v1/workspaces/{id}"), None).await,
+        api.ok(Method::GET, &format!("/v1/workspaces/{id}/agents"), None).await,
+    )
+}
+
+/// Every route: no token → 401, another organization's token → 404, bad bodies → 400; and
+/// none of them changes anything.
+pub(crate) async fn errors_and_tenant_isolation<H: Harness>(harness: &H) {
+    let (a, b, anonymous) = setup(harness).await;
+    let ws = a
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "A's" })))
+        .await;
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let agent = a
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{id}/agents"),
+            Some(json!({ "name": "Mine" })),
+        )
+        .await;
+    let agent_id = agent["id"].as_str().unwrap().to_owned();
+    let before = snapshot(&a, &id).await;
+
+    let routes: Vec<(Method, String, Option<Value>)> = vec![
+        (Method::GET, format!("/v1/workspaces/{id}"), None),
+        (
+            Method::PATCH,
+            format!("/v1/workspaces/{id}"),
+            Some(json!({ "name": "stolen" })),
+        ),
+        (Method::DELETE, format!("/v1/workspaces/{id}"), None),
+        (Method::GET, format!("/v1/workspaces/{id}/agents"), None),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/agents"),
+            Some(json!({ "name": "intruder" })),
+        ),
+        (
+            Method::PUT,
+            format!("/v1/workspaces/{id}/agents/order"),
+            Some(json!({ "agent_ids": [agent_id] })),
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/agents/{agent_id}"),
+            Some(json!({ "name": "stolen" })),
+        ),
+        (Method::DELETE, format!("/v1/agents/{agent_id}"), None),
+    ];
+    for (method, path, body) in &routes {
+        // Another organization: 404, as if nothing were there.
+        let (status, error) = b.call(method.clone(), path, body.clone()).await;
+        assert_eq!(status, 404, "org B: {method} {path}: {error}");
+        // No token: 401.
+        let (status, _) = anonymous.call(method.clone(), path, body.clone()).await;
+        assert_eq!(status, 401, "anonymous: {method} {path}");
+    }
+    for (method, path) in [(Method::GET, "/v1/workspaces"), (Method::POST, "/v1/workspaces")] {
+        assert_eq!(
+            anonymous
+                .call(method.clone(), path, Some(json!({ "name": "x" })))
+                .await
+                .0,
+            401,
+            "{path}"
+        );
+    }
+    assert!(
+        b.ok(Method::GET, "/v1/workspaces", None).await["workspaces"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Bad bodies: 400 with the contract's error.
+    let long = "x".repeat(101);
+    let bad: Vec<(Method, String, Value)> = vec![
+        (Method::POST, "/v1/workspaces".to_owned(), json!({})),
+        (Method::POST, "/v1/workspaces".to_owned(), json!({ "name": "   " })),
+        (Method::POST, "/v1/workspaces".to_owned(), json!({ "name": long })),
+        (Method::POST, "/v1/workspaces".to_owned(), json!({ "name": 5 })),
+        (
+            Method::POST,
+            "/v1/workspaces".to_owned(),
+            json!({ "name": "ok", "nmae": "typo" }),
+        ),
+        (Method::PATCH, format!("/v1/workspaces/{id}"), json!({ "name": "" })),
+        (
+            Method::PATCH,
+            format!("/v1/workspaces/{id}"),
+            json!({ "working_dir": "a\u{0}b" }),
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/agents"),
+            json!({ "name": "c", "runtime": "cli" }),
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/agents"),
+            json!({ "name": "c", "runtime": "gpt" }),
+        ),
+        (
+            Method::POST,
+            format!("/v1/workspaces/{id}/agents"),
+            json!({ "name": "c", "cli_type": "vim" }),
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/agents/{agent_id}"),
+            json!({ "instruction": "x".repeat(20_001) }),
+        ),
+        (
+            Method::PUT,
+            format!("/v1/workspaces/{id}/agents/order"),
+            json!({ "agent_ids": [agent_id] }),
+        ),
+        (
+            Method::PUT,
+            format!("/v1/workspaces/{id}/agents/order"),
+            json!({ "agent_ids": [agent_id, agent_id] }),
+        ),
+        (
+            Method::PUT,
+            format!("/v1/workspaces/{id}/agents/order"),
+            json!({ "agent_ids": "all" }),
+        ),
+    ];
+    for (method, path, body) in bad {
+        let (status, error) = a.call(method.clone(), &path, Some(body.clone())).await;
+        assert_eq!(status, 400, "{method} {path} {body}: {error}");
+        assert!(error["error"]["message"].is_string(), "{error}");
+    }
+    for body in [&b"not json"[..], b"", b"[1,2]", b"{\"name\": \"\xff\"}"] {
+        let (status, _) = a.raw(Method::POST, "/v1/workspaces", body).await;
+        assert_eq!(status, 400, "{:?}", String::from_utf8_lossy(body));
+    }
+    let (status, _) = a.raw(Method::PATCH, &format!("/v1/workspaces/{id}"), b"{").await;
+    assert_eq!(status, 400);
+
+    // Unknown routes and methods: JSON errors too.
+    let (status, error) = a.call(Method::GET, "/v1/nowhere", None).await;
+    assert_eq!(
+        (status.as_u16(), error["error"]["code"].as_str()),
+        (404, Some("no_route"))
+    );
+    let (status, error) = a
+        .call(Method::POST, &format!("/v1/workspaces/{id}"), Some(json!({})))
+        .await;
+    assert_eq!(
+        (status.as_u16(), error["error"]["code"].as_str()),
+        (405, Some("method_not_allowed"))
+    );
+
+    // Nothing changed, and A still has exactly the one workspace it made.
+    assert_eq!(snapshot(&a, &id).await, before);
+    assert_eq!(
+        a.ok(Method::GET, "/v1/workspaces", None).await["workspaces"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+on_both_backends!(workspaces_http:
+    workspaces_and_agents_over_http,
+    errors_and_tenant_isolation,
+);
