@@ -732,6 +732,81 @@ pub(crate) async fn concurrent_sealers_agree<H: Harness>(h: &H) {
     assert_eq!(read_all(&log, &path, Offset::START, None).await, expected);
 }
 
+/// Writers that number their own messages (the chat events' `seq`) append only at the tail they
+/// expect, so every message holds its own sequence number; a producer's retry is still
+/// recognised as one.
+pub(crate) async fn an_expected_tail_lets_writers_number_their_messages<H: Harness>(harness: &H) {
+    let path = unique_path("expected-tail");
+    let first = harness.instance().await;
+    first.create(&path, json()).await.unwrap();
+
+    // WHEN three instances each write 20 messages that carry the number they expect to get
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let path = path.clone();
+            async move {
+                let log = harness.instance().await;
+                let mut conflicts = 0;
+                for _ in 0..20 {
+                    loop {
+                        let tail = log.metadata(&path).await.unwrap().tail.seq();
+                        let mut append = Append::one(msg(serde_json::json!({ "seq": tail + 1, "w": w })));
+                        append.expected_tail = Some(tail);
+                        match log.append(&path, append).await {
+                            Ok(ack) => {
+                                assert_eq!(ack.appended.unwrap().first, tail + 1);
+                                break;
+                            }
+                            Err(Error::TailMismatch {
+                                expected, tail: now, ..
+                            }) => {
+                                assert_eq!(expected, tail);
+                                assert!(now > tail);
+                                conflicts += 1;
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+                conflicts
+            }
+        })
+        .collect();
+    futures_util::future::join_all(writers).await;
+
+    // THEN the stream holds 60 messages, each carrying its own sequence number
+    let chunk = first.read(&path, Position::START, Some(usize::MAX)).await.unwrap();
+    assert_eq!(chunk.messages.len(), 60);
+    for (i, m) in chunk.messages.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_slice(m).unwrap();
+        assert_eq!(v["seq"], i as u64 + 1);
+    }
+
+    // AND a stale expectation appends nothing
+    let mut stale = Append::one(msg(serde_json::json!({ "seq": 1 })));
+    stale.expected_tail = Some(0);
+    assert!(matches!(
+        first.append(&path, stale).await,
+        Err(Error::TailMismatch { tail: 60, .. })
+    ));
+
+    // AND a producer's retry with a now-stale expectation is acknowledged as a duplicate
+    let claim = ProducerClaim {
+        id: "client-message-1".to_owned(),
+        epoch: 0,
+        seq: 0,
+    };
+    let mut once = Append::one(msg(serde_json::json!({ "seq": 61 })));
+    once.expected_tail = Some(60);
+    once.producer = Some(claim.clone());
+    let ack = first.append(&path, once.clone()).await.unwrap();
+    assert_eq!(ack.appended.unwrap().first, 61);
+    let retry = harness.instance().await.append(&path, once).await.unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.next_offset, Offset::after(61));
+    assert_eq!(first.metadata(&path).await.unwrap().tail.seq(), 61);
+}
+
 on_both_backends!(contract:
     concurrent_writers_get_one_gapless_order,
     a_retried_producer_batch_is_never_appended_twice,
@@ -746,4 +821,5 @@ on_both_backends!(contract:
     stream_seq_must_increase,
     concurrent_sealers_agree,
     forks_inherit_and_outlive_their_source,
+    an_expected_tail_lets_writers_number_their_messages,
 );

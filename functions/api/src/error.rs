@@ -45,6 +45,7 @@ impl ApiError {
             Self::Store(e) => match e {
                 Error::Missing { .. } | Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
                 Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
+                Error::TailMismatch { .. } => (StatusCode::CONFLICT, "conflict"),
                 Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
                 Error::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
                 Error::Contention { .. } | Error::Unavailable { .. } => {

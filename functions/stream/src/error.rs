@@ -64,6 +64,7 @@ impl ApiError {
                 Error::EmptyAppend => (StatusCode::BAD_REQUEST, "empty_append"),
                 Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
                 Error::Missing { .. } => (StatusCode::NOT_FOUND, "not_found"),
+                Error::TailMismatch { .. } => (StatusCode::CONFLICT, "tail_mismatch"),
                 Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
                 Error::Contention { .. } => (StatusCode::SERVICE_UNAVAILABLE, "contention"),
                 Error::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),

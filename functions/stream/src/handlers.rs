@@ -185,6 +185,7 @@ pub(crate) async fn append(
                 stream_seq,
                 producer,
                 close,
+                expected_tail: None,
             },
         )
         .await?;

@@ -115,6 +115,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The stream's tail is not the one the append expected ([`crate::Append::expected_tail`]).
+    #[error("stream `{path}` has moved on: its tail is {tail}, not {expected}")]
+    TailMismatch {
+        /// The stream.
+        path: StreamPath,
+        /// The tail the append expected.
+        expected: u64,
+        /// The stream's tail.
+        tail: u64,
+    },
     /// A record other than a stream (an organization, an API key) does not exist.
     #[error("{what} does not exist")]
     Missing {

@@ -525,6 +525,16 @@ pub fn apply_append(
         }
     }
 
+    if let Some(expected) = req.expected_tail
+        && expected != state.tail
+    {
+        return Err(Error::TailMismatch {
+            path: state.path.clone(),
+            expected,
+            tail: state.tail,
+        });
+    }
+
     if let Some(seq) = &req.stream_seq
         && let Some(last) = &state.stream_seq
         && seq.as_bytes() <= last.as_bytes()

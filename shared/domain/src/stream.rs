@@ -406,6 +406,11 @@ pub struct Append {
     pub producer: Option<ProducerClaim>,
     /// Close the stream after these messages, atomically.
     pub close: bool,
+    /// Append only if the stream's tail is this sequence number ([`Error::TailMismatch`]
+    /// otherwise), so a writer that numbers its messages itself (the chat events' `seq`) knows
+    /// the numbers it wrote are the ones they got. Checked after an idempotent producer's retry
+    /// is recognised.
+    pub expected_tail: Option<u64>,
 }
 
 impl Append {
