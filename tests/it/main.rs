@@ -33,6 +33,7 @@ mod directory;
 mod handshake;
 mod processes;
 mod sealing;
+mod sessions;
 mod stream_http;
 mod workspaces;
 mod workspaces_http;

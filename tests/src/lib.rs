@@ -11,7 +11,7 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use bytes::Bytes;
 use spool_aws::{AwsClients, AwsLog, AwsLogOptions, AwsMetadata, RequestCounter};
-use spool_domain::{Directory, Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath, Workspaces};
+use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
 use spool_embedded::{EmbeddedLog, EmbeddedMetadata, Options};
 use spool_platform::Config;
 
@@ -53,7 +53,7 @@ pub trait Harness: Send + Sync + 'static {
     /// The backend's log type.
     type Log: StreamLog + Clone + 'static;
     /// The backend's metadata store (organizations, keys, workspaces, agents).
-    type Metadata: Directory + Workspaces + Clone + 'static;
+    type Metadata: spool_domain::Metadata + Clone + 'static;
 
     /// A new, independent instance over the shared storage.
     async fn instance(&self) -> Self::Log;

@@ -13,6 +13,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod sdk;
 pub mod seal_queue;
+pub mod sessions;
 pub mod workspaces;
 
 pub use log::{AwsLog, AwsLogOptions};

@@ -12,6 +12,7 @@
 //! - [`port`]: the traits the storage adapters implement;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
+//! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
@@ -26,6 +27,7 @@ pub mod notify;
 pub mod page;
 pub mod port;
 pub mod seal;
+pub mod session;
 pub mod state;
 pub mod stream;
 pub mod workspace;
@@ -36,6 +38,7 @@ pub use error::Error;
 pub use failpoint::FailPoints;
 pub use limits::{LiveSettings, LogLimits};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
+pub use session::{Event, EventDraft, EventKind, Session, Sessions};
 pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,

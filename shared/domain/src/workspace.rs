@@ -243,11 +243,11 @@ pub trait Workspaces: Send + Sync {
     async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
 }
 
-/// Everything the chat API keeps besides streams: [`Directory`](crate::Directory) and
-/// [`Workspaces`], from one adapter.
-pub trait Metadata: crate::Directory + Workspaces {}
+/// Everything the chat API keeps besides streams: [`Directory`](crate::Directory),
+/// [`Workspaces`] and [`Sessions`](crate::Sessions), from one adapter.
+pub trait Metadata: crate::Directory + Workspaces + crate::Sessions {}
 
-impl<T: crate::Directory + Workspaces> Metadata for T {}
+impl<T: crate::Directory + Workspaces + crate::Sessions> Metadata for T {}
 
 /// A new id with a kind prefix, e.g. `ws_0192f…`: a UUIDv7 in hex, so ids sort by creation.
 pub fn new_id(prefix: &str) -> String {

@@ -19,6 +19,7 @@ mod db;
 mod directory;
 mod metadata;
 mod pages;
+mod sessions;
 mod workspaces;
 mod writer;
 

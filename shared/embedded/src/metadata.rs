@@ -1,6 +1,6 @@
 //! # The embedded metadata store: `metadata.db`
 //!
-//! Organizations, API keys, workspaces and agents, in a SQLite file beside `spool.db`, apart from
+//! Organizations, API keys, workspaces, agents and session records, in a SQLite file beside `spool.db`, apart from
 //! the stream log's because its writes are few and small: one connection behind a mutex, each
 //! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
 //! 10 s busy timeout). Every record of an organization is keyed by it. Records other than keys
@@ -49,6 +49,16 @@ CREATE TABLE IF NOT EXISTS agents (
     FOREIGN KEY (org, workspace_id) REFERENCES workspaces (org, id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS agents_by_workspace ON agents (org, workspace_id, position);
+CREATE TABLE IF NOT EXISTS sessions (
+    org            TEXT NOT NULL,
+    id             TEXT NOT NULL,
+    workspace_key  TEXT NOT NULL,
+    last_active_ms INTEGER NOT NULL,
+    preview        TEXT NOT NULL,
+    data           TEXT NOT NULL,
+    PRIMARY KEY (org, id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions (org, workspace_key, last_active_ms DESC, id DESC);
 ";
 
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.

@@ -1,0 +1,195 @@
+//! # Session records in the metadata table
+//!
+//! | item | `pk` | `sk` | holds | `gsi1pk` / `gsi1sk` (index `by_activity`) |
+//! | --- | --- | --- | --- | --- |
+//! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview` | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
+//!
+//! Each session is its own partition, so activity on one chat never contends with another's.
+//! Listing a workspace's chats newest first is one `Query` of the `by_activity` index, never a
+//! scan of streams; a touch moves the index key forward, conditionally, so activity never goes
+//! back. The index is eventually consistent, as DynamoDB's global indexes are: a chat touched a
+//! moment ago may take a moment to move up.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::{delete_item::DeleteItemError, put_item::PutItemError, update_item::UpdateItemError},
+};
+use spool_domain::{Error, Session, Sessions};
+
+use crate::{
+    items::{Item, n, s},
+    log::ddb,
+    metadata::{AwsMetadata, number, string},
+};
+
+fn session_pk(org: &str, id: &str) -> String {
+    format!("o#{org}#ses#{id}")
+}
+
+fn chats_key(org: &str, workspace_id: Option<&str>) -> String {
+    format!("o#{org}#chats#{}", workspace_id.unwrap_or("-"))
+}
+
+fn activity_key(at_ms: i64, id: &str) -> String {
+    format!("{at_ms:015}#{id}")
+}
+
+fn missing(id: &str) -> Error {
+    Error::Missing {
+        what: format!("session `{id}`"),
+    }
+}
+
+fn decode(item: &Item) -> Result<Session, Error> {
+    let data = string(item, "data", "a session")?;
+    let mut session: Session = serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+        what: format!("a session: {e}"),
+    })?;
+    session.last_active_ms = number(item, "act", "a session")?;
+    session.preview = item
+        .get("preview")
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default();
+    Ok(session)
+}
+
+fn encode(session: &Session) -> Result<String, Error> {
+    serde_json::to_string(session).map_err(|e| Error::unavailable("encode a session", e))
+}
+
+#[async_trait]
+impl Sessions for AwsMetadata {
+    async fn create_session(&self, org: &str, session: &Session) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(session_pk(org, &session.id)))
+            .item("sk", s("session"))
+            .item("data", s(encode(session)?))
+            .item("act", n(session.last_active_ms))
+            .item("preview", s(&session.preview))
+            .item("gsi1pk", s(chats_key(org, session.workspace_id.as_deref())))
+            .item("gsi1sk", s(activity_key(session.last_active_ms, &session.id)))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(Error::Exists {
+                    what: format!("session `{}`", session.id),
+                })
+            }
+            Err(e) => Err(ddb("PutItem (session)", e)),
+        }
+    }
+
+    async fn session(&self, org: &str, id: &str) -> Result<Option<Session>, Error> {
+        self.get(session_pk(org, id), "session", "GetItem (session)")
+            .await?
+            .map(|item| decode(&item))
+            .transpose()
+    }
+
+    async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, &session.id)))
+            .key("sk", s("session"))
+            .update_expression("SET #data = :data")
+            .expression_attribute_names("#data", "data")
+            .expression_attribute_values(":data", s(encode(session)?))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(missing(&session.id))
+            }
+            Err(e) => Err(ddb("UpdateItem (session)", e)),
+        }
+    }
+
+    async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, id)))
+            .key("sk", s("session"))
+            .update_expression("SET act = :at, preview = :preview, gsi1sk = :key")
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":preview", s(preview))
+            .expression_attribute_values(":key", s(activity_key(at_ms, id)))
+            .condition_expression("attribute_exists(pk) AND act <= :at")
+            .send()
+            .await;
+        match result {
+            // Either gone or already newer: nothing to record.
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(ddb("UpdateItem (session activity)", e)),
+        }
+    }
+
+    async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
+        let result = self
+            .dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, id)))
+            .key("sk", s("session"))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(missing(id))
+            }
+            Err(e) => Err(ddb("DeleteItem (session)", e)),
+        }
+    }
+
+    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error> {
+        let mut out = Vec::new();
+        let mut start = None;
+        while out.len() < limit {
+            let page = self
+                .dynamodb
+                .query()
+                .table_name(&self.table)
+                .index_name("by_activity")
+                .key_condition_expression("gsi1pk = :k")
+                .expression_attribute_values(":k", s(chats_key(org, workspace_id)))
+                .scan_index_forward(false)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX).min(1000))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb("Query (sessions by activity)", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(decode(&item)?);
+            }
+            match page.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,270 @@
+//! # Chat sessions and their events
+//!
+//! A session's events live in its stream, `o/{org}/sessions/{id}` (readable by the
+//! organization at `/v1/stream/sessions/{id}`); what lists and headers need (title, agent,
+//! last activity, a preview of the last message) lives in a metadata record, so listing chats
+//! never reads a stream. Every event is one JSON message in the envelope
+//! `{"seq", "ts", "session_id", "kind", "type", "payload", "client_message_id"?, "turn_id"?}`,
+//! whose `seq` is the event's sequence number in the stream: writers append at the tail they
+//! expect ([`append_events`]), so the number written is the number given.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    Append, Error, ProducerClaim, StreamLog, StreamPath,
+    workspace::{CliType, check_name},
+};
+
+/// The version of the event envelope, written as `v` in every event.
+pub const EVENT_VERSION: u32 = 1;
+/// The longest preview of a chat's last message kept in its record, in characters.
+pub const PREVIEW_CHARS: usize = 160;
+
+/// A chat session's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// Its id (`ses_…`).
+    pub id: String,
+    /// The workspace it belongs to; `None` for chats outside workspaces (the global chat).
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// The agent that answers in it.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// Its title.
+    pub title: String,
+    /// The CLI to use instead of the agent's.
+    #[serde(default)]
+    pub cli_override: Option<CliType>,
+    /// Whether this is the organization's global, agent-first chat.
+    #[serde(default)]
+    pub global: bool,
+    /// Capabilities verified for it (the handshake's companion).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When something last happened in it.
+    pub last_active_ms: i64,
+    /// The start of its last message or action.
+    #[serde(default)]
+    pub preview: String,
+}
+
+impl Session {
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("chat title", &self.title)
+    }
+
+    /// The session's stream within the organization's namespace.
+    pub fn stream(org: &str, id: &str) -> Result<StreamPath, Error> {
+        StreamPath::parse(format!("o/{org}/sessions/{id}"))
+    }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of `text` on one line.
+pub fn preview(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = line.chars().take(PREVIEW_CHARS).collect();
+    if line.chars().count() > PREVIEW_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// Sessions, per organization.
+#[async_trait]
+pub trait Sessions: Send + Sync {
+    /// Stores a new session ([`Error::Exists`] if its id is taken).
+    async fn create_session(&self, org: &str, session: &Session) -> Result<(), Error>;
+
+    /// The session, if the organization has it.
+    async fn session(&self, org: &str, id: &str) -> Result<Option<Session>, Error>;
+
+    /// Replaces the fields a client sets (title, agent, CLI override, capabilities), leaving the
+    /// activity fields alone ([`Error::Missing`] if it does not exist).
+    async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error>;
+
+    /// Records activity: `last_active_ms` and `preview`, unless newer activity is recorded.
+    async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error>;
+
+    /// Deletes the session's record ([`Error::Missing`] if it does not exist).
+    async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error>;
+
+    /// The sessions of a workspace (or, for `None`, those outside workspaces), most recently
+    /// active first, at most `limit`.
+    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error>;
+}
+
+/// Who wrote an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A person's or a client's submission (a message, a control, an answer).
+    Submit,
+    /// What an agent runtime did.
+    Harness,
+    /// Spool itself (errors, notices).
+    System,
+}
+
+/// An event before it is written: everything but its `seq` and `ts`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventDraft {
+    /// Who wrote it.
+    pub kind: EventKind,
+    /// What it is, e.g. `user_message_submitted`.
+    pub kind_type: String,
+    /// Its data.
+    pub payload: Value,
+    /// The client's id for a submission, which makes retries safe.
+    pub client_message_id: Option<String>,
+    /// The turn it belongs to.
+    pub turn_id: Option<String>,
+}
+
+/// An event as stored and read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The envelope's version.
+    pub v: u32,
+    /// Its sequence number in the session's stream, from 1.
+    pub seq: u64,
+    /// When it was written, RFC 3339.
+    pub ts: String,
+    /// The session.
+    pub session_id: String,
+    /// Who wrote it.
+    pub kind: EventKind,
+    /// What it is.
+    #[serde(rename = "type")]
+    pub kind_type: String,
+    /// Its data.
+    pub payload: Value,
+    /// The client's id for a submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_message_id: Option<String>,
+    /// The turn it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
+/// What [`append_events`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The sequence number of the first event written (or, for a producer's retry, of the
+    /// first event the earlier attempt wrote).
+    pub first: u64,
+    /// The sequence number of the last.
+    pub last: u64,
+    /// True when a producer's retry was recognised and nothing was written.
+    pub duplicate: bool,
+}
+
+/// Appends events to a session's stream, numbering them with the sequence numbers they get:
+/// it reads the tail, writes at that tail, and starts over if another writer got there first.
+/// With a producer claim, a retry of an earlier append is recognised and not written again.
+pub async fn append_events(
+    log: &dyn StreamLog,
+    path: &StreamPath,
+    session_id: &str,
+    drafts: &[EventDraft],
+    producer: Option<ProducerClaim>,
+    now_rfc3339: &str,
+) -> Result<Appended, Error> {
+    const ATTEMPTS: u32 = 64;
+    let mut attempt = 0;
+    loop {
+        let tail = log.metadata(path).await?.tail.seq();
+        let messages = drafts
+            .iter()
+            .zip(tail + 1..)
+            .map(|(draft, seq)| {
+                let event = Event {
+                    v: EVENT_VERSION,
+                    seq,
+                    ts: now_rfc3339.to_owned(),
+                    session_id: session_id.to_owned(),
+                    kind: draft.kind,
+                    kind_type: draft.kind_type.clone(),
+                    payload: draft.payload.clone(),
+                    client_message_id: draft.client_message_id.clone(),
+                    turn_id: draft.turn_id.clone(),
+                };
+                serde_json::to_vec(&event)
+                    .map(Bytes::from)
+                    .map_err(|e| Error::unavailable("encode an event", e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let count = messages.len() as u64;
+        let mut append = Append::messages(messages);
+        append.expected_tail = Some(tail);
+        append.producer.clone_from(&producer);
+        match log.append(path, append).await {
+            Ok(ack) if ack.duplicate => {
+                let last = ack.next_offset.seq();
+                return Ok(Appended {
+                    first: last + 1 - count.max(1),
+                    last,
+                    duplicate: true,
+                });
+            }
+            Ok(ack) => {
+                let range = ack.appended.ok_or_else(|| Error::Corrupt {
+                    what: "an append of events reported no range".to_owned(),
+                })?;
+                return Ok(Appended {
+                    first: range.first,
+                    last: range.last,
+                    duplicate: false,
+                });
+            }
+            Err(Error::TailMismatch { .. }) if attempt < ATTEMPTS => {
+                attempt += 1;
+                let jitter = fastrand::u64(0..=u64::from(attempt.min(10)) * 5);
+                tokio::time::sleep(Duration::from_millis(jitter)).await;
+            }
+            Err(Error::TailMismatch { path, .. }) => return Err(Error::Contention { path }),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_one_bounded_line() {
+        assert_eq!(preview("  hello\n\n world  "), "hello world");
+        let long = "x".repeat(PREVIEW_CHARS + 10);
+        let p = preview(&long);
+        assert_eq!(p.chars().count(), PREVIEW_CHARS + 1);
+        assert!(p.ends_with('…'));
+    }
+
+    #[test]
+    fn the_envelope_is_stable() {
+        let event = Event {
+            v: EVENT_VERSION,
+            seq: 7,
+            ts: "2026-11-22T23:00:00Z".to_owned(),
+            session_id: "ses_1".to_owned(),
+            kind: EventKind::Submit,
+            kind_type: "user_message_submitted".to_owned(),
+            payload: serde_json::json!({ "content": "hi" }),
+            client_message_id: Some("c1".to_owned()),
+            turn_id: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"v":1,"seq":7,"ts":"2026-11-22T23:00:00Z","session_id":"ses_1","kind":"submit","type":"user_message_submitted","payload":{"content":"hi"},"client_message_id":"c1"}"#
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! # Session records in the embedded metadata store
+//!
+//! `workspace_key` is the workspace id, or `""` for sessions outside workspaces; the activity
+//! fields (`last_active_ms`, `preview`) are columns of their own, so a touch never overwrites a
+//! client's change and an update never rolls activity back.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, params};
+use spool_domain::{Error, Session, Sessions};
+
+use crate::{
+    db::sql,
+    metadata::{EmbeddedMetadata, is_constraint},
+};
+
+fn encode(session: &Session) -> Result<String, Error> {
+    serde_json::to_string(session).map_err(|e| Error::unavailable("embedded metadata: encode a session", e))
+}
+
+fn decode(row: &Row<'_>) -> rusqlite::Result<(String, i64, String)> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+}
+
+fn merge((data, last_active_ms, preview): (String, i64, String)) -> Result<Session, Error> {
+    let mut session: Session = serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+        what: format!("a session: {e}"),
+    })?;
+    session.last_active_ms = last_active_ms;
+    session.preview = preview;
+    Ok(session)
+}
+
+#[async_trait]
+impl Sessions for EmbeddedMetadata {
+    async fn create_session(&self, org: &str, session: &Session) -> Result<(), Error> {
+        let (org, session) = (org.to_owned(), session.clone());
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO sessions (org, id, workspace_key, last_active_ms, preview, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    org,
+                    session.id,
+                    session.workspace_id.as_deref().unwrap_or(""),
+                    session.last_active_ms,
+                    session.preview,
+                    encode(&session)?
+                ],
+            )
+            .map(drop)
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    Error::Exists {
+                        what: format!("session `{}`", session.id),
+                    }
+                } else {
+                    sql("insert a session", e)
+                }
+            })
+        })
+        .await
+    }
+
+    async fn session(&self, org: &str, id: &str) -> Result<Option<Session>, Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            conn.query_row(
+                "SELECT data, last_active_ms, preview FROM sessions WHERE org = ?1 AND id = ?2",
+                params![org, id],
+                decode,
+            )
+            .optional()
+            .map_err(|e| sql("read a session", e))?
+            .map(merge)
+            .transpose()
+        })
+        .await
+    }
+
+    async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error> {
+        let (org, session) = (org.to_owned(), session.clone());
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE sessions SET data = ?3 WHERE org = ?1 AND id = ?2",
+                    params![org, session.id, encode(&session)?],
+                )
+                .map_err(|e| sql("update a session", e))?;
+            if changed == 0 {
+                return Err(Error::Missing {
+                    what: format!("session `{}`", session.id),
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error> {
+        let (org, id, preview) = (org.to_owned(), id.to_owned(), preview.to_owned());
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET last_active_ms = ?3, preview = ?4
+                 WHERE org = ?1 AND id = ?2 AND last_active_ms <= ?3",
+                params![org, id, at_ms, preview],
+            )
+            .map(drop)
+            .map_err(|e| sql("touch a session", e))
+        })
+        .await
+    }
+
+    async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            let changed = conn
+                .execute("DELETE FROM sessions WHERE org = ?1 AND id = ?2", params![org, id])
+                .map_err(|e| sql("delete a session", e))?;
+            if changed == 0 {
+                return Err(Error::Missing {
+                    what: format!("session `{id}`"),
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error> {
+        let (org, key) = (org.to_owned(), workspace_id.unwrap_or("").to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT data, last_active_ms, preview FROM sessions
+                     WHERE org = ?1 AND workspace_key = ?2
+                     ORDER BY last_active_ms DESC, id DESC LIMIT ?3",
+                )
+                .map_err(|e| sql("list sessions", e))?;
+            let rows = statement
+                .query_map(params![org, key, limit], decode)
+                .map_err(|e| sql("list sessions", e))?;
+            rows.map(|row| merge(row.map_err(|e| sql("list sessions", e))?))
+                .collect()
+        })
+        .await
+    }
+}

@@ -1,0 +1,96 @@
+//! Session records in the metadata store, one contract for both backends.
+
+use spool_domain::{Error, Session, Sessions, workspace::CliType};
+use spool_tests::{Harness, unique_id};
+
+fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
+    Session {
+        id: id.to_owned(),
+        workspace_id: workspace.map(str::to_owned),
+        agent_id: Some("ag_1".to_owned()),
+        title: format!("Chat {id}"),
+        cli_override: None,
+        global: false,
+        capabilities: Vec::new(),
+        created_ms: at,
+        last_active_ms: at,
+        preview: String::new(),
+    }
+}
+
+fn ids(list: &[Session]) -> Vec<&str> {
+    list.iter().map(|s| s.id.as_str()).collect()
+}
+
+/// Sessions are listed per workspace by last activity, and activity only moves forward.
+pub(crate) async fn sessions_are_listed_by_last_activity<H: Harness>(harness: &H) {
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
+    let (org, ws) = (unique_id("org"), unique_id("ws"));
+    let (s1, s2, s3, loose) = (unique_id("ses"), unique_id("ses"), unique_id("ses"), unique_id("ses"));
+
+    // GIVEN three chats of a workspace made one after the other, and one outside workspaces
+    a.create_session(&org, &session(&s1, Some(&ws), 100)).await.unwrap();
+    a.create_session(&org, &session(&s2, Some(&ws), 200)).await.unwrap();
+    a.create_session(&org, &session(&s3, Some(&ws), 300)).await.unwrap();
+    a.create_session(&org, &session(&loose, None, 400)).await.unwrap();
+    assert!(matches!(
+        a.create_session(&org, &session(&s1, Some(&ws), 1)).await,
+        Err(Error::Exists { .. })
+    ));
+    // THEN the workspace lists its chats newest first, and the loose one apart
+    assert_eq!(ids(&b.sessions(&org, Some(&ws), 10).await.unwrap()), [&s3, &s2, &s1]);
+    assert_eq!(ids(&b.sessions(&org, None, 10).await.unwrap()), [&loose]);
+    assert_eq!(ids(&b.sessions(&org, Some(&ws), 2).await.unwrap()), [&s3, &s2]);
+
+    // WHEN the oldest chat gets a message
+    b.touch_session(&org, &s1, 500, "hello there").await.unwrap();
+    // THEN it moves to the top with its preview
+    let list = a.sessions(&org, Some(&ws), 10).await.unwrap();
+    assert_eq!(ids(&list), [&s1, &s3, &s2]);
+    assert_eq!((list[0].last_active_ms, list[0].preview.as_str()), (500, "hello there"));
+    // AND an older touch (a late writer) changes nothing
+    a.touch_session(&org, &s1, 450, "stale").await.unwrap();
+    let got = b.session(&org, &s1).await.unwrap().unwrap();
+    assert_eq!((got.last_active_ms, got.preview.as_str()), (500, "hello there"));
+    // AND touching a chat that does not exist is harmless
+    a.touch_session(&org, &unique_id("ses"), 600, "x").await.unwrap();
+
+    // WHEN a client renames it and sets a CLI override
+    let mut renamed = got.clone();
+    renamed.title = "Renamed".to_owned();
+    renamed.cli_override = Some(CliType::Gemini);
+    renamed.last_active_ms = 1;
+    renamed.preview = "not this".to_owned();
+    b.update_session(&org, &renamed).await.unwrap();
+    // THEN the fields change and the activity stays
+    let got = a.session(&org, &s1).await.unwrap().unwrap();
+    assert_eq!(
+        (got.title.as_str(), got.cli_override),
+        ("Renamed", Some(CliType::Gemini))
+    );
+    assert_eq!((got.last_active_ms, got.preview.as_str()), (500, "hello there"));
+
+    // AND another organization sees and changes none of it
+    let other = unique_id("org");
+    assert_eq!(b.session(&other, &s1).await.unwrap(), None);
+    assert!(b.sessions(&other, Some(&ws), 10).await.unwrap().is_empty());
+    assert!(matches!(
+        b.update_session(&other, &renamed).await,
+        Err(Error::Missing { .. })
+    ));
+    assert!(matches!(
+        b.delete_session(&other, &s1).await,
+        Err(Error::Missing { .. })
+    ));
+    b.touch_session(&other, &s1, 900, "intruder").await.unwrap();
+    assert_eq!(a.session(&org, &s1).await.unwrap().unwrap().preview, "hello there");
+
+    // WHEN it is deleted
+    a.delete_session(&org, &s1).await.unwrap();
+    // THEN it is gone from reads and lists
+    assert_eq!(b.session(&org, &s1).await.unwrap(), None);
+    assert_eq!(ids(&b.sessions(&org, Some(&ws), 10).await.unwrap()), [&s3, &s2]);
+    assert!(matches!(a.delete_session(&org, &s1).await, Err(Error::Missing { .. })));
+}
+
+on_both_backends!(sessions: sessions_are_listed_by_last_activity);
