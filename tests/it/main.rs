@@ -34,6 +34,7 @@ mod handshake;
 mod processes;
 mod sealing;
 mod sessions;
+mod sessions_http;
 mod stream_http;
 mod workspaces;
 mod workspaces_http;

@@ -12,14 +12,14 @@ use spool_tests::Harness;
 use crate::handshake::{handshake, provision, serve};
 
 /// A client of the API with one organization's token.
-struct Api {
-    http: reqwest::Client,
-    base: String,
-    token: Option<String>,
+pub(crate) struct Api {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: Option<String>,
 }
 
 impl Api {
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let mut request = self.http.request(method, format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -33,7 +33,7 @@ impl Api {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    async fn raw(&self, method: Method, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
+    pub(crate) async fn raw(&self, method: Method, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -47,7 +47,7 @@ impl Api {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
         let (status, value) = self.call(method.clone(), path, body).await;
         assert!(status.is_success(), "{method} {path}: {status} {value}");
         value
@@ -55,7 +55,7 @@ impl Api {
 }
 
 /// The API on a loopback port and clients of two organizations.
-async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
+pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let (_, key_a) = provision(metadata.as_ref(), &[]).await;

@@ -37,6 +37,21 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
     }
 }
 
+/// A query string parsed into `T`; a malformed one gets the contract's JSON `400` (axum's own
+/// `Query` answers in plain text).
+#[derive(Debug)]
+pub struct QueryOf<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryOf<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| Self(q.0))
+            .map_err(|e| ApiError::BadRequest(format!("the query string is not valid here: {}", e.body_text())))
+    }
+}
+
 /// Parses a JSON request body into `T`, or says what is wrong with it (`400`).
 pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if body.is_empty() {

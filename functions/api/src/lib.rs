@@ -13,6 +13,7 @@ pub mod audit;
 mod error;
 pub mod extract;
 mod handshake;
+mod sessions;
 mod workspaces;
 
 use std::sync::Arc;
@@ -83,6 +84,21 @@ pub fn router(api: ChatApi) -> Router {
             post(workspaces::create_agent).get(workspaces::list_agents),
         )
         .route("/v1/workspaces/{id}/agents/order", put(workspaces::reorder_agents))
+        .route(
+            "/v1/sessions",
+            post(sessions::create_session).get(sessions::list_sessions),
+        )
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get_session)
+                .patch(sessions::update_session)
+                .delete(sessions::delete_session),
+        )
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(sessions::post_message).layer(DefaultBodyLimit::max(sessions::MAX_MESSAGE_BODY_BYTES)),
+        )
+        .route("/v1/sessions/{id}/events", get(sessions::list_events))
         .route(
             "/v1/agents/{id}",
             patch(workspaces::update_agent).delete(workspaces::delete_agent),

@@ -246,13 +246,25 @@ pub(crate) async fn update_workspace(
     Ok(Json(workspace.into()))
 }
 
-/// `DELETE /v1/workspaces/{id}`: the workspace and its agents (and, as they arrive, its chats
-/// and tasks).
+/// `DELETE /v1/workspaces/{id}`: the workspace, its chats (records, streams and pages) and its
+/// agents.
 pub(crate) async fn delete_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    api.workspace_of(&caller, &id).await?;
+    // Its chats first (streams and records), then the workspace with its agents: a delete
+    // interrupted half-way is finished by repeating it.
+    loop {
+        let chats = api.metadata.sessions(caller.org(), Some(&id), 100).await?;
+        if chats.is_empty() {
+            break;
+        }
+        for chat in chats {
+            api.remove_session(caller.org(), &chat.id).await?;
+        }
+    }
     api.metadata.delete_workspace(caller.org(), &id).await?;
     tracing::info!(org = %caller.org(), workspace = %id, "workspace deleted");
     Ok(StatusCode::NO_CONTENT)
@@ -326,7 +338,8 @@ pub(crate) async fn update_agent(
     Ok(Json(agent.into()))
 }
 
-/// `DELETE /v1/agents/{id}`; the built-in agent is refused with `409`.
+/// `DELETE /v1/agents/{id}`: its chats move to the built-in agent; the built-in agent itself
+/// is refused with `409`.
 pub(crate) async fn delete_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -337,6 +350,22 @@ pub(crate) async fn delete_agent(
         return Err(ApiError::Conflict(
             "the built-in Spool agent cannot be deleted; change its instruction or runtime instead".to_owned(),
         ));
+    }
+    // Its chats move to the workspace's built-in agent first, so none is left without one.
+    let builtin = api
+        .metadata
+        .agents(caller.org(), &agent.workspace_id)
+        .await?
+        .into_iter()
+        .find(|a| a.builtin);
+    let chats = api
+        .metadata
+        .sessions(caller.org(), Some(&agent.workspace_id), usize::MAX)
+        .await?;
+    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(id.as_str())) {
+        chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
+        chat.cli_override = None;
+        api.metadata.update_session(caller.org(), &chat).await?;
     }
     api.metadata.delete_agent(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -1,0 +1,326 @@
+//! Chats through the chat API over real HTTP on loopback, on both backends: sessions, messages
+//! as numbered events, history, the Durable Streams view of the same events, and the errors and
+//! tenant isolation of every session route.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_tests::Harness;
+
+use crate::workspaces_http::{Api, setup};
+
+async fn events(api: &Api, id: &str, query: &str) -> Value {
+    api.ok(Method::GET, &format!("/v1/sessions/{id}/events{query}"), None)
+        .await
+}
+
+fn seqs(events: &Value) -> Vec<u64> {
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// A chat is made in a workspace, takes messages as numbered events exactly once, lists by
+/// activity, changes agent and CLI, and is deleted with its stream.
+pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: &H) {
+    let (api, _, _) = setup(harness).await;
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "W" })))
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let helper = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/agents"),
+            Some(json!({ "name": "Helper" })),
+        )
+        .await;
+    let helper = helper["id"].as_str().unwrap().to_owned();
+
+    // WHEN two chats are made: one with the default agent, one with Helper
+    let first = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await;
+    assert_eq!(
+        (first["title"].as_str(), first["agent_name"].as_str()),
+        (Some("New chat"), Some("Spool"))
+    );
+    let first = first["id"].as_str().unwrap().to_owned();
+    assert!(first.starts_with("ses_"));
+    let second = api
+        .ok(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({ "agent_id": helper, "title": "Second" })),
+        )
+        .await;
+    assert_eq!(second["workspace_id"], ws.as_str(), "the agent's workspace");
+    let second = second["id"].as_str().unwrap().to_owned();
+
+    // WHEN a message is sent, and sent again with the same client_message_id
+    let body = json!({ "content": "hello", "client_message_id": "c-1", "metadata": { "lang": "en" } });
+    let (status, sent) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{first}/messages"),
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    assert_eq!(
+        (sent["seq"].as_u64(), sent["duplicate"].as_bool()),
+        (Some(1), Some(false))
+    );
+    let (status, again) = api
+        .call(Method::POST, &format!("/v1/sessions/{first}/messages"), Some(body))
+        .await;
+    // THEN the retry answers the first result and appends nothing
+    assert_eq!(status, 202);
+    assert_eq!(
+        (again["seq"].as_u64(), again["duplicate"].as_bool()),
+        (Some(1), Some(true))
+    );
+    assert_eq!(again["turn_id"], sent["turn_id"]);
+
+    // WHEN ten messages arrive at once
+    let messages_path = format!("/v1/sessions/{first}/messages");
+    let posts = (0..10).map(|i| {
+        api.call(
+            Method::POST,
+            &messages_path,
+            Some(json!({ "content": format!("message {i}") })),
+        )
+    });
+    let results = futures_util::future::join_all(posts).await;
+    // THEN each gets its own seq, and every event holds the seq of its place in the stream
+    let mut got: Vec<u64> = results.iter().map(|(_, v)| v["seq"].as_u64().unwrap()).collect();
+    got.sort_unstable();
+    assert_eq!(got, (2..=11).collect::<Vec<_>>());
+    let all = events(&api, &first, "?after=0").await;
+    assert_eq!(seqs(&all), (1..=11).collect::<Vec<_>>());
+    assert_eq!(all["up_to_date"], true);
+    let hello = &all["events"][0];
+    assert_eq!(hello["type"], "user_message_submitted");
+    assert_eq!(hello["kind"], "submit");
+    assert_eq!(hello["session_id"], first.as_str());
+    assert_eq!(hello["client_message_id"], "c-1");
+    assert_eq!(hello["payload"]["content"], "hello");
+    assert_eq!(hello["payload"]["metadata"]["lang"], "en");
+    assert_eq!(hello["turn_id"], sent["turn_id"]);
+    assert_eq!(hello["v"], 1);
+    // AND history pages by seq
+    assert_eq!(seqs(&events(&api, &first, "?after=9").await), [10, 11]);
+    let page = events(&api, &first, "?after=0&limit=3").await;
+    assert_eq!(
+        (seqs(&page), page["up_to_date"].as_bool(), page["last_seq"].as_u64()),
+        (vec![1, 2, 3], Some(false), Some(3))
+    );
+    assert_eq!(
+        seqs(&events(&api, &first, "?limit=2").await),
+        [10, 11],
+        "the last events by default"
+    );
+
+    // AND the same events are the session's Durable Stream
+    let stream: Value = api
+        .http
+        .get(format!("{}/v1/stream/sessions/{first}?offset=-1", api.base))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stream, all["events"]);
+
+    // AND the chat with the latest message lists first, with its preview
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{second}/messages"),
+        Some(json!({ "content": "second\nchat" })),
+    )
+    .await;
+    let list = api
+        .ok(Method::GET, &format!("/v1/sessions?workspace_id={ws}"), None)
+        .await;
+    let listed: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [second.as_str(), first.as_str()]);
+    assert_eq!(list["sessions"][0]["last_message_preview"], "second chat");
+    assert_eq!(list["sessions"][0]["agent_name"], "Helper");
+
+    // WHEN blank, missing or malformed messages are sent, they are refused and nothing is stored
+    for bad in [
+        json!({ "content": "  \n\t " }),
+        json!({ "content": "" }),
+        json!({}),
+        json!({ "content": 5 }),
+        json!({ "content": "hi", "client_message_id": "has space" }),
+        json!({ "content": "hi", "on_busy": "sometimes" }),
+        json!({ "content": "hi", "extra": true }),
+    ] {
+        let (status, error) = api
+            .call(
+                Method::POST,
+                &format!("/v1/sessions/{first}/messages"),
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(status, 400, "{bad}: {error}");
+    }
+    let (status, _) = api
+        .call(Method::GET, &format!("/v1/sessions/{first}/events?after=abc"), None)
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(seqs(&events(&api, &first, "?after=0").await).len(), 11);
+
+    // WHEN the second chat's CLI is overridden and then its agent changed
+    let changed = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/sessions/{second}"),
+            Some(json!({ "cli_type": "claude", "title": "Renamed" })),
+        )
+        .await;
+    assert_eq!(
+        (changed["cli_type"].as_str(), changed["title"].as_str()),
+        (Some("claude"), Some("Renamed"))
+    );
+    let builtin = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await["agents"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let changed = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/sessions/{second}"),
+            Some(json!({ "agent_id": builtin })),
+        )
+        .await;
+    // THEN the override is reset to the new agent's
+    assert!(changed["cli_type"].is_null());
+    assert_eq!(changed["agent_name"], "Spool");
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{second}"),
+        Some(json!({ "agent_id": helper })),
+    )
+    .await;
+
+    // WHEN Helper is deleted, its chat moves to the built-in agent
+    assert_eq!(
+        api.call(Method::DELETE, &format!("/v1/agents/{helper}"), None).await.0,
+        204
+    );
+    assert_eq!(
+        api.ok(Method::GET, &format!("/v1/sessions/{second}"), None).await["agent_id"],
+        builtin.as_str()
+    );
+
+    // WHEN a chat is deleted, its record and stream are gone
+    assert_eq!(
+        api.call(Method::DELETE, &format!("/v1/sessions/{first}"), None).await.0,
+        204
+    );
+    assert_eq!(
+        api.call(Method::GET, &format!("/v1/sessions/{first}"), None).await.0,
+        404
+    );
+    let gone = api
+        .http
+        .get(format!("{}/v1/stream/sessions/{first}?offset=-1", api.base))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+
+    // WHEN the workspace is deleted, its remaining chat goes with it
+    assert_eq!(
+        api.call(Method::DELETE, &format!("/v1/workspaces/{ws}"), None).await.0,
+        204
+    );
+    assert_eq!(
+        api.call(Method::GET, &format!("/v1/sessions/{second}"), None).await.0,
+        404
+    );
+}
+
+/// Every session route: another organization gets 404, no token 401, and nothing changes.
+pub(crate) async fn session_routes_are_isolated<H: Harness>(harness: &H) {
+    let (a, b, anonymous) = setup(harness).await;
+    let session = a
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "title": "A's" })))
+        .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    a.ok(
+        Method::POST,
+        &format!("/v1/sessions/{id}/messages"),
+        Some(json!({ "content": "secret" })),
+    )
+    .await;
+    let before = (
+        a.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await,
+        events(&a, &id, "?after=0").await,
+    );
+
+    let routes: Vec<(Method, String, Option<Value>)> = vec![
+        (Method::GET, format!("/v1/sessions/{id}"), None),
+        (
+            Method::PATCH,
+            format!("/v1/sessions/{id}"),
+            Some(json!({ "title": "stolen" })),
+        ),
+        (Method::DELETE, format!("/v1/sessions/{id}"), None),
+        (
+            Method::POST,
+            format!("/v1/sessions/{id}/messages"),
+            Some(json!({ "content": "intruder" })),
+        ),
+        (Method::GET, format!("/v1/sessions/{id}/events?after=0"), None),
+    ];
+    for (method, path, body) in &routes {
+        let (status, error) = b.call(method.clone(), path, body.clone()).await;
+        assert_eq!(status, 404, "org B: {method} {path}: {error}");
+        assert_eq!(
+            anonymous.call(method.clone(), path, body.clone()).await.0,
+            401,
+            "{method} {path}"
+        );
+    }
+    let foreign_stream = b
+        .http
+        .get(format!("{}/v1/stream/sessions/{id}?offset=-1", b.base))
+        .bearer_auth(b.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign_stream.status(), 404);
+    assert!(
+        b.ok(Method::GET, "/v1/sessions", None).await["sessions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // Org B cannot attach its chat to A's workspace or agent either.
+    let ws = a.ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "A" }))).await;
+    let (status, _) = b
+        .call(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws["id"] })))
+        .await;
+    assert_eq!(status, 404);
+
+    let after = (
+        a.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await,
+        events(&a, &id, "?after=0").await,
+    );
+    assert_eq!(after, before);
+}
+
+on_both_backends!(sessions_http: chats_take_messages_as_numbered_events, session_routes_are_isolated);
