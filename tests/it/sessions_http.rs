@@ -323,4 +323,115 @@ pub(crate) async fn session_routes_are_isolated<H: Harness>(harness: &H) {
     assert_eq!(after, before);
 }
 
-on_both_backends!(sessions_http: chats_take_messages_as_numbered_events, session_routes_are_isolated);
+/// Reads SSE events from `response` until `count` events with ids arrived: (id, data) pairs.
+async fn sse_events(mut response: reqwest::Response, count: usize) -> Vec<(u64, Value)> {
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while events.len() < count {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("events in time")
+            .unwrap()
+            .expect("the stream stays open");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().parse::<u64>().unwrap());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                }
+            }
+            if let Some(id) = id {
+                events.push((id, serde_json::from_str(&data).unwrap()));
+            }
+        }
+    }
+    events
+}
+
+/// A chat's events as server-sent events: `id: <seq>`, live, resumable with Last-Event-ID.
+pub(crate) async fn chat_events_stream_live_and_resume<H: Harness>(harness: &H) {
+    let (api, b, anonymous) = setup(harness).await;
+    let session = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    assert_eq!(session["events_url"], format!("/v1/sessions/{id}/stream"));
+    for i in 1..=3 {
+        api.ok(
+            Method::POST,
+            &format!("/v1/sessions/{id}/messages"),
+            Some(json!({ "content": format!("m{i}") })),
+        )
+        .await;
+    }
+    let url = format!("{}/v1/sessions/{id}/stream", api.base);
+    let token = api.token.clone().unwrap();
+
+    // WHEN a client subscribes from the start
+    let response = api.http.get(&url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    // AND a message arrives while it listens
+    let listener = tokio::spawn(sse_events(response, 4));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{id}/messages"),
+        Some(json!({ "content": "live" })),
+    )
+    .await;
+    // THEN it gets the history and the new event, each with its seq as the id
+    let got = listener.await.unwrap();
+    assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert!(got.iter().all(|(id, event)| event["seq"] == *id));
+    assert_eq!(got[3].1["payload"]["content"], "live");
+
+    // WHEN it reconnects with Last-Event-ID (as EventSource does), with the token in the query
+    let resumed = api
+        .http
+        .get(format!("{url}?token={token}"))
+        .header("last-event-id", "2")
+        .send()
+        .await
+        .unwrap();
+    // THEN it gets exactly what came after
+    let got = sse_events(resumed, 2).await;
+    assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [3, 4]);
+    // AND ?after= works the same
+    let after = api
+        .http
+        .get(format!("{url}?after=3"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse_events(after, 1).await[0].0, 4);
+
+    // Bad resumes are 400; another organization 404; no token 401.
+    for (header, query) in [(Some("abc"), ""), (None, "?after=x"), (None, "?after=99")] {
+        let mut request = api.http.get(format!("{url}{query}")).bearer_auth(&token);
+        if let Some(h) = header {
+            request = request.header("last-event-id", h);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 400, "{header:?} {query}");
+    }
+    let foreign = b
+        .http
+        .get(&url)
+        .bearer_auth(b.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 404);
+    assert_eq!(anonymous.http.get(&url).send().await.unwrap().status(), 401);
+}
+
+on_both_backends!(sessions_http:
+    chats_take_messages_as_numbered_events,
+    session_routes_are_isolated,
+    chat_events_stream_live_and_resume,
+);

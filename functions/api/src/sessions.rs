@@ -50,13 +50,18 @@ pub(crate) struct SessionView {
     created_at: String,
     last_active_at: String,
     last_message_preview: String,
+    /// The session's events as a Durable Stream (on the stream function's host).
     stream_url: String,
+    /// The session's events as server-sent events with `id: <seq>` (on the stream function's
+    /// host).
+    events_url: String,
 }
 
 impl SessionView {
     fn new(s: Session, agent_name: Option<String>) -> Self {
         Self {
             stream_url: format!("/v1/stream/sessions/{}", s.id),
+            events_url: format!("/v1/sessions/{}/stream", s.id),
             created_at: rfc3339_ms(s.created_ms),
             last_active_at: rfc3339_ms(s.last_active_ms),
             id: s.id,

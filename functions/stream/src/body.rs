@@ -96,6 +96,11 @@ pub(crate) fn sse_event(out: &mut BytesMut, name: &str, data: &str) {
     out.put_slice(b"event: ");
     out.put_slice(name.as_bytes());
     out.put_u8(b'\n');
+    sse_data_lines(out, data);
+}
+
+/// The `data:` lines of an event, and the blank line that ends it.
+pub(crate) fn sse_data_lines(out: &mut BytesMut, data: &str) {
     // SSE has no escape: any of CR, LF or CRLF ends a line, so each line of the payload
     // becomes its own `data:` line and the client joins them with LF.
     let mut rest = data;

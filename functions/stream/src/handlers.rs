@@ -348,3 +348,35 @@ fn if_none_match(request: &HeaderMap, etag: &str) -> bool {
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == etag || t == "*")
 }
+
+/// `GET /v1/sessions/{id}/stream`: a chat's events as server-sent events, `id: <seq>` each,
+/// from after `Last-Event-ID` (what a browser's `EventSource` sends when it reconnects), else
+/// `?after=<seq>`, else the start.
+pub(crate) async fn chat_events(
+    State(api): Api,
+    Path(id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let path = api.resolve(&headers, &uri, &format!("sessions/{id}"), Intent::Read)?;
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be the seq of an event"))
+        })
+        .transpose()?;
+    let after = match last_event_id {
+        Some(seq) => seq,
+        None => protocol::after_param(uri.query())?.unwrap_or(0),
+    };
+    let tail = api.log.metadata(&path).await?.tail.seq();
+    if after > tail {
+        return Err(ApiError::bad_request(format!(
+            "the chat has {tail} events; resume from a seq up to that"
+        )));
+    }
+    sse::respond_events(api.clone(), path, after).await
+}

@@ -2,7 +2,9 @@
 //!
 //! Serves the Durable Streams protocol at `/v1/stream/{path…}` over the stream log: `PUT`
 //! creates, `POST` appends and closes, `DELETE` deletes, `HEAD` reads metadata and `GET` reads,
-//! as a catch-up chunk, a long-poll or server-sent events. One [`router`] runs inside
+//! as a catch-up chunk, a long-poll or server-sent events. It also serves a chat's events as
+//! server-sent events with their `seq` as ids (`/v1/sessions/{id}/stream`), since this is the
+//! function that can stream on Lambda. One [`router`] runs inside
 //! `spool serve`, on Lambda with response streaming and under `cargo lambda watch`.
 //!
 //! The protocol is in `PROTOCOL.md` of the durable-streams repository; the official conformance
@@ -104,6 +106,10 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
         .options(handlers::preflight);
     Router::new()
         .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
+        .route(
+            "/v1/sessions/{id}/stream",
+            get(handlers::chat_events).options(handlers::preflight),
+        )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(browser_headers))
         .with_state(Arc::new(api))

@@ -260,6 +260,23 @@ impl ReadQuery {
     }
 }
 
+/// The `after` query parameter of a chat's event stream: a seq, at most once.
+pub(crate) fn after_param(query: Option<&str>) -> Result<Option<u64>, ApiError> {
+    let mut found = None;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if key == "after" {
+            if found.is_some() {
+                return Err(ApiError::bad_request("give `after` at most once"));
+            }
+            let seq = value
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("`after` must be a seq, not `{value}`")))?;
+            found = Some(seq);
+        }
+    }
+    Ok(found)
+}
+
 /// The collapsing cursor of live responses: the number of 20-second intervals since
 /// 2024-10-09T00:00:00Z, moved strictly past a client's cursor that is not behind it (with
 /// 1 s to 1 h of jitter), so a CDN never serves one cached answer forever.

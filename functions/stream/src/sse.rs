@@ -6,6 +6,10 @@
 //! client resumes from the last `streamNextOffset` it saw. While idle it sends a comment line
 //! every `sse_keepalive`, so no proxy on the way drops it as idle.
 //!
+//! The same machinery serves a chat's events ([`respond_events`]): one SSE event per chat event,
+//! `id: <seq>` and `data: <the event's JSON>`, so a browser's `EventSource` resumes by itself
+//! with `Last-Event-ID`.
+//!
 //! The body is a stream polled by the HTTP server: when the client goes away it is dropped, and
 //! with it any wait in progress. Nothing runs in the background.
 
@@ -24,17 +28,27 @@ use tokio::time::Instant;
 
 use crate::{
     ApiError, StreamApi,
-    body::{SseData, sse_data_event, sse_event},
+    body::{SseData, sse_data_event, sse_data_lines, sse_event},
     handlers::now_ms,
     protocol::{self, STREAM_SSE_DATA_ENCODING},
 };
+
+/// What an SSE response carries.
+enum Format {
+    /// The Durable Streams protocol's `data` and `control` events.
+    Protocol {
+        encoding: SseData,
+        client_cursor: Option<String>,
+    },
+    /// A chat's events, one SSE event each with its `seq` as the id.
+    ChatEvents,
+}
 
 /// Where an SSE response is.
 struct Reader {
     api: Arc<StreamApi>,
     path: StreamPath,
-    encoding: SseData,
-    client_cursor: Option<String>,
+    format: Format,
     deadline: Instant,
     /// A chunk read but not sent yet (the first one is read before the response starts, so a
     /// missing stream is a plain `404`).
@@ -53,12 +67,32 @@ pub(crate) async fn respond(
 ) -> Result<Response, ApiError> {
     let first = api.log.read(&path, from, None).await?;
     let encoding = SseData::for_type(&first.content_type);
+    let format = Format::Protocol {
+        encoding,
+        client_cursor,
+    };
+    let mut response = sse_response(api, path, format, first);
+    if encoding == SseData::Base64 {
+        response.headers_mut().insert(
+            HeaderName::from_static(STREAM_SSE_DATA_ENCODING),
+            HeaderValue::from_static("base64"),
+        );
+    }
+    Ok(response)
+}
+
+/// Starts an SSE response of a chat's events after `after` (a seq).
+pub(crate) async fn respond_events(api: Arc<StreamApi>, path: StreamPath, after: u64) -> Result<Response, ApiError> {
+    let first = api.log.read(&path, Position::At(Offset::after(after)), None).await?;
+    Ok(sse_response(api, path, Format::ChatEvents, first))
+}
+
+fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Chunk) -> Response {
     let reader = Reader {
         deadline: Instant::now() + api.live.sse_max,
         api,
         path,
-        encoding,
-        client_cursor,
+        format,
         offset: first.start,
         pending: Some(first),
         done: false,
@@ -76,13 +110,7 @@ pub(crate) async fn respond(
         HeaderName::from_static("x-accel-buffering"),
         HeaderValue::from_static("no"),
     );
-    if encoding == SseData::Base64 {
-        headers.insert(
-            HeaderName::from_static(STREAM_SSE_DATA_ENCODING),
-            HeaderValue::from_static("base64"),
-        );
-    }
-    Ok(response)
+    response
 }
 
 impl Reader {
@@ -106,24 +134,41 @@ impl Reader {
             },
         };
         let mut out = BytesMut::new();
-        if !chunk.messages.is_empty() {
-            sse_data_event(&mut out, &chunk.content_type, self.encoding, &chunk.messages);
-        }
-        self.offset = chunk.next_offset;
-        let mut control = Map::new();
-        control.insert("streamNextOffset".into(), Value::String(chunk.next_offset.to_string()));
-        if chunk.closed {
-            control.insert("streamClosed".into(), Value::Bool(true));
-            control.insert("upToDate".into(), Value::Bool(true));
-            self.done = true;
-        } else {
-            let cursor = protocol::cursor(self.client_cursor.as_deref(), now_ms());
-            control.insert("streamCursor".into(), Value::String(cursor));
-            if chunk.up_to_date {
-                control.insert("upToDate".into(), Value::Bool(true));
+        match &self.format {
+            Format::Protocol {
+                encoding,
+                client_cursor,
+            } => {
+                if !chunk.messages.is_empty() {
+                    sse_data_event(&mut out, &chunk.content_type, *encoding, &chunk.messages);
+                }
+                let mut control = Map::new();
+                control.insert("streamNextOffset".into(), Value::String(chunk.next_offset.to_string()));
+                if chunk.closed {
+                    control.insert("streamClosed".into(), Value::Bool(true));
+                    control.insert("upToDate".into(), Value::Bool(true));
+                } else {
+                    let cursor = protocol::cursor(client_cursor.as_deref(), now_ms());
+                    control.insert("streamCursor".into(), Value::String(cursor));
+                    if chunk.up_to_date {
+                        control.insert("upToDate".into(), Value::Bool(true));
+                    }
+                }
+                sse_event(&mut out, "control", &Value::Object(control).to_string());
+            }
+            Format::ChatEvents => {
+                for (seq, message) in (chunk.start.seq() + 1..).zip(&chunk.messages) {
+                    out.extend_from_slice(format!("id: {seq}\n").as_bytes());
+                    sse_data_lines(&mut out, &String::from_utf8_lossy(message));
+                }
+                if chunk.messages.is_empty() {
+                    // The first read of an up-to-date chat: a comment starts the response.
+                    out.extend_from_slice(b": up to date\n\n");
+                }
             }
         }
-        sse_event(&mut out, "control", &Value::Object(control).to_string());
+        self.offset = chunk.next_offset;
+        self.done = chunk.closed;
         // When the chunk was not the tail, the next wait returns at once and reads on.
         Some(out.freeze())
     }
