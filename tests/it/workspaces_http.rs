@@ -368,7 +368,12 @@ pub(crate) async fn errors_and_tenant_isolation<H: Harness>(harness: &H) {
     let (status, _) = a.raw(Method::PATCH, &format!("/v1/workspaces/{id}"), b"{").await;
     assert_eq!(status, 400);
 
-    // Unknown routes and methods: JSON errors too.
+    // Unknown routes and methods, and paths that are not UTF-8: JSON errors too.
+    let (status, error) = a.call(Method::GET, "/v1/workspaces/%FF%FE", None).await;
+    assert_eq!(
+        (status.as_u16(), error["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
     let (status, error) = a.call(Method::GET, "/v1/nowhere", None).await;
     assert_eq!(
         (status.as_u16(), error["error"]["code"].as_str()),

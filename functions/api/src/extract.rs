@@ -52,6 +52,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryOf<T> {
     }
 }
 
+/// Path parameters parsed into `T`; a malformed one (bad percent-encoding) gets the contract's
+/// JSON `400`.
+#[derive(Debug)]
+pub struct PathOf<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathOf<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Self(p.0))
+            .map_err(|e| ApiError::BadRequest(format!("the path is not valid: {}", e.body_text())))
+    }
+}
+
 /// Parses a JSON request body into `T`, or says what is wrong with it (`400`).
 pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if body.is_empty() {

@@ -8,13 +8,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use axum::{
-    Json,
-    body::Bytes,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
@@ -25,7 +19,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, Patch, QueryOf, json_body, rfc3339_ms},
+    extract::{Caller, Patch, PathOf, QueryOf, json_body, rfc3339_ms},
 };
 
 /// The longest message accepted, in characters.
@@ -274,7 +268,7 @@ pub(crate) async fn list_sessions(
 pub(crate) async fn get_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
 ) -> Result<Json<SessionView>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
     Ok(Json(api.view(&caller, session).await?))
@@ -285,7 +279,7 @@ pub(crate) async fn get_session(
 pub(crate) async fn update_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
     body: Bytes,
 ) -> Result<Json<SessionView>, ApiError> {
     let change: SessionPatch = json_body(&body)?;
@@ -312,7 +306,7 @@ pub(crate) async fn update_session(
 pub(crate) async fn delete_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
 ) -> Result<StatusCode, ApiError> {
     let session = api.session_of(&caller, &id).await?;
     if session.global {
@@ -330,7 +324,7 @@ pub(crate) async fn delete_session(
 pub(crate) async fn post_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let message: NewMessage = json_body(&body)?;
@@ -420,7 +414,7 @@ impl ChatApi {
 pub(crate) async fn list_events(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
     QueryOf(query): QueryOf<EventsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let session = api.session_of(&caller, &id).await?;

@@ -8,13 +8,7 @@
 
 use std::sync::Arc;
 
-use axum::{
-    Json,
-    body::Bytes,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{
     Agent, CliType, Error, Runtime, Workspace,
@@ -23,7 +17,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, Patch, json_body, rfc3339_ms},
+    extract::{Caller, Patch, PathOf, json_body, rfc3339_ms},
 };
 
 /// A workspace as the API shows it.
@@ -219,7 +213,7 @@ pub(crate) async fn list_workspaces(
 pub(crate) async fn get_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     Ok(Json(api.workspace_of(&caller, &id).await?.into()))
 }
@@ -228,7 +222,7 @@ pub(crate) async fn get_workspace(
 pub(crate) async fn update_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
     body: Bytes,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     let change: WorkspacePatch = json_body(&body)?;
@@ -251,7 +245,7 @@ pub(crate) async fn update_workspace(
 pub(crate) async fn delete_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
 ) -> Result<StatusCode, ApiError> {
     api.workspace_of(&caller, &id).await?;
     // Its chats first (streams and records), then the workspace with its agents: a delete
@@ -274,7 +268,7 @@ pub(crate) async fn delete_workspace(
 pub(crate) async fn create_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(workspace_id): Path<String>,
+    PathOf(workspace_id): PathOf<String>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let new: NewAgent = json_body(&body)?;
@@ -308,7 +302,7 @@ pub(crate) async fn create_agent(
 pub(crate) async fn list_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(workspace_id): Path<String>,
+    PathOf(workspace_id): PathOf<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     api.agent_list(&caller, &workspace_id).await
@@ -318,7 +312,7 @@ pub(crate) async fn list_agents(
 pub(crate) async fn update_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
     body: Bytes,
 ) -> Result<Json<AgentView>, ApiError> {
     let change: AgentPatch = json_body(&body)?;
@@ -343,7 +337,7 @@ pub(crate) async fn update_agent(
 pub(crate) async fn delete_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathOf(id): PathOf<String>,
 ) -> Result<StatusCode, ApiError> {
     let agent = api.agent_of(&caller, &id).await?;
     if agent.builtin {
@@ -376,7 +370,7 @@ pub(crate) async fn delete_agent(
 pub(crate) async fn reorder_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    Path(workspace_id): Path<String>,
+    PathOf(workspace_id): PathOf<String>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let order: AgentOrder = json_body(&body)?;
