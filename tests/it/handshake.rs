@@ -6,13 +6,13 @@ use std::{net::SocketAddr, sync::Arc};
 
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys};
-use spool_domain::{Clock, Directory, LiveSettings, Metadata, Position, StreamLog, StreamPath, SystemClock};
+use spool_domain::{Clock, Directory, LiveSettings, Metadata, Position, StreamLog, StreamPath, SystemClock, TurnQueue};
 use spool_tests::{Harness, unique_id};
 
 pub(crate) const SECRET: &[u8] = b"the handshake test's signing secret";
 
 /// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
-pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> String {
+pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, turns: Arc<dyn TurnQueue>) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
     let streams = spool_stream::StreamApi::new(
         log.clone(),
@@ -20,7 +20,8 @@ pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) 
         LiveSettings::default(),
     );
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
-    let api = spool_api::ChatApi::new(metadata, log, keys, access, Arc::new(SystemClock));
+    let stores = spool_api::Stores { metadata, log, turns };
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock));
     let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
@@ -69,7 +70,7 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &["agent"]).await;
-    let base = serve(log.clone(), Arc::new(directory)).await;
+    let base = serve(log.clone(), Arc::new(directory), harness.turns().await).await;
     let http = reqwest::Client::new();
 
     // WHEN a client hands its key in
@@ -146,7 +147,7 @@ pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &[]).await;
-    let base = serve(log.clone(), Arc::new(directory)).await;
+    let base = serve(log.clone(), Arc::new(directory), harness.turns().await).await;
     let http = reqwest::Client::new();
 
     // A wrong secret for a real key id: 401, and the attempt is audited as refused.

@@ -36,5 +36,6 @@ mod sealing;
 mod sessions;
 mod sessions_http;
 mod stream_http;
+mod turns;
 mod workspaces;
 mod workspaces_http;

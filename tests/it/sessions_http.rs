@@ -110,6 +110,39 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     assert_eq!(hello["payload"]["metadata"]["lang"], "en");
     assert_eq!(hello["turn_id"], sent["turn_id"]);
     assert_eq!(hello["v"], 1);
+    // AND each message asked for one turn, the retried one too, in the session's queue
+    let queue = harness.turns().await;
+    let mut queued = Vec::new();
+    for _ in 0..20 {
+        let got = queue
+            .receive(
+                10,
+                std::time::Duration::from_secs(60),
+                std::time::Duration::from_millis(500),
+            )
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for delivery in got {
+            assert_eq!(
+                (delivery.job.session_id.as_str(), delivery.attempts),
+                (first.as_str(), 1)
+            );
+            queued.push((delivery.job.trigger_seq, delivery.job.turn_id.clone()));
+            queue.ack(&delivery.receipt).await.unwrap();
+        }
+    }
+    queued.sort();
+    let expected: Vec<(u64, String)> = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["seq"].as_u64().unwrap(), e["turn_id"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(queued, expected);
+
     // AND history pages by seq
     assert_eq!(seqs(&events(&api, &first, "?after=9").await), [10, 11]);
     let page = events(&api, &first, "?after=0&limit=3").await;

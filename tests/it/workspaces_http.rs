@@ -60,7 +60,7 @@ pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let (_, key_a) = provision(metadata.as_ref(), &[]).await;
     let (_, key_b) = provision(metadata.as_ref(), &[]).await;
-    let base = serve(log, metadata).await;
+    let base = serve(log, metadata, harness.turns().await).await;
     let http = reqwest::Client::new();
     let mut clients = Vec::new();
     for key in [Some(key_a), Some(key_b), None] {

@@ -10,8 +10,8 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_aws::{AwsClients, AwsLog, AwsLogOptions, AwsMetadata, RequestCounter};
-use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath};
+use spool_aws::{AwsClients, AwsLog, AwsLogOptions, AwsMetadata, RequestCounter, SqsTurnQueue};
+use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath, TurnQueue};
 use spool_embedded::{EmbeddedLog, EmbeddedMetadata, Options};
 use spool_platform::Config;
 
@@ -61,6 +61,10 @@ pub trait Harness: Send + Sync + 'static {
     /// A new, independent metadata store over the shared storage.
     async fn metadata(&self) -> Self::Metadata;
 
+    /// The turn queue, this harness's own (so tests running at once do not take each other's
+    /// jobs).
+    async fn turns(&self) -> Arc<dyn TurnQueue>;
+
     /// The raw bytes of a stream's sealed pages, by page name.
     async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
 
@@ -107,6 +111,10 @@ impl Harness for EmbeddedHarness {
 
     async fn metadata(&self) -> EmbeddedMetadata {
         EmbeddedMetadata::open(self.dir.path()).expect("open embedded metadata")
+    }
+
+    async fn turns(&self) -> Arc<dyn TurnQueue> {
+        Arc::new(self.metadata().await)
     }
 
     async fn instance(&self) -> EmbeddedLog {
@@ -160,6 +168,7 @@ pub struct AwsHarness {
     clock: ManualClock,
     /// Counts the requests of every instance.
     pub requests: RequestCounter,
+    turns_queue: tokio::sync::OnceCell<String>,
 }
 
 impl AwsHarness {
@@ -170,6 +179,7 @@ impl AwsHarness {
             fail: Arc::new(FailPoints::default()),
             clock: ManualClock::new(),
             requests: RequestCounter::default(),
+            turns_queue: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -217,6 +227,26 @@ impl Harness for AwsHarness {
             .clone()
             .expect("SPOOL_METADATA_TABLE in .env.emulator");
         AwsMetadata::new(self.clients().await.dynamodb, table)
+    }
+
+    async fn turns(&self) -> Arc<dyn TurnQueue> {
+        let sqs = self.clients().await.sqs;
+        let url = self
+            .turns_queue
+            .get_or_init(|| async {
+                let name = format!("test-turns-{}.fifo", uuid::Uuid::new_v4().simple());
+                sqs.create_queue()
+                    .queue_name(name)
+                    .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+                    .send()
+                    .await
+                    .expect("create a FIFO queue in the emulator")
+                    .queue_url
+                    .expect("a queue URL")
+            })
+            .await
+            .clone();
+        Arc::new(SqsTurnQueue::new(sqs, url))
     }
 
     async fn instance(&self) -> AwsLog {

@@ -26,34 +26,39 @@ use axum::{
 pub use error::ApiError;
 use serde_json::{Value, json};
 use spool_auth::{Access, TokenKeys};
-use spool_domain::{Clock, Metadata, StreamLog};
+use spool_domain::{Clock, Metadata, StreamLog, TurnQueue};
 
 /// The largest JSON body the API's routes accept (messages bring their own limit).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// Where the API keeps things.
+pub struct Stores {
+    /// Organizations, keys, workspaces, agents, session records.
+    pub metadata: Arc<dyn Metadata>,
+    /// Streams: sessions' events, audit streams.
+    pub log: Arc<dyn StreamLog>,
+    /// Agent turns for the worker.
+    pub turns: Arc<dyn TurnQueue>,
+}
 
 /// Everything the API's handlers share.
 pub struct ChatApi {
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
+    turns: Arc<dyn TurnQueue>,
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
 }
 
 impl ChatApi {
-    /// The API over the metadata store and the stream log. It signs tokens with `keys` and lets
-    /// callers in by `access` (tokens verified with the same keys, or `--no-auth`'s open
-    /// organization).
-    pub fn new(
-        metadata: Arc<dyn Metadata>,
-        log: Arc<dyn StreamLog>,
-        keys: TokenKeys,
-        access: Access,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
+    /// The API over `stores`. It signs tokens with `keys` and lets callers in by `access` (tokens
+    /// verified with the same keys, or `--no-auth`'s open organization).
+    pub fn new(stores: Stores, keys: TokenKeys, access: Access, clock: Arc<dyn Clock>) -> Self {
         Self {
-            metadata,
-            log,
+            metadata: stores.metadata,
+            log: stores.log,
+            turns: stores.turns,
             keys,
             access,
             clock,

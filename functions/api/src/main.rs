@@ -8,14 +8,12 @@ async fn main() -> Result<(), lambda_http::Error> {
     let config = spool_platform::Config::from_env()?;
     let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
     let log = spool_aws::log_from_config(&config, None).await?;
-    let metadata = spool_aws::metadata_from_config(&config, log.clients())?;
+    let stores = spool_api::Stores {
+        metadata: Arc::new(spool_aws::metadata_from_config(&config, log.clients())?),
+        turns: Arc::new(spool_aws::turn_queue_from_config(&config, log.clients())?),
+        log: Arc::new(log),
+    };
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
-    let api = spool_api::ChatApi::new(
-        Arc::new(metadata),
-        Arc::new(log),
-        keys,
-        access,
-        Arc::new(spool_domain::SystemClock),
-    );
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock));
     lambda_http::run(spool_api::router(api)).await
 }

@@ -12,7 +12,7 @@ use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoRe
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, Position, ProducerClaim, Session,
+    Agent, ContentType, CreateStream, Error, Position, ProducerClaim, Session, TurnJob,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::{CliType, new_id},
 };
@@ -319,8 +319,9 @@ pub(crate) async fn delete_session(
 }
 
 /// `POST /v1/sessions/{id}/messages` `{content, files?, metadata?, client_message_id?}` →
-/// `202 {seq, turn_id}`. Blank content is refused and nothing is stored; a repeated
-/// `client_message_id` answers the first message's `seq` and appends nothing.
+/// `202 {seq, turn_id}`: the event is appended, then the turn is enqueued for the worker.
+/// Blank content is refused and nothing is stored; a repeated `client_message_id` answers the
+/// first message's `seq` and appends nothing.
 pub(crate) async fn post_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -377,14 +378,21 @@ pub(crate) async fn post_message(
     )
     .await?;
     if appended.duplicate {
-        // The first message's answer: its seq and its turn.
+        // The first message's answer: its seq and its turn, enqueued again in case the first
+        // attempt failed after its append (the queue drops a turn it already has).
         let first = api.event_at(&path, appended.first).await?;
         let turn = first.and_then(|e| e.turn_id);
+        if let Some(turn_id) = &turn {
+            api.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
+                .await?;
+        }
         return Ok((
             StatusCode::ACCEPTED,
             Json(json!({ "seq": appended.first, "turn_id": turn, "duplicate": true })),
         ));
     }
+    api.enqueue_turn(caller.org(), &session.id, &turn_id, appended.first)
+        .await?;
     api.metadata
         .touch_session(caller.org(), &session.id, now, &preview(&message.content))
         .await?;
@@ -395,6 +403,18 @@ pub(crate) async fn post_message(
 }
 
 impl ChatApi {
+    /// Asks the worker for the turn `turn_id` of a session, triggered by event `seq`.
+    async fn enqueue_turn(&self, org: &str, session_id: &str, turn_id: &str, seq: u64) -> Result<(), ApiError> {
+        let job = TurnJob {
+            org: org.to_owned(),
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            trigger_seq: seq,
+        };
+        self.turns.enqueue(&job).await?;
+        Ok(())
+    }
+
     /// The event with sequence number `seq` of a session stream.
     async fn event_at(
         &self,

@@ -9,7 +9,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{Clock, Directory, Metadata, StreamLog, SystemClock};
+use spool_domain::{Clock, Directory, Metadata, StreamLog, SystemClock, TurnQueue};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -139,6 +139,7 @@ impl StoreArgs {
 struct Services {
     log: Arc<dyn StreamLog>,
     metadata: Arc<dyn Metadata>,
+    turns: Arc<dyn TurnQueue>,
     description: String,
 }
 
@@ -154,9 +155,11 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
                 .with_context(|| format!("cannot open the embedded store in {}", config.data_dir.display()))?;
             let metadata = spool_embedded::EmbeddedMetadata::open(&config.data_dir)
                 .with_context(|| format!("cannot open the embedded directory in {}", config.data_dir.display()))?;
+            let metadata = Arc::new(metadata);
             Ok(Services {
                 log: Arc::new(log),
-                metadata: Arc::new(metadata),
+                turns: metadata.clone(),
+                metadata,
                 description: format!("embedded store in {}", config.data_dir.display()),
             })
         }
@@ -165,6 +168,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
                 .await
                 .context("cannot set up the AWS backend")?;
             let metadata = spool_aws::metadata_from_config(config, log.clients())?;
+            let turns = spool_aws::turn_queue_from_config(config, log.clients())?;
             let log = Arc::new(log);
             if let Some(url) = &config.aws.maintenance_queue_url {
                 let worker = Arc::new(spool_worker::Worker::new(log.clone()));
@@ -180,6 +184,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             Ok(Services {
                 log,
                 metadata: Arc::new(metadata),
+                turns: Arc::new(turns),
                 description: format!("AWS backend at {endpoint}"),
             })
         }
@@ -296,13 +301,12 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     let api_key = local_api_key(services.metadata.as_ref(), &config).await?;
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
-    let api = spool_api::ChatApi::new(
-        services.metadata,
-        services.log,
-        keys,
-        access.clone(),
-        Arc::new(SystemClock),
-    );
+    let stores = spool_api::Stores {
+        metadata: services.metadata,
+        log: services.log,
+        turns: services.turns,
+    };
+    let api = spool_api::ChatApi::new(stores, keys, access.clone(), Arc::new(SystemClock));
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     let listener = TcpListener::bind(config.addr)
         .await

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod sdk;
 pub mod seal_queue;
 pub mod sessions;
+pub mod turn_queue;
 pub mod workspaces;
 
 pub use log::{AwsLog, AwsLogOptions};
@@ -21,6 +22,7 @@ pub use metadata::AwsMetadata;
 pub use metrics::RequestCounter;
 pub use sdk::{AwsClients, behavior_version, load_sdk_config};
 pub use seal_queue::SqsSealScheduler;
+pub use turn_queue::SqsTurnQueue;
 
 use std::sync::Arc;
 
@@ -50,4 +52,10 @@ pub async fn log_from_config(
 pub fn metadata_from_config(config: &Config, clients: &AwsClients) -> Result<AwsMetadata, spool_platform::Error> {
     let table = AwsSettings::require(&config.aws.metadata_table, "SPOOL_METADATA_TABLE")?;
     Ok(AwsMetadata::new(clients.dynamodb.clone(), table))
+}
+
+/// The turns queue (`SPOOL_TURNS_QUEUE_URL`), over `clients` (those of the process's log).
+pub fn turn_queue_from_config(config: &Config, clients: &AwsClients) -> Result<SqsTurnQueue, spool_platform::Error> {
+    let url = AwsSettings::require(&config.aws.turns_queue_url, "SPOOL_TURNS_QUEUE_URL")?;
+    Ok(SqsTurnQueue::new(clients.sqs.clone(), url))
 }

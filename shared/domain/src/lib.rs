@@ -13,6 +13,7 @@
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
+//! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
@@ -30,6 +31,7 @@ pub mod seal;
 pub mod session;
 pub mod state;
 pub mod stream;
+pub mod turns;
 pub mod workspace;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -43,4 +45,5 @@ pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
+pub use turns::{Delivery, TurnJob, TurnQueue};
 pub use workspace::{Agent, CliType, Metadata, Runtime, Workspace, Workspaces};

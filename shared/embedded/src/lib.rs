@@ -20,6 +20,7 @@ mod directory;
 mod metadata;
 mod pages;
 mod sessions;
+mod turn_queue;
 mod workspaces;
 mod writer;
 

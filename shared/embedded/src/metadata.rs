@@ -1,6 +1,7 @@
 //! # The embedded metadata store: `metadata.db`
 //!
-//! Organizations, API keys, workspaces, agents and session records, in a SQLite file beside `spool.db`, apart from
+//! Organizations, API keys, workspaces, agents, session records and the turn queue, in a SQLite
+//! file beside `spool.db`, apart from
 //! the stream log's because its writes are few and small: one connection behind a mutex, each
 //! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
 //! 10 s busy timeout). Every record of an organization is keyed by it. Records other than keys
@@ -58,6 +59,16 @@ CREATE TABLE IF NOT EXISTS sessions (
     data           TEXT NOT NULL,
     PRIMARY KEY (org, id)
 );
+CREATE TABLE IF NOT EXISTS turn_queue (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id         TEXT NOT NULL UNIQUE,
+    grp             TEXT NOT NULL,
+    job             TEXT NOT NULL,
+    leased_until_ms INTEGER NOT NULL DEFAULT 0,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    receipt         TEXT
+);
+CREATE INDEX IF NOT EXISTS turn_queue_by_group ON turn_queue (grp, id);
 CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions (org, workspace_key, last_active_ms DESC, id DESC);
 ";
 

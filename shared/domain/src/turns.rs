@@ -1,0 +1,60 @@
+//! # Agent turns: the queue between a submission and the worker
+//!
+//! A submission that needs an agent (a message, an answer) is appended to the session's stream
+//! first, then a [`TurnJob`] is enqueued: on AWS an SQS FIFO message whose group is the session,
+//! under `spool serve` a table in the embedded metadata store. Either way a session's jobs are
+//! delivered in order and one at a time: the next is not handed out while an earlier one is in
+//! flight. A job is deduplicated by its turn id, so re-enqueueing after a retried submission is
+//! harmless; an unacknowledged job comes back after its lease.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// One agent turn to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnJob {
+    /// The organization.
+    pub org: String,
+    /// The session.
+    pub session_id: String,
+    /// The turn (also the job's deduplication id).
+    pub turn_id: String,
+    /// The seq of the event that asked for the turn.
+    pub trigger_seq: u64,
+}
+
+impl TurnJob {
+    /// The job's ordering group: its session, within its organization.
+    pub fn group(&self) -> String {
+        format!("{}/{}", self.org, self.session_id)
+    }
+}
+
+/// A job handed to a worker, to acknowledge when done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The job.
+    pub job: TurnJob,
+    /// What acknowledges this delivery.
+    pub receipt: String,
+    /// How many times the job has been handed out, this time included.
+    pub attempts: u32,
+}
+
+/// The turn queue.
+#[async_trait]
+pub trait TurnQueue: Send + Sync {
+    /// Adds a job, unless one with its turn id is already queued.
+    async fn enqueue(&self, job: &TurnJob) -> Result<(), Error>;
+
+    /// Up to `max` jobs, each leased for `lease`: the oldest of each session whose earlier
+    /// jobs are all done. Waits up to `wait` for one to come.
+    async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error>;
+
+    /// Marks a delivered job done.
+    async fn ack(&self, receipt: &str) -> Result<(), Error>;
+}

@@ -1,0 +1,101 @@
+//! # The embedded turn queue: a table in `metadata.db`
+//!
+//! Jobs survive restarts. A session's jobs form a group; only the oldest job of a group can be
+//! leased, so a session's turns run one at a time and in order. A lease that runs out hands the
+//! job out again (with one more attempt), as SQS's visibility timeout does.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use rusqlite::params;
+use spool_domain::{Delivery, Error, TurnJob, TurnQueue, workspace::new_id};
+
+use crate::{db::sql, metadata::EmbeddedMetadata};
+
+/// How often a waiting receive looks again.
+const POLL: Duration = Duration::from_millis(50);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl TurnQueue for EmbeddedMetadata {
+    async fn enqueue(&self, job: &TurnJob) -> Result<(), Error> {
+        let job = job.clone();
+        let body = serde_json::to_string(&job).map_err(|e| Error::unavailable("encode a turn job", e))?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT OR IGNORE INTO turn_queue (turn_id, grp, job) VALUES (?1, ?2, ?3)",
+                params![job.turn_id, job.group(), body],
+            )
+            .map(drop)
+            .map_err(|e| sql("enqueue a turn", e))
+        })
+        .await
+    }
+
+    async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            let got = self
+                .with(move |conn| {
+                    let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
+                    let now = now_ms();
+                    let heads: Vec<(i64, String, u32)> = {
+                        let mut statement = tx
+                            .prepare_cached(
+                                "SELECT id, job, attempts FROM turn_queue t
+                                 WHERE id = (SELECT MIN(id) FROM turn_queue WHERE grp = t.grp)
+                                   AND leased_until_ms <= ?1
+                                 ORDER BY id LIMIT ?2",
+                            )
+                            .map_err(|e| sql("receive turns", e))?;
+                        let rows = statement
+                            .query_map(params![now, max], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                            .map_err(|e| sql("receive turns", e))?;
+                        rows.collect::<Result<_, _>>().map_err(|e| sql("receive turns", e))?
+                    };
+                    let mut out = Vec::with_capacity(heads.len());
+                    for (id, body, attempts) in heads {
+                        let receipt = new_id("rcpt");
+                        tx.execute(
+                            "UPDATE turn_queue SET leased_until_ms = ?2, attempts = attempts + 1, receipt = ?3
+                             WHERE id = ?1",
+                            params![id, now.saturating_add(lease_ms), receipt],
+                        )
+                        .map_err(|e| sql("lease a turn", e))?;
+                        let job: TurnJob = serde_json::from_str(&body).map_err(|e| Error::Corrupt {
+                            what: format!("a queued turn: {e}"),
+                        })?;
+                        out.push(Delivery {
+                            job,
+                            receipt,
+                            attempts: attempts + 1,
+                        });
+                    }
+                    tx.commit().map_err(|e| sql("commit leases", e))?;
+                    Ok(out)
+                })
+                .await?;
+            if !got.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(got);
+            }
+            tokio::time::sleep(POLL.min(deadline - tokio::time::Instant::now())).await;
+        }
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<(), Error> {
+        let receipt = receipt.to_owned();
+        self.with(move |conn| {
+            conn.execute("DELETE FROM turn_queue WHERE receipt = ?1", params![receipt])
+                .map(drop)
+                .map_err(|e| sql("acknowledge a turn", e))
+        })
+        .await
+    }
+}
