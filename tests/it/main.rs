@@ -28,6 +28,7 @@ macro_rules! on_both_backends {
     };
 }
 
+mod answers_http;
 mod contract;
 mod directory;
 mod handshake;

@@ -14,6 +14,7 @@ mod error;
 pub mod extract;
 mod handshake;
 mod sessions;
+mod submit;
 mod workspaces;
 
 use std::sync::Arc;
@@ -104,6 +105,11 @@ pub fn router(api: ChatApi) -> Router {
             post(sessions::post_message).layer(DefaultBodyLimit::max(sessions::MAX_MESSAGE_BODY_BYTES)),
         )
         .route("/v1/sessions/{id}/events", get(sessions::list_events))
+        .route("/v1/sessions/{id}/control", post(submit::control))
+        .route("/v1/sessions/{id}/tool-output", post(submit::tool_output))
+        .route("/v1/sessions/{id}/approval", post(submit::approval))
+        .route("/v1/sessions/{id}/question", post(submit::question))
+        .route("/v1/sessions/{id}/plan", post(submit::plan))
         .route(
             "/v1/agents/{id}",
             patch(workspaces::update_agent).delete(workspaces::delete_agent),

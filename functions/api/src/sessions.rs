@@ -404,7 +404,13 @@ pub(crate) async fn post_message(
 
 impl ChatApi {
     /// Asks the worker for the turn `turn_id` of a session, triggered by event `seq`.
-    async fn enqueue_turn(&self, org: &str, session_id: &str, turn_id: &str, seq: u64) -> Result<(), ApiError> {
+    pub(crate) async fn enqueue_turn(
+        &self,
+        org: &str,
+        session_id: &str,
+        turn_id: &str,
+        seq: u64,
+    ) -> Result<(), ApiError> {
         let job = TurnJob {
             org: org.to_owned(),
             session_id: session_id.to_owned(),

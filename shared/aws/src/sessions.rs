@@ -3,6 +3,7 @@
 //! | item | `pk` | `sk` | holds | `gsi1pk` / `gsi1sk` (index `by_activity`) |
 //! | --- | --- | --- | --- | --- |
 //! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview` | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
+//! | open request | `o#{org}#ses#{id}` | `req#{request id}` | `data` (JSON) | — |
 //!
 //! Each session is its own partition, so activity on one chat never contends with another's.
 //! Listing a workspace's chats newest first is one `Query` of the `by_activity` index, never a
@@ -14,8 +15,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
     operation::{delete_item::DeleteItemError, put_item::PutItemError, update_item::UpdateItemError},
+    types::ReturnValue,
 };
-use spool_domain::{Error, Session, Sessions};
+use spool_domain::{Error, OpenRequest, Session, Sessions};
 
 use crate::{
     items::{Item, n, s},
@@ -145,6 +147,10 @@ impl Sessions for AwsMetadata {
     }
 
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
+        let requests = self.open_requests(org, id).await?;
+        for request in requests {
+            self.take_request(org, id, &request.id).await?;
+        }
         let result = self
             .dynamodb
             .delete_item()
@@ -192,4 +198,78 @@ impl Sessions for AwsMetadata {
         }
         Ok(out)
     }
+
+    async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error> {
+        let data = serde_json::to_string(request).map_err(|e| Error::unavailable("encode a request", e))?;
+        let result = self
+            .dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(session_pk(org, session_id)))
+            .item("sk", s(format!("req#{}", request.id)))
+            .item("data", s(data))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Err(Error::Exists {
+                    what: format!("request `{}`", request.id),
+                })
+            }
+            Err(e) => Err(ddb("PutItem (open request)", e)),
+        }
+    }
+
+    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error> {
+        let result = self
+            .dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, session_id)))
+            .key("sk", s(format!("req#{request_id}")))
+            .condition_expression("attribute_exists(pk)")
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => out.attributes.map(|item| decode_request(&item)).transpose(),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(ddb("DeleteItem (open request)", e)),
+        }
+    }
+
+    async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error> {
+        let out = self
+            .dynamodb
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :req)")
+            .expression_attribute_values(":pk", s(session_pk(org, session_id)))
+            .expression_attribute_values(":req", s("req#"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb("Query (open requests)", e))?;
+        let mut requests: Vec<OpenRequest> = out
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(decode_request)
+            .collect::<Result<_, _>>()?;
+        requests.sort_by_key(|r| r.opened_seq);
+        Ok(requests)
+    }
+}
+
+fn decode_request(item: &Item) -> Result<OpenRequest, Error> {
+    let data = string(item, "data", "an open request")?;
+    serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+        what: format!("an open request: {e}"),
+    })
 }

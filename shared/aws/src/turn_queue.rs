@@ -2,8 +2,8 @@
 //!
 //! The turns queue (`SPOOL_TURNS_QUEUE_URL`) is FIFO: the message group is the session (within
 //! its organization), so SQS hands out a session's turns in order and holds the next back while
-//! one is in flight; the deduplication id is the turn id, so re-enqueueing a turn within SQS's
-//! five-minute window sends nothing. On Lambda the worker receives turns from the queue's event
+//! one is in flight; the deduplication id is the job's key (turn and trigger), so re-enqueueing a
+//! turn step within SQS's five-minute window sends nothing. On Lambda the worker receives turns from the queue's event
 //! source; [`TurnQueue::receive`] serves `spool serve --backend aws` and tests.
 
 use std::time::Duration;
@@ -40,7 +40,7 @@ impl TurnQueue for SqsTurnQueue {
             .queue_url(&self.queue_url)
             .message_body(body)
             .message_group_id(job.group())
-            .message_deduplication_id(&job.turn_id)
+            .message_deduplication_id(job.key())
             .send()
             .await
             .map_err(|e| Error::unavailable("SQS SendMessage (turn)", describe(&e)))?;

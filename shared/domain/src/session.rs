@@ -78,6 +78,34 @@ pub fn preview(text: &str) -> String {
     out
 }
 
+/// What a session is waiting for from a person (or a client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// Approve or decline a tool call (`tool_approval_required`).
+    Approval,
+    /// Answer a question (`ask_question`, or an agent's `ask`).
+    Question,
+    /// Approve or reject a plan (`plan_approval_required`).
+    Plan,
+    /// The output of a tool the client runs.
+    ToolOutput,
+}
+
+/// A request a session waits on; an answer must name it, and takes it (once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenRequest {
+    /// Its id: the tool call, question or plan id the event carried.
+    pub id: String,
+    /// What it asks for.
+    pub kind: RequestKind,
+    /// The turn that waits on it, to resume.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// The seq of the event that opened it.
+    pub opened_seq: u64,
+}
+
 /// Sessions, per organization.
 #[async_trait]
 pub trait Sessions: Send + Sync {
@@ -94,12 +122,22 @@ pub trait Sessions: Send + Sync {
     /// Records activity: `last_active_ms` and `preview`, unless newer activity is recorded.
     async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error>;
 
-    /// Deletes the session's record ([`Error::Missing`] if it does not exist).
+    /// Deletes the session's record and open requests ([`Error::Missing`] if it does not exist).
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error>;
 
     /// The sessions of a workspace (or, for `None`, those outside workspaces), most recently
     /// active first, at most `limit`.
     async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error>;
+
+    /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
+    async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;
+
+    /// Takes an open request, atomically: of two answers to one request, one gets it and the
+    /// other `None`.
+    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error>;
+
+    /// The session's open requests.
+    async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error>;
 }
 
 /// Who wrote an event.

@@ -4,8 +4,8 @@
 //! first, then a [`TurnJob`] is enqueued: on AWS an SQS FIFO message whose group is the session,
 //! under `spool serve` a table in the embedded metadata store. Either way a session's jobs are
 //! delivered in order and one at a time: the next is not handed out while an earlier one is in
-//! flight. A job is deduplicated by its turn id, so re-enqueueing after a retried submission is
-//! harmless; an unacknowledged job comes back after its lease.
+//! flight. A job is deduplicated by its turn and trigger ([`TurnJob::key`]), so re-enqueueing
+//! after a retried submission is harmless; an unacknowledged job comes back after its lease.
 
 use std::time::Duration;
 
@@ -21,13 +21,18 @@ pub struct TurnJob {
     pub org: String,
     /// The session.
     pub session_id: String,
-    /// The turn (also the job's deduplication id).
+    /// The turn.
     pub turn_id: String,
-    /// The seq of the event that asked for the turn.
+    /// The seq of the event that asked for the turn (its start, or an answer that resumes it).
     pub trigger_seq: u64,
 }
 
 impl TurnJob {
+    /// The job's deduplication key: one job per turn step.
+    pub fn key(&self) -> String {
+        format!("{}.{}", self.turn_id, self.trigger_seq)
+    }
+
     /// The job's ordering group: its session, within its organization.
     pub fn group(&self) -> String {
         format!("{}/{}", self.org, self.session_id)
@@ -48,7 +53,7 @@ pub struct Delivery {
 /// The turn queue.
 #[async_trait]
 pub trait TurnQueue: Send + Sync {
-    /// Adds a job, unless one with its turn id is already queued.
+    /// Adds a job, unless one with its key is already queued.
     async fn enqueue(&self, job: &TurnJob) -> Result<(), Error>;
 
     /// Up to `max` jobs, each leased for `lease`: the oldest of each session whose earlier

@@ -59,9 +59,16 @@ CREATE TABLE IF NOT EXISTS sessions (
     data           TEXT NOT NULL,
     PRIMARY KEY (org, id)
 );
+CREATE TABLE IF NOT EXISTS open_requests (
+    org        TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (org, session_id, id)
+);
 CREATE TABLE IF NOT EXISTS turn_queue (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    turn_id         TEXT NOT NULL UNIQUE,
+    job_key         TEXT NOT NULL UNIQUE,
     grp             TEXT NOT NULL,
     job             TEXT NOT NULL,
     leased_until_ms INTEGER NOT NULL DEFAULT 0,

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{Error, Session, Sessions};
+use spool_domain::{Error, OpenRequest, Session, Sessions};
 
 use crate::{
     db::sql,
@@ -113,9 +113,16 @@ impl Sessions for EmbeddedMetadata {
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
-            let changed = conn
+            let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
+            tx.execute(
+                "DELETE FROM open_requests WHERE org = ?1 AND session_id = ?2",
+                params![org, id],
+            )
+            .map_err(|e| sql("delete a session's requests", e))?;
+            let changed = tx
                 .execute("DELETE FROM sessions WHERE org = ?1 AND id = ?2", params![org, id])
                 .map_err(|e| sql("delete a session", e))?;
+            tx.commit().map_err(|e| sql("commit a session delete", e))?;
             if changed == 0 {
                 return Err(Error::Missing {
                     what: format!("session `{id}`"),
@@ -142,6 +149,68 @@ impl Sessions for EmbeddedMetadata {
                 .map_err(|e| sql("list sessions", e))?;
             rows.map(|row| merge(row.map_err(|e| sql("list sessions", e))?))
                 .collect()
+        })
+        .await
+    }
+
+    async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error> {
+        let (org, session_id, request) = (org.to_owned(), session_id.to_owned(), request.clone());
+        let data = serde_json::to_string(&request).map_err(|e| Error::unavailable("encode a request", e))?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO open_requests (org, session_id, id, data) VALUES (?1, ?2, ?3, ?4)",
+                params![org, session_id, request.id, data],
+            )
+            .map(drop)
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    Error::Exists {
+                        what: format!("request `{}`", request.id),
+                    }
+                } else {
+                    sql("open a request", e)
+                }
+            })
+        })
+        .await
+    }
+
+    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error> {
+        let (org, session_id, request_id) = (org.to_owned(), session_id.to_owned(), request_id.to_owned());
+        self.with(move |conn| {
+            conn.query_row(
+                "DELETE FROM open_requests WHERE org = ?1 AND session_id = ?2 AND id = ?3 RETURNING data",
+                params![org, session_id, request_id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| sql("take a request", e))?
+            .map(|data| {
+                serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+                    what: format!("an open request: {e}"),
+                })
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error> {
+        let (org, session_id) = (org.to_owned(), session_id.to_owned());
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT data FROM open_requests WHERE org = ?1 AND session_id = ?2 ORDER BY rowid")
+                .map_err(|e| sql("list requests", e))?;
+            let rows = statement
+                .query_map(params![org, session_id], |r| r.get::<_, String>(0))
+                .map_err(|e| sql("list requests", e))?;
+            rows.map(|row| {
+                let data = row.map_err(|e| sql("list requests", e))?;
+                serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+                    what: format!("an open request: {e}"),
+                })
+            })
+            .collect()
         })
         .await
     }

@@ -28,8 +28,8 @@ impl TurnQueue for EmbeddedMetadata {
         let body = serde_json::to_string(&job).map_err(|e| Error::unavailable("encode a turn job", e))?;
         self.with(move |conn| {
             conn.execute(
-                "INSERT OR IGNORE INTO turn_queue (turn_id, grp, job) VALUES (?1, ?2, ?3)",
-                params![job.turn_id, job.group(), body],
+                "INSERT OR IGNORE INTO turn_queue (job_key, grp, job) VALUES (?1, ?2, ?3)",
+                params![job.key(), job.group(), body],
             )
             .map(drop)
             .map_err(|e| sql("enqueue a turn", e))

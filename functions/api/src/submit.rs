@@ -1,0 +1,315 @@
+//! # Controls and answers
+//!
+//! `POST /v1/sessions/{id}/control`, `…/tool-output`, `…/approval`, `…/question` and `…/plan`.
+//! Each appends its own submit event (`control_submitted`, `tool_output_submitted`,
+//! `approval_submitted`, `question_answered`, `plan_submitted`) before anything acts on it. An
+//! answer must name a request the session waits on: it takes the request atomically, so an
+//! unknown id, a stale one or a second answer to the same request gets `409` and appends
+//! nothing. An answer to a turn's request enqueues the turn again, to resume it.
+
+use std::sync::Arc;
+
+use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use spool_domain::{
+    RequestKind, Session,
+    session::{EventDraft, EventKind, append_events},
+};
+
+use crate::{
+    ApiError, ChatApi,
+    extract::{Caller, PathOf, json_body, rfc3339_ms},
+};
+
+/// The longest answer, feedback or tool output accepted, in characters.
+const MAX_ANSWER_CHARS: usize = 100_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ControlAction {
+    Abort,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Control {
+    action: ControlAction,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOutput {
+    tool: String,
+    tool_call_id: String,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Decision {
+    Approve,
+    Decline,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Approval {
+    decision: Decision,
+    tool_call_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    question_id: String,
+    answer: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PlanAction {
+    Approve,
+    Reject,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanResponse {
+    plan_id: String,
+    action: PlanAction,
+    #[serde(default)]
+    feedback: Option<String>,
+}
+
+fn check_id(name: &str, id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
+        return Err(ApiError::BadRequest(format!("`{name}` must be 1 to 128 characters")));
+    }
+    Ok(())
+}
+
+fn check_text(name: &str, text: &str) -> Result<(), ApiError> {
+    if text.chars().count() > MAX_ANSWER_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "`{name}` is longer than {MAX_ANSWER_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+fn kind_name(kind: RequestKind) -> &'static str {
+    match kind {
+        RequestKind::Approval => "approval request",
+        RequestKind::Question => "question",
+        RequestKind::Plan => "plan",
+        RequestKind::ToolOutput => "tool call",
+    }
+}
+
+impl ChatApi {
+    /// Appends one submit event to a session; its seq.
+    pub(crate) async fn submit(
+        &self,
+        caller: &Caller,
+        session: &Session,
+        kind_type: &str,
+        payload: Value,
+        turn_id: Option<String>,
+    ) -> Result<u64, ApiError> {
+        let path = Session::stream(caller.org(), &session.id)?;
+        let draft = EventDraft {
+            kind: EventKind::Submit,
+            kind_type: kind_type.to_owned(),
+            payload,
+            client_message_id: None,
+            turn_id,
+        };
+        let now = rfc3339_ms(self.clock.now_ms());
+        let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now).await?;
+        Ok(appended.first)
+    }
+
+    /// Takes the session's open request `id` of `kind`, appends the answer, and enqueues the
+    /// waiting turn; `409` when there is no such request.
+    async fn answer(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        kind: RequestKind,
+        id: &str,
+        kind_type: &str,
+        payload: Value,
+    ) -> Result<(StatusCode, Json<Value>), ApiError> {
+        let session = self.session_of(caller, session_id).await?;
+        let stale = || {
+            ApiError::Conflict(format!(
+                "session `{session_id}` has no open {} `{id}`: it was answered already, or never asked",
+                kind_name(kind)
+            ))
+        };
+        let Some(request) = self.metadata.take_request(caller.org(), session_id, id).await? else {
+            return Err(stale());
+        };
+        if request.kind != kind {
+            self.metadata.open_request(caller.org(), session_id, &request).await?;
+            return Err(stale());
+        }
+        let seq = match self
+            .submit(caller, &session, kind_type, payload, request.turn_id.clone())
+            .await
+        {
+            Ok(seq) => seq,
+            Err(e) => {
+                // Nothing was answered: the request stays open for a retry.
+                self.metadata.open_request(caller.org(), session_id, &request).await?;
+                return Err(e);
+            }
+        };
+        if let Some(turn_id) = &request.turn_id {
+            self.enqueue_turn(caller.org(), session_id, turn_id, seq).await?;
+        }
+        self.metadata
+            .touch_session(caller.org(), session_id, self.clock.now_ms(), &session.preview)
+            .await?;
+        Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({ "seq": seq, "turn_id": request.turn_id })),
+        ))
+    }
+}
+
+/// `POST /v1/sessions/{id}/control` `{action: "abort"}`: `control_submitted`. The running turn
+/// sees it in the stream; with nothing running it changes nothing.
+pub(crate) async fn control(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let control: Control = json_body(&body)?;
+    let session = api.session_of(&caller, &id).await?;
+    let action = match control.action {
+        ControlAction::Abort => "abort",
+    };
+    let seq = api
+        .submit(
+            &caller,
+            &session,
+            "control_submitted",
+            json!({ "action": action }),
+            None,
+        )
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "seq": seq }))))
+}
+
+/// `POST /v1/sessions/{id}/tool-output` `{tool, tool_call_id, output | error}`.
+pub(crate) async fn tool_output(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let out: ToolOutput = json_body(&body)?;
+    check_id("tool_call_id", &out.tool_call_id)?;
+    check_id("tool", &out.tool)?;
+    if out.output.is_some() == out.error.is_some() {
+        return Err(ApiError::BadRequest("give either `output` or `error`".to_owned()));
+    }
+    if let Some(error) = &out.error {
+        check_text("error", error)?;
+    }
+    let payload =
+        json!({ "tool": out.tool, "tool_call_id": out.tool_call_id, "output": out.output, "error": out.error });
+    api.answer(
+        &caller,
+        &id,
+        RequestKind::ToolOutput,
+        &out.tool_call_id,
+        "tool_output_submitted",
+        payload,
+    )
+    .await
+}
+
+/// `POST /v1/sessions/{id}/approval` `{decision: "approve" | "decline", tool_call_id}`.
+pub(crate) async fn approval(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let approval: Approval = json_body(&body)?;
+    check_id("tool_call_id", &approval.tool_call_id)?;
+    let decision = match approval.decision {
+        Decision::Approve => "approve",
+        Decision::Decline => "decline",
+    };
+    let payload = json!({ "decision": decision, "tool_call_id": approval.tool_call_id });
+    api.answer(
+        &caller,
+        &id,
+        RequestKind::Approval,
+        &approval.tool_call_id,
+        "approval_submitted",
+        payload,
+    )
+    .await
+}
+
+/// `POST /v1/sessions/{id}/question` `{question_id, answer}`.
+pub(crate) async fn question(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let answer: Answer = json_body(&body)?;
+    check_id("question_id", &answer.question_id)?;
+    if answer.answer.trim().is_empty() {
+        return Err(ApiError::BadRequest("`answer` is blank".to_owned()));
+    }
+    check_text("answer", &answer.answer)?;
+    let payload = json!({ "question_id": answer.question_id, "answer": answer.answer });
+    api.answer(
+        &caller,
+        &id,
+        RequestKind::Question,
+        &answer.question_id,
+        "question_answered",
+        payload,
+    )
+    .await
+}
+
+/// `POST /v1/sessions/{id}/plan` `{plan_id, action: "approve" | "reject", feedback?}`.
+pub(crate) async fn plan(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let response: PlanResponse = json_body(&body)?;
+    check_id("plan_id", &response.plan_id)?;
+    if let Some(feedback) = &response.feedback {
+        check_text("feedback", feedback)?;
+    }
+    let action = match response.action {
+        PlanAction::Approve => "approve",
+        PlanAction::Reject => "reject",
+    };
+    let payload = json!({ "plan_id": response.plan_id, "action": action, "feedback": response.feedback });
+    api.answer(
+        &caller,
+        &id,
+        RequestKind::Plan,
+        &response.plan_id,
+        "plan_submitted",
+        payload,
+    )
+    .await
+}
