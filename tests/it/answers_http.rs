@@ -11,7 +11,7 @@ use spool_tests::Harness;
 
 use crate::workspaces_http::{Api, setup};
 
-fn org_of(api: &Api) -> String {
+pub(crate) fn org_of(api: &Api) -> String {
     let keys = spool_auth::TokenKeys::new(crate::handshake::SECRET).unwrap();
     keys.verify(api.token.as_deref().unwrap()).unwrap().org
 }

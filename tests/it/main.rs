@@ -31,6 +31,7 @@ macro_rules! on_both_backends {
 mod answers_http;
 mod contract;
 mod directory;
+mod global_http;
 mod handshake;
 mod processes;
 mod sealing;

@@ -357,7 +357,7 @@ pub(crate) async fn session_routes_are_isolated<H: Harness>(harness: &H) {
 }
 
 /// Reads SSE events from `response` until `count` events with ids arrived: (id, data) pairs.
-async fn sse_events(mut response: reqwest::Response, count: usize) -> Vec<(u64, Value)> {
+pub(crate) async fn sse_events(mut response: reqwest::Response, count: usize) -> Vec<(u64, Value)> {
     let mut buffer = String::new();
     let mut events = Vec::new();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);

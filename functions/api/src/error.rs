@@ -23,6 +23,9 @@ pub enum ApiError {
     /// Missing, expired or invalid credentials.
     #[error("{0}")]
     Unauthorized(String),
+    /// Valid credentials without the capability the route needs.
+    #[error("{0}")]
+    Forbidden(String),
     /// A request that conflicts with the current state (e.g. deleting the built-in agent).
     #[error("{0}")]
     Conflict(String),
@@ -40,6 +43,7 @@ impl ApiError {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Store(e) => match e {

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod audit;
 mod error;
 pub mod extract;
+pub mod global;
 mod handshake;
 mod sessions;
 mod submit;
@@ -105,6 +106,9 @@ pub fn router(api: ChatApi) -> Router {
             post(sessions::post_message).layer(DefaultBodyLimit::max(sessions::MAX_MESSAGE_BODY_BYTES)),
         )
         .route("/v1/sessions/{id}/events", get(sessions::list_events))
+        .route("/v1/sessions/{id}/agent-messages", post(global::agent_message))
+        .route("/chat/history", get(global::history))
+        .route("/chat/user_message", post(global::user_message))
         .route("/v1/sessions/{id}/control", post(submit::control))
         .route("/v1/sessions/{id}/tool-output", post(submit::tool_output))
         .route("/v1/sessions/{id}/approval", post(submit::approval))

@@ -12,7 +12,7 @@ use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoRe
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, Position, ProducerClaim, Session, TurnJob,
+    Agent, ContentType, CreateStream, Error, Position, ProducerClaim, RequestKind, Session, TurnJob,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::{CliType, new_id},
 };
@@ -108,9 +108,10 @@ enum OnBusy {
     Enqueue,
 }
 
+/// A person's message.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NewMessage {
+pub(crate) struct NewMessage {
     content: String,
     #[serde(default)]
     files: Vec<Value>,
@@ -121,6 +122,19 @@ struct NewMessage {
     #[serde(default)]
     #[allow(dead_code)] // Read once turns exist (the worker issue); accepted and checked now.
     on_busy: Option<OnBusy>,
+}
+
+impl NewMessage {
+    /// A plain text message.
+    pub(crate) fn text(content: String, client_message_id: Option<String>) -> Self {
+        Self {
+            content,
+            files: Vec::new(),
+            metadata: None,
+            client_message_id,
+            on_busy: None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +162,16 @@ fn check_client_message_id(id: &str) -> Result<(), ApiError> {
 impl ChatApi {
     /// The caller's session `id`, or `404`.
     pub(crate) async fn session_of(&self, caller: &Caller, id: &str) -> Result<Session, ApiError> {
+        if id == crate::global::GLOBAL_SESSION {
+            let now = self.clock.now_ms();
+            return Ok(crate::global::ensure_global_session(
+                self.metadata.as_ref(),
+                self.log.as_ref(),
+                caller.org(),
+                now,
+            )
+            .await?);
+        }
         self.metadata.session(caller.org(), id).await?.ok_or_else(|| {
             ApiError::Store(Error::Missing {
                 what: format!("session `{id}`"),
@@ -329,77 +353,125 @@ pub(crate) async fn post_message(
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let message: NewMessage = json_body(&body)?;
-    if message.content.trim().is_empty() {
-        return Err(ApiError::BadRequest(
-            "`content` is blank; send the message's text".to_owned(),
-        ));
-    }
-    if message.content.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "`content` is longer than {MAX_MESSAGE_CHARS} characters"
-        )));
-    }
-    if message.files.len() > 20 {
-        return Err(ApiError::BadRequest("attach at most 20 files to a message".to_owned()));
-    }
-    if let Some(cmid) = &message.client_message_id {
-        check_client_message_id(cmid)?;
-    }
-    let session = api.session_of(&caller, &id).await?;
-    let path = Session::stream(caller.org(), &session.id)?;
-    let turn_id = new_id("turn");
-    let mut payload = json!({ "content": message.content, "author": caller.0.sub });
-    if !message.files.is_empty() {
-        payload["files"] = Value::Array(message.files);
-    }
-    if let Some(metadata) = message.metadata {
-        payload["metadata"] = Value::Object(metadata);
-    }
-    let draft = EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "user_message_submitted".to_owned(),
-        payload,
-        client_message_id: message.client_message_id.clone(),
-        turn_id: Some(turn_id.clone()),
-    };
-    let producer = message.client_message_id.as_ref().map(|cmid| ProducerClaim {
-        id: format!("msg:{cmid}"),
-        epoch: 0,
-        seq: 0,
-    });
-    let now = api.clock.now_ms();
-    let appended = append_events(
-        api.log.as_ref(),
-        &path,
-        &session.id,
-        std::slice::from_ref(&draft),
-        producer,
-        &rfc3339_ms(now),
-    )
-    .await?;
-    if appended.duplicate {
-        // The first message's answer: its seq and its turn, enqueued again in case the first
-        // attempt failed after its append (the queue drops a turn it already has).
-        let first = api.event_at(&path, appended.first).await?;
-        let turn = first.and_then(|e| e.turn_id);
-        if let Some(turn_id) = &turn {
-            api.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
+    api.user_message(&caller, &id, message).await
+}
+
+impl ChatApi {
+    /// Appends a person's message to a session and asks for the turn it starts. A message in a
+    /// session where an agent asked a question (`agent-messages` with `ask`) answers the oldest
+    /// such question instead (`payload.answers`), for the asking agent to read; it starts no
+    /// turn of Spool's own.
+    pub(crate) async fn user_message(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        message: NewMessage,
+    ) -> Result<(StatusCode, Json<Value>), ApiError> {
+        if message.content.trim().is_empty() {
+            return Err(ApiError::BadRequest(
+                "`content` is blank; send the message's text".to_owned(),
+            ));
+        }
+        if message.content.chars().count() > MAX_MESSAGE_CHARS {
+            return Err(ApiError::BadRequest(format!(
+                "`content` is longer than {MAX_MESSAGE_CHARS} characters"
+            )));
+        }
+        if message.files.len() > 20 {
+            return Err(ApiError::BadRequest("attach at most 20 files to a message".to_owned()));
+        }
+        if let Some(cmid) = &message.client_message_id {
+            check_client_message_id(cmid)?;
+        }
+        let session = self.session_of(caller, session_id).await?;
+        let path = Session::stream(caller.org(), &session.id)?;
+        let producer = message.client_message_id.as_ref().map(|cmid| ProducerClaim {
+            id: format!("msg:{cmid}"),
+            epoch: 0,
+            seq: 0,
+        });
+        // An agent's open question (one no turn of Spool's waits on) is what this answers.
+        let mut answers = None;
+        for request in self.metadata.open_requests(caller.org(), &session.id).await? {
+            if request.kind == RequestKind::Question
+                && request.turn_id.is_none()
+                && let Some(taken) = self
+                    .metadata
+                    .take_request(caller.org(), &session.id, &request.id)
+                    .await?
+            {
+                answers = Some(taken);
+                break;
+            }
+        }
+        let turn_id = answers.is_none().then(|| new_id("turn"));
+        let mut payload = json!({ "content": message.content, "author": caller.0.sub });
+        if !message.files.is_empty() {
+            payload["files"] = Value::Array(message.files);
+        }
+        if let Some(metadata) = message.metadata {
+            payload["metadata"] = Value::Object(metadata);
+        }
+        if let Some(question) = &answers {
+            payload["answers"] = Value::String(question.id.clone());
+        }
+        let draft = EventDraft {
+            kind: EventKind::Submit,
+            kind_type: "user_message_submitted".to_owned(),
+            payload,
+            client_message_id: message.client_message_id.clone(),
+            turn_id: turn_id.clone(),
+        };
+        let now = self.clock.now_ms();
+        let appended = match append_events(
+            self.log.as_ref(),
+            &path,
+            &session.id,
+            std::slice::from_ref(&draft),
+            producer,
+            &rfc3339_ms(now),
+        )
+        .await
+        {
+            Ok(appended) => appended,
+            Err(e) => {
+                if let Some(question) = &answers {
+                    self.metadata.open_request(caller.org(), &session.id, question).await?;
+                }
+                return Err(e.into());
+            }
+        };
+        if appended.duplicate {
+            if let Some(question) = &answers {
+                // A retry: the first attempt answered whatever it answered.
+                self.metadata.open_request(caller.org(), &session.id, question).await?;
+            }
+            // The first message's answer: its seq and its turn, enqueued again in case the first
+            // attempt failed after its append (the queue drops a turn it already has).
+            let first = self.event_at(&path, appended.first).await?;
+            let turn = first.and_then(|e| e.turn_id);
+            if let Some(turn_id) = &turn {
+                self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
+                    .await?;
+            }
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({ "seq": appended.first, "turn_id": turn, "duplicate": true })),
+            ));
+        }
+        if let Some(turn_id) = &turn_id {
+            self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
                 .await?;
         }
-        return Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({ "seq": appended.first, "turn_id": turn, "duplicate": true })),
-        ));
+        self.metadata
+            .touch_session(caller.org(), &session.id, now, &preview(&message.content))
+            .await?;
+        let mut body = json!({ "seq": appended.first, "turn_id": turn_id, "duplicate": false });
+        if let Some(question) = answers {
+            body["answers"] = Value::String(question.id);
+        }
+        Ok((StatusCode::ACCEPTED, Json(body)))
     }
-    api.enqueue_turn(caller.org(), &session.id, &turn_id, appended.first)
-        .await?;
-    api.metadata
-        .touch_session(caller.org(), &session.id, now, &preview(&message.content))
-        .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "seq": appended.first, "turn_id": turn_id, "duplicate": false })),
-    ))
 }
 
 impl ChatApi {

@@ -9,7 +9,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{Clock, Directory, Metadata, StreamLog, SystemClock, TurnQueue};
+use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -209,6 +209,14 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
             let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
                 .await
                 .context("cannot create the organization")?;
+            spool_api::global::ensure_global_session(
+                services.metadata.as_ref(),
+                services.log.as_ref(),
+                &org.id,
+                now_ms(),
+            )
+            .await
+            .context("cannot create the organization's global chat")?;
             serde_json::json!({ "org_id": org.id, "name": org.name })
         }
         AdminCommand::CreateApiKey { org, capabilities, .. } => {
@@ -234,8 +242,10 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
 /// The local organization's API key: made with the organization on first start and kept in
 /// `{data_dir}/local-api-key` (readable by its owner only) so every start can print it. Only
 /// this development key is kept whole; keys from `spool admin create-api-key` are not.
-async fn local_api_key(directory: &dyn Directory, config: &Config) -> anyhow::Result<String> {
+async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<String> {
+    let directory = services.metadata.as_ref();
     spool_api::admin::ensure_local_org(directory, now_ms()).await?;
+    spool_api::global::ensure_global_session(directory, services.log.as_ref(), LOCAL_ORG, now_ms()).await?;
     let file = config.data_dir.join("local-api-key");
     if let Ok(text) = std::fs::read_to_string(&file) {
         let key = spool_auth::ApiKey::parse(&text);
@@ -298,7 +308,7 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     } else {
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
-    let api_key = local_api_key(services.metadata.as_ref(), &config).await?;
+    let api_key = local_api_key(&services, &config).await?;
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {

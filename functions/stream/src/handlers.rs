@@ -358,7 +358,16 @@ pub(crate) async fn chat_events(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &format!("sessions/{id}"), Intent::Read)?;
+    session_events(api, &id, &uri, &headers).await
+}
+
+/// `GET /chat/stream`: the global chat's events, as [`chat_events`] serves them.
+pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
+    session_events(api, "global", &uri, &headers).await
+}
+
+async fn session_events(api: Arc<StreamApi>, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let path = api.resolve(headers, uri, &format!("sessions/{id}"), Intent::Read)?;
     let last_event_id = headers
         .get("last-event-id")
         .map(|v| {

@@ -110,6 +110,10 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
             "/v1/sessions/{id}/stream",
             get(handlers::chat_events).options(handlers::preflight),
         )
+        .route(
+            "/chat/stream",
+            get(handlers::global_events).options(handlers::preflight),
+        )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(browser_headers))
         .with_state(Arc::new(api))

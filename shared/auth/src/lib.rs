@@ -150,7 +150,11 @@ pub fn check_org(org: &str) -> Result<(), AuthError> {
     }
 }
 
-/// Who may call: everyone as one organization, or the bearers of valid tokens.
+/// What a caller may do under [`Access::Open`]: everything.
+pub const OPEN_CAPABILITIES: &[&str] = &["agent", "context_for_query"];
+
+/// Who may call: everyone as one organization (with every capability), or the bearers of
+/// valid tokens.
 #[derive(Debug, Clone)]
 pub enum Access {
     /// No authorization (`spool serve --no-auth`, only on a loopback address): every request
@@ -169,7 +173,11 @@ impl Access {
     /// (seconds since the Unix epoch).
     pub fn caller(&self, authorization: Option<&str>, query: Option<&str>, now: i64) -> Result<Claims, AuthError> {
         match self {
-            Self::Open { org } => Ok(Claims::new("local", org.clone(), now)),
+            Self::Open { org } => {
+                let mut claims = Claims::new("local", org.clone(), now);
+                claims.capabilities = OPEN_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect();
+                Ok(claims)
+            }
             Self::Tokens(keys) => {
                 let token = authorization
                     .and_then(bearer)
