@@ -29,6 +29,7 @@ macro_rules! on_both_backends {
 }
 
 mod answers_http;
+mod capabilities_http;
 mod contract;
 mod directory;
 mod global_http;

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod audit;
+mod capabilities;
 mod error;
 pub mod extract;
 pub mod global;
@@ -107,6 +108,7 @@ pub fn router(api: ChatApi) -> Router {
         )
         .route("/v1/sessions/{id}/events", get(sessions::list_events))
         .route("/v1/sessions/{id}/agent-messages", post(global::agent_message))
+        .route("/v1/sessions/{id}/capabilities", put(capabilities::put_capabilities))
         .route("/chat/history", get(global::history))
         .route("/chat/user_message", post(global::user_message))
         .route("/v1/sessions/{id}/control", post(submit::control))

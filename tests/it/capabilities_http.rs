@@ -1,0 +1,100 @@
+//! A companion's capabilities on a session, over real HTTP on both backends: verified tokens
+//! enable what they grant; anything else is rejected, changes nothing, and is audited.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_domain::{Clock, SystemClock};
+use spool_tests::Harness;
+
+use crate::{answers_http::org_of, handshake::handshake, workspaces_http::setup};
+
+/// Enabled when the token is the organization's and the library's; rejected otherwise.
+pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness: &H) {
+    let (api, other, _) = setup(harness).await;
+    let org = org_of(&api);
+    let metadata = harness.metadata().await;
+    let now = SystemClock.now_ms();
+    let (_, key) = spool_api::admin::create_api_key(&metadata, &org, &["context_for_query".to_owned()], now)
+        .await
+        .unwrap();
+    let companion = |library: &'static str| {
+        let (http, base, key) = (api.http.clone(), api.base.clone(), key.reveal());
+        async move {
+            let body: Value = handshake(&http, &base, json!({ "api_key": key, "library_id": library }))
+                .await
+                .json()
+                .await
+                .unwrap();
+            body["jwt"].as_str().unwrap().to_owned()
+        }
+    };
+    let jwt = companion("lib-1").await;
+    let session = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/sessions/{id}/capabilities");
+
+    // WHEN the companion's token asks for a capability it has and one it has not
+    let answer = api
+        .ok(
+            Method::PUT,
+            &path,
+            Some(json!({ "library_id": "lib-1", "jwt": jwt, "capabilities": ["context_for_query", "agent"] })),
+        )
+        .await;
+    // THEN only the granted one is enabled
+    assert_eq!(answer["status"], "enabled");
+    assert_eq!(answer["capabilities_enabled"], json!(["context_for_query"]));
+    let got = api.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(got["capabilities"], json!(["context_for_query"]));
+
+    // WHEN the token is for another library, tampered with, or another organization's
+    let mut tampered = jwt.clone();
+    tampered.push('x');
+    let foreign: Value = other.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let other_jwt = other.token.clone().unwrap();
+    for (library, token) in [("lib-2", jwt.clone()), ("lib-1", tampered), ("lib-1", other_jwt)] {
+        let answer = api
+            .ok(
+                Method::PUT,
+                &path,
+                Some(json!({ "library_id": library, "jwt": token, "capabilities": ["agent"] })),
+            )
+            .await;
+        // THEN it is rejected with a reason, and the session keeps what it had
+        assert_eq!(answer["status"], "rejected", "{answer}");
+        assert!(answer["reason"].is_string());
+        assert_eq!(answer["capabilities_enabled"], json!(["context_for_query"]));
+    }
+    // Malformed requests are 400; another organization's session is 404.
+    for bad in [
+        json!({}),
+        json!({ "library_id": "l", "jwt": "x", "capabilities": "all" }),
+    ] {
+        assert_eq!(api.call(Method::PUT, &path, Some(bad)).await.0, 400);
+    }
+    let foreign_path = format!("/v1/sessions/{}/capabilities", foreign["id"].as_str().unwrap());
+    let request = json!({ "library_id": "lib-1", "jwt": jwt, "capabilities": ["context_for_query"] });
+    assert_eq!(api.call(Method::PUT, &foreign_path, Some(request)).await.0, 404);
+
+    // AND every attempt is in the organization's audit stream
+    let audit: Value = api
+        .http
+        .get(format!("{}/v1/stream/audit?offset=-1", api.base))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let outcomes: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "capabilities")
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["enabled", "rejected", "rejected", "rejected"]);
+}
+
+on_both_backends!(capabilities_http: companion_tokens_enable_what_they_grant);
