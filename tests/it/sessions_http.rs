@@ -189,6 +189,38 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     assert_eq!(list["sessions"][0]["last_message_preview"], "second chat");
     assert_eq!(list["sessions"][0]["agent_name"], "Helper");
 
+    // AND the workspace's feed announced each message once, and clients cannot write it
+    let feed_url = format!("{}/v1/stream/workspaces/{ws}/feed", api.base);
+    let feed: Value = api
+        .http
+        .get(format!("{feed_url}?offset=-1"))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let added: Vec<(&str, u64)> = feed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "chat.message_added")
+        .map(|e| (e["session_id"].as_str().unwrap(), e["seq"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(added.iter().filter(|(s, _)| *s == first).count(), 11, "{added:?}");
+    assert_eq!(added.last(), Some(&(second.as_str(), 1)));
+    let write = api
+        .http
+        .post(&feed_url)
+        .bearer_auth(api.token.as_deref().unwrap())
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(write.status(), 403);
+
     // WHEN blank, missing or malformed messages are sent, they are refused and nothing is stored
     for bad in [
         json!({ "content": "  \n\t " }),

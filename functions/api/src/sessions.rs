@@ -463,9 +463,14 @@ impl ChatApi {
             self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
                 .await?;
         }
+        let preview = preview(&message.content);
         self.metadata
-            .touch_session(caller.org(), &session.id, now, &preview(&message.content))
+            .touch_session(caller.org(), &session.id, now, &preview)
             .await?;
+        if let Some(ws) = &session.workspace_id {
+            let event = json!({ "session_id": session.id, "seq": appended.first, "preview": preview });
+            self.feed(caller.org(), ws, "chat.message_added", event).await?;
+        }
         let mut body = json!({ "seq": appended.first, "turn_id": turn_id, "duplicate": false });
         if let Some(question) = answers {
             body["answers"] = Value::String(question.id);

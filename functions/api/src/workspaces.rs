@@ -134,6 +134,40 @@ struct AgentOrder {
     agent_ids: Vec<String>,
 }
 
+/// A workspace's feed: list-level events (`chat.message_added`, …) as a JSON stream, read by
+/// clients at `/v1/stream/workspaces/{id}/feed`.
+pub(crate) fn feed_path(org: &str, workspace_id: &str) -> Result<spool_domain::StreamPath, Error> {
+    spool_domain::StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
+}
+
+impl ChatApi {
+    /// Appends a list-level event to a workspace's feed.
+    pub(crate) async fn feed(
+        &self,
+        org: &str,
+        workspace_id: &str,
+        kind: &str,
+        mut event: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        event["type"] = serde_json::Value::String(kind.to_owned());
+        event["ts"] = serde_json::Value::String(rfc3339_ms(self.clock.now_ms()));
+        let path = feed_path(org, workspace_id)?;
+        let body = bytes::Bytes::from(event.to_string());
+        match self.log.append(&path, spool_domain::Append::one(body.clone())).await {
+            // A workspace made before feeds existed gets one now.
+            Err(Error::NotFound { .. }) => {
+                let json = spool_domain::ContentType::parse("application/json")?;
+                self.log.create(&path, spool_domain::CreateStream::new(json)).await?;
+                self.log.append(&path, spool_domain::Append::one(body)).await?;
+            }
+            other => {
+                other?;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn not_found(what: &str, id: &str) -> ApiError {
     ApiError::Store(Error::Missing {
         what: format!("{what} `{id}`"),
@@ -187,6 +221,13 @@ pub(crate) async fn create_workspace(
     };
     workspace.validate()?;
     let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
+    let json = spool_domain::ContentType::parse("application/json")?;
+    api.log
+        .create(
+            &feed_path(caller.org(), &workspace.id)?,
+            spool_domain::CreateStream::new(json),
+        )
+        .await?;
     api.metadata
         .create_workspace(caller.org(), &workspace, &builtin)
         .await?;
@@ -258,6 +299,10 @@ pub(crate) async fn delete_workspace(
         for chat in chats {
             api.remove_session(caller.org(), &chat.id).await?;
         }
+    }
+    match api.log.delete(&feed_path(caller.org(), &id)?).await {
+        Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
+        Err(e) => return Err(e.into()),
     }
     api.metadata.delete_workspace(caller.org(), &id).await?;
     tracing::info!(org = %caller.org(), workspace = %id, "workspace deleted");

@@ -40,8 +40,9 @@ pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 ///
 /// Streams are namespaced by organization: the path a client names, `{path}`, is stored as
 /// `o/{org}/{path}`, so a token of one organization cannot even name another's streams (they
-/// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`) and the
-/// audit stream (`audit`) are read-only here: the chat API writes them.
+/// answer `404`, like streams that do not exist). Session streams (`sessions/{id}`), workspace
+/// feeds (`workspaces/{id}/feed`) and the audit stream (`audit`) are read-only here: the chat
+/// API writes them.
 pub use spool_auth::Access;
 
 /// Whether a request reads or changes a stream.
@@ -81,6 +82,11 @@ impl StreamApi {
             if p.starts_with("sessions/") {
                 return Err(ApiError::Forbidden(
                     "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
+                ));
+            }
+            if p.starts_with("workspaces/") {
+                return Err(ApiError::Forbidden(
+                    "workspace feeds are read-only: the chat API writes them".to_owned(),
                 ));
             }
             if p == AUDIT_STREAM || p.starts_with(&format!("{AUDIT_STREAM}/")) {
