@@ -98,6 +98,7 @@ fn names(list: &Value) -> Vec<String> {
 
 /// A workspace with its built-in agent, agents added, changed, reordered and deleted.
 pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
+    use spool_domain::Workspaces;
     let (api, _, _) = setup(harness).await;
 
     // WHEN a workspace is made
@@ -207,7 +208,35 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
         "Docs 2"
     );
 
-    // WHEN it is deleted, it and its agents are gone
+    // WHEN agents make tasks, they list newest first and read by id
+    let metadata = harness.metadata().await;
+    let org = crate::answers_http::org_of(&api);
+    for (n, at) in [(1, 1_000), (2, 2_000)] {
+        let task = spool_domain::Task {
+            id: format!("task_{n}_{id}"),
+            workspace_id: id.clone(),
+            session_id: None,
+            title: format!("Task {n}"),
+            description: "do it".to_owned(),
+            created_ms: at,
+        };
+        metadata.create_task(&org, &task).await.unwrap();
+    }
+    let tasks = api.ok(Method::GET, &format!("/v1/workspaces/{id}/tasks"), None).await;
+    let titles: Vec<&str> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Task 2", "Task 1"]);
+    let task = api.ok(Method::GET, &format!("/v1/tasks/task_1_{id}"), None).await;
+    assert_eq!(
+        (task["title"].as_str(), task["workspace_id"].as_str()),
+        (Some("Task 1"), Some(id.as_str()))
+    );
+
+    // WHEN it is deleted, it, its agents and its tasks are gone
     assert_eq!(
         api.call(Method::DELETE, &format!("/v1/workspaces/{id}"), None).await.0,
         204
@@ -217,6 +246,8 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
         (Method::GET, format!("/v1/workspaces/{id}/agents")),
         (Method::DELETE, format!("/v1/workspaces/{id}")),
         (Method::PATCH, format!("/v1/agents/{coder}")),
+        (Method::GET, format!("/v1/workspaces/{id}/tasks")),
+        (Method::GET, format!("/v1/tasks/task_1_{id}")),
     ] {
         let body = (method == Method::PATCH).then(|| json!({ "name": "x" }));
         let (status, error) = api.call(method.clone(), &path, body).await;
@@ -276,6 +307,7 @@ pub(crate) async fn errors_and_tenant_isolation<H: Harness>(harness: &H) {
             Some(json!({ "name": "stolen" })),
         ),
         (Method::DELETE, format!("/v1/agents/{agent_id}"), None),
+        (Method::GET, format!("/v1/workspaces/{id}/tasks"), None),
     ];
     for (method, path, body) in &routes {
         // Another organization: 404, as if nothing were there.

@@ -92,6 +92,8 @@ pub fn router(api: ChatApi) -> Router {
             post(workspaces::create_agent).get(workspaces::list_agents),
         )
         .route("/v1/workspaces/{id}/agents/order", put(workspaces::reorder_agents))
+        .route("/v1/workspaces/{id}/tasks", get(workspaces::list_tasks))
+        .route("/v1/tasks/{id}", get(workspaces::get_task))
         .route(
             "/v1/sessions",
             post(sessions::create_session).get(sessions::list_sessions),

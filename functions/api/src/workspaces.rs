@@ -2,7 +2,8 @@
 //!
 //! `POST|GET /v1/workspaces`, `GET|PATCH|DELETE /v1/workspaces/{id}`,
 //! `POST|GET /v1/workspaces/{id}/agents`, `PATCH|DELETE /v1/agents/{id}` and
-//! `PUT /v1/workspaces/{id}/agents/order`. A workspace is made with its built-in Spool agent,
+//! `PUT /v1/workspaces/{id}/agents/order`, `GET /v1/workspaces/{id}/tasks` and
+//! `GET /v1/tasks/{id}` (agents make tasks; the API lists them). A workspace is made with its built-in Spool agent,
 //! which can be changed but not deleted. Everything is scoped to the caller's organization:
 //! another organization's ids answer `404`.
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{
-    Agent, CliType, Error, Runtime, Workspace,
+    Agent, CliType, Error, Runtime, Task, Workspace,
     workspace::{MAX_AGENTS, new_id, plan_reorder},
 };
 
@@ -424,4 +425,59 @@ pub(crate) async fn reorder_agents(
     let moves = plan_reorder(&agents, &order.agent_ids)?;
     api.metadata.set_positions(caller.org(), &workspace_id, &moves).await?;
     api.agent_list(&caller, &workspace_id).await
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct TaskView {
+    id: String,
+    workspace_id: String,
+    session_id: Option<String>,
+    title: String,
+    description: String,
+    created_at: String,
+}
+
+impl From<Task> for TaskView {
+    fn from(t: Task) -> Self {
+        Self {
+            created_at: rfc3339_ms(t.created_ms),
+            id: t.id,
+            workspace_id: t.workspace_id,
+            session_id: t.session_id,
+            title: t.title,
+            description: t.description,
+        }
+    }
+}
+
+/// `GET /v1/workspaces/{id}/tasks`: newest first.
+pub(crate) async fn list_tasks(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(workspace_id): PathOf<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    api.workspace_of(&caller, &workspace_id).await?;
+    let tasks: Vec<TaskView> = api
+        .metadata
+        .tasks(caller.org(), &workspace_id)
+        .await?
+        .into_iter()
+        .map(TaskView::from)
+        .collect();
+    Ok(Json(serde_json::json!({ "tasks": tasks })))
+}
+
+/// `GET /v1/tasks/{id}`.
+pub(crate) async fn get_task(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    let task = api
+        .metadata
+        .task(caller.org(), &id)
+        .await?
+        .ok_or_else(|| not_found("task", &id))?;
+    Ok(Json(task.into()))
 }

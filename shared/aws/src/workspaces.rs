@@ -5,6 +5,8 @@
 //! | workspace | `o#{org}` | `ws#{id}` | `data` (the workspace as JSON) |
 //! | agent | `o#{org}#ws#{ws}` | `agent#{id}` | `data` (JSON), `pos` (its position) |
 //! | agent pointer | `o#{org}#agent#{id}` | `agent` | `ws` (its workspace) |
+//! | task | `o#{org}#ws#{ws}` | `task#{id}` | `data` (JSON) |
+//! | task pointer | `o#{org}#task#{id}` | `task` | `ws` |
 //!
 //! An organization's workspaces share its partition and a workspace's agents share the
 //! workspace's, so both lists are one strongly consistent `Query`; the pointer finds an agent by
@@ -19,7 +21,7 @@ use aws_sdk_dynamodb::{
     types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Workspace, Workspaces};
+use spool_domain::{Agent, Error, Task, Workspace, Workspaces};
 
 use crate::{
     directory::org_pk,
@@ -34,6 +36,10 @@ fn ws_pk(org: &str, ws: &str) -> String {
 
 fn agent_pointer_pk(org: &str, id: &str) -> String {
     format!("o#{org}#agent#{id}")
+}
+
+fn task_pointer_pk(org: &str, id: &str) -> String {
+    format!("o#{org}#task#{id}")
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<AttributeValue, Error> {
@@ -247,6 +253,9 @@ impl Workspaces for AwsMetadata {
             if let Some(agent_id) = sk.strip_prefix("agent#") {
                 requests.push(delete_request(agent_pointer_pk(org, agent_id), "agent")?);
             }
+            if let Some(task_id) = sk.strip_prefix("task#") {
+                requests.push(delete_request(task_pointer_pk(org, task_id), "task")?);
+            }
             requests.push(delete_request(ws_pk(org, id), &sk)?);
         }
         batch_write(&self.dynamodb, &self.table, requests).await?;
@@ -372,5 +381,71 @@ impl Workspaces for AwsMetadata {
                 Err(missing("agent", &positions[index].0))
             }
         }
+    }
+
+    async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error> {
+        let check_ws = build(
+            aws_sdk_dynamodb::types::ConditionCheck::builder()
+                .table_name(&self.table)
+                .key("pk", s(org_pk(org)))
+                .key("sk", s(format!("ws#{}", task.workspace_id)))
+                .condition_expression("attribute_exists(pk)")
+                .build(),
+        )?;
+        let put = build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(ws_pk(org, &task.workspace_id)))
+                .item("sk", s(format!("task#{}", task.id)))
+                .item("data", encode(task)?)
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let pointer = build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(task_pointer_pk(org, &task.id)))
+                .item("sk", s("task"))
+                .item("ws", s(&task.workspace_id))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().condition_check(check_ws).build(),
+            TransactWriteItem::builder().put(put).build(),
+            TransactWriteItem::builder().put(pointer).build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(failed) if failed.first() == Some(&true) => Err(missing("workspace", &task.workspace_id)),
+            Some(_) => Err(Error::Exists {
+                what: format!("task `{}`", task.id),
+            }),
+        }
+    }
+
+    async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error> {
+        let Some(pointer) = self
+            .get(task_pointer_pk(org, id), "task", "GetItem (task pointer)")
+            .await?
+        else {
+            return Ok(None);
+        };
+        let ws = string(&pointer, "ws", "a task pointer")?;
+        self.get(ws_pk(org, &ws), &format!("task#{id}"), "GetItem (task)")
+            .await?
+            .map(|item| decode(&item, "a task"))
+            .transpose()
+    }
+
+    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
+        let mut list: Vec<Task> = self
+            .query_prefix(ws_pk(org, workspace_id), "task#")
+            .await?
+            .iter()
+            .map(|item| decode(item, "a task"))
+            .collect::<Result<_, _>>()?;
+        list.sort_by(|a, b| (b.created_ms, &b.id).cmp(&(a.created_ms, &a.id)));
+        Ok(list)
     }
 }

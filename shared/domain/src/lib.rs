@@ -46,4 +46,4 @@ pub use stream::{
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
 pub use turns::{Delivery, TurnJob, TurnQueue};
-pub use workspace::{Agent, CliType, Metadata, Runtime, Workspace, Workspaces};
+pub use workspace::{Agent, CliType, Metadata, Runtime, Task, Workspace, Workspaces};

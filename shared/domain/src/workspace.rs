@@ -205,6 +205,25 @@ pub fn plan_reorder(agents: &[Agent], ids: &[String]) -> Result<Vec<(String, u32
         .collect())
 }
 
+/// A task an agent made (the `create_task` action) in a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// Its id (`task_…`).
+    pub id: String,
+    /// The workspace it belongs to.
+    pub workspace_id: String,
+    /// The chat it came from.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Its title.
+    pub title: String,
+    /// What to do.
+    #[serde(default)]
+    pub description: String,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+}
+
 /// Workspaces and their agents, per organization.
 #[async_trait]
 pub trait Workspaces: Send + Sync {
@@ -220,7 +239,7 @@ pub trait Workspaces: Send + Sync {
     /// Replaces a workspace's fields ([`Error::Missing`] if it does not exist).
     async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error>;
 
-    /// Deletes a workspace and its agents ([`Error::Missing`] if it does not exist).
+    /// Deletes a workspace, its agents and its tasks ([`Error::Missing`] if it does not exist).
     async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error>;
 
     /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise).
@@ -241,6 +260,15 @@ pub trait Workspaces: Send + Sync {
 
     /// Sets the positions of agents of a workspace, atomically.
     async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
+
+    /// Stores a new task in an existing workspace ([`Error::Missing`] otherwise).
+    async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error>;
+
+    /// The task, if the organization has it.
+    async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error>;
+
+    /// The workspace's tasks, newest first.
+    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error>;
 }
 
 /// Everything the chat API keeps besides streams: [`Directory`](crate::Directory),

@@ -50,6 +50,16 @@ CREATE TABLE IF NOT EXISTS agents (
     FOREIGN KEY (org, workspace_id) REFERENCES workspaces (org, id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS agents_by_workspace ON agents (org, workspace_id, position);
+CREATE TABLE IF NOT EXISTS tasks (
+    org          TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    data         TEXT NOT NULL,
+    PRIMARY KEY (org, id),
+    FOREIGN KEY (org, workspace_id) REFERENCES workspaces (org, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS tasks_by_workspace ON tasks (org, workspace_id, created_ms DESC);
 CREATE TABLE IF NOT EXISTS sessions (
     org            TEXT NOT NULL,
     id             TEXT NOT NULL,

@@ -1,9 +1,9 @@
-//! # Workspaces and agents in the embedded metadata store
+//! # Workspaces, agents and tasks in the embedded metadata store
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Workspace, Workspaces};
+use spool_domain::{Agent, Error, Task, Workspace, Workspaces};
 
 use crate::{
     db::sql,
@@ -51,6 +51,18 @@ fn many<T: DeserializeOwned>(
         .query_map(args, |r| r.get::<_, String>(0))
         .map_err(|e| sql(what, e))?;
     rows.map(|row| decode(what, &row.map_err(|e| sql(what, e))?)).collect()
+}
+
+/// [`Error::Missing`] unless the organization has the workspace.
+fn require_workspace(conn: &Connection, org: &str, workspace_id: &str) -> Result<(), Error> {
+    conn.query_row(
+        "SELECT 1 FROM workspaces WHERE org = ?1 AND id = ?2",
+        params![org, workspace_id],
+        |_| Ok(()),
+    )
+    .optional()
+    .map_err(|e| sql("read a workspace", e))?
+    .ok_or_else(|| missing("workspace", workspace_id))
 }
 
 fn insert_agent(conn: &Connection, org: &str, agent: &Agent) -> Result<(), Error> {
@@ -157,18 +169,7 @@ impl Workspaces for EmbeddedMetadata {
     async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
         let (org, agent) = (org.to_owned(), agent.clone());
         self.with(move |conn| {
-            let exists = conn
-                .query_row(
-                    "SELECT 1 FROM workspaces WHERE org = ?1 AND id = ?2",
-                    params![org, agent.workspace_id],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(|e| sql("read a workspace", e))?
-                .is_some();
-            if !exists {
-                return Err(missing("workspace", &agent.workspace_id));
-            }
+            require_workspace(conn, &org, &agent.workspace_id)?;
             insert_agent(conn, &org, &agent)
         })
         .await
@@ -249,6 +250,55 @@ impl Workspaces for EmbeddedMetadata {
                 }
             }
             tx.commit().map_err(|e| sql("commit an agent order", e))
+        })
+        .await
+    }
+
+    async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error> {
+        let (org, task) = (org.to_owned(), task.clone());
+        self.with(move |conn| {
+            require_workspace(conn, &org, &task.workspace_id)?;
+            conn.execute(
+                "INSERT INTO tasks (org, id, workspace_id, created_ms, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![org, task.id, task.workspace_id, task.created_ms, encode(&task)?],
+            )
+            .map(drop)
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    Error::Exists {
+                        what: format!("task `{}`", task.id),
+                    }
+                } else {
+                    sql("insert a task", e)
+                }
+            })
+        })
+        .await
+    }
+
+    async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            one(
+                conn,
+                "SELECT data FROM tasks WHERE org = ?1 AND id = ?2",
+                &org,
+                &id,
+                "read a task",
+            )
+        })
+        .await
+    }
+
+    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
+        let (org, workspace_id) = (org.to_owned(), workspace_id.to_owned());
+        self.with(move |conn| {
+            many(
+                conn,
+                "SELECT data FROM tasks WHERE org = ?1 AND workspace_id = ?2 ORDER BY created_ms DESC, id DESC",
+                params![org, workspace_id],
+                "list tasks",
+            )
         })
         .await
     }
