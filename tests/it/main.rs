@@ -32,6 +32,7 @@ mod answers_http;
 mod capabilities_http;
 mod contract;
 mod directory;
+mod fuzz_http;
 mod global_http;
 mod handshake;
 mod processes;

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::{
     ApiError, ChatApi, audit,
-    extract::{Caller, PathOf, json_body, rfc3339_ms},
+    extract::{Caller, Id, PathOf, json_body, rfc3339_ms},
 };
 
 #[derive(Debug, Deserialize)]
@@ -32,7 +32,7 @@ struct CapabilityRequest {
 pub(crate) async fn put_capabilities(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let request: CapabilityRequest = json_body(&body)?;

@@ -7,7 +7,7 @@ use axum::{
     extract::FromRequestParts,
     http::{header, request::Parts},
 };
-use serde::{Deserialize, Deserializer, de::DeserializeOwned};
+use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
 
 use crate::{ApiError, ChatApi};
@@ -49,6 +49,45 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryOf<T> {
         axum::extract::Query::<T>::try_from_uri(&parts.uri)
             .map(|q| Self(q.0))
             .map_err(|e| ApiError::BadRequest(format!("the query string is not valid here: {}", e.body_text())))
+    }
+}
+
+/// An id a client names (in a path, a query or a body): 1 to 128 characters, no control
+/// characters, no `/`. Anything else cannot name a record, and is refused before any store sees
+/// it (a 3,000-byte id would otherwise reach DynamoDB's key limits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Id(String);
+
+impl TryFrom<String> for Id {
+    type Error = String;
+
+    fn try_from(id: String) -> Result<Self, String> {
+        if id.is_empty() || id.len() > 128 || id.chars().any(|c| c.is_control() || c == '/') {
+            Err("an id is 1 to 128 characters, without `/` or control characters".to_owned())
+        } else {
+            Ok(Self(id))
+        }
+    }
+}
+
+impl std::ops::Deref for Id {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Id> for String {
+    fn from(id: Id) -> Self {
+        id.0
     }
 }
 

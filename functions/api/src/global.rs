@@ -21,7 +21,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, PathOf, QueryOf, json_body, rfc3339_ms},
+    extract::{Caller, Id, PathOf, QueryOf, json_body, rfc3339_ms},
     sessions::NewMessage,
 };
 
@@ -98,7 +98,7 @@ pub(crate) struct HistoryQuery {
 pub(crate) async fn agent_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     if !caller.0.can(AGENT_CAPABILITY) {

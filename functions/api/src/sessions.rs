@@ -19,7 +19,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, Patch, PathOf, QueryOf, json_body, rfc3339_ms},
+    extract::{Caller, Id, Patch, PathOf, QueryOf, json_body, rfc3339_ms},
 };
 
 /// The longest message accepted, in characters.
@@ -75,9 +75,9 @@ impl SessionView {
 #[serde(deny_unknown_fields)]
 struct NewSession {
     #[serde(default)]
-    workspace_id: Option<String>,
+    workspace_id: Option<Id>,
     #[serde(default)]
-    agent_id: Option<String>,
+    agent_id: Option<Id>,
     #[serde(default)]
     title: Option<String>,
 }
@@ -88,7 +88,7 @@ struct SessionPatch {
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
-    agent_id: Option<String>,
+    agent_id: Option<Id>,
     #[serde(default)]
     cli_type: Patch<CliType>,
 }
@@ -96,7 +96,7 @@ struct SessionPatch {
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
     #[serde(default)]
-    workspace_id: Option<String>,
+    workspace_id: Option<Id>,
     #[serde(default)]
     limit: Option<usize>,
 }
@@ -236,7 +236,10 @@ pub(crate) async fn create_session(
     let now = api.clock.now_ms();
     let session = Session {
         id: new_id("ses"),
-        workspace_id: agent.as_ref().map(|a| a.workspace_id.clone()).or(new.workspace_id),
+        workspace_id: agent
+            .as_ref()
+            .map(|a| a.workspace_id.clone())
+            .or(new.workspace_id.map(String::from)),
         agent_id: agent.as_ref().map(|a| a.id.clone()),
         title: new.title.map_or_else(|| "New chat".to_owned(), |t| t.trim().to_owned()),
         cli_override: None,
@@ -292,7 +295,7 @@ pub(crate) async fn list_sessions(
 pub(crate) async fn get_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<Json<SessionView>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
     Ok(Json(api.view(&caller, session).await?))
@@ -303,7 +306,7 @@ pub(crate) async fn get_session(
 pub(crate) async fn update_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<Json<SessionView>, ApiError> {
     let change: SessionPatch = json_body(&body)?;
@@ -312,7 +315,7 @@ pub(crate) async fn update_session(
         session.title = title.trim().to_owned();
     }
     if let Some(agent_id) = change.agent_id
-        && session.agent_id.as_deref() != Some(agent_id.as_str())
+        && session.agent_id.as_deref() != Some(&*agent_id)
     {
         let agent = api
             .pick_agent(&caller, session.workspace_id.as_deref(), Some(&agent_id))
@@ -330,7 +333,7 @@ pub(crate) async fn update_session(
 pub(crate) async fn delete_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
     let session = api.session_of(&caller, &id).await?;
     if session.global {
@@ -349,7 +352,7 @@ pub(crate) async fn delete_session(
 pub(crate) async fn post_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let message: NewMessage = json_body(&body)?;
@@ -517,7 +520,7 @@ impl ChatApi {
 pub(crate) async fn list_events(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     QueryOf(query): QueryOf<EventsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let session = api.session_of(&caller, &id).await?;

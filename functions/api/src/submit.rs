@@ -19,7 +19,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, PathOf, json_body, rfc3339_ms},
+    extract::{Caller, Id, PathOf, json_body, rfc3339_ms},
 };
 
 /// The longest answer, feedback or tool output accepted, in characters.
@@ -187,7 +187,7 @@ impl ChatApi {
 pub(crate) async fn control(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let control: Control = json_body(&body)?;
@@ -211,7 +211,7 @@ pub(crate) async fn control(
 pub(crate) async fn tool_output(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let out: ToolOutput = json_body(&body)?;
@@ -240,7 +240,7 @@ pub(crate) async fn tool_output(
 pub(crate) async fn approval(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let approval: Approval = json_body(&body)?;
@@ -265,7 +265,7 @@ pub(crate) async fn approval(
 pub(crate) async fn question(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let answer: Answer = json_body(&body)?;
@@ -290,7 +290,7 @@ pub(crate) async fn question(
 pub(crate) async fn plan(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let response: PlanResponse = json_body(&body)?;

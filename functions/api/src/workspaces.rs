@@ -18,7 +18,7 @@ use spool_domain::{
 
 use crate::{
     ApiError, ChatApi,
-    extract::{Caller, Patch, PathOf, json_body, rfc3339_ms},
+    extract::{Caller, Id, Patch, PathOf, json_body, rfc3339_ms},
 };
 
 /// A workspace as the API shows it.
@@ -132,7 +132,7 @@ struct AgentPatch {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AgentOrder {
-    agent_ids: Vec<String>,
+    agent_ids: Vec<Id>,
 }
 
 /// A workspace's feed: list-level events (`chat.message_added`, …) as a JSON stream, read by
@@ -255,7 +255,7 @@ pub(crate) async fn list_workspaces(
 pub(crate) async fn get_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     Ok(Json(api.workspace_of(&caller, &id).await?.into()))
 }
@@ -264,7 +264,7 @@ pub(crate) async fn get_workspace(
 pub(crate) async fn update_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     let change: WorkspacePatch = json_body(&body)?;
@@ -287,7 +287,7 @@ pub(crate) async fn update_workspace(
 pub(crate) async fn delete_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
     api.workspace_of(&caller, &id).await?;
     // Its chats first (streams and records), then the workspace with its agents: a delete
@@ -314,7 +314,7 @@ pub(crate) async fn delete_workspace(
 pub(crate) async fn create_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(workspace_id): PathOf<String>,
+    PathOf(workspace_id): PathOf<Id>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let new: NewAgent = json_body(&body)?;
@@ -328,7 +328,7 @@ pub(crate) async fn create_agent(
     let now = api.clock.now_ms();
     let agent = Agent {
         id: new_id("ag"),
-        workspace_id,
+        workspace_id: workspace_id.into(),
         name: new.name.trim().to_owned(),
         instruction: new.instruction,
         runtime: new.runtime,
@@ -348,7 +348,7 @@ pub(crate) async fn create_agent(
 pub(crate) async fn list_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(workspace_id): PathOf<String>,
+    PathOf(workspace_id): PathOf<Id>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     api.agent_list(&caller, &workspace_id).await
@@ -358,7 +358,7 @@ pub(crate) async fn list_agents(
 pub(crate) async fn update_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
     body: Bytes,
 ) -> Result<Json<AgentView>, ApiError> {
     let change: AgentPatch = json_body(&body)?;
@@ -383,7 +383,7 @@ pub(crate) async fn update_agent(
 pub(crate) async fn delete_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
     let agent = api.agent_of(&caller, &id).await?;
     if agent.builtin {
@@ -402,7 +402,7 @@ pub(crate) async fn delete_agent(
         .metadata
         .sessions(caller.org(), Some(&agent.workspace_id), usize::MAX)
         .await?;
-    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(id.as_str())) {
+    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(&*id)) {
         chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
         chat.cli_override = None;
         api.metadata.update_session(caller.org(), &chat).await?;
@@ -416,13 +416,14 @@ pub(crate) async fn delete_agent(
 pub(crate) async fn reorder_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(workspace_id): PathOf<String>,
+    PathOf(workspace_id): PathOf<Id>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let order: AgentOrder = json_body(&body)?;
     api.workspace_of(&caller, &workspace_id).await?;
     let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
-    let moves = plan_reorder(&agents, &order.agent_ids)?;
+    let ids: Vec<String> = order.agent_ids.into_iter().map(String::from).collect();
+    let moves = plan_reorder(&agents, &ids)?;
     api.metadata.set_positions(caller.org(), &workspace_id, &moves).await?;
     api.agent_list(&caller, &workspace_id).await
 }
@@ -455,7 +456,7 @@ impl From<Task> for TaskView {
 pub(crate) async fn list_tasks(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(workspace_id): PathOf<String>,
+    PathOf(workspace_id): PathOf<Id>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     let tasks: Vec<TaskView> = api
@@ -472,7 +473,7 @@ pub(crate) async fn list_tasks(
 pub(crate) async fn get_task(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    PathOf(id): PathOf<String>,
+    PathOf(id): PathOf<Id>,
 ) -> Result<Json<TaskView>, ApiError> {
     let task = api
         .metadata

@@ -1,0 +1,361 @@
+//! Hostile input on every chat API route, over real HTTP on both backends: malformed and
+//! truncated JSON, wrong types, unknown fields, deep nesting, huge bodies, invalid UTF-8, odd ids
+//! and odd headers. Every answer is a 4xx (never a 5xx; a connection closes only on a body over
+//! the limit, after its 413), and nothing changes. Cases come from a seeded generator, so a failure names a case that can be replayed.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_domain::{Clock, SystemClock};
+use spool_tests::Harness;
+
+use crate::{
+    answers_http::org_of,
+    workspaces_http::{Api, setup},
+};
+
+/// A body that is not a valid request for any route.
+fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str) {
+    match case % 12 {
+        0 => {
+            // Random bytes behind a byte that is neither UTF-8 nor JSON.
+            let mut bytes = vec![0xff];
+            bytes.extend((0..rng.usize(0..2000)).map(|_| rng.u8(..)));
+            (bytes, "random bytes")
+        }
+        1 => (
+            b"{\"name\": \"\xff\xfe\", \"content\": \"\xc3\x28\"}".to_vec(),
+            "invalid UTF-8 in strings",
+        ),
+        2 => {
+            let depth = 50_000;
+            (
+                format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes(),
+                "deep nesting",
+            )
+        }
+        3 => {
+            let depth = 20_000;
+            (
+                format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth)).into_bytes(),
+                "deep objects",
+            )
+        }
+        4 => (vec![b' '; 2 * 1024 * 1024], "a 2 MiB body"),
+        5 => {
+            let values = [
+                json!(1),
+                json!("text"),
+                json!([1, 2]),
+                json!(null),
+                json!(true),
+                json!(1.5e300),
+            ];
+            (
+                values[rng.usize(..values.len())].to_string().into_bytes(),
+                "a JSON scalar or array",
+            )
+        }
+        6 => {
+            // Every field any route takes, each with a value of the wrong type.
+            let wrong = [json!(5), json!([]), json!({}), json!(true)];
+            let mut object = serde_json::Map::new();
+            for field in [
+                "name",
+                "content",
+                "text",
+                "title",
+                "api_key",
+                "agent_ids",
+                "decision",
+                "tool_call_id",
+                "question_id",
+                "answer",
+                "plan_id",
+                "action",
+                "library_id",
+                "jwt",
+                "capabilities",
+                "author",
+                "workspace_id",
+                "agent_id",
+                "instruction",
+                "runtime",
+                "cli_type",
+            ] {
+                object.insert(field.to_owned(), wrong[rng.usize(..wrong.len())].clone());
+            }
+            (Value::Object(object).to_string().into_bytes(), "wrong types")
+        }
+        7 => (br#"{"name": "x", "content": "y""#.to_vec(), "truncated JSON"),
+        8 => (
+            br#"{"text": "\ud800", "content": "\udfff", "name": "\ud800"}"#.to_vec(),
+            "lone surrogates",
+        ),
+        9 => {
+            let key: String = (0..rng.usize(1..40)).map(|_| rng.alphabetic()).collect();
+            (format!(r#"{{"zz_{key}": 1}}"#).into_bytes(), "an unknown field alone")
+        }
+        10 => (Vec::new(), "an empty body"),
+        _ => (
+            format!(
+                r#"{{"name": "{}", "content": "{}"}}"#,
+                "\u{0}".repeat(3),
+                "x".repeat(300_000)
+            )
+            .into_bytes(),
+            "control characters and a long string",
+        ),
+    }
+}
+
+/// What organization A has, as its API shows it, plus what only the stores show.
+async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
+    let mut state = json!({});
+    for (key, path) in [
+        ("workspaces", "/v1/workspaces".to_owned()),
+        ("workspace", format!("/v1/workspaces/{ws}")),
+        ("agents", format!("/v1/workspaces/{ws}/agents")),
+        ("tasks", format!("/v1/workspaces/{ws}/tasks")),
+        ("sessions", format!("/v1/sessions?workspace_id={ws}")),
+        ("loose", "/v1/sessions".to_owned()),
+        ("session", format!("/v1/sessions/{session}")),
+        ("events", format!("/v1/sessions/{session}/events?after=0")),
+        ("global", "/chat/history?after=0".to_owned()),
+    ] {
+        state[key] = api.ok(Method::GET, &path, None).await;
+    }
+    let audit = api
+        .http
+        .get(format!("{}/v1/stream/audit?offset=-1", api.base))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    state["audit"] = audit.json().await.unwrap_or(Value::Null);
+    state
+}
+
+/// Every route, every kind of hostile input: 4xx only, nothing changed.
+pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harness: &H) {
+    let (api, _, anonymous) = setup(harness).await;
+    let org = org_of(&api);
+    // GIVEN a workspace with an agent, a chat with a message and an open question
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Fuzz" })))
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let agent = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/agents"),
+            Some(json!({ "name": "A" })),
+        )
+        .await;
+    let agent = agent["id"].as_str().unwrap().to_owned();
+    let session = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await;
+    let session = session["id"].as_str().unwrap().to_owned();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{session}/messages"),
+        Some(json!({ "content": "hi" })),
+    )
+    .await;
+    let question = spool_domain::OpenRequest {
+        id: "q-1".to_owned(),
+        kind: spool_domain::RequestKind::Question,
+        turn_id: Some("turn_x".to_owned()),
+        opened_seq: 1,
+    };
+    use spool_domain::Sessions;
+    harness
+        .metadata()
+        .await
+        .open_request(&org, &session, &question)
+        .await
+        .unwrap();
+    api.ok(Method::GET, "/chat/history", None).await;
+    let before = snapshot(&api, &ws, &session).await;
+    let _ = SystemClock.now_ms();
+
+    let writes: Vec<(Method, String)> = vec![
+        (Method::POST, "/v1/handshake".to_owned()),
+        (Method::POST, "/v1/workspaces".to_owned()),
+        (Method::PATCH, format!("/v1/workspaces/{ws}")),
+        (Method::POST, format!("/v1/workspaces/{ws}/agents")),
+        (Method::PUT, format!("/v1/workspaces/{ws}/agents/order")),
+        (Method::PATCH, format!("/v1/agents/{agent}")),
+        (Method::POST, "/v1/sessions".to_owned()),
+        (Method::PATCH, format!("/v1/sessions/{session}")),
+        (Method::POST, format!("/v1/sessions/{session}/messages")),
+        (Method::POST, format!("/v1/sessions/{session}/control")),
+        (Method::POST, format!("/v1/sessions/{session}/tool-output")),
+        (Method::POST, format!("/v1/sessions/{session}/approval")),
+        (Method::POST, format!("/v1/sessions/{session}/question")),
+        (Method::POST, format!("/v1/sessions/{session}/plan")),
+        (Method::PUT, format!("/v1/sessions/{session}/capabilities")),
+        (Method::POST, format!("/v1/sessions/{session}/agent-messages")),
+        (Method::POST, "/chat/user_message".to_owned()),
+    ];
+    let content_types = [
+        "application/json",
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/json; charset=latin1",
+        ";;=garbage/",
+    ];
+    let mut rng = fastrand::Rng::with_seed(0x5eed);
+    // A fresh connection per request: a server that refuses a body early (413) closes the
+    // connection without reading it, which a pooled client would otherwise trip over.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let mut cases = 0;
+    for (method, path) in &writes {
+        for case in 0..12 {
+            let (body, what) = hostile_body(&mut rng, case);
+            let content_type = content_types[rng.usize(..content_types.len())];
+            let response = http
+                .request(method.clone(), format!("{}{path}", api.base))
+                .bearer_auth(api.token.as_deref().unwrap())
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+                .await;
+            let response = match response {
+                Ok(response) => response,
+                // A body over the limit is answered 413 at once and not read: a client still
+                // writing it may see the connection close before it reads the answer.
+                Err(_) if case % 12 == 4 => continue,
+                Err(e) => panic!("{method} {path} with {what}: the connection failed: {e}"),
+            };
+            let status = response.status();
+            assert!(
+                status.is_client_error(),
+                "{method} {path} with {what} ({content_type}): {status}"
+            );
+            cases += 1;
+        }
+    }
+
+    // Odd ids in paths: too long, encoded NULs, dots, unicode, spaces.
+    let long = "x".repeat(3000);
+    let odd_ids = [
+        long.as_str(),
+        "%00",
+        "..",
+        "%2e%2e",
+        "\u{1F600}",
+        "a%20b",
+        "%FF",
+        "ses_%0A",
+    ];
+    for id in odd_ids {
+        for (method, path, body) in [
+            (Method::GET, format!("/v1/workspaces/{id}"), None),
+            (Method::DELETE, format!("/v1/workspaces/{id}"), None),
+            (Method::PATCH, format!("/v1/agents/{id}"), Some(json!({ "name": "x" }))),
+            (Method::DELETE, format!("/v1/agents/{id}"), None),
+            (Method::GET, format!("/v1/tasks/{id}"), None),
+            (Method::GET, format!("/v1/sessions/{id}"), None),
+            (Method::DELETE, format!("/v1/sessions/{id}"), None),
+            (
+                Method::POST,
+                format!("/v1/sessions/{id}/messages"),
+                Some(json!({ "content": "x" })),
+            ),
+            (Method::GET, format!("/v1/sessions/{id}/events"), None),
+            (Method::GET, format!("/v1/sessions/{id}/stream"), None),
+            (
+                Method::POST,
+                format!("/v1/sessions/{id}/question"),
+                Some(json!({ "question_id": "q-1", "answer": "a" })),
+            ),
+            (
+                Method::POST,
+                format!("/v1/workspaces/{id}/agents"),
+                Some(json!({ "name": "x" })),
+            ),
+            (Method::GET, format!("/v1/sessions?workspace_id={id}"), None),
+        ] {
+            let (status, body) = api.call(method.clone(), &path, body).await;
+            let ok = status.is_client_error() || (method == Method::GET && path.starts_with("/v1/sessions?"));
+            assert!(ok, "{method} {path}: {status} {body}");
+            cases += 1;
+        }
+    }
+
+    // Bad query strings.
+    for path in [
+        format!("/v1/sessions?limit=x&workspace_id={ws}"),
+        "/v1/sessions?limit=-1".to_owned(),
+        format!("/v1/sessions/{session}/events?after=-1"),
+        format!("/v1/sessions/{session}/events?limit=1e9"),
+        "/chat/history?after=abc".to_owned(),
+        format!("/v1/sessions/{session}/stream?after=zz"),
+    ] {
+        let (status, _) = api.call(Method::GET, &path, None).await;
+        assert_eq!(status, 400, "{path}");
+        cases += 1;
+    }
+
+    // Odd credentials: every route answers 401.
+    let long_token = format!("Bearer {}", "a".repeat(6000));
+    for authorization in [
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "bearer a.b.c",
+        long_token.as_str(),
+        "Bearer \u{7f}",
+    ] {
+        for (method, path) in &writes[1..] {
+            let mut request = anonymous
+                .http
+                .request(method.clone(), format!("{}{path}", anonymous.base))
+                .header("content-type", "application/json")
+                .body("{}");
+            if let Ok(value) = reqwest::header::HeaderValue::from_str(authorization) {
+                request = request.header("authorization", value);
+            }
+            let status = request.send().await.unwrap().status();
+            assert_eq!(
+                status,
+                401,
+                "{method} {path} with `{}`",
+                authorization.chars().take(20).collect::<String>()
+            );
+            cases += 1;
+        }
+    }
+    // Odd headers with good credentials: never a 5xx.
+    for (name, value) in [
+        ("last-event-id", "not-a-number"),
+        ("last-event-id", "99999999999999999999999"),
+        ("content-length", "0"),
+        ("x-huge", &"v".repeat(16 * 1024)[..]),
+    ] {
+        let response = api
+            .http
+            .get(format!("{}/v1/sessions/{session}/stream", api.base))
+            .bearer_auth(api.token.as_deref().unwrap())
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_client_error() || response.status() == 200,
+            "{name}: {}",
+            response.status()
+        );
+        cases += 1;
+    }
+
+    // THEN nothing changed
+    let after = snapshot(&api, &ws, &session).await;
+    assert_eq!(after, before, "state changed after {cases} hostile requests");
+    assert!(cases > 400, "{cases} cases");
+}
+
+on_both_backends!(fuzz_http: hostile_input_gets_4xx_and_changes_nothing);
