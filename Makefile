@@ -88,12 +88,12 @@ emulator-down: ## Stop the emulator
 	@if [ -x $(PYTHON) ]; then $(PYTHON) localstack/emulator.py down; fi
 
 bench: deps ## Benchmarks: embedded and AWS (emulator) backends, side by side
-	cargo build --release -p spool-bench
+	cargo build --release -p spool-bench -p spool-local
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
 	$(PYTHON) localstack/emulator.py up; \
-	./target/release/spool-bench --env-file .emulator/bench/env --out target/bench/log.json
+	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool --out target/bench/log.json
 
 $(CARGO_LAMBDA):
 	python3 -m venv $(VENV)

@@ -5,6 +5,8 @@
 //! with a column per backend. Request counts on AWS come from an SDK interceptor that counts
 //! every request sent. Results also go to a JSON file.
 
+mod chat;
+
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
 use anyhow::Context;
@@ -29,6 +31,12 @@ struct Args {
     /// Messages in the stream the catch-up read workload reads.
     #[arg(long, default_value_t = 20_000)]
     read_messages: u64,
+    /// The `spool` binary, for the chat API workloads under `spool serve` (skipped without it).
+    #[arg(long)]
+    spool: Option<PathBuf>,
+    /// Messages per chat API workload.
+    #[arg(long, default_value_t = 2000)]
+    chat_messages: usize,
 }
 
 /// One backend's figures.
@@ -59,6 +67,7 @@ struct Report {
     message_bytes: usize,
     limits: String,
     results: Vec<Figures>,
+    chat_api: Vec<chat::Latency>,
 }
 
 const MESSAGE_BYTES: usize = 100;
@@ -301,6 +310,20 @@ async fn main() -> anyhow::Result<()> {
     }
 
     print_table(&results);
+    let mut chat_api = Vec::new();
+    if let Some(spool) = &args.spool {
+        progress("spool serve", "POST /v1/sessions/{id}/messages");
+        chat_api = chat::run(spool, args.chat_messages).await?;
+        println!();
+        println!("| chat API under spool serve (embedded) | requests | p50 ms | p99 ms | per s |");
+        println!("| --- | ---: | ---: | ---: | ---: |");
+        for l in &chat_api {
+            println!(
+                "| {} | {} | {:.2} | {:.2} | {:.0} |",
+                l.workload, l.requests, l.p50_ms, l.p99_ms, l.per_s
+            );
+        }
+    }
     let report = Report {
         date: time::OffsetDateTime::now_utc()
             .format(&time::format_description::well_known::Rfc3339)
@@ -315,6 +338,7 @@ async fn main() -> anyhow::Result<()> {
         message_bytes: MESSAGE_BYTES,
         limits: format!("{limits:?}"),
         results,
+        chat_api,
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;
