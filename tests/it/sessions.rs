@@ -1,6 +1,6 @@
 //! Session records in the metadata store, one contract for both backends.
 
-use spool_domain::{Error, Session, Sessions, workspace::CliType};
+use spool_domain::{Error, PendingTurn, Session, Sessions, workspace::CliType};
 use spool_tests::{Harness, unique_id};
 
 fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
@@ -15,6 +15,7 @@ fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
         created_ms: at,
         last_active_ms: at,
         preview: String::new(),
+        pending_turn: None,
     }
 }
 
@@ -93,4 +94,43 @@ pub(crate) async fn sessions_are_listed_by_last_activity<H: Harness>(harness: &H
     assert!(matches!(a.delete_session(&org, &s1).await, Err(Error::Missing { .. })));
 }
 
-on_both_backends!(sessions: sessions_are_listed_by_last_activity);
+/// One pending turn per session: claimed once, released only by its own turn.
+pub(crate) async fn a_session_has_one_pending_turn<H: Harness>(harness: &H) {
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
+    let (org, id) = (unique_id("org"), unique_id("ses"));
+    a.create_session(&org, &session(&id, None, 1)).await.unwrap();
+    let turn = |t: &str| PendingTurn {
+        turn_id: t.to_owned(),
+        client_message_id: Some("c-1".to_owned()),
+        since_ms: 5,
+    };
+    // WHEN a turn claims the session, a second cannot
+    assert_eq!(a.claim_turn(&org, &id, &turn("t1")).await.unwrap(), Ok(()));
+    assert_eq!(b.claim_turn(&org, &id, &turn("t2")).await.unwrap(), Err(turn("t1")));
+    assert_eq!(
+        b.session(&org, &id).await.unwrap().unwrap().pending_turn,
+        Some(turn("t1"))
+    );
+    // AND a client's update does not clear it
+    let mut renamed = b.session(&org, &id).await.unwrap().unwrap();
+    renamed.title = "Renamed".to_owned();
+    renamed.pending_turn = None;
+    b.update_session(&org, &renamed).await.unwrap();
+    assert_eq!(
+        a.session(&org, &id).await.unwrap().unwrap().pending_turn,
+        Some(turn("t1"))
+    );
+    // WHEN another turn releases it, nothing happens; when its own does, it is free
+    assert!(!b.release_turn(&org, &id, "t2").await.unwrap());
+    assert!(b.release_turn(&org, &id, "t1").await.unwrap());
+    assert_eq!(a.session(&org, &id).await.unwrap().unwrap().pending_turn, None);
+    assert_eq!(a.claim_turn(&org, &id, &turn("t2")).await.unwrap(), Ok(()));
+    // AND a session that does not exist (or another organization's) cannot be claimed
+    assert!(matches!(
+        a.claim_turn(&unique_id("org"), &id, &turn("t3")).await,
+        Err(Error::Missing { .. })
+    ));
+    assert!(!a.release_turn(&unique_id("org"), &id, "t2").await.unwrap());
+}
+
+on_both_backends!(sessions: sessions_are_listed_by_last_activity, a_session_has_one_pending_turn);

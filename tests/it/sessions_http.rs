@@ -84,13 +84,27 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     );
     assert_eq!(again["turn_id"], sent["turn_id"]);
 
-    // WHEN ten messages arrive at once
+    // WHEN another message comes while that turn is pending, it is refused, naming the turn
+    let (status, busy) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{first}/messages"),
+            Some(json!({ "content": "and?" })),
+        )
+        .await;
+    assert_eq!(status, 409, "{busy}");
+    assert_eq!(busy["error"]["code"], "turn_pending");
+    assert_eq!(busy["error"]["pending_turn_id"], sent["turn_id"]);
+    let got = api.ok(Method::GET, &format!("/v1/sessions/{first}"), None).await;
+    assert_eq!(got["pending_turn_id"], sent["turn_id"]);
+
+    // WHEN ten messages arrive at once, asking to queue behind the pending turn
     let messages_path = format!("/v1/sessions/{first}/messages");
     let posts = (0..10).map(|i| {
         api.call(
             Method::POST,
             &messages_path,
-            Some(json!({ "content": format!("message {i}") })),
+            Some(json!({ "content": format!("message {i}"), "on_busy": "enqueue" })),
         )
     });
     let results = futures_util::future::join_all(posts).await;
@@ -289,6 +303,29 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
         builtin.as_str()
     );
 
+    // WHEN the worker finishes the pending turn, the next message starts a new one
+    let org = crate::answers_http::org_of(&api);
+    {
+        use spool_domain::Sessions;
+        let metadata = harness.metadata().await;
+        let pending = sent["turn_id"].as_str().unwrap();
+        assert!(metadata.release_turn(&org, &first, pending).await.unwrap());
+        assert!(
+            !metadata.release_turn(&org, &first, pending).await.unwrap(),
+            "released once"
+        );
+    }
+    let (status, next) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{first}/messages"),
+            Some(json!({ "content": "next" })),
+        )
+        .await;
+    assert_eq!(status, 202, "{next}");
+    let got = api.ok(Method::GET, &format!("/v1/sessions/{first}"), None).await;
+    assert_eq!(got["pending_turn_id"], next["turn_id"]);
+
     // WHEN a chat is deleted, its record and stream are gone
     assert_eq!(
         api.call(Method::DELETE, &format!("/v1/sessions/{first}"), None).await.0,
@@ -429,7 +466,7 @@ pub(crate) async fn chat_events_stream_live_and_resume<H: Harness>(harness: &H) 
         api.ok(
             Method::POST,
             &format!("/v1/sessions/{id}/messages"),
-            Some(json!({ "content": format!("m{i}") })),
+            Some(json!({ "content": format!("m{i}"), "on_busy": "enqueue" })),
         )
         .await;
     }
@@ -446,7 +483,7 @@ pub(crate) async fn chat_events_stream_live_and_resume<H: Harness>(harness: &H) 
     api.ok(
         Method::POST,
         &format!("/v1/sessions/{id}/messages"),
-        Some(json!({ "content": "live" })),
+        Some(json!({ "content": "live", "on_busy": "enqueue" })),
     )
     .await;
     // THEN it gets the history and the new event, each with its seq as the id

@@ -29,6 +29,14 @@ pub enum ApiError {
     /// A request that conflicts with the current state (e.g. deleting the built-in agent).
     #[error("{0}")]
     Conflict(String),
+    /// The session is busy with another turn.
+    #[error("{message}")]
+    Busy {
+        /// The pending turn.
+        turn_id: String,
+        /// What to do.
+        message: String,
+    },
     /// No route at this path.
     #[error("{0}")]
     NoRoute(String),
@@ -43,6 +51,7 @@ impl ApiError {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::Busy { .. } => (StatusCode::CONFLICT, "turn_pending"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -69,7 +78,10 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(error = %self, %status, "API request refused");
         }
-        let body = json!({ "error": { "code": code, "message": self.to_string() } });
+        let mut body = json!({ "error": { "code": code, "message": self.to_string() } });
+        if let Self::Busy { turn_id, .. } = &self {
+            body["error"]["pending_turn_id"] = json!(turn_id);
+        }
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -57,6 +57,7 @@ pub async fn ensure_global_session(
         created_ms: now_ms,
         last_active_ms: now_ms,
         preview: String::new(),
+        pending_turn: None,
     };
     match metadata.create_session(org, &session).await {
         Ok(()) => Ok(session),

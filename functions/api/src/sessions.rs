@@ -12,7 +12,7 @@ use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoRe
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, Position, ProducerClaim, RequestKind, Session, TurnJob,
+    Agent, ContentType, CreateStream, Error, PendingTurn, Position, ProducerClaim, RequestKind, Session, TurnJob,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::{CliType, new_id},
 };
@@ -33,6 +33,8 @@ const DEFAULT_EVENTS: usize = 100;
 /// A session as the API shows it.
 #[derive(Debug, Serialize)]
 pub(crate) struct SessionView {
+    /// The turn running or waiting to run, if any.
+    pending_turn_id: Option<String>,
     id: String,
     workspace_id: Option<String>,
     agent_id: Option<String>,
@@ -67,6 +69,7 @@ impl SessionView {
             global: s.global,
             capabilities: s.capabilities,
             last_message_preview: s.preview,
+            pending_turn_id: s.pending_turn.map(|p| p.turn_id),
         }
     }
 }
@@ -120,7 +123,6 @@ pub(crate) struct NewMessage {
     #[serde(default)]
     client_message_id: Option<String>,
     #[serde(default)]
-    #[allow(dead_code)] // Read once turns exist (the worker issue); accepted and checked now.
     on_busy: Option<OnBusy>,
 }
 
@@ -248,6 +250,7 @@ pub(crate) async fn create_session(
         created_ms: now,
         last_active_ms: now,
         preview: String::new(),
+        pending_turn: None,
     };
     session.validate()?;
     let json = ContentType::parse("application/json")?;
@@ -408,6 +411,37 @@ impl ChatApi {
             }
         }
         let turn_id = answers.is_none().then(|| new_id("turn"));
+        let now = self.clock.now_ms();
+        // One pending turn per session: a message while one is pending is refused, unless it asks
+        // to queue behind it, or it is a retry of the very message that started it.
+        let mut claimed = None;
+        if let Some(turn_id) = &turn_id
+            && !matches!(message.on_busy, Some(OnBusy::Enqueue))
+        {
+            let claim = PendingTurn {
+                turn_id: turn_id.clone(),
+                client_message_id: message.client_message_id.clone(),
+                since_ms: now,
+            };
+            match self.metadata.claim_turn(caller.org(), &session.id, &claim).await? {
+                Ok(()) => claimed = Some(turn_id.clone()),
+                Err(holder)
+                    if holder.client_message_id.is_some() && holder.client_message_id == message.client_message_id => {}
+                Err(holder) => {
+                    if let Some(question) = &answers {
+                        self.metadata.open_request(caller.org(), &session.id, question).await?;
+                    }
+                    return Err(ApiError::Busy {
+                        turn_id: holder.turn_id.clone(),
+                        message: format!(
+                            "turn `{}` is still pending in this chat; wait for its agent_end, abort it, \
+                             or send the message with \"on_busy\": \"enqueue\"",
+                            holder.turn_id
+                        ),
+                    });
+                }
+            }
+        }
         let mut payload = json!({ "content": message.content, "author": caller.0.sub });
         if !message.files.is_empty() {
             payload["files"] = Value::Array(message.files);
@@ -425,7 +459,6 @@ impl ChatApi {
             client_message_id: message.client_message_id.clone(),
             turn_id: turn_id.clone(),
         };
-        let now = self.clock.now_ms();
         let appended = match append_events(
             self.log.as_ref(),
             &path,
@@ -441,10 +474,16 @@ impl ChatApi {
                 if let Some(question) = &answers {
                     self.metadata.open_request(caller.org(), &session.id, question).await?;
                 }
+                if let Some(turn) = &claimed {
+                    self.metadata.release_turn(caller.org(), &session.id, turn).await?;
+                }
                 return Err(e.into());
             }
         };
         if appended.duplicate {
+            if let Some(turn) = &claimed {
+                self.metadata.release_turn(caller.org(), &session.id, turn).await?;
+            }
             if let Some(question) = &answers {
                 // A retry: the first attempt answered whatever it answered.
                 self.metadata.open_request(caller.org(), &session.id, question).await?;

@@ -2,7 +2,7 @@
 //!
 //! | item | `pk` | `sk` | holds | `gsi1pk` / `gsi1sk` (index `by_activity`) |
 //! | --- | --- | --- | --- | --- |
-//! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview` | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
+//! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview`, `pt` / `ptid` (the pending turn) | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
 //! | open request | `o#{org}#ses#{id}` | `req#{request id}` | `data` (JSON) | — |
 //!
 //! Each session is its own partition, so activity on one chat never contends with another's.
@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, put_item::PutItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{Error, OpenRequest, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, Session, Sessions};
 
 use crate::{
     items::{Item, n, s},
@@ -54,7 +54,44 @@ fn decode(item: &Item) -> Result<Session, Error> {
         .and_then(|v| v.as_s().ok())
         .cloned()
         .unwrap_or_default();
+    session.pending_turn = item
+        .get("pt")
+        .and_then(|v| v.as_s().ok())
+        .map(|p| serde_json::from_str(p))
+        .transpose()
+        .map_err(|e| Error::Corrupt {
+            what: format!("a session's pending turn: {e}"),
+        })?;
     Ok(session)
+}
+
+impl AwsMetadata {
+    /// An `UpdateItem` of a session's item.
+    fn update_session_item(
+        &self,
+        org: &str,
+        id: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, id)))
+            .key("sk", s("session"))
+    }
+}
+
+/// Whether a conditional `UpdateItem` applied (`false`: its condition failed).
+fn applied<T>(
+    result: Result<T, SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>>,
+    what: &str,
+) -> Result<bool, Error> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e)) if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {
+            Ok(false)
+        }
+        Err(e) => Err(ddb(what, e)),
+    }
 }
 
 fn encode(session: &Session) -> Result<String, Error> {
@@ -98,35 +135,23 @@ impl Sessions for AwsMetadata {
 
     async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error> {
         let result = self
-            .dynamodb
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(session_pk(org, &session.id)))
-            .key("sk", s("session"))
+            .update_session_item(org, &session.id)
             .update_expression("SET #data = :data")
             .expression_attribute_names("#data", "data")
             .expression_attribute_values(":data", s(encode(session)?))
             .condition_expression("attribute_exists(pk)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Err(missing(&session.id))
-            }
-            Err(e) => Err(ddb("UpdateItem (session)", e)),
+        if applied(result, "UpdateItem (session)")? {
+            Ok(())
+        } else {
+            Err(missing(&session.id))
         }
     }
 
     async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error> {
         let result = self
-            .dynamodb
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(session_pk(org, id)))
-            .key("sk", s("session"))
+            .update_session_item(org, id)
             .update_expression("SET act = :at, preview = :preview, gsi1sk = :key")
             .expression_attribute_values(":at", n(at_ms))
             .expression_attribute_values(":preview", s(preview))
@@ -134,16 +159,8 @@ impl Sessions for AwsMetadata {
             .condition_expression("attribute_exists(pk) AND act <= :at")
             .send()
             .await;
-        match result {
-            // Either gone or already newer: nothing to record.
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(ddb("UpdateItem (session activity)", e)),
-        }
+        // Not applied: the session is gone or has newer activity; nothing to record either way.
+        applied(result, "UpdateItem (session activity)").map(drop)
     }
 
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
@@ -199,6 +216,43 @@ impl Sessions for AwsMetadata {
         Ok(out)
     }
 
+    async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error> {
+        let claim = serde_json::to_string(turn).map_err(|e| Error::unavailable("encode a pending turn", e))?;
+        let result = self
+            .update_session_item(org, id)
+            .update_expression("SET pt = :pt, ptid = :ptid")
+            .expression_attribute_values(":pt", s(claim))
+            .expression_attribute_values(":ptid", s(&turn.turn_id))
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(ptid)")
+            .send()
+            .await;
+        if applied(result, "UpdateItem (claim a turn)")? {
+            return Ok(Ok(()));
+        }
+        match self.session(org, id).await? {
+            None => Err(missing(id)),
+            Some(Session {
+                pending_turn: Some(holder),
+                ..
+            }) => Ok(Err(holder)),
+            // Released meanwhile: a retry will claim it.
+            Some(_) => Err(Error::Contention {
+                path: Session::stream(org, id)?,
+            }),
+        }
+    }
+
+    async fn release_turn(&self, org: &str, id: &str, turn_id: &str) -> Result<bool, Error> {
+        let result = self
+            .update_session_item(org, id)
+            .update_expression("REMOVE pt, ptid")
+            .expression_attribute_values(":ptid", s(turn_id))
+            .condition_expression("ptid = :ptid")
+            .send()
+            .await;
+        applied(result, "UpdateItem (release a turn)")
+    }
+
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error> {
         let data = serde_json::to_string(request).map_err(|e| Error::unavailable("encode a request", e))?;
         let result = self
@@ -234,7 +288,7 @@ impl Sessions for AwsMetadata {
             .send()
             .await;
         match result {
-            Ok(out) => out.attributes.map(|item| decode_request(&item)).transpose(),
+            Ok(out) => out.attributes.map(|item| decode_request_item(&item)).transpose(),
             Err(SdkError::ServiceError(e))
                 if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
             {
@@ -260,14 +314,14 @@ impl Sessions for AwsMetadata {
             .items
             .unwrap_or_default()
             .iter()
-            .map(decode_request)
+            .map(decode_request_item)
             .collect::<Result<_, _>>()?;
         requests.sort_by_key(|r| r.opened_seq);
         Ok(requests)
     }
 }
 
-fn decode_request(item: &Item) -> Result<OpenRequest, Error> {
+fn decode_request_item(item: &Item) -> Result<OpenRequest, Error> {
     let data = string(item, "data", "an open request")?;
     serde_json::from_str(&data).map_err(|e| Error::Corrupt {
         what: format!("an open request: {e}"),

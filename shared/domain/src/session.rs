@@ -54,6 +54,23 @@ pub struct Session {
     /// The start of its last message or action.
     #[serde(default)]
     pub preview: String,
+    /// The turn that runs (or waits to run) in it, if any; kept apart from the other fields and
+    /// changed only by [`Sessions::claim_turn`] and [`Sessions::release_turn`].
+    #[serde(skip)]
+    pub pending_turn: Option<PendingTurn>,
+}
+
+/// The turn a session is busy with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTurn {
+    /// The turn.
+    pub turn_id: String,
+    /// The `client_message_id` of the message that started it, so a retry of that message is
+    /// recognised rather than refused as busy.
+    #[serde(default)]
+    pub client_message_id: Option<String>,
+    /// When it was claimed (ms since the Unix epoch).
+    pub since_ms: i64,
 }
 
 impl Session {
@@ -128,6 +145,13 @@ pub trait Sessions: Send + Sync {
     /// The sessions of a workspace (or, for `None`, those outside workspaces), most recently
     /// active first, at most `limit`.
     async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error>;
+
+    /// Makes `turn` the session's pending turn unless another is: `Ok(Err(holder))` then
+    /// ([`Error::Missing`] if there is no such session).
+    async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error>;
+
+    /// Clears the session's pending turn if it is `turn_id`; true if it was.
+    async fn release_turn(&self, org: &str, id: &str, turn_id: &str) -> Result<bool, Error>;
 
     /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;

@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     workspace_key  TEXT NOT NULL,
     last_active_ms INTEGER NOT NULL,
     preview        TEXT NOT NULL,
+    pending        TEXT,
     data           TEXT NOT NULL,
     PRIMARY KEY (org, id)
 );

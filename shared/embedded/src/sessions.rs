@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{Error, OpenRequest, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, Session, Sessions};
 
 use crate::{
     db::sql,
@@ -17,16 +17,23 @@ fn encode(session: &Session) -> Result<String, Error> {
     serde_json::to_string(session).map_err(|e| Error::unavailable("embedded metadata: encode a session", e))
 }
 
-fn decode(row: &Row<'_>) -> rusqlite::Result<(String, i64, String)> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+type SessionRow = (String, i64, String, Option<String>);
+
+fn decode(row: &Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
-fn merge((data, last_active_ms, preview): (String, i64, String)) -> Result<Session, Error> {
-    let mut session: Session = serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+fn corrupt(e: serde_json::Error) -> Error {
+    Error::Corrupt {
         what: format!("a session: {e}"),
-    })?;
+    }
+}
+
+fn merge((data, last_active_ms, preview, pending): SessionRow) -> Result<Session, Error> {
+    let mut session: Session = serde_json::from_str(&data).map_err(corrupt)?;
     session.last_active_ms = last_active_ms;
     session.preview = preview;
+    session.pending_turn = pending.map(|p| serde_json::from_str(&p)).transpose().map_err(corrupt)?;
     Ok(session)
 }
 
@@ -65,7 +72,7 @@ impl Sessions for EmbeddedMetadata {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
             conn.query_row(
-                "SELECT data, last_active_ms, preview FROM sessions WHERE org = ?1 AND id = ?2",
+                "SELECT data, last_active_ms, preview, pending FROM sessions WHERE org = ?1 AND id = ?2",
                 params![org, id],
                 decode,
             )
@@ -139,7 +146,7 @@ impl Sessions for EmbeddedMetadata {
         self.with(move |conn| {
             let mut statement = conn
                 .prepare_cached(
-                    "SELECT data, last_active_ms, preview FROM sessions
+                    "SELECT data, last_active_ms, preview, pending FROM sessions
                      WHERE org = ?1 AND workspace_key = ?2
                      ORDER BY last_active_ms DESC, id DESC LIMIT ?3",
                 )
@@ -211,6 +218,55 @@ impl Sessions for EmbeddedMetadata {
                 })
             })
             .collect()
+        })
+        .await
+    }
+
+    async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        let claim = serde_json::to_string(turn).map_err(|e| Error::unavailable("encode a pending turn", e))?;
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE sessions SET pending = ?3 WHERE org = ?1 AND id = ?2 AND pending IS NULL",
+                    params![org, id, claim],
+                )
+                .map_err(|e| sql("claim a turn", e))?;
+            if changed == 1 {
+                return Ok(Ok(()));
+            }
+            let holder: Option<Option<String>> = conn
+                .query_row(
+                    "SELECT pending FROM sessions WHERE org = ?1 AND id = ?2",
+                    params![org, id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| sql("read a pending turn", e))?;
+            match holder {
+                None => Err(Error::Missing {
+                    what: format!("session `{id}`"),
+                }),
+                Some(Some(holder)) => Ok(Err(serde_json::from_str(&holder).map_err(corrupt)?)),
+                // Released between the two statements: a retry will claim it.
+                Some(None) => Err(Error::Contention {
+                    path: Session::stream(&org, &id)?,
+                }),
+            }
+        })
+        .await
+    }
+
+    async fn release_turn(&self, org: &str, id: &str, turn_id: &str) -> Result<bool, Error> {
+        let (org, id, turn_id) = (org.to_owned(), id.to_owned(), turn_id.to_owned());
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET pending = NULL
+                 WHERE org = ?1 AND id = ?2 AND json_extract(pending, '$.turn_id') = ?3",
+                params![org, id, turn_id],
+            )
+            .map(|changed| changed == 1)
+            .map_err(|e| sql("release a turn", e))
         })
         .await
     }

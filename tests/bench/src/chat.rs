@@ -116,7 +116,8 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     // One client, one message after the other.
     let session = new_session().await?;
     let url = format!("{base}/v1/sessions/{session}/messages");
-    let body = json!({ "content": "x".repeat(100) });
+    // The chats have no worker here: each message queues behind the pending turn.
+    let body = json!({ "content": "x".repeat(100), "on_busy": "enqueue" });
     for _ in 0..50 {
         post(&http, &url, &token, &body).await?; // warm-up
     }
