@@ -55,15 +55,34 @@ pub(crate) async fn answers_take_their_open_request_once<H: Harness>(harness: &H
     }
     let path = |route: &str| format!("/v1/sessions/{id}/{route}");
 
-    // Another organization cannot answer them (404), and nothing is taken.
-    let (status, _) = b
-        .call(
-            Method::POST,
-            &path("approval"),
-            Some(json!({ "decision": "approve", "tool_call_id": "call-1" })),
-        )
-        .await;
-    assert_eq!(status, 404);
+    // Another organization cannot answer them, control the chat or post in it (404; posting as an
+    // agent needs a capability its token lacks: 403), and nothing is taken or appended.
+    for (route, body) in [
+        ("approval", json!({ "decision": "approve", "tool_call_id": "call-1" })),
+        ("question", json!({ "question_id": "q-1", "answer": "x" })),
+        ("plan", json!({ "plan_id": "plan-1", "action": "approve" })),
+        (
+            "tool-output",
+            json!({ "tool": "t", "tool_call_id": "call-2", "output": 1 }),
+        ),
+        ("control", json!({ "action": "abort" })),
+        ("agent-messages", json!({ "author": "a", "text": "t" })),
+        (
+            "capabilities",
+            json!({ "library_id": "l", "jwt": "j", "capabilities": [] }),
+        ),
+    ] {
+        let method = if route == "capabilities" {
+            Method::PUT
+        } else {
+            Method::POST
+        };
+        let (status, error) = b.call(method, &path(route), Some(body)).await;
+        let expected = if route == "agent-messages" { 403 } else { 404 };
+        assert_eq!(status, expected, "{route}: {error}");
+    }
+    assert!(event_types(&api, &id).await.is_empty());
+    assert_eq!(metadata.open_requests(&org, &id).await.unwrap().len(), 4);
 
     // WHEN the approval is answered
     let (status, body) = api
