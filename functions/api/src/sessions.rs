@@ -403,7 +403,7 @@ impl ChatApi {
                 && request.turn_id.is_none()
                 && let Some(taken) = self
                     .metadata
-                    .take_request(caller.org(), &session.id, &request.id)
+                    .take_request(caller.org(), &session.id, &request.id, Some(RequestKind::Question))
                     .await?
             {
                 answers = Some(taken);

@@ -151,13 +151,13 @@ impl ChatApi {
                 kind_name(kind)
             ))
         };
-        let Some(request) = self.metadata.take_request(caller.org(), session_id, id).await? else {
+        let taken = self
+            .metadata
+            .take_request(caller.org(), session_id, id, Some(kind))
+            .await?;
+        let Some(request) = taken else {
             return Err(stale());
         };
-        if request.kind != kind {
-            self.metadata.open_request(caller.org(), session_id, &request).await?;
-            return Err(stale());
-        }
         let seq = match self
             .submit(caller, &session, kind_type, payload, request.turn_id.clone())
             .await

@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, put_item::PutItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{Error, OpenRequest, PendingTurn, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
 
 use crate::{
     items::{Item, n, s},
@@ -166,7 +166,7 @@ impl Sessions for AwsMetadata {
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
         let requests = self.open_requests(org, id).await?;
         for request in requests {
-            self.take_request(org, id, &request.id).await?;
+            self.take_request(org, id, &request.id, None).await?;
         }
         let result = self
             .dynamodb
@@ -262,6 +262,7 @@ impl Sessions for AwsMetadata {
             .item("pk", s(session_pk(org, session_id)))
             .item("sk", s(format!("req#{}", request.id)))
             .item("data", s(data))
+            .item("kind", s(request.kind.as_str()))
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
@@ -276,17 +277,27 @@ impl Sessions for AwsMetadata {
         }
     }
 
-    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error> {
-        let result = self
+    async fn take_request(
+        &self,
+        org: &str,
+        session_id: &str,
+        request_id: &str,
+        kind: Option<RequestKind>,
+    ) -> Result<Option<OpenRequest>, Error> {
+        let mut delete = self
             .dynamodb
             .delete_item()
             .table_name(&self.table)
             .key("pk", s(session_pk(org, session_id)))
-            .key("sk", s(format!("req#{request_id}")))
-            .condition_expression("attribute_exists(pk)")
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await;
+            .key("sk", s(format!("req#{request_id}")));
+        delete = match kind {
+            Some(kind) => delete
+                .condition_expression("attribute_exists(pk) AND #kind = :kind")
+                .expression_attribute_names("#kind", "kind")
+                .expression_attribute_values(":kind", s(kind.as_str())),
+            None => delete.condition_expression("attribute_exists(pk)"),
+        };
+        let result = delete.return_values(ReturnValue::AllOld).send().await;
         match result {
             Ok(out) => out.attributes.map(|item| decode_request_item(&item)).transpose(),
             Err(SdkError::ServiceError(e))

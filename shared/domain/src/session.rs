@@ -73,6 +73,18 @@ pub struct PendingTurn {
     pub since_ms: i64,
 }
 
+impl RequestKind {
+    /// The kind's name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approval => "approval",
+            Self::Question => "question",
+            Self::Plan => "plan",
+            Self::ToolOutput => "tool_output",
+        }
+    }
+}
+
 impl Session {
     /// Checks the fields a client sets.
     pub fn validate(&self) -> Result<(), Error> {
@@ -156,9 +168,15 @@ pub trait Sessions: Send + Sync {
     /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;
 
-    /// Takes an open request, atomically: of two answers to one request, one gets it and the
-    /// other `None`.
-    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error>;
+    /// Takes an open request (of `kind`, when given), atomically: of two answers to one request,
+    /// one gets it and the other `None`; a request of another kind stays open.
+    async fn take_request(
+        &self,
+        org: &str,
+        session_id: &str,
+        request_id: &str,
+        kind: Option<RequestKind>,
+    ) -> Result<Option<OpenRequest>, Error>;
 
     /// The session's open requests.
     async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error>;

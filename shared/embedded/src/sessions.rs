@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{Error, OpenRequest, PendingTurn, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
 
 use crate::{
     db::sql,
@@ -182,12 +182,21 @@ impl Sessions for EmbeddedMetadata {
         .await
     }
 
-    async fn take_request(&self, org: &str, session_id: &str, request_id: &str) -> Result<Option<OpenRequest>, Error> {
+    async fn take_request(
+        &self,
+        org: &str,
+        session_id: &str,
+        request_id: &str,
+        kind: Option<RequestKind>,
+    ) -> Result<Option<OpenRequest>, Error> {
         let (org, session_id, request_id) = (org.to_owned(), session_id.to_owned(), request_id.to_owned());
+        let kind = kind.map(RequestKind::as_str);
         self.with(move |conn| {
             conn.query_row(
-                "DELETE FROM open_requests WHERE org = ?1 AND session_id = ?2 AND id = ?3 RETURNING data",
-                params![org, session_id, request_id],
+                "DELETE FROM open_requests WHERE org = ?1 AND session_id = ?2 AND id = ?3
+                   AND (?4 IS NULL OR json_extract(data, '$.kind') = ?4)
+                 RETURNING data",
+                params![org, session_id, request_id, kind],
                 |r| r.get::<_, String>(0),
             )
             .optional()
