@@ -160,11 +160,11 @@ function freePort() {
 async function startServer() {
   const port = await freePort()
   const addr = `127.0.0.1:${port}`
-  const argv = ["serve", "--addr", addr, "--no-auth"]
-  if (backend === "embedded") {
-    dataDir = mkdtempSync(join(tmpdir(), "spool-conformance-"))
-    argv.push("--data-dir", dataDir)
-  } else {
+  // A data directory of its own on either backend: the AWS backend keeps its local secrets
+  // there too, and the repository's .spool is the developer's.
+  dataDir = mkdtempSync(join(tmpdir(), "spool-conformance-"))
+  const argv = ["serve", "--addr", addr, "--no-auth", "--data-dir", dataDir]
+  if (backend === "aws") {
     const envFile = process.env.SPOOL_EMULATOR_ENV
     if (!envFile || !existsSync(envFile)) {
       throw new Error(`the aws backend needs SPOOL_EMULATOR_ENV to name the emulator's env file (got ${envFile || "nothing"})`)
