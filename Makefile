@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-VENV          := .venv
+VENV          := $(CURDIR)/.venv
 PYTHON        := $(VENV)/bin/python
 EMULATOR      ?= moto
 EMULATOR_PORT ?= 4566
