@@ -77,16 +77,7 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
     assert_eq!(api.call(Method::PUT, &foreign_path, Some(request)).await.0, 404);
 
     // AND every attempt is in the organization's audit stream
-    let audit: Value = api
-        .http
-        .get(format!("{}/v1/stream/audit?offset=-1", api.base))
-        .bearer_auth(api.token.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let audit: Value = api.get("/v1/stream/audit?offset=-1").await.json().await.unwrap();
     let outcomes: Vec<&str> = audit
         .as_array()
         .unwrap()

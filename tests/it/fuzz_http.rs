@@ -124,13 +124,7 @@ async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
     ] {
         state[key] = api.ok(Method::GET, &path, None).await;
     }
-    let audit = api
-        .http
-        .get(format!("{}/v1/stream/audit?offset=-1", api.base))
-        .bearer_auth(api.token.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let audit = api.get("/v1/stream/audit?offset=-1").await;
     state["audit"] = audit.json().await.unwrap_or(Value::Null);
     state
 }

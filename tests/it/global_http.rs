@@ -103,13 +103,7 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
     assert!(next["turn_id"].is_string() && next["answers"].is_null(), "{next}");
 
     // AND the same chat is `/chat/stream`, the session's events
-    let response = person
-        .http
-        .get(format!("{}/chat/stream?after=1", person.base))
-        .bearer_auth(person.token.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let response = person.get("/chat/stream?after=1").await;
     assert_eq!(response.status(), 200);
     let events = crate::sessions_http::sse_events(response, 2).await;
     assert_eq!(events.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [2, 3]);

@@ -172,12 +172,8 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
 
     // AND the same events are the session's Durable Stream
     let stream: Value = api
-        .http
-        .get(format!("{}/v1/stream/sessions/{first}?offset=-1", api.base))
-        .bearer_auth(api.token.as_deref().unwrap())
-        .send()
+        .get(&format!("/v1/stream/sessions/{first}?offset=-1"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -335,13 +331,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
         api.call(Method::GET, &format!("/v1/sessions/{first}"), None).await.0,
         404
     );
-    let gone = api
-        .http
-        .get(format!("{}/v1/stream/sessions/{first}?offset=-1", api.base))
-        .bearer_auth(api.token.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let gone = api.get(&format!("/v1/stream/sessions/{first}?offset=-1")).await;
     assert_eq!(gone.status(), 404);
 
     // WHEN the workspace is deleted, its remaining chat goes with it
@@ -397,13 +387,7 @@ pub(crate) async fn session_routes_are_isolated<H: Harness>(harness: &H) {
             "{method} {path}"
         );
     }
-    let foreign_stream = b
-        .http
-        .get(format!("{}/v1/stream/sessions/{id}?offset=-1", b.base))
-        .bearer_auth(b.token.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let foreign_stream = b.get(&format!("/v1/stream/sessions/{id}?offset=-1")).await;
     assert_eq!(foreign_stream.status(), 404);
     assert!(
         b.ok(Method::GET, "/v1/sessions", None).await["sessions"]

@@ -47,6 +47,15 @@ impl Api {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// A `GET` with this client's token, answered as is (for streams and SSE).
+    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap()
+    }
+
     pub(crate) async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
         let (status, value) = self.call(method.clone(), path, body).await;
         assert!(status.is_success(), "{method} {path}: {status} {value}");

@@ -14,7 +14,7 @@ use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoRe
 use serde::Deserialize;
 use serde_json::{Value, json};
 use spool_domain::{
-    ContentType, CreateStream, Error, Metadata, OpenRequest, Position, RequestKind, Session, StreamLog,
+    ContentType, CreateStream, Error, Metadata, OpenRequest, RequestKind, Session, StreamLog,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::new_id,
 };
@@ -162,37 +162,26 @@ pub(crate) async fn history(
 ) -> Result<Json<Value>, ApiError> {
     let session = api.session_of(&caller, GLOBAL_SESSION).await?;
     let path = Session::stream(caller.org(), &session.id)?;
-    let tail = api.log.metadata(&path).await?.tail.seq();
-    let mut next = query.after.unwrap_or(0).min(tail);
-    let mut messages = Vec::new();
-    while next < tail && messages.len() < 1000 {
-        let chunk = api
-            .log
-            .read(&path, Position::At(spool_domain::Offset::after(next)), None)
-            .await?;
-        if chunk.messages.is_empty() {
-            break;
-        }
-        for raw in &chunk.messages {
-            next += 1;
-            let Ok(event) = serde_json::from_slice::<spool_domain::Event>(raw) else {
-                continue;
-            };
+    let page = api.read_events(&path, query.after.unwrap_or(0), 1000).await?;
+    let messages: Vec<Value> = page
+        .events
+        .iter()
+        .filter_map(|event| {
             let p = &event.payload;
-            let message = match event.kind_type.as_str() {
-                "user_message_submitted" => json!({
+            match event.kind_type.as_str() {
+                "user_message_submitted" => Some(json!({
                     "id": event.seq, "role": "user", "author": p["author"], "text": p["content"],
                     "ts": event.ts, "answers": p.get("answers"),
-                }),
-                "agent_message" => json!({
+                })),
+                "agent_message" => Some(json!({
                     "id": event.seq, "role": "agent", "author": p["author"], "text": p["text"],
                     "ts": event.ts, "ask": p["ask"], "question_id": p.get("question_id"),
-                }),
-                _ => continue,
-            };
-            messages.push(message);
-        }
-    }
+                })),
+                _ => None,
+            }
+        })
+        .collect();
+    let next = page.next;
     Ok(Json(json!({ "messages": messages, "last_id": next })))
 }
 

@@ -12,7 +12,8 @@ use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoRe
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, PendingTurn, Position, ProducerClaim, RequestKind, Session, TurnJob,
+    Agent, ContentType, CreateStream, Error, Event, Offset, PendingTurn, Position, ProducerClaim, RequestKind, Session,
+    StreamPath, TurnJob,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::{CliType, new_id},
 };
@@ -541,17 +542,48 @@ impl ChatApi {
     }
 
     /// The event with sequence number `seq` of a session stream.
-    async fn event_at(
-        &self,
-        path: &spool_domain::StreamPath,
-        seq: u64,
-    ) -> Result<Option<spool_domain::Event>, ApiError> {
-        let chunk = self
-            .log
-            .read(path, Position::At(spool_domain::Offset::after(seq - 1)), Some(1))
-            .await?;
-        Ok(chunk.messages.first().and_then(|m| serde_json::from_slice(m).ok()))
+    async fn event_at(&self, path: &StreamPath, seq: u64) -> Result<Option<Event>, ApiError> {
+        Ok(self.read_events(path, seq.saturating_sub(1), 1).await?.events.pop())
     }
+
+    /// Up to `limit` events of a session stream after `after` (a seq), oldest first.
+    pub(crate) async fn read_events(&self, path: &StreamPath, after: u64, limit: usize) -> Result<EventPage, ApiError> {
+        let tail = self.log.metadata(path).await?.tail.seq();
+        let mut page = EventPage {
+            events: Vec::new(),
+            next: after.min(tail),
+            tail,
+        };
+        while page.events.len() < limit && page.next < tail {
+            let chunk = self
+                .log
+                .read(path, Position::At(Offset::after(page.next)), None)
+                .await?;
+            if chunk.messages.is_empty() {
+                break;
+            }
+            for message in chunk.messages.iter().take(limit - page.events.len()) {
+                let event: Event = serde_json::from_slice(message).map_err(|e| {
+                    ApiError::Store(Error::Corrupt {
+                        what: format!("an event of `{path}`: {e}"),
+                    })
+                })?;
+                page.events.push(event);
+                page.next += 1;
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// Events read from a session stream.
+pub(crate) struct EventPage {
+    /// The events, oldest first.
+    pub(crate) events: Vec<Event>,
+    /// The seq of the last event read (where the next page starts).
+    pub(crate) next: u64,
+    /// The stream's last seq when the page was read.
+    pub(crate) tail: u64,
 }
 
 /// `GET /v1/sessions/{id}/events?after=&limit=`: events with `seq > after`, oldest first (the
@@ -565,37 +597,17 @@ pub(crate) async fn list_events(
     let session = api.session_of(&caller, &id).await?;
     let path = Session::stream(caller.org(), &session.id)?;
     let limit = query.limit.unwrap_or(DEFAULT_EVENTS).clamp(1, MAX_EVENTS);
-    let tail = api.log.metadata(&path).await?.tail.seq();
-    let after = query
-        .after
-        .unwrap_or_else(|| tail.saturating_sub(limit as u64))
-        .min(tail);
-    let mut events: Vec<Value> = Vec::new();
-    let mut next = after;
-    while events.len() < limit && next < tail {
-        let chunk = api
-            .log
-            .read(&path, Position::At(spool_domain::Offset::after(next)), None)
-            .await?;
-        if chunk.messages.is_empty() {
-            break;
+    let after = match query.after {
+        Some(after) => after,
+        None => {
+            let tail = api.log.metadata(&path).await?.tail.seq();
+            tail.saturating_sub(limit as u64)
         }
-        for message in &chunk.messages {
-            if events.len() == limit {
-                break;
-            }
-            let event: Value = serde_json::from_slice(message).map_err(|e| {
-                ApiError::Store(Error::Corrupt {
-                    what: format!("an event of session `{id}`: {e}"),
-                })
-            })?;
-            events.push(event);
-            next += 1;
-        }
-    }
+    };
+    let page = api.read_events(&path, after, limit).await?;
     Ok(Json(json!({
-        "events": events,
-        "last_seq": next,
-        "up_to_date": next >= tail,
+        "events": page.events,
+        "last_seq": page.next,
+        "up_to_date": page.next >= page.tail,
     })))
 }
