@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
-    operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
+    operation::transact_write_items::TransactWriteItemsError,
     types::{AttributeValue, ConditionCheck, Put, TransactWriteItem},
 };
 use spool_domain::{
@@ -21,7 +21,7 @@ use spool_domain::{
 };
 
 use crate::{
-    items::{n, s},
+    items::{Item, n, s},
     log::ddb,
     metadata::{AwsMetadata, number, string},
 };
@@ -37,25 +37,21 @@ fn key_pk(key_id: &str) -> String {
 #[async_trait]
 impl Directory for AwsMetadata {
     async fn create_org(&self, org: &Org) -> Result<(), Error> {
-        let result = self
-            .dynamodb
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(org_pk(&org.id)))
-            .item("sk", s("org"))
-            .item("name", s(&org.name))
-            .item("created_ms", n(org.created_ms))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(Error::Exists {
-                    what: org_label(&org.id),
-                })
-            }
-            Err(e) => Err(ddb("PutItem (organization)", e)),
+        let item = Item::from([
+            ("pk".to_owned(), s(org_pk(&org.id))),
+            ("sk".to_owned(), s("org")),
+            ("name".to_owned(), s(&org.name)),
+            ("created_ms".to_owned(), n(org.created_ms)),
+        ]);
+        if self
+            .put_if(item, "attribute_not_exists(pk)", "PutItem (organization)")
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::Exists {
+                what: org_label(&org.id),
+            })
         }
     }
 

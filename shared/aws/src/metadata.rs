@@ -5,7 +5,7 @@
 //! organization in its key, so a request can only ever address its own organization's records.
 //! See [`crate::directory`] and [`crate::workspaces`] for the items.
 
-use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemError};
 use spool_domain::Error;
 
 use crate::{
@@ -26,6 +26,25 @@ impl AwsMetadata {
         Self {
             dynamodb,
             table: table.into(),
+        }
+    }
+
+    /// A `PutItem` under `condition`; false when the condition failed.
+    pub(crate) async fn put_if(&self, item: Item, condition: &str, what: &str) -> Result<bool, Error> {
+        let result = self
+            .dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Ok(false)
+            }
+            Err(e) => Err(ddb(what, e)),
         }
     }
 

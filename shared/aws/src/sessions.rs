@@ -14,7 +14,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
-    operation::{delete_item::DeleteItemError, put_item::PutItemError, update_item::UpdateItemError},
+    operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
 use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
@@ -101,28 +101,27 @@ fn encode(session: &Session) -> Result<String, Error> {
 #[async_trait]
 impl Sessions for AwsMetadata {
     async fn create_session(&self, org: &str, session: &Session) -> Result<(), Error> {
-        let result = self
-            .dynamodb
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(session_pk(org, &session.id)))
-            .item("sk", s("session"))
-            .item("data", s(encode(session)?))
-            .item("act", n(session.last_active_ms))
-            .item("preview", s(&session.preview))
-            .item("gsi1pk", s(chats_key(org, session.workspace_id.as_deref())))
-            .item("gsi1sk", s(activity_key(session.last_active_ms, &session.id)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(Error::Exists {
-                    what: format!("session `{}`", session.id),
-                })
-            }
-            Err(e) => Err(ddb("PutItem (session)", e)),
+        let item = Item::from([
+            ("pk".to_owned(), s(session_pk(org, &session.id))),
+            ("sk".to_owned(), s("session")),
+            ("data".to_owned(), s(encode(session)?)),
+            ("act".to_owned(), n(session.last_active_ms)),
+            ("preview".to_owned(), s(&session.preview)),
+            ("gsi1pk".to_owned(), s(chats_key(org, session.workspace_id.as_deref()))),
+            (
+                "gsi1sk".to_owned(),
+                s(activity_key(session.last_active_ms, &session.id)),
+            ),
+        ]);
+        if self
+            .put_if(item, "attribute_not_exists(pk)", "PutItem (session)")
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::Exists {
+                what: format!("session `{}`", session.id),
+            })
         }
     }
 
@@ -255,25 +254,21 @@ impl Sessions for AwsMetadata {
 
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error> {
         let data = serde_json::to_string(request).map_err(|e| Error::unavailable("encode a request", e))?;
-        let result = self
-            .dynamodb
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(session_pk(org, session_id)))
-            .item("sk", s(format!("req#{}", request.id)))
-            .item("data", s(data))
-            .item("kind", s(request.kind.as_str()))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(Error::Exists {
-                    what: format!("request `{}`", request.id),
-                })
-            }
-            Err(e) => Err(ddb("PutItem (open request)", e)),
+        let item = Item::from([
+            ("pk".to_owned(), s(session_pk(org, session_id))),
+            ("sk".to_owned(), s(format!("req#{}", request.id))),
+            ("data".to_owned(), s(data)),
+            ("kind".to_owned(), s(request.kind.as_str())),
+        ]);
+        if self
+            .put_if(item, "attribute_not_exists(pk)", "PutItem (open request)")
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::Exists {
+                what: format!("request `{}`", request.id),
+            })
         }
     }
 

@@ -17,7 +17,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
-    operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
+    operation::transact_write_items::TransactWriteItemsError,
     types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -223,22 +223,15 @@ impl Workspaces for AwsMetadata {
     }
 
     async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error> {
-        let result = self
-            .dynamodb
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(org_pk(org)))
-            .item("sk", s(format!("ws#{}", workspace.id)))
-            .item("data", encode(workspace)?)
-            .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
-                Err(missing("workspace", &workspace.id))
-            }
-            Err(e) => Err(ddb("PutItem (workspace)", e)),
+        let item = Item::from([
+            ("pk".to_owned(), s(org_pk(org))),
+            ("sk".to_owned(), s(format!("ws#{}", workspace.id))),
+            ("data".to_owned(), encode(workspace)?),
+        ]);
+        if self.put_if(item, "attribute_exists(pk)", "PutItem (workspace)").await? {
+            Ok(())
+        } else {
+            Err(missing("workspace", &workspace.id))
         }
     }
 
