@@ -10,32 +10,63 @@
 
 use std::sync::Arc;
 
-use axum::{Json, body::Bytes, extract::State};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::{Json, extract::State};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, audit,
-    extract::{Caller, Id, PathOf, json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody, audit,
+    error::Refusals,
+    extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
 
-#[derive(Debug, Deserialize)]
+/// A companion's request for capabilities on a session.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CapabilityRequest {
+pub(crate) struct CapabilityRequest {
+    /// The companion library the token was issued for.
     library_id: String,
+    /// The companion's token (from `POST /v1/handshake` with this `library_id`).
     jwt: String,
+    /// The capabilities to enable, e.g. `context_for_query`.
     capabilities: Vec<String>,
+}
+
+/// Whether capabilities were enabled.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CapabilityStatus {
+    /// The token was valid: what it grants of what was asked is enabled.
+    Enabled,
+    /// The token was not valid here: nothing changed.
+    Rejected,
+}
+
+/// The outcome of a capability request.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CapabilityOutcome {
+    session_id: String,
+    status: CapabilityStatus,
+    /// The session's capabilities now.
+    capabilities_enabled: Vec<String>,
+    /// Why the request was rejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
 }
 
 /// `PUT /v1/sessions/{id}/capabilities` `{library_id, jwt, capabilities}` →
 /// `{session_id, status: "enabled" | "rejected", capabilities_enabled, reason?}`.
+#[utoipa::path(put, path = "/v1/sessions/{id}/capabilities", tag = "sessions", params(("id" = String, Path, description = "The session")),
+    request_body = CapabilityRequest,
+    responses((status = 200, description = "Enabled, or rejected with the reason (the session keeps working without them)", body = CapabilityOutcome),
+        (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn put_capabilities(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let request: CapabilityRequest = json_body(&body)?;
+    JsonBody(request): JsonBody<CapabilityRequest>,
+) -> Result<Json<CapabilityOutcome>, ApiError> {
     if request.capabilities.len() > 32 || request.capabilities.iter().any(|c| c.is_empty() || c.len() > 64) {
         return Err(ApiError::BadRequest(
             "`capabilities` must be at most 32 names of 1 to 64 characters".to_owned(),
@@ -74,18 +105,21 @@ pub(crate) async fn put_capabilities(
             enabled.dedup();
             session.capabilities.clone_from(&enabled);
             api.metadata.update_session(caller.org(), &session).await?;
-            Ok(Json(
-                json!({ "session_id": id, "status": "enabled", "capabilities_enabled": enabled }),
-            ))
+            Ok(Json(CapabilityOutcome {
+                session_id: id.into(),
+                status: CapabilityStatus::Enabled,
+                capabilities_enabled: enabled,
+                reason: None,
+            }))
         }
         Err(reason) => {
             tracing::info!(session = %id, %reason, "capabilities rejected");
-            Ok(Json(json!({
-                "session_id": id,
-                "status": "rejected",
-                "capabilities_enabled": session.capabilities,
-                "reason": reason,
-            })))
+            Ok(Json(CapabilityOutcome {
+                session_id: id.into(),
+                status: CapabilityStatus::Rejected,
+                capabilities_enabled: session.capabilities,
+                reason: Some(reason),
+            }))
         }
     }
 }

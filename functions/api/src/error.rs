@@ -8,8 +8,24 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde_json::json;
 use spool_domain::Error;
+pub use spool_stream::ErrorBody;
+use utoipa::IntoResponses;
+
+/// The refusals every authenticated route may answer.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // a description of answers, never built
+pub(crate) enum Refusals {
+    /// The request is malformed: a body, path or query the route does not take.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// No token, or an expired, tampered or wrongly signed one.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// The store is unavailable for a moment; retry (`Retry-After`).
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
 
 /// Why an API request failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +53,9 @@ pub enum ApiError {
         /// What to do.
         message: String,
     },
+    /// A body larger than the route takes.
+    #[error("{0}")]
+    TooLarge(String),
     /// No route at this path.
     #[error("{0}")]
     NoRoute(String),
@@ -53,6 +72,7 @@ impl ApiError {
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::Busy { .. } => (StatusCode::CONFLICT, "turn_pending"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Store(e) => match e {
@@ -78,9 +98,9 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(error = %self, %status, "API request refused");
         }
-        let mut body = json!({ "error": { "code": code, "message": self.to_string() } });
+        let mut body = ErrorBody::new(code, self.to_string());
         if let Self::Busy { turn_id, .. } = &self {
-            body["error"]["pending_turn_id"] = json!(turn_id);
+            body.error.pending_turn_id = Some(turn_id.clone());
         }
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use axum::{
     body::Bytes,
-    extract::FromRequestParts,
-    http::{header, request::Parts},
+    extract::{FromRequest, FromRequestParts, Request},
+    http::{StatusCode, header, request::Parts},
 };
 use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
@@ -71,6 +71,20 @@ impl TryFrom<String> for Id {
     }
 }
 
+impl utoipa::PartialSchema for Id {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(128))
+            .description(Some("An id: 1 to 128 characters, without `/` or control characters"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Id {}
+
 impl std::ops::Deref for Id {
     type Target = str;
 
@@ -104,6 +118,38 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathOf<
             .await
             .map(|p| Self(p.0))
             .map_err(|e| ApiError::BadRequest(format!("the path is not valid: {}", e.body_text())))
+    }
+}
+
+/// A request body's bytes. A body over the route's limit gets the contract's JSON `413` (axum's
+/// own rejection answers in plain text).
+#[derive(Debug)]
+pub struct BodyBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BodyBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state).await.map(Self).map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge("the request body is larger than this route takes".to_owned())
+            } else {
+                ApiError::BadRequest(format!("the request body could not be read: {}", e.body_text()))
+            }
+        })
+    }
+}
+
+/// A JSON request body parsed into `T` ([`json_body`]); any refusal is the contract's JSON.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let BodyBytes(body) = BodyBytes::from_request(request, state).await?;
+        json_body(&body).map(Self)
     }
 }
 

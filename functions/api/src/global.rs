@@ -10,18 +10,20 @@
 
 use std::sync::Arc;
 
-use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
-use serde::Deserialize;
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
     ContentType, CreateStream, Error, Metadata, OpenRequest, RequestKind, Session, StreamLog,
     session::{EventDraft, EventKind, append_events, preview},
     workspace::new_id,
 };
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi,
-    extract::{Caller, Id, PathOf, QueryOf, json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{BodyBytes, Caller, Id, JsonBody, PathOf, QueryOf, json_body, rfc3339_ms},
     sessions::NewMessage,
 };
 
@@ -71,36 +73,101 @@ pub async fn ensure_global_session(
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// An agent's message.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AgentMessage {
+pub(crate) struct AgentMessage {
+    /// Who writes (1 to 100 characters).
     author: String,
+    /// The text; blank text is refused.
     text: String,
+    /// Ask a question: the next person's message answers it.
     #[serde(default)]
     ask: bool,
 }
 
-#[derive(Debug, Deserialize)]
+/// A person's message in the global chat.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct UserMessage {
+pub(crate) struct UserMessage {
+    /// The text; blank text is refused.
     text: String,
+    /// The client's id for this message: a retry with the same id answers the first result.
     #[serde(default)]
     client_message_id: Option<String>,
 }
 
 /// `?after=` of the history.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct HistoryQuery {
+    /// Messages with `id` greater than this (0, or absent, for all).
     #[serde(default)]
     after: Option<u64>,
 }
 
+/// An agent's message accepted.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AgentMessageAccepted {
+    /// The `agent_message` event's sequence number.
+    seq: u64,
+    /// With `ask`: the question the next person's message answers.
+    question_id: Option<String>,
+}
+
+/// Who wrote a message of the global chat.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Role {
+    /// A person.
+    User,
+    /// An agent.
+    Agent,
+}
+
+/// A message of the global chat.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct HistoryMessage {
+    /// Its event's sequence number: `after` for the next poll.
+    id: u64,
+    role: Role,
+    /// Who wrote it.
+    author: Value,
+    text: Value,
+    /// When it was written, RFC 3339.
+    #[schema(format = DateTime)]
+    ts: String,
+    /// A person's message: the agent's question it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<Value>,
+    /// An agent's message: whether it asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ask: Option<Value>,
+    /// An agent's question: its id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question_id: Option<Value>,
+}
+
+/// The global chat's messages after `after`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct History {
+    /// Oldest first.
+    messages: Vec<HistoryMessage>,
+    /// The last event read: `after` for the next poll.
+    last_id: u64,
+}
+
 /// `POST /v1/sessions/{id}/agent-messages` `{author, text, ask?}` → `202 {seq, question_id?}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/agent-messages", tag = "global", params(("id" = String, Path, description = "The session (`global` for the global chat)")),
+    request_body = AgentMessage,
+    responses((status = 202, description = "Appended as `agent_message`", body = AgentMessageAccepted),
+        (status = 403, description = "The token lacks the `agent` capability", body = ErrorBody),
+        (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn agent_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
     if !caller.0.can(AGENT_CAPABILITY) {
         return Err(ApiError::Forbidden(format!(
@@ -150,48 +217,61 @@ pub(crate) async fn agent_message(
         .await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "seq": appended.first, "question_id": question_id })),
+        Json(AgentMessageAccepted {
+            seq: appended.first,
+            question_id,
+        }),
     ))
 }
 
 /// `GET /chat/history?after=<id>`: the global chat's messages after `id`, people's and agents'.
+#[utoipa::path(get, path = "/chat/history", tag = "global", params(HistoryQuery),
+    responses((status = 200, description = "People's and agents' messages, oldest first", body = History), Refusals))]
 pub(crate) async fn history(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     QueryOf(query): QueryOf<HistoryQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<History>, ApiError> {
     let session = api.session_of(&caller, GLOBAL_SESSION).await?;
     let path = Session::stream(caller.org(), &session.id)?;
     let page = api.read_events(&path, query.after.unwrap_or(0), 1000).await?;
-    let messages: Vec<Value> = page
+    let messages = page
         .events
-        .iter()
+        .into_iter()
         .filter_map(|event| {
-            let p = &event.payload;
-            match event.kind_type.as_str() {
-                "user_message_submitted" => Some(json!({
-                    "id": event.seq, "role": "user", "author": p["author"], "text": p["content"],
-                    "ts": event.ts, "answers": p.get("answers"),
-                })),
-                "agent_message" => Some(json!({
-                    "id": event.seq, "role": "agent", "author": p["author"], "text": p["text"],
-                    "ts": event.ts, "ask": p["ask"], "question_id": p.get("question_id"),
-                })),
-                _ => None,
-            }
+            let p = event.payload;
+            let user = match event.kind_type.as_str() {
+                "user_message_submitted" => true,
+                "agent_message" => false,
+                _ => return None,
+            };
+            Some(HistoryMessage {
+                id: event.seq,
+                role: if user { Role::User } else { Role::Agent },
+                author: p["author"].clone(),
+                text: p[if user { "content" } else { "text" }].clone(),
+                ts: event.ts,
+                answers: p.get("answers").filter(|_| user).cloned(),
+                ask: (!user).then(|| p["ask"].clone()),
+                question_id: p.get("question_id").filter(|_| !user).cloned(),
+            })
         })
         .collect();
-    let next = page.next;
-    Ok(Json(json!({ "messages": messages, "last_id": next })))
+    Ok(Json(History {
+        messages,
+        last_id: page.next,
+    }))
 }
 
 /// `POST /chat/user_message` `{text, client_message_id?}`: a person's message in the global chat.
+#[utoipa::path(post, path = "/chat/user_message", tag = "global", request_body = UserMessage,
+    responses((status = 202, description = "Appended; answers the agent's open question, if any, or queues a turn", body = crate::sessions::MessageAccepted),
+        (status = 409, description = "A turn is pending (`turn_pending`, naming it)", body = ErrorBody), Refusals))]
 pub(crate) async fn user_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(message): JsonBody<UserMessage>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let message: UserMessage = json_body(&body)?;
     let message = NewMessage::text(message.text, message.client_message_id);
     api.user_message(&caller, GLOBAL_SESSION, message).await
 }

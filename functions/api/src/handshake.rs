@@ -9,14 +9,15 @@
 
 use std::sync::Arc;
 
-use axum::{Json, body::Bytes, extract::State, http::header, response::IntoResponse};
+use axum::{Json, extract::State, http::header, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use spool_auth::{ApiKey, Claims};
+use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, audit,
-    extract::{json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody, audit,
+    extract::{BodyBytes, json_body, rfc3339_ms},
 };
 
 /// The largest handshake body accepted.
@@ -24,24 +25,30 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 
 const MAX_CLIENT_FIELD_CHARS: usize = 256;
 
-#[derive(Debug, Deserialize)]
-struct HandshakeRequest {
+/// A handshake: an API key for a token.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(crate) struct HandshakeRequest {
+    /// `spool_{key_id}_{secret}`, from `spool admin create-api-key` (or `spool serve`'s output).
     api_key: String,
+    /// The client's protocol version.
     #[serde(default)]
     version: Option<String>,
+    /// The client, e.g. `my-app/1.2`.
     #[serde(default)]
     user_agent: Option<String>,
+    /// A companion library's id, carried in the token (for `PUT …/capabilities`).
     #[serde(default)]
     library_id: Option<String>,
 }
 
 /// The answer to a handshake.
-#[derive(Debug, Serialize)]
-struct HandshakeResponse {
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct HandshakeResponse {
     jwt: String,
     token_type: &'static str,
     org_id: String,
     capabilities: Vec<String>,
+    #[schema(format = DateTime)]
     expires_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     library_id: Option<String>,
@@ -79,7 +86,16 @@ fn check_library_id(value: Option<&str>) -> Result<(), ApiError> {
 /// `POST /v1/handshake`.
 ///
 /// A token is a credential: the answer is never stored by a cache (`Cache-Control: no-store`).
-pub(crate) async fn handshake(State(api): State<Arc<ChatApi>>, body: Bytes) -> Result<impl IntoResponse, ApiError> {
+#[utoipa::path(post, path = "/v1/handshake", tag = "handshake", security(()), request_body = HandshakeRequest,
+    responses((status = 200, description = "A token valid for 24 hours", body = HandshakeResponse),
+        (status = 400, description = "The body is not a handshake", body = ErrorBody),
+        (status = 401, description = "The API key is not valid", body = ErrorBody),
+        (status = 413, description = "The body is larger than 16 KiB", body = ErrorBody),
+        (status = 503, description = "The store is unavailable for a moment; retry", body = ErrorBody)))]
+pub(crate) async fn handshake(
+    State(api): State<Arc<ChatApi>>,
+    BodyBytes(body): BodyBytes,
+) -> Result<impl IntoResponse, ApiError> {
     let request: HandshakeRequest = json_body(&body).map_err(|e| {
         ApiError::BadRequest(format!(
             "{e}; send JSON like {{\"api_key\": \"spool_…\", \"version\": \"1\", \"user_agent\": \"…\"}}"

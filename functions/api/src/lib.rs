@@ -1,12 +1,12 @@
 //! # The chat API function
 //!
-//! The write side people and agents use. Today: the health check; the handshake, which
-//! exchanges an organization's API key for the token every other route verifies
-//! ([`extract::Caller`]); workspaces and their agents; provisioning of organizations and keys
-//! ([`admin`]); and the audit stream ([`audit`]). Sessions and submit events follow (the chat
-//! API issue). Errors are the contract's JSON ([`ApiError`]). One
-//! axum [`Router`] runs on Lambda through `lambda_http`, under `cargo lambda watch`, and inside
-//! `spool serve`.
+//! The write side people and agents use: the handshake, which exchanges an organization's API
+//! key for the token every other route verifies ([`extract::Caller`]); workspaces, agents and
+//! tasks; sessions, their messages and events; controls and answers; capabilities; the global
+//! agent-first chat; provisioning of organizations and keys ([`admin`]) and the audit stream
+//! ([`audit`]). Errors are the contract's JSON ([`ApiError`]). One axum [`Router`] runs on
+//! Lambda through `lambda_http`, under `cargo lambda watch`, and inside `spool serve`; every
+//! route is declared once, with its OpenAPI operation ([`openapi`], `GET /v1/openapi.json`).
 
 pub mod admin;
 pub mod audit;
@@ -19,17 +19,18 @@ mod sessions;
 mod submit;
 mod workspaces;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use axum::{
-    Json, Router,
-    extract::DefaultBodyLimit,
-    routing::{get, patch, post, put},
-};
-pub use error::ApiError;
-use serde_json::{Value, json};
+use axum::{Json, Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse};
+pub use error::{ApiError, ErrorBody};
+use serde::Serialize;
 use spool_auth::{Access, TokenKeys};
 use spool_domain::{Clock, Metadata, StreamLog, TurnQueue};
+use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::{
+    router::{OpenApiRouter, UtoipaMethodRouter},
+    routes,
+};
 
 /// The largest JSON body the API's routes accept (messages bring their own limit).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -71,61 +72,111 @@ impl ChatApi {
 
 /// The API's routes.
 pub fn router(api: ChatApi) -> Router {
-    Router::new()
-        .route("/healthz", get(health))
-        .route(
-            "/v1/handshake",
-            post(handshake::handshake).layer(DefaultBodyLimit::max(handshake::MAX_BODY_BYTES)),
-        )
-        .route(
-            "/v1/workspaces",
-            post(workspaces::create_workspace).get(workspaces::list_workspaces),
-        )
-        .route(
-            "/v1/workspaces/{id}",
-            get(workspaces::get_workspace)
-                .patch(workspaces::update_workspace)
-                .delete(workspaces::delete_workspace),
-        )
-        .route(
-            "/v1/workspaces/{id}/agents",
-            post(workspaces::create_agent).get(workspaces::list_agents),
-        )
-        .route("/v1/workspaces/{id}/agents/order", put(workspaces::reorder_agents))
-        .route("/v1/workspaces/{id}/tasks", get(workspaces::list_tasks))
-        .route("/v1/tasks/{id}", get(workspaces::get_task))
-        .route(
-            "/v1/sessions",
-            post(sessions::create_session).get(sessions::list_sessions),
-        )
-        .route(
-            "/v1/sessions/{id}",
-            get(sessions::get_session)
-                .patch(sessions::update_session)
-                .delete(sessions::delete_session),
-        )
-        .route(
-            "/v1/sessions/{id}/messages",
-            post(sessions::post_message).layer(DefaultBodyLimit::max(sessions::MAX_MESSAGE_BODY_BYTES)),
-        )
-        .route("/v1/sessions/{id}/events", get(sessions::list_events))
-        .route("/v1/sessions/{id}/agent-messages", post(global::agent_message))
-        .route("/v1/sessions/{id}/capabilities", put(capabilities::put_capabilities))
-        .route("/chat/history", get(global::history))
-        .route("/chat/user_message", post(global::user_message))
-        .route("/v1/sessions/{id}/control", post(submit::control))
-        .route("/v1/sessions/{id}/tool-output", post(submit::tool_output))
-        .route("/v1/sessions/{id}/approval", post(submit::approval))
-        .route("/v1/sessions/{id}/question", post(submit::question))
-        .route("/v1/sessions/{id}/plan", post(submit::plan))
-        .route(
-            "/v1/agents/{id}",
-            patch(workspaces::update_agent).delete(workspaces::delete_agent),
-        )
+    let (router, _) = routes().split_for_parts();
+    router
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(api))
+}
+
+/// The OpenAPI document of every route: the chat API's, generated from the handlers that serve
+/// them, and the stream function's (`spool_stream::openapi`).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = routes().into_openapi();
+    doc.merge(spool_stream::openapi());
+    doc
+}
+
+/// The routes with their OpenAPI operations: a route is served and documented by the same
+/// `routes!` entry, so the two cannot disagree.
+fn routes() -> OpenApiRouter<Arc<ChatApi>> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(openapi_json))
+        .routes(limited(routes!(handshake::handshake), handshake::MAX_BODY_BYTES))
+        .routes(routes!(workspaces::create_workspace, workspaces::list_workspaces))
+        .routes(routes!(
+            workspaces::get_workspace,
+            workspaces::update_workspace,
+            workspaces::delete_workspace
+        ))
+        .routes(routes!(workspaces::create_agent, workspaces::list_agents))
+        .routes(routes!(workspaces::reorder_agents))
+        .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
+        .routes(routes!(workspaces::list_tasks))
+        .routes(routes!(workspaces::get_task))
+        .routes(routes!(sessions::create_session, sessions::list_sessions))
+        .routes(routes!(
+            sessions::get_session,
+            sessions::update_session,
+            sessions::delete_session
+        ))
+        .routes(limited(
+            routes!(sessions::post_message),
+            sessions::MAX_MESSAGE_BODY_BYTES,
+        ))
+        .routes(routes!(sessions::list_events))
+        .routes(routes!(submit::control))
+        .routes(routes!(submit::tool_output))
+        .routes(routes!(submit::approval))
+        .routes(routes!(submit::question))
+        .routes(routes!(submit::plan))
+        .routes(routes!(capabilities::put_capabilities))
+        .routes(routes!(global::agent_message))
+        .routes(routes!(global::history))
+        .routes(routes!(global::user_message))
+}
+
+/// A route whose bodies may be larger (or must be smaller) than [`MAX_BODY_BYTES`].
+fn limited(
+    (schemas, paths, router): UtoipaMethodRouter<Arc<ChatApi>>,
+    max_bytes: usize,
+) -> UtoipaMethodRouter<Arc<ChatApi>> {
+    (schemas, paths, router.layer(DefaultBodyLimit::max(max_bytes)))
+}
+
+/// The document's frame: what the API is, how callers authenticate, its tags.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Spool",
+        description = "Durable chat between people and AI agents. Every chat is an ordered, replayable \
+                       stream of events: writes go through this API, reads through the stream routes \
+                       (catch-up, long-poll and SSE, the Durable Streams protocol). Errors are \
+                       `{\"error\": {\"code\", \"message\"}}`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "handshake", description = "API keys for tokens"),
+        (name = "workspaces", description = "Workspaces, their agents and tasks"),
+        (name = "sessions", description = "Chats, their messages and events"),
+        (name = "answers", description = "Controls and answers to what a turn waits on"),
+        (name = "global", description = "The organization's global, agent-first chat"),
+        (name = "streams", description = "Reads (and, outside sessions, writes) of streams"),
+        (name = "meta", description = "Health and this document"),
+    )
+)]
+struct ApiDoc;
+
+/// Every route but the handshake, health and this document takes a bearer token from
+/// `POST /v1/handshake` (SSE routes also `?token=`).
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .bearer_format("JWT")
+            .description(Some("The `jwt` of `POST /v1/handshake`, valid for 24 hours"))
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
 }
 
 /// Any other path: the contract's JSON `404`.
@@ -138,7 +189,36 @@ async fn no_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError
     ApiError::NoMethod(format!("{} does not take {method}", uri.path()))
 }
 
+/// The health check's answer.
+#[derive(Debug, Serialize, ToSchema)]
+struct Health {
+    /// Always `ok`.
+    status: &'static str,
+    /// Spool's version.
+    version: &'static str,
+}
+
 /// `GET /healthz`: the process is up and serving.
-async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+#[utoipa::path(get, path = "/healthz", tag = "meta", security(()),
+    responses((status = 200, description = "The process is up", body = Health)))]
+async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// `GET /v1/openapi.json`: this API's OpenAPI 3.1 document, made once per process.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document of every route", content_type = "application/json")))]
+async fn openapi_json() -> impl IntoResponse {
+    static DOC: OnceLock<Bytes> = OnceLock::new();
+    let doc = DOC.get_or_init(|| Bytes::from(openapi().to_json().unwrap_or_default()));
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        doc.clone(),
+    )
 }

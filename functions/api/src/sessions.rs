@@ -8,7 +8,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
@@ -17,10 +17,12 @@ use spool_domain::{
     session::{EventDraft, EventKind, append_events, preview},
     workspace::{CliType, new_id},
 };
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi,
-    extract::{Caller, Id, Patch, PathOf, QueryOf, json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{Caller, Id, JsonBody, Patch, PathOf, QueryOf, rfc3339_ms},
 };
 
 /// The longest message accepted, in characters.
@@ -32,7 +34,7 @@ const MAX_EVENTS: usize = 1000;
 const DEFAULT_EVENTS: usize = 100;
 
 /// A session as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SessionView {
     /// The turn running or waiting to run, if any.
     pending_turn_id: Option<String>,
@@ -44,7 +46,9 @@ pub(crate) struct SessionView {
     cli_type: Option<CliType>,
     global: bool,
     capabilities: Vec<String>,
+    #[schema(format = DateTime)]
     created_at: String,
+    #[schema(format = DateTime)]
     last_active_at: String,
     last_message_preview: String,
     /// The session's events as a Durable Stream (on the stream function's host).
@@ -75,9 +79,9 @@ impl SessionView {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewSession {
+pub(crate) struct NewSession {
     #[serde(default)]
     workspace_id: Option<Id>,
     #[serde(default)]
@@ -86,41 +90,55 @@ struct NewSession {
     title: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SessionPatch {
+pub(crate) struct SessionPatch {
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
     agent_id: Option<Id>,
+    /// The CLI that answers in this chat instead of the agent's; `null` clears it.
     #[serde(default)]
+    #[schema(value_type = Option<CliType>)]
     cli_type: Patch<CliType>,
 }
 
-#[derive(Debug, Deserialize)]
+/// `GET /v1/sessions`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// The workspace whose chats to list; without it, the chats outside workspaces.
     #[serde(default)]
+    #[param(value_type = Option<String>)]
     workspace_id: Option<Id>,
+    /// At most this many (1 to 1000, default 100).
     #[serde(default)]
     limit: Option<usize>,
 }
 
-#[derive(Debug, Deserialize)]
+/// What a message does while another turn is pending.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-enum OnBusy {
+pub(crate) enum OnBusy {
+    /// Refuse it with `409 turn_pending` (the default).
     Reject,
+    /// Queue it behind the pending turn.
     Enqueue,
 }
 
 /// A person's message.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewMessage {
+    /// The text; blank text is refused.
     content: String,
+    /// Attachments (references to uploaded files), at most 20.
     #[serde(default)]
     files: Vec<Value>,
+    /// The client's own data, kept with the event.
     #[serde(default)]
     metadata: Option<serde_json::Map<String, Value>>,
+    /// The client's id for this message: a retry with the same id answers the first result.
     #[serde(default)]
     client_message_id: Option<String>,
     #[serde(default)]
@@ -140,13 +158,51 @@ impl NewMessage {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// `GET /v1/sessions/{id}/events`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
+    /// Events with `seq` greater than this; without it, the last `limit` events.
     #[serde(default)]
     after: Option<u64>,
+    /// At most this many (1 to 1000, default 100).
     #[serde(default)]
     limit: Option<usize>,
 }
+
+/// Chats, newest activity first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionList {
+    sessions: Vec<SessionView>,
+}
+
+/// A message accepted: its event's `seq` and the turn it starts.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct MessageAccepted {
+    /// The `user_message_submitted` event's sequence number.
+    seq: u64,
+    /// The agent turn it queued; `null` when it answered an agent's question instead.
+    turn_id: Option<String>,
+    /// Whether this was a retry of an earlier message (same `client_message_id`).
+    duplicate: bool,
+    /// The agent's question this message answered, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<String>,
+}
+
+/// A page of a session's events.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EventList {
+    /// The events, oldest first.
+    events: Vec<Event>,
+    /// The `seq` of the last event returned (`after` of the next page).
+    last_seq: u64,
+    /// Whether the page reaches the stream's end.
+    up_to_date: bool,
+}
+
+/// The session in a path.
+const SESSION_ID: &str = "The session (`global` is the organization's global chat)";
 
 fn check_client_message_id(id: &str) -> Result<(), ApiError> {
     let ok = (1..=128).contains(&id.len())
@@ -227,12 +283,14 @@ impl ChatApi {
 }
 
 /// `POST /v1/sessions`.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = NewSession,
+    responses((status = 201, description = "The chat, with the agent it talks to", body = SessionView),
+        (status = 404, description = "No such workspace or agent in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn create_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(new): JsonBody<NewSession>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let new: NewSession = json_body(&body)?;
     let agent = api
         .pick_agent(&caller, new.workspace_id.as_deref(), new.agent_id.as_deref())
         .await?;
@@ -265,11 +323,13 @@ pub(crate) async fn create_session(
 }
 
 /// `GET /v1/sessions?workspace_id=&limit=`: newest activity first.
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListQuery),
+    responses((status = 200, description = "Chats, newest activity first", body = SessionList), Refusals))]
 pub(crate) async fn list_sessions(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     QueryOf(query): QueryOf<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SessionList>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 1000);
     let sessions = api
         .metadata
@@ -292,10 +352,12 @@ pub(crate) async fn list_sessions(
             SessionView::new(s, name)
         })
         .collect();
-    Ok(Json(json!({ "sessions": list })))
+    Ok(Json(SessionList { sessions: list }))
 }
 
 /// `GET /v1/sessions/{id}`.
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)),
+    responses((status = 200, description = "The chat", body = SessionView), (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn get_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -307,13 +369,15 @@ pub(crate) async fn get_session(
 
 /// `PATCH /v1/sessions/{id}` `{title?, agent_id?, cli_type?}`. Changing the agent clears the
 /// CLI override unless the same request sets one.
+#[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)), request_body = SessionPatch,
+    responses((status = 200, description = "The changed chat", body = SessionView),
+        (status = 404, description = "No such session, or agent, in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn update_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(change): JsonBody<SessionPatch>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let change: SessionPatch = json_body(&body)?;
     let mut session = api.session_of(&caller, &id).await?;
     if let Some(title) = change.title {
         session.title = title.trim().to_owned();
@@ -334,6 +398,9 @@ pub(crate) async fn update_session(
 }
 
 /// `DELETE /v1/sessions/{id}`: its record, its stream and its pages.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)),
+    responses((status = 204, description = "Deleted, with its events"), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The global chat cannot be deleted", body = ErrorBody), Refusals))]
 pub(crate) async fn delete_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -353,13 +420,16 @@ pub(crate) async fn delete_session(
 /// `202 {seq, turn_id}`: the event is appended, then the turn is enqueued for the worker.
 /// Blank content is refused and nothing is stored; a repeated `client_message_id` answers the
 /// first message's `seq` and appends nothing.
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)), request_body = NewMessage,
+    responses((status = 202, description = "Appended as `user_message_submitted`; its turn is queued", body = MessageAccepted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "A turn is pending (`turn_pending`, naming it)", body = ErrorBody),
+        (status = 413, description = "The body is larger than 1 MiB", body = ErrorBody), Refusals))]
 pub(crate) async fn post_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(message): JsonBody<NewMessage>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let message: NewMessage = json_body(&body)?;
     api.user_message(&caller, &id, message).await
 }
 
@@ -373,7 +443,7 @@ impl ChatApi {
         caller: &Caller,
         session_id: &str,
         message: NewMessage,
-    ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
         if message.content.trim().is_empty() {
             return Err(ApiError::BadRequest(
                 "`content` is blank; send the message's text".to_owned(),
@@ -497,10 +567,13 @@ impl ChatApi {
                 self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
                     .await?;
             }
-            return Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({ "seq": appended.first, "turn_id": turn, "duplicate": true })),
-            ));
+            let accepted = MessageAccepted {
+                seq: appended.first,
+                turn_id: turn,
+                duplicate: true,
+                answers: None,
+            };
+            return Ok((StatusCode::ACCEPTED, Json(accepted)));
         }
         if let Some(turn_id) = &turn_id {
             self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
@@ -514,11 +587,13 @@ impl ChatApi {
             let event = json!({ "session_id": session.id, "seq": appended.first, "preview": preview });
             self.feed(caller.org(), ws, "chat.message_added", event).await?;
         }
-        let mut body = json!({ "seq": appended.first, "turn_id": turn_id, "duplicate": false });
-        if let Some(question) = answers {
-            body["answers"] = Value::String(question.id);
-        }
-        Ok((StatusCode::ACCEPTED, Json(body)))
+        let accepted = MessageAccepted {
+            seq: appended.first,
+            turn_id,
+            duplicate: false,
+            answers: answers.map(|q| q.id),
+        };
+        Ok((StatusCode::ACCEPTED, Json(accepted)))
     }
 }
 
@@ -588,12 +663,14 @@ pub(crate) struct EventPage {
 
 /// `GET /v1/sessions/{id}/events?after=&limit=`: events with `seq > after`, oldest first (the
 /// last 100 when `after` is absent).
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "sessions", params(("id" = String, Path, description = SESSION_ID), EventsQuery),
+    responses((status = 200, description = "Events with `seq > after`, oldest first", body = EventList), (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn list_events(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
     QueryOf(query): QueryOf<EventsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EventList>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
     let path = Session::stream(caller.org(), &session.id)?;
     let limit = query.limit.unwrap_or(DEFAULT_EVENTS).clamp(1, MAX_EVENTS);
@@ -605,9 +682,9 @@ pub(crate) async fn list_events(
         }
     };
     let page = api.read_events(&path, after, limit).await?;
-    Ok(Json(json!({
-        "events": page.events,
-        "last_seq": page.next,
-        "up_to_date": page.next >= page.tail,
-    })))
+    Ok(Json(EventList {
+        up_to_date: page.next >= page.tail,
+        last_seq: page.next,
+        events: page.events,
+    }))
 }

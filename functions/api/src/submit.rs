@@ -9,81 +9,97 @@
 
 use std::sync::Arc;
 
-use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
-use serde::Deserialize;
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
     RequestKind, Session,
     session::{EventDraft, EventKind, append_events},
 };
+use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi,
-    extract::{Caller, Id, PathOf, json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
 
 /// The longest answer, feedback or tool output accepted, in characters.
 const MAX_ANSWER_CHARS: usize = 100_000;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-enum ControlAction {
+pub(crate) enum ControlAction {
+    /// Stop the running turn (it ends with `agent_end{reason: aborted}`).
     Abort,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Control {
+pub(crate) struct Control {
     action: ControlAction,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ToolOutput {
+pub(crate) struct ToolOutput {
     tool: String,
     tool_call_id: String,
+    /// The tool's result (or give `error`).
     #[serde(default)]
     output: Option<Value>,
     #[serde(default)]
     error: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-enum Decision {
+pub(crate) enum Decision {
     Approve,
     Decline,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Approval {
+pub(crate) struct Approval {
     decision: Decision,
     tool_call_id: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Answer {
+pub(crate) struct Answer {
     question_id: String,
     answer: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-enum PlanAction {
+pub(crate) enum PlanAction {
     Approve,
     Reject,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PlanResponse {
+pub(crate) struct PlanResponse {
     plan_id: String,
     action: PlanAction,
     #[serde(default)]
     feedback: Option<String>,
 }
+
+/// A submission accepted: its event's `seq`, and the turn it resumes.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Submitted {
+    /// The submit event's sequence number.
+    seq: u64,
+    /// The turn the answer resumes, if a turn waits on it.
+    turn_id: Option<String>,
+}
+
+/// The session in a path.
+const SESSION_ID: &str = "The session";
 
 fn check_id(name: &str, id: &str) -> Result<(), ApiError> {
     if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
@@ -143,7 +159,7 @@ impl ChatApi {
         id: &str,
         kind_type: &str,
         payload: Value,
-    ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
         let session = self.session_of(caller, session_id).await?;
         let stale = || {
             ApiError::Conflict(format!(
@@ -175,22 +191,21 @@ impl ChatApi {
         self.metadata
             .touch_session(caller.org(), session_id, self.clock.now_ms(), &session.preview)
             .await?;
-        Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({ "seq": seq, "turn_id": request.turn_id })),
-        ))
+        let turn_id = request.turn_id;
+        Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id })))
     }
 }
 
 /// `POST /v1/sessions/{id}/control` `{action: "abort"}`: `control_submitted`. The running turn
 /// sees it in the stream; with nothing running it changes nothing.
+#[utoipa::path(post, path = "/v1/sessions/{id}/control", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = Control,
+    responses((status = 202, description = "Appended as `control_submitted`", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn control(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(control): JsonBody<Control>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let control: Control = json_body(&body)?;
     let session = api.session_of(&caller, &id).await?;
     let action = match control.action {
         ControlAction::Abort => "abort",
@@ -204,17 +219,19 @@ pub(crate) async fn control(
             None,
         )
         .await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "seq": seq }))))
+    Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id: None })))
 }
 
 /// `POST /v1/sessions/{id}/tool-output` `{tool, tool_call_id, output | error}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/tool-output", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = ToolOutput,
+    responses((status = 202, description = "Appended; the waiting turn is queued to resume", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The session has no open tool call of that id (never asked, or answered already)", body = ErrorBody), Refusals))]
 pub(crate) async fn tool_output(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(out): JsonBody<ToolOutput>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let out: ToolOutput = json_body(&body)?;
     check_id("tool_call_id", &out.tool_call_id)?;
     check_id("tool", &out.tool)?;
     if out.output.is_some() == out.error.is_some() {
@@ -237,13 +254,15 @@ pub(crate) async fn tool_output(
 }
 
 /// `POST /v1/sessions/{id}/approval` `{decision: "approve" | "decline", tool_call_id}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/approval", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = Approval,
+    responses((status = 202, description = "Appended; the waiting turn is queued to resume", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The session has no open approval request of that id (never asked, or answered already)", body = ErrorBody), Refusals))]
 pub(crate) async fn approval(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(approval): JsonBody<Approval>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let approval: Approval = json_body(&body)?;
     check_id("tool_call_id", &approval.tool_call_id)?;
     let decision = match approval.decision {
         Decision::Approve => "approve",
@@ -262,13 +281,15 @@ pub(crate) async fn approval(
 }
 
 /// `POST /v1/sessions/{id}/question` `{question_id, answer}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/question", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = Answer,
+    responses((status = 202, description = "Appended; the waiting turn is queued to resume", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The session has no open question of that id (never asked, or answered already)", body = ErrorBody), Refusals))]
 pub(crate) async fn question(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(answer): JsonBody<Answer>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let answer: Answer = json_body(&body)?;
     check_id("question_id", &answer.question_id)?;
     if answer.answer.trim().is_empty() {
         return Err(ApiError::BadRequest("`answer` is blank".to_owned()));
@@ -287,13 +308,15 @@ pub(crate) async fn question(
 }
 
 /// `POST /v1/sessions/{id}/plan` `{plan_id, action: "approve" | "reject", feedback?}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/plan", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = PlanResponse,
+    responses((status = 202, description = "Appended; the waiting turn is queued to resume", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The session has no open plan of that id (never asked, or answered already)", body = ErrorBody), Refusals))]
 pub(crate) async fn plan(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(response): JsonBody<PlanResponse>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let response: PlanResponse = json_body(&body)?;
     check_id("plan_id", &response.plan_id)?;
     if let Some(feedback) = &response.feedback {
         check_text("feedback", feedback)?;

@@ -9,26 +9,30 @@
 
 use std::sync::Arc;
 
-use axum::{Json, body::Bytes, extract::State, http::StatusCode, response::IntoResponse};
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{
     Agent, CliType, Error, Runtime, Task, Workspace,
     workspace::{MAX_AGENTS, new_id, plan_reorder},
 };
+use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi,
-    extract::{Caller, Id, Patch, PathOf, json_body, rfc3339_ms},
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{Caller, Id, JsonBody, Patch, PathOf, rfc3339_ms},
 };
 
 /// A workspace as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct WorkspaceView {
     id: String,
     name: String,
     description: String,
     working_dir: Option<String>,
+    #[schema(format = DateTime)]
     created_at: String,
+    #[schema(format = DateTime)]
     updated_at: String,
 }
 
@@ -46,7 +50,7 @@ impl From<Workspace> for WorkspaceView {
 }
 
 /// An agent as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct AgentView {
     id: String,
     workspace_id: String,
@@ -57,7 +61,9 @@ pub(crate) struct AgentView {
     cli_type: Option<CliType>,
     position: u32,
     builtin: bool,
+    #[schema(format = DateTime)]
     created_at: String,
+    #[schema(format = DateTime)]
     updated_at: String,
 }
 
@@ -79,9 +85,9 @@ impl From<Agent> for AgentView {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewWorkspace {
+pub(crate) struct NewWorkspace {
     name: String,
     #[serde(default)]
     description: String,
@@ -89,20 +95,22 @@ struct NewWorkspace {
     working_dir: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct WorkspacePatch {
+pub(crate) struct WorkspacePatch {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// `null` clears it.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     working_dir: Patch<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewAgent {
+pub(crate) struct NewAgent {
     name: String,
     #[serde(default)]
     instruction: String,
@@ -114,25 +122,49 @@ struct NewAgent {
     cli_type: Option<CliType>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AgentPatch {
+pub(crate) struct AgentPatch {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
     instruction: Option<String>,
+    /// `null` clears it.
     #[serde(default)]
+    #[schema(value_type = Option<Runtime>)]
     runtime: Patch<Runtime>,
+    /// `null` clears it.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     model: Patch<String>,
+    /// `null` clears it.
     #[serde(default)]
+    #[schema(value_type = Option<CliType>)]
     cli_type: Patch<CliType>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AgentOrder {
+pub(crate) struct AgentOrder {
     agent_ids: Vec<Id>,
+}
+
+/// Workspaces, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct WorkspaceList {
+    workspaces: Vec<WorkspaceView>,
+}
+
+/// A workspace's agents, by position.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AgentList {
+    agents: Vec<AgentView>,
+}
+
+/// A workspace's tasks, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TaskList {
+    tasks: Vec<TaskView>,
 }
 
 /// A workspace's feed: list-level events (`chat.message_added`, …) as a JSON stream, read by
@@ -192,7 +224,7 @@ impl ChatApi {
             .ok_or_else(|| not_found("agent", id))
     }
 
-    async fn agent_list(&self, caller: &Caller, workspace_id: &str) -> Result<Json<serde_json::Value>, ApiError> {
+    async fn agent_list(&self, caller: &Caller, workspace_id: &str) -> Result<Json<AgentList>, ApiError> {
         let agents: Vec<AgentView> = self
             .metadata
             .agents(caller.org(), workspace_id)
@@ -200,17 +232,18 @@ impl ChatApi {
             .into_iter()
             .map(AgentView::from)
             .collect();
-        Ok(Json(serde_json::json!({ "agents": agents })))
+        Ok(Json(AgentList { agents }))
     }
 }
 
 /// `POST /v1/workspaces`.
+#[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body = NewWorkspace,
+    responses((status = 201, description = "The workspace, made with its built-in Spool agent", body = WorkspaceView), Refusals))]
 pub(crate) async fn create_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(new): JsonBody<NewWorkspace>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let new: NewWorkspace = json_body(&body)?;
     let now = api.clock.now_ms();
     let workspace = Workspace {
         id: new_id("ws"),
@@ -237,10 +270,12 @@ pub(crate) async fn create_workspace(
 }
 
 /// `GET /v1/workspaces`.
+#[utoipa::path(get, path = "/v1/workspaces", tag = "workspaces",
+    responses((status = 200, description = "The organization's workspaces", body = WorkspaceList), Refusals))]
 pub(crate) async fn list_workspaces(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<WorkspaceList>, ApiError> {
     let list: Vec<WorkspaceView> = api
         .metadata
         .workspaces(caller.org())
@@ -248,10 +283,12 @@ pub(crate) async fn list_workspaces(
         .into_iter()
         .map(WorkspaceView::from)
         .collect();
-    Ok(Json(serde_json::json!({ "workspaces": list })))
+    Ok(Json(WorkspaceList { workspaces: list }))
 }
 
 /// `GET /v1/workspaces/{id}`.
+#[utoipa::path(get, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
+    responses((status = 200, description = "The workspace", body = WorkspaceView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn get_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -261,13 +298,14 @@ pub(crate) async fn get_workspace(
 }
 
 /// `PATCH /v1/workspaces/{id}`.
+#[utoipa::path(patch, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = WorkspacePatch,
+    responses((status = 200, description = "The changed workspace", body = WorkspaceView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn update_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(change): JsonBody<WorkspacePatch>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
-    let change: WorkspacePatch = json_body(&body)?;
     let mut workspace = api.workspace_of(&caller, &id).await?;
     if let Some(name) = change.name {
         workspace.name = name.trim().to_owned();
@@ -284,6 +322,8 @@ pub(crate) async fn update_workspace(
 
 /// `DELETE /v1/workspaces/{id}`: the workspace, its chats (records, streams and pages) and its
 /// agents.
+#[utoipa::path(delete, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
+    responses((status = 204, description = "Deleted, with its chats, agents and tasks"), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn delete_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -311,13 +351,14 @@ pub(crate) async fn delete_workspace(
 }
 
 /// `POST /v1/workspaces/{id}/agents`: a new agent, last in the list.
+#[utoipa::path(post, path = "/v1/workspaces/{id}/agents", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = NewAgent,
+    responses((status = 201, description = "The agent, last in the list", body = AgentView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn create_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(new): JsonBody<NewAgent>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let new: NewAgent = json_body(&body)?;
     api.workspace_of(&caller, &workspace_id).await?;
     let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
     if agents.len() >= MAX_AGENTS {
@@ -345,23 +386,26 @@ pub(crate) async fn create_agent(
 }
 
 /// `GET /v1/workspaces/{id}/agents`: by position.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/agents", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
+    responses((status = 200, description = "The workspace's agents by position, the built-in one among them", body = AgentList), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn list_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<AgentList>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     api.agent_list(&caller, &workspace_id).await
 }
 
 /// `PATCH /v1/agents/{id}`.
+#[utoipa::path(patch, path = "/v1/agents/{id}", tag = "workspaces", params(("id" = String, Path, description = "The agent")), request_body = AgentPatch,
+    responses((status = 200, description = "The changed agent", body = AgentView), (status = 404, description = "No such agent in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn update_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    body: Bytes,
+    JsonBody(change): JsonBody<AgentPatch>,
 ) -> Result<Json<AgentView>, ApiError> {
-    let change: AgentPatch = json_body(&body)?;
     let mut agent = api.agent_of(&caller, &id).await?;
     if let Some(name) = change.name {
         agent.name = name.trim().to_owned();
@@ -380,6 +424,9 @@ pub(crate) async fn update_agent(
 
 /// `DELETE /v1/agents/{id}`: its chats move to the built-in agent; the built-in agent itself
 /// is refused with `409`.
+#[utoipa::path(delete, path = "/v1/agents/{id}", tag = "workspaces", params(("id" = String, Path, description = "The agent")),
+    responses((status = 204, description = "Deleted; its chats moved to the built-in agent"), (status = 404, description = "No such agent in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The built-in agent cannot be deleted", body = ErrorBody), Refusals))]
 pub(crate) async fn delete_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -413,13 +460,14 @@ pub(crate) async fn delete_agent(
 
 /// `PUT /v1/workspaces/{id}/agents/order` `{agent_ids}`: every agent of the workspace, once,
 /// in the new order.
+#[utoipa::path(put, path = "/v1/workspaces/{id}/agents/order", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = AgentOrder,
+    responses((status = 200, description = "The agents in their new order", body = AgentList), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn reorder_agents(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
-    body: Bytes,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let order: AgentOrder = json_body(&body)?;
+    JsonBody(order): JsonBody<AgentOrder>,
+) -> Result<Json<AgentList>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
     let ids: Vec<String> = order.agent_ids.into_iter().map(String::from).collect();
@@ -429,13 +477,14 @@ pub(crate) async fn reorder_agents(
 }
 
 /// A task as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct TaskView {
     id: String,
     workspace_id: String,
     session_id: Option<String>,
     title: String,
     description: String,
+    #[schema(format = DateTime)]
     created_at: String,
 }
 
@@ -453,11 +502,13 @@ impl From<Task> for TaskView {
 }
 
 /// `GET /v1/workspaces/{id}/tasks`: newest first.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
+    responses((status = 200, description = "The workspace's tasks, newest first", body = TaskList), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn list_tasks(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<TaskList>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
     let tasks: Vec<TaskView> = api
         .metadata
@@ -466,10 +517,12 @@ pub(crate) async fn list_tasks(
         .into_iter()
         .map(TaskView::from)
         .collect();
-    Ok(Json(serde_json::json!({ "tasks": tasks })))
+    Ok(Json(TaskList { tasks }))
 }
 
 /// `GET /v1/tasks/{id}`.
+#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
+    responses((status = 200, description = "The task", body = TaskView), (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn get_task(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,

@@ -9,12 +9,46 @@ use axum::{
     http::{HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde_json::json;
+use serde::Serialize;
 use spool_domain::Error;
+use utoipa::ToSchema;
 
 use crate::protocol::{
     PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET,
 };
+
+/// The contract's error body, `{"error": {"code", "message"}}`: the stream function's and the
+/// chat API's.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, for programs (`code`) and for people (`message`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code, e.g. `not_found`, `turn_pending`.
+    pub code: &'static str,
+    /// What happened and what to do next.
+    pub message: String,
+    /// With `turn_pending`: the turn the chat waits on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_turn_id: Option<String>,
+}
+
+impl ErrorBody {
+    /// An error body with `code` and `message`.
+    pub fn new(code: &'static str, message: String) -> Self {
+        Self {
+            error: ErrorDetail {
+                code,
+                message,
+                pending_turn_id: None,
+            },
+        }
+    }
+}
 
 /// Why a stream request failed.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +138,7 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(error = %self, %status, "stream request refused");
         }
-        let body = json!({ "error": { "code": code, "message": self.to_string() } });
+        let body = ErrorBody::new(code, self.to_string());
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -87,6 +87,12 @@ fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
 }
 
 /// `PUT`: create the stream, or confirm that it exists with this configuration.
+#[utoipa::path(put, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only.")),
+    request_body(description = "Optional first messages", content_type = "application/octet-stream"),
+    responses((status = 201, description = "Created (headers: `Location`, `Stream-Next-Offset`)"),
+        (status = 200, description = "It exists with this configuration"),
+        (status = 403, description = "A read-only stream", body = crate::ErrorBody),
+        (status = 409, description = "It exists with another configuration", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn create(
     State(api): Api,
     Path(raw): Path<String>,
@@ -149,6 +155,14 @@ pub(crate) async fn create(
 }
 
 /// `POST`: append a batch, close the stream, or both at once.
+#[utoipa::path(post, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only.")),
+    request_body(description = "Messages; a JSON stream takes one value or an array of them", content_type = "application/octet-stream"),
+    responses((status = 204, description = "Appended (header `Stream-Next-Offset`)"),
+        (status = 200, description = "A retried idempotent-producer batch, already appended"),
+        (status = 403, description = "A read-only stream, or a stale producer epoch", body = crate::ErrorBody),
+        (status = 404, description = "No such stream", body = crate::ErrorBody),
+        (status = 409, description = "Closed, another content type, or a sequence conflict", body = crate::ErrorBody),
+        (status = 413, description = "Larger than the largest append", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn append(
     State(api): Api,
     Path(raw): Path<String>,
@@ -206,6 +220,10 @@ pub(crate) async fn append(
 }
 
 /// `DELETE`: remove the stream and its data.
+#[utoipa::path(delete, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only.")),
+    responses((status = 204, description = "Deleted"),
+        (status = 403, description = "A read-only stream", body = crate::ErrorBody),
+        (status = 404, description = "No such stream", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn delete(
     State(api): Api,
     Path(raw): Path<String>,
@@ -220,6 +238,9 @@ pub(crate) async fn delete(
 }
 
 /// `HEAD`: the stream's metadata; never cached, and not a read for a sliding TTL.
+#[utoipa::path(head, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only.")),
+    responses((status = 200, description = "Its metadata in headers: `Content-Type`, `Stream-Next-Offset`, `Stream-Closed`, TTL"),
+        (status = 404, description = "No such stream"), (status = 401, description = "No valid token")))]
 pub(crate) async fn head(
     State(api): Api,
     Path(raw): Path<String>,
@@ -248,6 +269,16 @@ pub(crate) async fn head(
 }
 
 /// `GET`: a catch-up read, a long-poll or server-sent events.
+#[utoipa::path(get, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only."),
+        ("offset" = Option<String>, Query, description = "Where to read from: `-1` (the start), `now` (the tail) or an offset a response gave"),
+        ("live" = Option<String>, Query, description = "`long-poll` or `sse`; without it, a catch-up read"),
+        ("cursor" = Option<String>, Query, description = "The last `Stream-Cursor` (live reads through a CDN)"),
+        ("token" = Option<String>, Query, description = "The bearer token, for clients that cannot set headers")),
+    responses((status = 200, description = "Messages in the stream's content type, or `text/event-stream` with `live=sse` (headers: `Stream-Next-Offset`, `Stream-Up-To-Date`, `Stream-Closed`, `ETag`)", content_type = "application/octet-stream"),
+        (status = 204, description = "A long-poll that saw nothing new"),
+        (status = 304, description = "`If-None-Match` matched"),
+        (status = 404, description = "No such stream", body = crate::ErrorBody),
+        (status = 410, description = "Deleted while forks of it live", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn read(
     State(api): Api,
     Path(raw): Path<String>,
@@ -352,6 +383,13 @@ fn if_none_match(request: &HeaderMap, etag: &str) -> bool {
 /// `GET /v1/sessions/{id}/stream`: a chat's events as server-sent events, `id: <seq>` each,
 /// from after `Last-Event-ID` (what a browser's `EventSource` sends when it reconnects), else
 /// `?after=<seq>`, else the start.
+#[utoipa::path(get, path = "/v1/sessions/{id}/stream", tag = "sessions",
+    params(("id" = String, Path, description = "The session"),
+        ("after" = Option<u64>, Query, description = "Events with `seq` greater than this"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
+        ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
+    responses((status = 200, description = "Server-sent events, one per event, `id: <seq>`, `data:` the event's JSON", content_type = "text/event-stream"),
+        (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn chat_events(
     State(api): Api,
     Path(id): Path<String>,
@@ -362,6 +400,11 @@ pub(crate) async fn chat_events(
 }
 
 /// `GET /chat/stream`: the global chat's events, as [`chat_events`] serves them.
+#[utoipa::path(get, path = "/chat/stream", tag = "global",
+    params(("after" = Option<u64>, Query, description = "Events with `seq` greater than this"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
+        ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
+    responses((status = 200, description = "The global chat's events as server-sent events, `id: <seq>`", content_type = "text/event-stream"), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
     session_events(api, "global", &uri, &headers).await
 }

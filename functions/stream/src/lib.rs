@@ -13,6 +13,7 @@
 mod body;
 mod error;
 mod handlers;
+mod openapi;
 pub mod protocol;
 mod sse;
 
@@ -26,7 +27,8 @@ use axum::{
     response::Response,
     routing::get,
 };
-pub use error::ApiError;
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use openapi::openapi;
 pub use spool_domain::LiveSettings;
 use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM};
 

@@ -183,6 +183,7 @@ pub trait Sessions: Send + Sync {
 }
 
 /// Who wrote an event.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -210,6 +211,7 @@ pub struct EventDraft {
 }
 
 /// An event as stored and read.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// The envelope's version.
@@ -217,6 +219,7 @@ pub struct Event {
     /// Its sequence number in the session's stream, from 1.
     pub seq: u64,
     /// When it was written, RFC 3339.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub ts: String,
     /// The session.
     pub session_id: String,

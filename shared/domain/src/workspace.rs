@@ -41,6 +41,7 @@ pub struct Workspace {
 }
 
 /// How an agent produces its answers.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Runtime {
@@ -55,6 +56,7 @@ pub enum Runtime {
 }
 
 /// The CLI agents Spool can run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CliType {

@@ -1,0 +1,28 @@
+//! # The stream function's routes in the OpenAPI document
+//!
+//! The Durable Streams protocol is specified in its own `PROTOCOL.md` (headers, offsets, live
+//! modes), and the official conformance suite checks Spool against it; this part of the
+//! document names the routes, their parameters and answers, so that one document lists every
+//! route Spool serves. The chat API merges it into `GET /v1/openapi.json`.
+
+use utoipa::OpenApi;
+
+use crate::handlers;
+
+#[derive(OpenApi)]
+#[openapi(paths(
+    handlers::read,
+    handlers::head,
+    handlers::create,
+    handlers::append,
+    handlers::delete,
+    handlers::chat_events,
+    handlers::global_events
+))]
+struct StreamDoc;
+
+/// The stream function's routes: the protocol at `/v1/stream/{path}` and the chat event
+/// streams.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    StreamDoc::openapi()
+}
