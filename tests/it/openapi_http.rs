@@ -1,0 +1,375 @@
+//! `GET /v1/openapi.json` against the real answers, over real HTTP on both backends: a
+//! walk-through calls every operation of the document, successfully and with the usual mistakes,
+//! and every answer must be one the document lists for its operation, with a body that matches
+//! the listed schema (and every successful request body the request schema). At the end every
+//! operation of the document has answered at least once with success, so the document names
+//! no route that does not work, and the router (`utoipa_axum::routes!`) serves none it does not
+//! name.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_domain::{OpenRequest, RequestKind, Sessions};
+use spool_tests::Harness;
+
+use crate::{
+    answers_http::org_of,
+    global_http::agent_client,
+    spec::{Checked, Spec},
+    workspaces_http::setup,
+};
+
+fn id(value: &Value) -> String {
+    value["id"].as_str().unwrap().to_owned()
+}
+
+/// Every operation answers as the document says, and every one works.
+pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harness: &H) {
+    let (a, b, anonymous) = setup(harness).await;
+    let spec = Spec::fetch(&a).await;
+    let org = org_of(&a);
+    let agent = agent_client(harness, &a).await;
+    let api = Checked { api: &a, spec: &spec };
+    let other = Checked { api: &b, spec: &spec };
+    let nobody = Checked {
+        api: &anonymous,
+        spec: &spec,
+    };
+    let bot = Checked {
+        api: &agent,
+        spec: &spec,
+    };
+
+    // Meta and handshake.
+    nobody.ok(Method::GET, "/healthz", None).await;
+    nobody.ok(Method::GET, "/v1/openapi.json", None).await;
+    nobody
+        .refused(
+            401,
+            Method::POST,
+            "/v1/handshake",
+            Some(json!({ "api_key": "spool_0_x" })),
+        )
+        .await;
+    nobody
+        .refused(400, Method::POST, "/v1/handshake", Some(json!({})))
+        .await;
+    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+    let capabilities = ["context_for_query".to_owned()];
+    let (_, key) = spool_api::admin::create_api_key(&harness.metadata().await, &org, &capabilities, now)
+        .await
+        .unwrap();
+    let key = key.reveal();
+    let token = nobody
+        .ok(
+            Method::POST,
+            "/v1/handshake",
+            Some(json!({ "api_key": key, "version": "1", "library_id": "lib-1" })),
+        )
+        .await;
+    nobody.refused(401, Method::GET, "/v1/workspaces", None).await;
+
+    // Workspaces, agents, tasks.
+    let ws = id(&api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Docs" })))
+        .await);
+    api.refused(400, Method::POST, "/v1/workspaces", Some(json!({ "name": " " })))
+        .await;
+    api.ok(Method::GET, "/v1/workspaces", None).await;
+    api.ok(Method::GET, &format!("/v1/workspaces/{ws}"), None).await;
+    api.refused(404, Method::GET, "/v1/workspaces/ws_missing", None).await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/workspaces/{ws}"),
+        Some(json!({ "description": "Team docs", "working_dir": null })),
+    )
+    .await;
+    let helper = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/agents"),
+            Some(json!({ "name": "Helper", "instruction": "Be brief", "runtime": "scripted", "cli_type": "claude" })),
+        )
+        .await;
+    let helper = id(&helper);
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await;
+    let builtin = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["builtin"] == true)
+        .map(id)
+        .unwrap();
+    api.ok(
+        Method::PUT,
+        &format!("/v1/workspaces/{ws}/agents/order"),
+        Some(json!({ "agent_ids": [helper, builtin] })),
+    )
+    .await;
+    api.refused(
+        400,
+        Method::PUT,
+        &format!("/v1/workspaces/{ws}/agents/order"),
+        Some(json!({ "agent_ids": [helper] })),
+    )
+    .await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/agents/{helper}"),
+        Some(json!({ "model": "small", "runtime": null })),
+    )
+    .await;
+    api.refused(409, Method::DELETE, &format!("/v1/agents/{builtin}"), None)
+        .await;
+    api.ok(Method::GET, &format!("/v1/workspaces/{ws}/tasks"), None).await;
+    let task = spool_domain::Task {
+        id: "task_1".to_owned(),
+        workspace_id: ws.clone(),
+        session_id: None,
+        title: "Write the guide".to_owned(),
+        description: String::new(),
+        created_ms: 1,
+    };
+    use spool_domain::Workspaces;
+    harness.metadata().await.create_task(&org, &task).await.unwrap();
+    api.ok(Method::GET, "/v1/tasks/task_1", None).await;
+    api.refused(404, Method::GET, "/v1/tasks/task_2", None).await;
+
+    // Sessions and messages.
+    let chat = api
+        .ok(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({ "workspace_id": ws, "agent_id": helper, "title": "Plans" })),
+        )
+        .await;
+    let chat = id(&chat);
+    api.refused(
+        404,
+        Method::POST,
+        "/v1/sessions",
+        Some(json!({ "workspace_id": "ws_nope" })),
+    )
+    .await;
+    api.ok(Method::GET, &format!("/v1/sessions?workspace_id={ws}&limit=10"), None)
+        .await;
+    api.refused(400, Method::GET, "/v1/sessions?limit=many", None).await;
+    api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{chat}"),
+        Some(json!({ "title": "Roadmap", "cli_type": "gemini" })),
+    )
+    .await;
+    let messages = format!("/v1/sessions/{chat}/messages");
+    let first = api
+        .ok(
+            Method::POST,
+            &messages,
+            Some(json!({ "content": "hello", "client_message_id": "m-1", "metadata": { "lang": "en" } })),
+        )
+        .await;
+    api.ok(
+        Method::POST,
+        &messages,
+        Some(json!({ "content": "hello", "client_message_id": "m-1" })),
+    )
+    .await;
+    let busy = api
+        .refused(409, Method::POST, &messages, Some(json!({ "content": "again" })))
+        .await;
+    assert_eq!(busy["error"]["pending_turn_id"], first["turn_id"]);
+    api.ok(
+        Method::POST,
+        &messages,
+        Some(json!({ "content": "queued", "on_busy": "enqueue" })),
+    )
+    .await;
+    api.refused(400, Method::POST, &messages, Some(json!({ "content": "  " })))
+        .await;
+    // A body over the limit is refused before it is read, and the connection closed: a client
+    // of its own, so no pooled connection is left broken. The client may still be writing when
+    // the connection closes (HTTP/1.1 allows it), so a send that fails is tried again.
+    let big = json!({ "content": "x".repeat(2 * 1024 * 1024) });
+    let unpooled = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let mut refused = None;
+    for _ in 0..10 {
+        let request = unpooled.post(format!("{}{messages}", a.base)).json(&big);
+        if let Ok(response) = request.bearer_auth(a.token.as_deref().unwrap()).send().await {
+            let status = response.status();
+            let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+            let body = response.bytes().await.unwrap_or_default();
+            spec.check(&Method::POST, &messages, None, status, &content_type, &body)
+                .unwrap();
+            refused = Some(status);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(reqwest::StatusCode::PAYLOAD_TOO_LARGE));
+    let events = api
+        .ok(
+            Method::GET,
+            &format!("/v1/sessions/{chat}/events?after=0&limit=2"),
+            None,
+        )
+        .await;
+    assert_eq!(events["events"].as_array().unwrap().len(), 2);
+    api.ok(Method::GET, &format!("/v1/sessions/{chat}/events"), None).await;
+    api.refused(400, Method::GET, &format!("/v1/sessions/{chat}/events?after=x"), None)
+        .await;
+
+    // Controls and answers.
+    let metadata = harness.metadata().await;
+    for (rid, kind) in [
+        ("call-a", RequestKind::Approval),
+        ("q-1", RequestKind::Question),
+        ("plan-1", RequestKind::Plan),
+        ("call-t", RequestKind::ToolOutput),
+    ] {
+        let request = OpenRequest {
+            id: rid.to_owned(),
+            kind,
+            turn_id: Some("turn_x".to_owned()),
+            opened_seq: 1,
+        };
+        metadata.open_request(&org, &chat, &request).await.unwrap();
+    }
+    let route = |r: &str| format!("/v1/sessions/{chat}/{r}");
+    api.ok(Method::POST, &route("control"), Some(json!({ "action": "abort" })))
+        .await;
+    api.refused(400, Method::POST, &route("control"), Some(json!({ "action": "pause" })))
+        .await;
+    for (r, body) in [
+        ("approval", json!({ "decision": "approve", "tool_call_id": "call-a" })),
+        ("question", json!({ "question_id": "q-1", "answer": "blue" })),
+        (
+            "plan",
+            json!({ "plan_id": "plan-1", "action": "reject", "feedback": "smaller" }),
+        ),
+        (
+            "tool-output",
+            json!({ "tool": "grep", "tool_call_id": "call-t", "error": "no match" }),
+        ),
+    ] {
+        api.ok(Method::POST, &route(r), Some(body.clone())).await;
+        api.refused(409, Method::POST, &route(r), Some(body)).await;
+    }
+    other
+        .refused(404, Method::POST, &route("control"), Some(json!({ "action": "abort" })))
+        .await;
+
+    // Capabilities: a companion token for `lib-1` from the same organization.
+    let companion = token["jwt"].as_str().unwrap();
+    let outcome = api
+        .ok(
+            Method::PUT,
+            &route("capabilities"),
+            Some(json!({ "library_id": "lib-1", "jwt": companion, "capabilities": ["context_for_query"] })),
+        )
+        .await;
+    assert_eq!(outcome["status"], "enabled");
+    let outcome = api
+        .ok(
+            Method::PUT,
+            &route("capabilities"),
+            Some(json!({ "library_id": "lib-2", "jwt": companion, "capabilities": ["context_for_query"] })),
+        )
+        .await;
+    assert_eq!(outcome["status"], "rejected");
+
+    // The global chat and agent-first posting.
+    api.refused(
+        403,
+        Method::POST,
+        "/v1/sessions/global/agent-messages",
+        Some(json!({ "author": "bot", "text": "hi" })),
+    )
+    .await;
+    bot.ok(
+        Method::POST,
+        "/v1/sessions/global/agent-messages",
+        Some(json!({ "author": "bot", "text": "Deploy now?", "ask": true })),
+    )
+    .await;
+    api.ok(Method::POST, "/chat/user_message", Some(json!({ "text": "yes" })))
+        .await;
+    api.refused(400, Method::POST, "/chat/user_message", Some(json!({ "text": "" })))
+        .await;
+    let history = api.ok(Method::GET, "/chat/history?after=0", None).await;
+    assert_eq!(history["messages"].as_array().unwrap().len(), 2, "{history}");
+    api.ok(Method::GET, "/chat/history", None).await;
+
+    // Live events (the stream function).
+    for path in [format!("/v1/sessions/{chat}/stream?after=1"), "/chat/stream".to_owned()] {
+        let (status, headers, _) = api
+            .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, &path)
+            .await;
+        assert_eq!(status, 200, "{path}");
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+    }
+    let path = "/v1/sessions/ses_missing/stream";
+    let (status, _, _) = api
+        .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, path)
+        .await;
+    assert_eq!(status, 404);
+
+    // Durable Streams of the organization's own.
+    let notes = "/v1/stream/notes/today";
+    let url = format!("{}{notes}", a.base);
+    let json_type = |r: reqwest::RequestBuilder| r.header("content-type", "application/json");
+    for (request, method, expected) in [
+        (json_type(a.http.put(&url)), Method::PUT, 201),
+        (
+            json_type(a.http.post(&url)).body(r#"[{"n":1},{"n":2}]"#),
+            Method::POST,
+            204,
+        ),
+        (a.http.head(&url), Method::HEAD, 200),
+        (a.http.get(format!("{url}?offset=-1")), Method::GET, 200),
+        (a.http.get(format!("{url}?offset=nope")), Method::GET, 400),
+        (
+            json_type(a.http.post(format!("{}/v1/stream/sessions/{chat}", a.base))).body("{}"),
+            Method::POST,
+            403,
+        ),
+        (a.http.delete(&url), Method::DELETE, 204),
+        (a.http.get(format!("{url}?offset=-1")), Method::GET, 404),
+    ] {
+        let (status, _, body) = api.raw(request, method.clone(), notes).await;
+        assert_eq!(status, expected, "{method} {notes}: {}", String::from_utf8_lossy(&body));
+    }
+
+    // Deletes last.
+    api.ok(Method::DELETE, &format!("/v1/agents/{helper}"), None).await;
+    api.refused(404, Method::DELETE, &format!("/v1/agents/{helper}"), None)
+        .await;
+    api.refused(409, Method::DELETE, "/v1/sessions/global", None).await;
+    api.ok(Method::DELETE, &format!("/v1/sessions/{chat}"), None).await;
+    api.refused(404, Method::GET, &format!("/v1/sessions/{chat}"), None)
+        .await;
+    api.ok(Method::DELETE, &format!("/v1/workspaces/{ws}"), None).await;
+    api.refused(404, Method::DELETE, &format!("/v1/workspaces/{ws}"), None)
+        .await;
+
+    // THEN every operation of the document answered with success at least once
+    let seen = spec.seen();
+    let never: Vec<String> = spec
+        .operations()
+        .into_iter()
+        .filter(|op| {
+            !seen
+                .get(op)
+                .is_some_and(|statuses| statuses.iter().any(|s| (200..300).contains(s)))
+        })
+        .map(|op| op.to_string())
+        .collect();
+    assert!(never.is_empty(), "operations never exercised with success: {never:?}");
+    let answers: usize = seen.values().map(|s| s.len()).sum();
+    assert!(answers >= 60, "{answers} distinct (operation, status) answers checked");
+}
+
+on_both_backends!(openapi_http: every_answer_is_one_the_document_promises);
