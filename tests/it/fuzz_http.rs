@@ -109,7 +109,7 @@ fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str)
 }
 
 /// What organization A has, as its API shows it, plus what only the stores show.
-async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
+pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
     let mut state = json!({});
     for (key, path) in [
         ("workspaces", "/v1/workspaces".to_owned()),
@@ -173,25 +173,26 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
     let before = snapshot(&api, &ws, &session).await;
     let _ = SystemClock.now_ms();
 
-    let writes: Vec<(Method, String)> = vec![
-        (Method::POST, "/v1/handshake".to_owned()),
-        (Method::POST, "/v1/workspaces".to_owned()),
-        (Method::PATCH, format!("/v1/workspaces/{ws}")),
-        (Method::POST, format!("/v1/workspaces/{ws}/agents")),
-        (Method::PUT, format!("/v1/workspaces/{ws}/agents/order")),
-        (Method::PATCH, format!("/v1/agents/{agent}")),
-        (Method::POST, "/v1/sessions".to_owned()),
-        (Method::PATCH, format!("/v1/sessions/{session}")),
-        (Method::POST, format!("/v1/sessions/{session}/messages")),
-        (Method::POST, format!("/v1/sessions/{session}/control")),
-        (Method::POST, format!("/v1/sessions/{session}/tool-output")),
-        (Method::POST, format!("/v1/sessions/{session}/approval")),
-        (Method::POST, format!("/v1/sessions/{session}/question")),
-        (Method::POST, format!("/v1/sessions/{session}/plan")),
-        (Method::PUT, format!("/v1/sessions/{session}/capabilities")),
-        (Method::POST, format!("/v1/sessions/{session}/agent-messages")),
-        (Method::POST, "/chat/user_message".to_owned()),
-    ];
+    // Every operation of the document that takes a JSON body, on A's own ids.
+    let spec = crate::spec::Spec::fetch(&api).await;
+    let operations = spec.operations();
+    let id_for = |template: &str| -> String {
+        if template.starts_with("/v1/workspaces/") {
+            ws.clone()
+        } else if template.starts_with("/v1/agents/") {
+            agent.clone()
+        } else {
+            session.clone()
+        }
+    };
+    let writes: Vec<(Method, String)> = operations
+        .iter()
+        .filter(|op| {
+            !spec.doc["paths"][&op.template][&op.method]["requestBody"]["content"]["application/json"].is_null()
+        })
+        .map(|op| (op.method(), op.path(|_| id_for(&op.template))))
+        .collect();
+    assert!(writes.len() >= 17, "{writes:?}");
     let content_types = [
         "application/json",
         "text/plain",
@@ -245,38 +246,21 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         "ses_%0A",
     ];
     for id in odd_ids {
-        for (method, path, body) in [
-            (Method::GET, format!("/v1/workspaces/{id}"), None),
-            (Method::DELETE, format!("/v1/workspaces/{id}"), None),
-            (Method::PATCH, format!("/v1/agents/{id}"), Some(json!({ "name": "x" }))),
-            (Method::DELETE, format!("/v1/agents/{id}"), None),
-            (Method::GET, format!("/v1/tasks/{id}"), None),
-            (Method::GET, format!("/v1/sessions/{id}"), None),
-            (Method::DELETE, format!("/v1/sessions/{id}"), None),
-            (
-                Method::POST,
-                format!("/v1/sessions/{id}/messages"),
-                Some(json!({ "content": "x" })),
-            ),
-            (Method::GET, format!("/v1/sessions/{id}/events"), None),
-            (Method::GET, format!("/v1/sessions/{id}/stream"), None),
-            (
-                Method::POST,
-                format!("/v1/sessions/{id}/question"),
-                Some(json!({ "question_id": "q-1", "answer": "a" })),
-            ),
-            (
-                Method::POST,
-                format!("/v1/workspaces/{id}/agents"),
-                Some(json!({ "name": "x" })),
-            ),
-            (Method::GET, format!("/v1/sessions?workspace_id={id}"), None),
-        ] {
-            let (status, body) = api.call(method.clone(), &path, body).await;
-            let ok = status.is_client_error() || (method == Method::GET && path.starts_with("/v1/sessions?"));
-            assert!(ok, "{method} {path}: {status} {body}");
+        for op in operations.iter().filter(|op| op.template.contains("{id}")) {
+            let path = op.path(|_| id.to_owned());
+            let body = crate::spec::valid_body(op, &|name| match name {
+                "jwt" => api.token.clone().unwrap(),
+                _ => ws.clone(),
+            });
+            let (status, body) = api.call(op.method(), &path, body).await;
+            assert!(status.is_client_error(), "{op} at {path}: {status} {body}");
             cases += 1;
         }
+        let (status, body) = api
+            .call(Method::GET, &format!("/v1/sessions?workspace_id={id}"), None)
+            .await;
+        assert!(status.is_success() || status.is_client_error(), "{status} {body}");
+        cases += 1;
     }
 
     // Bad query strings.
@@ -304,7 +288,7 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         long_token.as_str(),
         "Bearer \u{7f}",
     ] {
-        for (method, path) in &writes[1..] {
+        for (method, path) in writes.iter().filter(|(_, path)| path != "/v1/handshake") {
             let mut request = anonymous
                 .http
                 .request(method.clone(), format!("{}{path}", anonymous.base))

@@ -27,11 +27,9 @@ fn texts(history: &Value) -> Vec<(u64, String, String)> {
         .collect()
 }
 
-/// An agent asks first; a person's next message answers it, and the following one starts a turn.
-pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness: &H) {
-    let (person, other, _) = setup(harness).await;
-    let org = org_of(&person);
-    // An agent of the same organization, with a key that has the `agent` capability.
+/// A client for an agent of `person`'s organization: a key with the `agent` capability.
+pub(crate) async fn agent_client<H: Harness>(harness: &H, person: &Api) -> Api {
+    let org = org_of(person);
     let metadata = harness.metadata().await;
     let (_, key) = spool_api::admin::create_api_key(&metadata, &org, &["agent".to_owned()], SystemClock.now_ms())
         .await
@@ -41,11 +39,17 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
         .json()
         .await
         .unwrap();
-    let agent = Api {
+    Api {
         http: person.http.clone(),
         base: person.base.clone(),
         token: Some(body["jwt"].as_str().unwrap().to_owned()),
-    };
+    }
+}
+
+/// An agent asks first; a person's next message answers it, and the following one starts a turn.
+pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness: &H) {
+    let (person, other, _) = setup(harness).await;
+    let agent = agent_client(harness, &person).await;
 
     // GIVEN nobody has used the global chat: it exists, empty
     let history = person.ok(Method::GET, "/chat/history?after=0", None).await;

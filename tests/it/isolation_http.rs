@@ -1,0 +1,193 @@
+//! Tenant isolation as one matrix over every operation of the OpenAPI document, over real HTTP on
+//! both backends: a token of organization B, naming organization A's workspace, agent, task,
+//! chat or stream (in the path or in a valid body), gets `404`, the answer a missing id gets;
+//! operations that name nothing of A's answer only B's own data; and A's state, as A's own
+//! token sees it, is the same afterwards. The operations come from the document, so a new route
+//! is in the matrix the day it is added (and `spec::valid_body` must know its body).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_domain::Workspaces;
+use spool_tests::Harness;
+
+use crate::{
+    answers_http::org_of,
+    fuzz_http::snapshot,
+    global_http::agent_client,
+    spec::{Spec, valid_body},
+    workspaces_http::{Api, setup},
+};
+
+/// What A has, made through A's own token.
+struct Fixture {
+    ws: String,
+    agent: String,
+    task: String,
+    chat: String,
+    companion: String,
+}
+
+async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
+    let ws = a
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "A's" })))
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let agent = a
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/agents"),
+            Some(json!({ "name": "A's agent" })),
+        )
+        .await;
+    let agent = agent["id"].as_str().unwrap().to_owned();
+    let chat = a
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "agent_id": agent })))
+        .await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    a.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/messages"),
+        Some(json!({ "content": "A's secret plan" })),
+    )
+    .await;
+    a.ok(
+        Method::POST,
+        "/chat/user_message",
+        Some(json!({ "text": "A's global note" })),
+    )
+    .await;
+    let org = org_of(a);
+    let task = spool_domain::Task {
+        id: "task_a".to_owned(),
+        workspace_id: ws.clone(),
+        session_id: Some(chat.clone()),
+        title: "A's task".to_owned(),
+        description: String::new(),
+        created_ms: 1,
+    };
+    harness.metadata().await.create_task(&org, &task).await.unwrap();
+    let stream = format!("{}/v1/stream/notes/a", a.base);
+    let token = a.token.as_deref().unwrap();
+    for request in [
+        a.http.put(&stream),
+        a.http.post(&stream).body(r#"{"note":"A's stream"}"#),
+    ] {
+        let response = request
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    Fixture {
+        ws,
+        agent,
+        task: task.id,
+        chat,
+        companion: token.to_owned(),
+    }
+}
+
+/// Every operation, with organization B's token on A's ids: 404, and A's data unchanged.
+pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_nothing<H: Harness>(harness: &H) {
+    let (a, b_person, _) = setup(harness).await;
+    // B's token may post as an agent, so that agent-messages gets as far as the session lookup.
+    let b = agent_client(harness, &b_person).await;
+    let spec = Spec::fetch(&a).await;
+    let mine = fixture(harness, &a).await;
+    let before = snapshot(&a, &mine.ws, &mine.chat).await;
+    let notes_before = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
+    // Strings that appear only in A's data: none may reach B.
+    let secrets = [
+        mine.ws.as_str(),
+        mine.agent.as_str(),
+        mine.chat.as_str(),
+        "A's secret plan",
+        "A's global note",
+        "A's task",
+        "A's stream",
+    ];
+
+    let fill = |name: &str| -> String {
+        match name {
+            "workspace_id" => mine.ws.clone(),
+            "agent_id" => mine.agent.clone(),
+            "jwt" => mine.companion.clone(),
+            other => panic!("no value for `{other}`"),
+        }
+    };
+    let mut checked = Vec::new();
+    for op in spec.operations() {
+        let template = op.template.as_str();
+        // Routes that take no token act for no organization.
+        if matches!(template, "/healthz" | "/v1/openapi.json" | "/v1/handshake") {
+            continue;
+        }
+        let path = op.path(|param| match (template, param) {
+            (t, "id") if t.starts_with("/v1/workspaces/") => mine.ws.clone(),
+            (t, "id") if t.starts_with("/v1/agents/") => mine.agent.clone(),
+            (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
+            (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
+            ("/v1/stream/{path}", "path") => "notes/a".to_owned(),
+            (t, p) => panic!("{t}: no value for `{{{p}}}`"),
+        });
+        let path = match template {
+            "/v1/sessions" if op.method == "get" => format!("{path}?workspace_id={}", mine.ws),
+            "/v1/stream/{path}" if op.method == "get" => format!("{path}?offset=-1"),
+            _ => path,
+        };
+        let body = valid_body(&op, &fill);
+        let names_a = template.contains('{') || (template == "/v1/sessions" && op.method == "post");
+        let mut request = b
+            .http
+            .request(op.method(), format!("{}{path}", b.base))
+            .bearer_auth(b.token.as_deref().unwrap());
+        request = match &body {
+            Some(body) => request.json(body),
+            None if template == "/v1/stream/{path}" => request
+                .header("content-type", "application/json")
+                .body(r#"{"note":"B's"}"#),
+            None => request,
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let live = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+        let text = if live {
+            // A live stream of B's own (the global chat): its first events, then let go.
+            crate::sessions_http::sse_events(response, 0).await;
+            String::new()
+        } else {
+            response.text().await.unwrap()
+        };
+        // PUT on a stream path makes B's own stream of that name: B's namespace, not A's stream.
+        let own_stream = template == "/v1/stream/{path}" && op.method == "put";
+        if names_a && !own_stream {
+            assert_eq!(status, 404, "{op} as B on A's {path}: {text}");
+        } else {
+            assert!(
+                status.is_success(),
+                "{op} as B ({path}) on B's own data: {status} {text}"
+            );
+        }
+        // (An error may repeat the id B sent; nothing else of A's may show.)
+        let sent = format!("{path} {}", body.as_ref().map(Value::to_string).unwrap_or_default());
+        for secret in secrets.iter().filter(|s| !sent.contains(*s)) {
+            assert!(!text.contains(secret), "{op} as B showed A's `{secret}`: {text}");
+        }
+        checked.push(op.to_string());
+    }
+
+    // THEN A's data is as it was
+    assert_eq!(snapshot(&a, &mine.ws, &mine.chat).await, before, "A's state changed");
+    let notes_after = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
+    assert_eq!(notes_after, notes_before);
+    let listed: Value = a.ok(Method::GET, "/v1/tasks/task_a", None).await;
+    assert_eq!(listed["title"], "A's task");
+    assert!(checked.len() >= 30, "{} operations checked: {checked:?}", checked.len());
+}
+
+on_both_backends!(isolation_http: another_organization_gets_404_on_every_route_and_changes_nothing);
