@@ -28,6 +28,7 @@ macro_rules! on_both_backends {
     };
 }
 
+mod agents_http;
 mod answers_http;
 mod capabilities_http;
 mod contract;

@@ -67,15 +67,20 @@ impl Api {
 pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let (_, key_a) = provision(metadata.as_ref(), &[]).await;
-    let (_, key_b) = provision(metadata.as_ref(), &[]).await;
-    let base = serve(log, metadata, harness.turns().await).await;
+    let base = serve(log, metadata.clone(), harness.turns().await).await;
+    setup_on(metadata.as_ref(), &base).await
+}
+
+/// Clients of two new organizations (and one without a token) of the API at `base`.
+pub(crate) async fn setup_on(metadata: &dyn Metadata, base: &str) -> (Api, Api, Api) {
+    let (_, key_a) = provision(metadata, &[]).await;
+    let (_, key_b) = provision(metadata, &[]).await;
     let http = reqwest::Client::new();
     let mut clients = Vec::new();
     for key in [Some(key_a), Some(key_b), None] {
         let token = match key {
             Some(key) => {
-                let body: Value = handshake(&http, &base, json!({ "api_key": key }))
+                let body: Value = handshake(&http, base, json!({ "api_key": key }))
                     .await
                     .json()
                     .await
@@ -86,7 +91,7 @@ pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
         };
         clients.push(Api {
             http: http.clone(),
-            base: base.clone(),
+            base: base.to_owned(),
             token,
         });
     }

@@ -191,11 +191,4 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
     }
 }
 
-/// Milliseconds since the Unix epoch as RFC 3339 (UTC), as the API shows times.
-pub fn rfc3339_ms(ms: i64) -> String {
-    use time::{OffsetDateTime, format_description::well_known::Rfc3339};
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
+pub use spool_domain::clock::rfc3339_ms;

@@ -12,9 +12,9 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, Event, Offset, PendingTurn, Position, ProducerClaim, RequestKind, Session,
-    StreamPath, TurnJob,
-    session::{EventDraft, EventKind, append_events, preview},
+    Agent, ContentType, CreateStream, Error, Event, PendingTurn, ProducerClaim, RequestKind, Session, StreamPath,
+    TurnJob,
+    session::{EventDraft, EventKind, EventPage, append_events, preview},
     workspace::{CliType, new_id},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -623,42 +623,8 @@ impl ChatApi {
 
     /// Up to `limit` events of a session stream after `after` (a seq), oldest first.
     pub(crate) async fn read_events(&self, path: &StreamPath, after: u64, limit: usize) -> Result<EventPage, ApiError> {
-        let tail = self.log.metadata(path).await?.tail.seq();
-        let mut page = EventPage {
-            events: Vec::new(),
-            next: after.min(tail),
-            tail,
-        };
-        while page.events.len() < limit && page.next < tail {
-            let chunk = self
-                .log
-                .read(path, Position::At(Offset::after(page.next)), None)
-                .await?;
-            if chunk.messages.is_empty() {
-                break;
-            }
-            for message in chunk.messages.iter().take(limit - page.events.len()) {
-                let event: Event = serde_json::from_slice(message).map_err(|e| {
-                    ApiError::Store(Error::Corrupt {
-                        what: format!("an event of `{path}`: {e}"),
-                    })
-                })?;
-                page.events.push(event);
-                page.next += 1;
-            }
-        }
-        Ok(page)
+        Ok(spool_domain::session::read_events(self.log.as_ref(), path, after, limit).await?)
     }
-}
-
-/// Events read from a session stream.
-pub(crate) struct EventPage {
-    /// The events, oldest first.
-    pub(crate) events: Vec<Event>,
-    /// The seq of the last event read (where the next page starts).
-    pub(crate) next: u64,
-    /// The stream's last seq when the page was read.
-    pub(crate) tail: u64,
 }
 
 /// `GET /v1/sessions/{id}/events?after=&limit=`: events with `seq > after`, oldest first (the

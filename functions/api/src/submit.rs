@@ -197,7 +197,8 @@ impl ChatApi {
 }
 
 /// `POST /v1/sessions/{id}/control` `{action: "abort"}`: `control_submitted`. The running turn
-/// sees it in the stream; with nothing running it changes nothing.
+/// sees it in the stream, a waiting one is woken to end; with nothing pending it changes
+/// nothing. The answer names the pending turn it aborts, if any.
 #[utoipa::path(post, path = "/v1/sessions/{id}/control", tag = "answers", params(("id" = String, Path, description = SESSION_ID)), request_body = Control,
     responses((status = 202, description = "Appended as `control_submitted`", body = Submitted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn control(
@@ -219,7 +220,13 @@ pub(crate) async fn control(
             None,
         )
         .await?;
-    Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id: None })))
+    // A turn that waits on a person runs nowhere to see the abort: its step is queued, to end
+    // it. (A running step sees the event itself; the queued one then finds the turn ended.)
+    let turn_id = session.pending_turn.map(|p| p.turn_id);
+    if let Some(turn) = &turn_id {
+        api.enqueue_turn(caller.org(), &session.id, turn, seq).await?;
+    }
+    Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id })))
 }
 
 /// `POST /v1/sessions/{id}/tool-output` `{tool, tool_call_id, output | error}`.

@@ -11,10 +11,7 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{
-    Agent, CliType, Error, Runtime, Task, Workspace,
-    workspace::{MAX_AGENTS, new_id, plan_reorder},
-};
+use spool_domain::{Agent, CliType, Error, Runtime, Task, Workspace, manage, workspace::new_id};
 use utoipa::ToSchema;
 
 use crate::{
@@ -167,11 +164,7 @@ pub(crate) struct TaskList {
     tasks: Vec<TaskView>,
 }
 
-/// A workspace's feed: list-level events (`chat.message_added`, …) as a JSON stream, read by
-/// clients at `/v1/stream/workspaces/{id}/feed`.
-pub(crate) fn feed_path(org: &str, workspace_id: &str) -> Result<spool_domain::StreamPath, Error> {
-    spool_domain::StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
-}
+pub(crate) use spool_domain::manage::feed_path;
 
 impl ChatApi {
     /// Appends a list-level event to a workspace's feed.
@@ -180,23 +173,10 @@ impl ChatApi {
         org: &str,
         workspace_id: &str,
         kind: &str,
-        mut event: serde_json::Value,
+        event: serde_json::Value,
     ) -> Result<(), ApiError> {
-        event["type"] = serde_json::Value::String(kind.to_owned());
-        event["ts"] = serde_json::Value::String(rfc3339_ms(self.clock.now_ms()));
-        let path = feed_path(org, workspace_id)?;
-        let body = bytes::Bytes::from(event.to_string());
-        match self.log.append(&path, spool_domain::Append::one(body.clone())).await {
-            // A workspace made before feeds existed gets one now.
-            Err(Error::NotFound { .. }) => {
-                let json = spool_domain::ContentType::parse("application/json")?;
-                self.log.create(&path, spool_domain::CreateStream::new(json)).await?;
-                self.log.append(&path, spool_domain::Append::one(body)).await?;
-            }
-            other => {
-                other?;
-            }
-        }
+        let now = rfc3339_ms(self.clock.now_ms());
+        spool_domain::manage::announce(self.log.as_ref(), org, workspace_id, kind, event, &now).await?;
         Ok(())
     }
 }
@@ -360,28 +340,21 @@ pub(crate) async fn create_agent(
     JsonBody(new): JsonBody<NewAgent>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
-    let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
-    if agents.len() >= MAX_AGENTS {
-        return Err(ApiError::BadRequest(format!(
-            "a workspace has at most {MAX_AGENTS} agents; delete one first"
-        )));
-    }
-    let now = api.clock.now_ms();
-    let agent = Agent {
-        id: new_id("ag"),
-        workspace_id: workspace_id.into(),
-        name: new.name.trim().to_owned(),
+    let fields = manage::NewAgent {
+        name: new.name,
         instruction: new.instruction,
         runtime: new.runtime,
         model: new.model,
         cli_type: new.cli_type,
-        position: agents.iter().map(|a| a.position + 1).max().unwrap_or(0),
-        builtin: false,
-        created_ms: now,
-        updated_ms: now,
     };
-    agent.validate()?;
-    api.metadata.create_agent(caller.org(), &agent).await?;
+    let agent = manage::add_agent(
+        api.metadata.as_ref(),
+        caller.org(),
+        &workspace_id,
+        fields,
+        api.clock.now_ms(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(AgentView::from(agent))))
 }
 
@@ -438,23 +411,7 @@ pub(crate) async fn delete_agent(
             "the built-in Spool agent cannot be deleted; change its instruction or runtime instead".to_owned(),
         ));
     }
-    // Its chats move to the workspace's built-in agent first, so none is left without one.
-    let builtin = api
-        .metadata
-        .agents(caller.org(), &agent.workspace_id)
-        .await?
-        .into_iter()
-        .find(|a| a.builtin);
-    let chats = api
-        .metadata
-        .sessions(caller.org(), Some(&agent.workspace_id), usize::MAX)
-        .await?;
-    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(&*id)) {
-        chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
-        chat.cli_override = None;
-        api.metadata.update_session(caller.org(), &chat).await?;
-    }
-    api.metadata.delete_agent(caller.org(), &id).await?;
+    manage::remove_agent(api.metadata.as_ref(), caller.org(), &agent).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -469,10 +426,8 @@ pub(crate) async fn reorder_agents(
     JsonBody(order): JsonBody<AgentOrder>,
 ) -> Result<Json<AgentList>, ApiError> {
     api.workspace_of(&caller, &workspace_id).await?;
-    let agents = api.metadata.agents(caller.org(), &workspace_id).await?;
     let ids: Vec<String> = order.agent_ids.into_iter().map(String::from).collect();
-    let moves = plan_reorder(&agents, &ids)?;
-    api.metadata.set_positions(caller.org(), &workspace_id, &moves).await?;
+    manage::reorder_agents(api.metadata.as_ref(), caller.org(), &workspace_id, &ids).await?;
     api.agent_list(&caller, &workspace_id).await
 }
 

@@ -141,6 +141,8 @@ struct Services {
     metadata: Arc<dyn Metadata>,
     turns: Arc<dyn TurnQueue>,
     description: String,
+    /// The maintenance queue (AWS backend): sealing jobs for the worker.
+    maintenance: Option<(aws_sdk_sqs::Client, String)>,
 }
 
 async fn services(config: &Config) -> anyhow::Result<Services> {
@@ -161,6 +163,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
                 turns: metadata.clone(),
                 metadata,
                 description: format!("embedded store in {}", config.data_dir.display()),
+                maintenance: None,
             })
         }
         Backend::Aws => {
@@ -169,23 +172,18 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
                 .context("cannot set up the AWS backend")?;
             let metadata = spool_aws::metadata_from_config(config, log.clients())?;
             let turns = spool_aws::turn_queue_from_config(config, log.clients())?;
-            let log = Arc::new(log);
-            if let Some(url) = &config.aws.maintenance_queue_url {
-                let worker = Arc::new(spool_worker::Worker::new(log.clone()));
-                let sqs = log.clients().sqs.clone();
-                tokio::spawn(spool_worker::poll_queue(
-                    worker,
-                    sqs,
-                    url.clone(),
-                    Duration::from_secs(20),
-                ));
-            }
+            let maintenance = config
+                .aws
+                .maintenance_queue_url
+                .clone()
+                .map(|url| (log.clients().sqs.clone(), url));
             let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
             Ok(Services {
-                log,
+                log: Arc::new(log),
                 metadata: Arc::new(metadata),
                 turns: Arc::new(turns),
                 description: format!("AWS backend at {endpoint}"),
+                maintenance,
             })
         }
     }
@@ -297,6 +295,34 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
     options.open(path)?.write_all(contents.as_bytes())
 }
 
+/// Starts the worker: agent turns from the turn queue and, on AWS, sealing jobs from the
+/// maintenance queue, as the worker function does on Lambda.
+fn spawn_worker(services: &Services, config: &Config) {
+    let engine = spool_agents::Engine::new(
+        services.log.clone(),
+        services.metadata.clone(),
+        Arc::new(spool_agents::Runtimes::scripted_only()),
+        Arc::new(SystemClock),
+        spool_agents::Settings::default(),
+    );
+    let worker =
+        spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    let worker = Arc::new(worker);
+    tokio::spawn(spool_worker::poll_turns(
+        worker.clone(),
+        services.turns.clone(),
+        spool_worker::PollSettings::default(),
+    ));
+    if let Some((sqs, url)) = &services.maintenance {
+        tokio::spawn(spool_worker::poll_queue(
+            worker,
+            sqs.clone(),
+            url.clone(),
+            Duration::from_secs(20),
+        ));
+    }
+}
+
 /// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
 pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     let services = services(&config).await?;
@@ -309,6 +335,7 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
     let api_key = local_api_key(&services, &config).await?;
+    spawn_worker(&services, &config);
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {

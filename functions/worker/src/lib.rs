@@ -1,15 +1,23 @@
 //! # The worker function
 //!
-//! Runs Spool's background jobs from SQS: on AWS as a Lambda function triggered by the
-//! maintenance queue (reporting partial batch failures, so one bad message never fails its
-//! batch), and under `spool serve --backend aws` from [`poll_queue`], which long-polls the same
-//! queue. Today the jobs are page sealing ([`MaintenanceJob::Seal`]); agent turns come with the
-//! worker issue.
+//! Runs Spool's background work from SQS: agent turns from the turns queue (FIFO, one group
+//! per chat) and maintenance jobs (page sealing) from the maintenance queue. On AWS it is a
+//! Lambda function triggered by both queues, reporting partial batch failures so one bad
+//! message never fails its batch; under `spool serve` the same [`Worker`] drains the embedded
+//! turn queue ([`poll_turns`]) and, with `--backend aws`, long-polls the maintenance queue
+//! ([`poll_queue`]).
+//!
+//! A turn job runs one step of a turn through the [`Engine`]. A step that fails is retried by
+//! the queue (a new delivery, which finds in the chat's stream what the failed one wrote); the
+//! last attempt that fails ends the turn with a `system` event and `agent_end{reason: error}`
+//! before the message goes to the dead-letter queue.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use spool_domain::{SealMode, StreamSealer, jobs::MaintenanceJob};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use serde::Deserialize;
+use spool_agents::{Engine, Outcome};
+use spool_domain::{Delivery, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
 use tracing::Instrument;
 
 /// Why a job failed.
@@ -19,29 +27,61 @@ pub enum Error {
     /// the queue's retries it lands in the dead-letter queue for an operator to look at.
     #[error("malformed job: {0}")]
     Malformed(#[source] serde_json::Error),
-    /// The stream log failed.
+    /// A turn arrived at a worker that runs no turns.
+    #[error("this worker runs no agent turns")]
+    NoTurns,
+    /// The stores failed.
     #[error(transparent)]
     Log(#[from] spool_domain::Error),
 }
 
+/// A job from either queue.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Job {
+    Maintenance(MaintenanceJob),
+    Turn(TurnJob),
+}
+
+/// How many times a turn step is tried before it is given up (the template's
+/// `maxReceiveCount` of the turns queue says the same).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
 /// Runs jobs.
 pub struct Worker {
     sealer: Arc<dyn StreamSealer>,
+    engine: Option<Arc<Engine>>,
+    max_attempts: u32,
 }
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").finish_non_exhaustive()
+        f.debug_struct("Worker")
+            .field("turns", &self.engine.is_some())
+            .field("max_attempts", &self.max_attempts)
+            .finish_non_exhaustive()
     }
 }
 
 impl Worker {
-    /// A worker that seals with `sealer`.
+    /// A worker that seals with `sealer` and runs no turns.
     pub fn new(sealer: Arc<dyn StreamSealer>) -> Self {
-        Self { sealer }
+        Self {
+            sealer,
+            engine: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
     }
 
-    /// Runs one job. Sealing a stream that no longer exists is done already.
+    /// The same worker, running turns with `engine`, each step tried `max_attempts` times.
+    #[must_use]
+    pub fn with_turns(mut self, engine: Arc<Engine>, max_attempts: u32) -> Self {
+        self.engine = Some(engine);
+        self.max_attempts = max_attempts.max(1);
+        self
+    }
+
+    /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
     pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
         match job {
             MaintenanceJob::Seal { path, final_seal } => {
@@ -64,42 +104,184 @@ impl Worker {
         }
     }
 
-    /// Parses a message body and runs its job.
-    pub async fn handle_message(&self, body: &str) -> Result<(), Error> {
-        let job: MaintenanceJob = serde_json::from_str(body).map_err(Error::Malformed)?;
-        self.run(job).await
+    /// Runs one step of a turn, delivered for the `attempt`-th time. On the last attempt a
+    /// failure ends the turn (a `system` event, `agent_end{reason: error}`) and is still
+    /// returned, so the message goes to the dead-letter queue.
+    pub async fn run_turn(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
+        let engine = self.engine.as_ref().ok_or(Error::NoTurns)?;
+        let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, attempt);
+        async {
+            match engine.run(job, attempt).await {
+                Ok(outcome) => {
+                    tracing::info!(?outcome, "turn step done");
+                    Ok(outcome)
+                }
+                Err(e) if attempt >= self.max_attempts => {
+                    tracing::error!(error.message = %e, error.cause_chain = ?e, "turn step failed for the last time");
+                    if let Err(give_up) = engine.give_up(job, attempt, &e.to_string()).await {
+                        tracing::error!(error = %give_up, "cannot even end the failed turn");
+                    }
+                    Err(e.into())
+                }
+                Err(e) => {
+                    tracing::warn!(error.message = %e, error.cause_chain = ?e, "turn step failed; it will be retried");
+                    Err(e.into())
+                }
+            }
+        }
+        .instrument(span)
+        .await
     }
 
-    /// Handles a batch from Lambda's SQS trigger, concurrently, reporting each failed message
-    /// (the trigger must set `ReportBatchItemFailures`).
+    /// Parses a message body and runs its job.
+    pub async fn handle_message(&self, body: &str, attempt: u32) -> Result<(), Error> {
+        match serde_json::from_str(body).map_err(Error::Malformed)? {
+            Job::Maintenance(job) => self.run(job).await,
+            Job::Turn(job) => self.run_turn(&job, attempt).await.map(drop),
+        }
+    }
+
+    /// Handles a batch from Lambda's SQS triggers, reporting each failed message (the trigger
+    /// must set `ReportBatchItemFailures`). Messages of one FIFO group (a chat's turns) run in
+    /// order, and after a failure the rest of its group is reported failed too, so SQS keeps
+    /// them in order; groups and maintenance jobs run concurrently.
     pub async fn handle_batch(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        let mut groups: BTreeMap<String, Vec<SqsMessage>> = BTreeMap::new();
+        for (i, record) in event.records.into_iter().enumerate() {
+            let group = record
+                .attributes
+                .get("MessageGroupId")
+                .cloned()
+                .unwrap_or_else(|| format!("#{i}"));
+            groups.entry(group).or_default().push(record);
+        }
         let mut tasks = tokio::task::JoinSet::new();
-        for record in event.records {
+        for (_, records) in groups {
             let worker = Arc::clone(self);
-            let id = record.message_id.unwrap_or_default();
-            let span = tracing::info_span!("job", message_id = %id);
-            tasks.spawn(
-                async move {
-                    let result = worker.handle_message(record.body.as_deref().unwrap_or_default()).await;
-                    if let Err(e) = &result {
-                        tracing::error!(error.message = %e, error.cause_chain = ?e, "job failed; SQS will retry it");
+            tasks.spawn(async move {
+                let mut failed = Vec::new();
+                for record in records {
+                    let id = record.message_id.clone().unwrap_or_default();
+                    if !failed.is_empty() {
+                        failed.push(id);
+                        continue;
                     }
-                    (id, result.is_ok())
+                    let attempt = record
+                        .attributes
+                        .get("ApproximateReceiveCount")
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(1);
+                    let span = tracing::info_span!("job", message_id = %id);
+                    let result = worker
+                        .handle_message(record.body.as_deref().unwrap_or_default(), attempt)
+                        .instrument(span)
+                        .await;
+                    if let Err(e) = result {
+                        tracing::error!(error.message = %e, error.cause_chain = ?e, "job failed; SQS will retry it");
+                        failed.push(id);
+                    }
                 }
-                .instrument(span),
-            );
+                failed
+            });
         }
         let mut response = SqsBatchResponse::default();
         while let Some(done) = tasks.join_next().await {
             match done {
-                Ok((_, true)) => {}
-                Ok((id, false)) => response.add_failure(id),
+                Ok(failed) => failed.into_iter().for_each(|id| response.add_failure(id)),
                 Err(e) => {
-                    tracing::error!(error = %e, "a job panicked; its message is retried after its visibility timeout")
+                    tracing::error!(error = %e, "a job panicked; its messages are retried after their visibility timeout")
                 }
             }
         }
         response
+    }
+}
+
+/// How [`poll_turns`] takes turns.
+#[derive(Debug, Clone)]
+pub struct PollSettings {
+    /// How long a delivered turn is leased before it is handed out again.
+    pub lease: Duration,
+    /// How long one receive waits for a turn.
+    pub wait: Duration,
+    /// The most turns running at once (each in its own chat).
+    pub concurrency: usize,
+}
+
+impl Default for PollSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(15 * 60),
+            wait: Duration::from_secs(20),
+            concurrency: 16,
+        }
+    }
+}
+
+/// Takes turns from `queue` and runs them, each chat's in order, different chats at once, as
+/// Lambda's event source mapping does on AWS. A step that succeeds is acknowledged; one that
+/// fails is handed out again shortly (with the rest of its chat's batch, so their order holds),
+/// until its last attempt, which is acknowledged (the turn was ended with an error). Runs until
+/// the task is dropped.
+pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings: PollSettings) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1)));
+    loop {
+        // Wait for a free slot before taking more work.
+        let Ok(first) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let free = slots.available_permits() + 1;
+        let deliveries = match queue.receive(free, settings.lease, settings.wait).await {
+            Ok(deliveries) => deliveries,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot receive turns; retrying in a second");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        // A batch may hold several turns of one chat (SQS FIFO hands out a group's messages
+        // together): they run one after the other.
+        let mut groups: BTreeMap<String, Vec<Delivery>> = BTreeMap::new();
+        for delivery in deliveries {
+            groups.entry(delivery.job.group()).or_default().push(delivery);
+        }
+        let mut first = Some(first);
+        for (_, group) in groups {
+            let permit = match first.take() {
+                Some(permit) => permit,
+                None => match slots.clone().acquire_owned().await {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            };
+            let (worker, queue) = (worker.clone(), queue.clone());
+            tokio::spawn(async move {
+                run_group(&worker, queue.as_ref(), group).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// How long a failed turn step waits before its next attempt.
+const RETRY_DELAY: Duration = Duration::from_secs(2);
+
+async fn run_group(worker: &Worker, queue: &dyn TurnQueue, group: Vec<Delivery>) {
+    let mut failed = false;
+    for delivery in group {
+        if !failed {
+            let result = worker.run_turn(&delivery.job, delivery.attempts).await;
+            if result.is_ok() || delivery.attempts >= worker.max_attempts {
+                if let Err(e) = queue.ack(&delivery.receipt).await {
+                    tracing::warn!(error = %e, "cannot acknowledge a turn; it will run again, harmlessly");
+                }
+                continue;
+            }
+            failed = true;
+        }
+        if let Err(e) = queue.retry(&delivery.receipt, RETRY_DELAY).await {
+            tracing::warn!(error = %e, "cannot hand a failed turn out again; it comes back when its lease ends");
+        }
     }
 }
 
@@ -125,7 +307,7 @@ pub async fn poll_queue(worker: Arc<Worker>, sqs: aws_sdk_sqs::Client, queue_url
         };
         for message in messages {
             let body = message.body().unwrap_or_default();
-            match worker.handle_message(body).await {
+            match worker.handle_message(body, 1).await {
                 Ok(()) => {
                     if let Some(handle) = message.receipt_handle()
                         && let Err(e) = sqs

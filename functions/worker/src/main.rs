@@ -1,4 +1,4 @@
-//! The worker Lambda: maintenance jobs from SQS.
+//! The worker Lambda: agent turns and maintenance jobs from SQS.
 
 use std::sync::Arc;
 
@@ -10,9 +10,17 @@ use spool_worker::Worker;
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config = spool_platform::Config::from_env()?;
-    let log = spool_aws::log_from_config(&config, None).await?;
-    let worker = Arc::new(Worker::new(Arc::new(log)));
-    let worker = &worker;
+    let log = Arc::new(spool_aws::log_from_config(&config, None).await?);
+    let metadata = Arc::new(spool_aws::metadata_from_config(&config, log.clients())?);
+    let engine = spool_agents::Engine::new(
+        log.clone(),
+        metadata,
+        Arc::new(spool_agents::Runtimes::scripted_only()),
+        Arc::new(spool_domain::SystemClock),
+        spool_agents::Settings::default(),
+    );
+    let worker = Worker::new(log).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    let worker = &Arc::new(worker);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, lambda_runtime::Error>(worker.handle_batch(event.payload).await)
     }))

@@ -96,4 +96,16 @@ impl TurnQueue for SqsTurnQueue {
             .map_err(|e| Error::unavailable("SQS DeleteMessage (turn)", describe(&e)))?;
         Ok(())
     }
+
+    async fn retry(&self, receipt: &str, delay: Duration) -> Result<(), Error> {
+        self.sqs
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(delay.as_secs()).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| Error::unavailable("SQS ChangeMessageVisibility (turn)", describe(&e)))?;
+        Ok(())
+    }
 }

@@ -54,3 +54,12 @@ impl Clock for ManualClock {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// Milliseconds since the Unix epoch as RFC 3339 (UTC), as Spool shows times.
+pub fn rfc3339_ms(ms: i64) -> String {
+    use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}

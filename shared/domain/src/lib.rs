@@ -15,6 +15,7 @@
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
+//! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
 pub mod clock;
@@ -24,6 +25,7 @@ pub mod failpoint;
 pub mod group_commit;
 pub mod jobs;
 pub mod limits;
+pub mod manage;
 pub mod notify;
 pub mod page;
 pub mod port;

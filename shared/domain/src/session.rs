@@ -319,6 +319,43 @@ pub async fn append_events(
     }
 }
 
+/// Events read from a session stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventPage {
+    /// The events, oldest first.
+    pub events: Vec<Event>,
+    /// The seq of the last event read (where the next page starts).
+    pub next: u64,
+    /// The stream's last seq when the page was read.
+    pub tail: u64,
+}
+
+/// Up to `limit` events of a session stream after `after` (a seq), oldest first.
+pub async fn read_events(log: &dyn StreamLog, path: &StreamPath, after: u64, limit: usize) -> Result<EventPage, Error> {
+    let tail = log.metadata(path).await?.tail.seq();
+    let mut page = EventPage {
+        events: Vec::new(),
+        next: after.min(tail),
+        tail,
+    };
+    while page.events.len() < limit && page.next < tail {
+        let chunk = log
+            .read(path, crate::Position::At(crate::Offset::after(page.next)), None)
+            .await?;
+        if chunk.messages.is_empty() {
+            break;
+        }
+        for message in chunk.messages.iter().take(limit - page.events.len()) {
+            let event: Event = serde_json::from_slice(message).map_err(|e| Error::Corrupt {
+                what: format!("an event of `{path}`: {e}"),
+            })?;
+            page.events.push(event);
+            page.next += 1;
+        }
+    }
+    Ok(page)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,4 +62,8 @@ pub trait TurnQueue: Send + Sync {
 
     /// Marks a delivered job done.
     async fn ack(&self, receipt: &str) -> Result<(), Error>;
+
+    /// Hands a delivered job that failed out again after `delay` (instead of at the end of its
+    /// lease).
+    async fn retry(&self, receipt: &str, delay: Duration) -> Result<(), Error>;
 }

@@ -89,6 +89,20 @@ impl TurnQueue for EmbeddedMetadata {
         }
     }
 
+    async fn retry(&self, receipt: &str, delay: Duration) -> Result<(), Error> {
+        let receipt = receipt.to_owned();
+        let at = now_ms().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE turn_queue SET leased_until_ms = ?2 WHERE receipt = ?1",
+                params![receipt, at],
+            )
+            .map(drop)
+            .map_err(|e| sql("retry a turn", e))
+        })
+        .await
+    }
+
     async fn ack(&self, receipt: &str) -> Result<(), Error> {
         let receipt = receipt.to_owned();
         self.with(move |conn| {

@@ -73,6 +73,34 @@ pub struct StaticCredentials {
     pub session_token: Option<SecretString>,
 }
 
+/// An LLM provider's endpoint.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    /// The API's base URL (for OpenAI-compatible servers, up to and including `/v1`).
+    pub base_url: String,
+    /// The API key, if the server needs one (Ollama and vLLM may not).
+    pub api_key: Option<SecretString>,
+    /// The model used when an agent names none.
+    pub model: String,
+}
+
+/// How agents run.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// `SPOOL_TURN_MAX_ATTEMPTS`: how many times a turn step is tried before the turn is ended
+    /// with an error (default 3; the template's dead-letter redrive says the same).
+    pub turn_max_attempts: u32,
+    /// `SPOOL_OPENAI_API_KEY`, `SPOOL_OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
+    /// `SPOOL_OPENAI_MODEL` (default `gpt-4o-mini`): an OpenAI-compatible provider, configured
+    /// when a key or a base URL is set.
+    pub openai: Option<LlmSettings>,
+    /// `SPOOL_ANTHROPIC_API_KEY`, `SPOOL_ANTHROPIC_BASE_URL` (default
+    /// `https://api.anthropic.com`), `SPOOL_ANTHROPIC_MODEL` (default `claude-sonnet-4-5`).
+    pub anthropic: Option<LlmSettings>,
+    /// `SPOOL_CLI_TIMEOUT_MS`: how long a CLI agent may run (default 600000).
+    pub cli_timeout: Duration,
+}
+
 /// How to reach AWS (or an emulator) and which resources to use.
 #[derive(Debug, Clone, Default)]
 pub struct AwsSettings {
@@ -131,6 +159,8 @@ pub struct Config {
     pub jwt_secret: Option<SecretString>,
     /// AWS access and resource names.
     pub aws: AwsSettings,
+    /// How agents run.
+    pub agents: AgentSettings,
 }
 
 impl Config {
@@ -203,6 +233,12 @@ impl Config {
                 sse_keepalive: millis(&vars, "SPOOL_SSE_KEEPALIVE_MS", live.sse_keepalive)?,
             },
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
+            agents: AgentSettings {
+                turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
+                openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
+                anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
+                cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,
+            },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),
                 dynamodb_endpoint_url: get("AWS_ENDPOINT_URL_DYNAMODB"),
@@ -216,6 +252,25 @@ impl Config {
             },
         })
     }
+}
+
+/// A provider's settings (`SPOOL_{name}_API_KEY`, `_BASE_URL`, `_MODEL`), when its key or base
+/// URL is set.
+fn llm(vars: &HashMap<String, String>, name: &str, base_url: &str, model: &str) -> Option<LlmSettings> {
+    let get = |suffix: &str| vars.get(&format!("SPOOL_{name}_{suffix}")).cloned();
+    let api_key = get("API_KEY");
+    let url = get("BASE_URL");
+    if api_key.is_none() && url.is_none() {
+        return None;
+    }
+    Some(LlmSettings {
+        base_url: url
+            .unwrap_or_else(|| base_url.to_owned())
+            .trim_end_matches('/')
+            .to_owned(),
+        api_key: api_key.map(SecretString::from),
+        model: get("MODEL").unwrap_or_else(|| model.to_owned()),
+    })
 }
 
 /// A duration in milliseconds, at least 1 ms.

@@ -1,0 +1,223 @@
+//! # Running workspace actions
+//!
+//! `rename_chat`, `create_task`, `create_agent`, `update_agent`, `delete_agent`,
+//! `reorder_agents` and `update_workspace`, from a model's tool call or a CLI agent's `actions`.
+//! An action runs at once; one that cannot (bad arguments, a name that matches no agent, an
+//! agent that may not manage the workspace) fails with a message that names what was wrong,
+//! which the engine records (`tool_end` with `error`, and a `system` event) for the person and
+//! the agent to read.
+
+use serde_json::{Value, json};
+use spool_domain::{
+    Metadata, StreamLog, Task,
+    manage::{self, NewAgent},
+    workspace::new_id,
+};
+
+use crate::tools::{self, Kind};
+
+/// Where an action runs.
+pub struct ActionContext<'a> {
+    /// The metadata store.
+    pub metadata: &'a dyn Metadata,
+    /// The stream log (for the workspace's feed).
+    pub log: &'a dyn StreamLog,
+    /// The organization.
+    pub org: &'a str,
+    /// The chat the action comes from.
+    pub session_id: &'a str,
+    /// Its workspace, if any.
+    pub workspace_id: Option<&'a str>,
+    /// Whether the acting agent is the built-in one.
+    pub builtin: bool,
+    /// Now, in ms since the Unix epoch.
+    pub now_ms: i64,
+    /// Now, as RFC 3339.
+    pub now_rfc3339: &'a str,
+}
+
+/// Why an action failed, for the person and the agent.
+pub type Refusal = String;
+
+fn text<'v>(args: &'v Value, field: &str) -> Result<&'v str, Refusal> {
+    match args.get(field) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        Some(_) => Err(format!("`{field}` must be a non-empty string")),
+        None => Err(format!("`{field}` is missing")),
+    }
+}
+
+fn optional_text(args: &Value, field: &str) -> Result<Option<String>, Refusal> {
+    match args.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("`{field}` must be a string")),
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(args: &Value, field: &str) -> Result<Option<T>, Refusal> {
+    match args.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|_| format!("`{field}` is not one of the values it takes")),
+    }
+}
+
+impl ActionContext<'_> {
+    fn workspace(&self) -> Result<&str, Refusal> {
+        self.workspace_id
+            .ok_or_else(|| "this chat is not in a workspace".to_owned())
+    }
+
+    /// The workspace's agent named by id or by name (case-insensitive).
+    async fn find_agent(&self, name: &str) -> Result<spool_domain::Agent, Refusal> {
+        let agents = self.metadata.agents(self.org, self.workspace()?).await.map_err(store)?;
+        agents
+            .into_iter()
+            .find(|a| a.id == name || a.name.eq_ignore_ascii_case(name.trim()))
+            .ok_or_else(|| format!("there is no agent `{name}` in this workspace"))
+    }
+
+    /// Runs the action `name` with `args`; its result, or why it failed.
+    pub async fn run(&self, name: &str, args: &Value) -> Result<Value, Refusal> {
+        match tools::kind(name) {
+            Some(Kind::Action { builtin_only, .. }) => {
+                if builtin_only && !self.builtin {
+                    return Err(format!("only the workspace's built-in Spool agent may `{name}`"));
+                }
+            }
+            Some(_) => return Err(format!("`{name}` is not an action")),
+            None => return Err(format!("there is no action `{name}`")),
+        }
+        if !args.is_object() {
+            return Err("an action's arguments must be a JSON object".to_owned());
+        }
+        match name {
+            "rename_chat" => self.rename_chat(args).await,
+            "create_task" => self.create_task(args).await,
+            "create_agent" => self.create_agent(args).await,
+            "update_agent" => self.update_agent(args).await,
+            "delete_agent" => {
+                let agent = self.find_agent(text(args, "agent")?).await?;
+                manage::remove_agent(self.metadata, self.org, &agent)
+                    .await
+                    .map_err(store)?;
+                Ok(json!({ "deleted": agent.id, "name": agent.name }))
+            }
+            "reorder_agents" => self.reorder_agents(args).await,
+            _ => self.update_workspace(args).await,
+        }
+    }
+
+    async fn rename_chat(&self, args: &Value) -> Result<Value, Refusal> {
+        let title = text(args, "title")?.trim().to_owned();
+        let mut session = self
+            .metadata
+            .session(self.org, self.session_id)
+            .await
+            .map_err(store)?
+            .ok_or_else(|| "the chat no longer exists".to_owned())?;
+        session.title = title;
+        session.validate().map_err(store)?;
+        self.metadata.update_session(self.org, &session).await.map_err(store)?;
+        Ok(json!({ "title": session.title }))
+    }
+
+    async fn create_task(&self, args: &Value) -> Result<Value, Refusal> {
+        let workspace = self.workspace()?;
+        let task = Task {
+            id: new_id("task"),
+            workspace_id: workspace.to_owned(),
+            session_id: Some(self.session_id.to_owned()),
+            title: text(args, "title")?.trim().to_owned(),
+            description: optional_text(args, "description")?.unwrap_or_default(),
+            created_ms: self.now_ms,
+        };
+        spool_domain::workspace::check_name("task title", &task.title).map_err(store)?;
+        self.metadata.create_task(self.org, &task).await.map_err(store)?;
+        let event = json!({ "task_id": task.id, "title": task.title, "session_id": self.session_id });
+        manage::announce(self.log, self.org, workspace, "task.created", event, self.now_rfc3339)
+            .await
+            .map_err(store)?;
+        Ok(json!({ "task_id": task.id, "title": task.title }))
+    }
+
+    async fn create_agent(&self, args: &Value) -> Result<Value, Refusal> {
+        let new = NewAgent {
+            name: text(args, "name")?.to_owned(),
+            instruction: optional_text(args, "instruction")?.unwrap_or_default(),
+            runtime: parse(args, "runtime")?,
+            model: optional_text(args, "model")?,
+            cli_type: parse(args, "cli_type")?,
+        };
+        let agent = manage::add_agent(self.metadata, self.org, self.workspace()?, new, self.now_ms)
+            .await
+            .map_err(store)?;
+        Ok(json!({ "agent_id": agent.id, "name": agent.name }))
+    }
+
+    async fn update_agent(&self, args: &Value) -> Result<Value, Refusal> {
+        let mut agent = self.find_agent(text(args, "agent")?).await?;
+        if let Some(name) = optional_text(args, "name")? {
+            agent.name = name.trim().to_owned();
+        }
+        if let Some(instruction) = optional_text(args, "instruction")? {
+            agent.instruction = instruction;
+        }
+        if let Some(runtime) = parse(args, "runtime")? {
+            agent.runtime = Some(runtime);
+        }
+        if let Some(model) = optional_text(args, "model")? {
+            agent.model = Some(model);
+        }
+        if let Some(cli) = parse(args, "cli_type")? {
+            agent.cli_type = Some(cli);
+        }
+        agent.validate().map_err(store)?;
+        agent.updated_ms = self.now_ms;
+        self.metadata.update_agent(self.org, &agent).await.map_err(store)?;
+        Ok(json!({ "agent_id": agent.id, "name": agent.name }))
+    }
+
+    async fn reorder_agents(&self, args: &Value) -> Result<Value, Refusal> {
+        let names: Vec<String> = parse(args, "agents")?.ok_or("`agents` is missing")?;
+        let mut ids = Vec::with_capacity(names.len());
+        for name in &names {
+            ids.push(self.find_agent(name).await?.id);
+        }
+        manage::reorder_agents(self.metadata, self.org, self.workspace()?, &ids)
+            .await
+            .map_err(store)?;
+        Ok(json!({ "order": ids }))
+    }
+
+    async fn update_workspace(&self, args: &Value) -> Result<Value, Refusal> {
+        let mut workspace = self
+            .metadata
+            .workspace(self.org, self.workspace()?)
+            .await
+            .map_err(store)?
+            .ok_or("the workspace no longer exists")?;
+        if let Some(name) = optional_text(args, "name")? {
+            workspace.name = name.trim().to_owned();
+        }
+        if let Some(description) = optional_text(args, "description")? {
+            workspace.description = description;
+        }
+        if let Some(dir) = optional_text(args, "working_dir")? {
+            workspace.working_dir = Some(dir);
+        }
+        workspace.validate().map_err(store)?;
+        workspace.updated_ms = self.now_ms;
+        self.metadata
+            .update_workspace(self.org, &workspace)
+            .await
+            .map_err(store)?;
+        Ok(json!({ "workspace_id": workspace.id, "name": workspace.name }))
+    }
+}
+
+fn store(e: spool_domain::Error) -> Refusal {
+    e.to_string()
+}

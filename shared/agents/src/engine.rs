@@ -1,0 +1,807 @@
+//! # The engine: one step of a turn, as events
+//!
+//! The worker hands the engine a [`TurnJob`]: a turn and the event that asked for this step of
+//! it (the person's message, or an answer that resumes it). The engine replays the chat's
+//! events into the turn's state ([`TurnState`]), then carries the turn forward:
+//!
+//! - `agent_start` (with the runtime that answers) the first time;
+//! - the tool calls the last reply left unresolved: a question, a plan or a call that needs
+//!   approval is asked (`ask_question`, `plan_approval_required`, `tool_approval_required`,
+//!   plus an open request the answer must name) and the step ends, **waiting**: nothing is
+//!   kept in memory, the answer's event re-enqueues the turn; an approved call runs, a declined
+//!   one never does; actions run at once (`tool_start`, `tool_end`);
+//! - a reply from the runtime, streamed as `message_start`, `message_update` (deltas gathered
+//!   for [`Settings::flush_every`], so one chat writes at most about ten updates a second),
+//!   `message_end` (its text and tool calls), `usage`;
+//! - until a reply calls no tool: `agent_end{reason: complete}`.
+//!
+//! An abort (`control_submitted{abort}`) is watched for the whole step: the runtime's future is
+//! dropped (its HTTP stream closes, its subprocess is killed), the partial message is ended as
+//! it was, and the turn ends `aborted`. A runtime error becomes a `system` event and
+//! `agent_end{reason: error}`.
+//!
+//! Every append of a step carries an idempotent producer claim (`turn:{id}`, epoch from the
+//! trigger and the delivery attempt, seq per append): a retried append is recognised by the log
+//! and not written twice, and a step superseded by a newer delivery is fenced off. A
+//! redelivered step finds what its predecessor wrote in the stream: it ends an open message
+//! (`message_end{interrupted}`) and open tools, and carries on.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+use spool_domain::{
+    Agent, Clock, Error, Event, EventDraft, EventKind, Metadata, Offset, OpenRequest, ProducerClaim, RequestKind,
+    SealMode, Session, StreamLog, StreamPath, TurnJob,
+    clock::rfc3339_ms,
+    manage::announce,
+    session::{append_events, preview, read_events},
+    workspace::new_id,
+};
+use tokio::sync::mpsc;
+
+use crate::{
+    actions::ActionContext,
+    runtime::{self, Reply, Request, Runtime, Sink, ToolCall, TurnContext},
+    runtimes::Runtimes,
+    state::{Answer, TurnState, conversation},
+    tools::{self, Kind},
+};
+
+/// The capability that lets a client's context into the prompt.
+pub const CONTEXT_CAPABILITY: &str = "context_for_query";
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The agent answered without calling more tools.
+    Complete,
+    /// A person aborted it.
+    Aborted,
+    /// It failed; a `system` event says why.
+    Error,
+}
+
+impl EndReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Aborted => "aborted",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The turn ended.
+    Ended(EndReason),
+    /// The turn waits for a person's answer.
+    Waiting,
+    /// Nothing to do: the chat is gone, the turn had ended, or a newer delivery took over.
+    Nothing,
+}
+
+/// The engine's knobs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How long text deltas are gathered into one `message_update`.
+    pub flush_every: Duration,
+    /// The most replies one turn may make.
+    pub max_replies: usize,
+    /// How long one wait for an abort lasts before it looks again.
+    pub abort_wait: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            flush_every: Duration::from_millis(100),
+            max_replies: 12,
+            abort_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Runs turns.
+pub struct Engine {
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    runtimes: Arc<Runtimes>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over the stores, answering with `runtimes`.
+    pub fn new(
+        log: Arc<dyn StreamLog>,
+        metadata: Arc<dyn Metadata>,
+        runtimes: Arc<Runtimes>,
+        clock: Arc<dyn Clock>,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            log,
+            metadata,
+            runtimes,
+            clock,
+            settings,
+        }
+    }
+
+    /// Runs one step of a turn; `attempt` counts the job's deliveries, this one included.
+    pub async fn run(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
+        let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
+            return Ok(Outcome::Nothing);
+        };
+        let path = Session::stream(&job.org, &session.id)?;
+        let events = match read_events(self.log.as_ref(), &path, 0, usize::MAX).await {
+            Ok(page) => page.events,
+            Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(Outcome::Nothing),
+            Err(e) => return Err(e),
+        };
+        let agent = match &session.agent_id {
+            Some(id) => self.metadata.agent(&job.org, id).await?,
+            None => None,
+        };
+        let mut turn = Step {
+            engine: self,
+            job,
+            writer: Writer {
+                producer: format!("turn:{}", job.turn_id),
+                epoch: job.trigger_seq.saturating_mul(1024) + u64::from(attempt.min(1023)),
+                seq: 0,
+            },
+            session,
+            agent,
+            path,
+            events,
+        };
+        match turn.drive().await {
+            Err(Error::StaleProducerEpoch { .. }) => {
+                tracing::info!(turn = %job.turn_id, "a newer delivery of this step took over");
+                Ok(Outcome::Nothing)
+            }
+            other => other,
+        }
+    }
+
+    /// Ends a turn whose job failed for the last time (it goes to the dead-letter queue): a
+    /// `system` event with the reason and `agent_end{reason: error}`, so the chat is not left
+    /// waiting.
+    pub async fn give_up(&self, job: &TurnJob, attempt: u32, reason: &str) -> Result<(), Error> {
+        let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
+            return Ok(());
+        };
+        let path = Session::stream(&job.org, &session.id)?;
+        let events = read_events(self.log.as_ref(), &path, 0, usize::MAX).await?.events;
+        let mut step = Step {
+            engine: self,
+            job,
+            writer: Writer {
+                producer: format!("turn:{}", job.turn_id),
+                epoch: job.trigger_seq.saturating_mul(1024) + 1023,
+                seq: 0,
+            },
+            session,
+            agent: None,
+            path,
+            events,
+        };
+        if TurnState::replay(&step.events, &job.turn_id).ended {
+            return Ok(());
+        }
+        step.system(
+            "error",
+            &format!("This turn failed {attempt} times and was given up: {reason}. Send your message again to retry."),
+        )
+        .await?;
+        step.end(EndReason::Error, Some(reason)).await
+    }
+}
+
+/// Appends a step's events with its producer claims.
+struct Writer {
+    producer: String,
+    epoch: u64,
+    seq: u64,
+}
+
+/// How resolving a call went.
+enum Resolution {
+    Done,
+    Wait,
+}
+
+/// How a reply went.
+enum Replied {
+    Done,
+    Aborted,
+    Failed(String),
+}
+
+/// One step of one turn.
+struct Step<'a> {
+    engine: &'a Engine,
+    job: &'a TurnJob,
+    writer: Writer,
+    session: Session,
+    agent: Option<Agent>,
+    path: StreamPath,
+    /// The chat's events, including those this step appended.
+    events: Vec<Event>,
+}
+
+impl Step<'_> {
+    fn state(&self) -> TurnState {
+        TurnState::replay(&self.events, &self.job.turn_id)
+    }
+
+    fn now(&self) -> (i64, String) {
+        let ms = self.engine.clock.now_ms();
+        (ms, rfc3339_ms(ms))
+    }
+
+    async fn drive(&mut self) -> Result<Outcome, Error> {
+        let state = self.state();
+        let Some(start_seq) = state.start_seq else {
+            // No event names this turn: nothing asked for it.
+            return Ok(Outcome::Nothing);
+        };
+        if state.ended {
+            // Finished by an earlier delivery, which may have died before its bookkeeping.
+            self.release().await?;
+            return Ok(Outcome::Nothing);
+        }
+        if state.abort_seq.is_some() {
+            return self.finish(EndReason::Aborted, None).await;
+        }
+        let runtime = self.engine.runtimes.pick(self.agent.as_ref(), &self.session);
+        if !state.started {
+            let trigger = self.events.iter().find(|e| e.seq == start_seq).cloned();
+            let blank = trigger.as_ref().is_none_or(|e| {
+                e.kind_type != "user_message_submitted"
+                    || e.payload["content"].as_str().is_none_or(|c| c.trim().is_empty())
+            });
+            if blank {
+                // An agent never runs on empty input.
+                self.system("error", "There is no message to answer; the turn did not start.")
+                    .await?;
+                return self.finish(EndReason::Error, Some("no input")).await;
+            }
+            let described = match &runtime {
+                Ok(runtime) => runtime.describe(&self.runtime_request(Vec::new())),
+                Err(_) => "none".to_owned(),
+            };
+            let payload = json!({
+                "runtime": described,
+                "agent_id": self.agent.as_ref().map(|a| &a.id),
+                "agent_name": self.agent.as_ref().map_or("Spool", |a| a.name.as_str()),
+                "trigger_seq": self.job.trigger_seq,
+            });
+            self.append(vec![self.harness("agent_start", payload)]).await?;
+            self.announce(
+                "chat.processing_started",
+                json!({ "session_id": self.session.id, "turn_id": self.job.turn_id }),
+            )
+            .await?;
+        } else {
+            self.close_interrupted(&state).await?;
+        }
+        let runtime = match runtime {
+            Ok(runtime) => runtime,
+            Err(reason) => {
+                self.system("error", &reason).await?;
+                return self.finish(EndReason::Error, Some(&reason)).await;
+            }
+        };
+        loop {
+            let state = self.state();
+            if state.abort_seq.is_some() {
+                return self.finish(EndReason::Aborted, None).await;
+            }
+            let one_shot = self.last_reply_one_shot();
+            let pending: Vec<ToolCall> = state.unresolved().into_iter().cloned().collect();
+            for call in &pending {
+                if let Resolution::Wait = self.resolve(call, &state, one_shot).await? {
+                    return Ok(Outcome::Waiting);
+                }
+            }
+            let state = self.state();
+            if state.replies > 0 && (state.last_calls.is_empty() || one_shot) {
+                return self.finish(EndReason::Complete, None).await;
+            }
+            if state.replies >= self.engine.settings.max_replies {
+                let reason = format!("the agent made {} replies without finishing; stopped", state.replies);
+                self.system("error", &reason).await?;
+                return self.finish(EndReason::Error, Some(&reason)).await;
+            }
+            match self.reply(runtime.as_ref()).await? {
+                Replied::Done => {}
+                Replied::Aborted => return self.finish(EndReason::Aborted, None).await,
+                Replied::Failed(reason) => {
+                    self.system("error", &format!("The agent could not answer: {reason}"))
+                        .await?;
+                    return self.finish(EndReason::Error, Some(&reason)).await;
+                }
+            }
+        }
+    }
+
+    /// Whether the latest reply's calls are a CLI agent's actions: run at once, and the last
+    /// word of the turn.
+    fn last_reply_one_shot(&self) -> bool {
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e.turn_id.as_deref() == Some(&*self.job.turn_id) && e.kind_type == "message_end")
+            .is_some_and(|e| e.payload["one_shot"] == true)
+    }
+
+    /// Ends what a previous delivery left open: its message as far as it got, its tools.
+    async fn close_interrupted(&mut self, state: &TurnState) -> Result<(), Error> {
+        let mut drafts = Vec::new();
+        if let Some(open) = &state.open_message {
+            drafts.push(self.harness(
+                "message_end",
+                json!({ "message_id": open.id, "text": open.text, "tool_calls": [], "interrupted": true }),
+            ));
+        }
+        for (call_id, tool) in &state.open_tools {
+            drafts.push(self.harness(
+                "tool_end",
+                json!({ "tool_call_id": call_id, "tool": tool, "error": "interrupted: the worker stopped while it ran" }),
+            ));
+        }
+        if !drafts.is_empty() {
+            drafts.push(system_draft(
+                &self.job.turn_id,
+                "info",
+                "The worker running this turn stopped; it was picked up again.",
+            ));
+            self.append(drafts).await?;
+        }
+        Ok(())
+    }
+
+    /// Resolves one call of the latest reply: asks a person, or runs it.
+    async fn resolve(&mut self, call: &ToolCall, state: &TurnState, one_shot: bool) -> Result<Resolution, Error> {
+        let text_arg = |key: &str| {
+            call.arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match tools::kind(&call.name) {
+            Some(Kind::Question) => {
+                if !state.requested.contains(&call.id) {
+                    self.request(
+                        RequestKind::Question,
+                        &call.id,
+                        "ask_question",
+                        json!({ "question_id": call.id, "question": text_arg("question") }),
+                    )
+                    .await?;
+                }
+                Ok(Resolution::Wait)
+            }
+            Some(Kind::Plan) => {
+                if !state.requested.contains(&call.id) {
+                    self.request(
+                        RequestKind::Plan,
+                        &call.id,
+                        "plan_approval_required",
+                        json!({ "plan_id": call.id, "plan": text_arg("plan") }),
+                    )
+                    .await?;
+                }
+                Ok(Resolution::Wait)
+            }
+            Some(Kind::Action { needs_approval, .. }) if needs_approval && !one_shot => {
+                match state.answers.get(&call.id) {
+                    Some(Answer::Approval(true)) => self.run_action(call).await,
+                    Some(Answer::Approval(false)) => {
+                        let end = json!({
+                            "tool_call_id": call.id, "tool": call.name, "declined": true,
+                            "error": "declined by the person; not run",
+                        });
+                        self.append(vec![self.harness("tool_end", end)]).await?;
+                        Ok(Resolution::Done)
+                    }
+                    _ => {
+                        if !state.requested.contains(&call.id) {
+                            self.request(
+                                RequestKind::Approval,
+                                &call.id,
+                                "tool_approval_required",
+                                json!({ "tool_call_id": call.id, "tool": call.name, "arguments": call.arguments }),
+                            )
+                            .await?;
+                        }
+                        Ok(Resolution::Wait)
+                    }
+                }
+            }
+            Some(Kind::Action { .. }) => self.run_action(call).await,
+            None => {
+                let error = format!("there is no tool `{}`", call.name);
+                let end = json!({ "tool_call_id": call.id, "tool": call.name, "error": error });
+                self.append(vec![self.harness("tool_end", end)]).await?;
+                Ok(Resolution::Done)
+            }
+        }
+    }
+
+    /// Opens a request the person must answer, then announces it. The request is opened first,
+    /// so a crash in between leaves nothing an answer cannot find.
+    async fn request(&mut self, kind: RequestKind, id: &str, kind_type: &str, payload: Value) -> Result<(), Error> {
+        let request = OpenRequest {
+            id: id.to_owned(),
+            kind,
+            turn_id: Some(self.job.turn_id.clone()),
+            opened_seq: self.events.last().map_or(0, |e| e.seq) + 1,
+        };
+        match self
+            .engine
+            .metadata
+            .open_request(&self.job.org, &self.session.id, &request)
+            .await
+        {
+            Ok(()) | Err(Error::Exists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.append(vec![self.harness(kind_type, payload)]).await?;
+        Ok(())
+    }
+
+    async fn run_action(&mut self, call: &ToolCall) -> Result<Resolution, Error> {
+        let start = json!({ "tool_call_id": call.id, "tool": call.name, "arguments": call.arguments });
+        self.append(vec![self.harness("tool_start", start)]).await?;
+        let (now_ms, now) = self.now();
+        let context = ActionContext {
+            metadata: self.engine.metadata.as_ref(),
+            log: self.engine.log.as_ref(),
+            org: &self.job.org,
+            session_id: &self.session.id,
+            workspace_id: self.session.workspace_id.as_deref(),
+            builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
+            now_ms,
+            now_rfc3339: &now,
+        };
+        let outcome = context.run(&call.name, &call.arguments).await;
+        let mut drafts = Vec::new();
+        match outcome {
+            Ok(result) => {
+                drafts.push(self.harness(
+                    "tool_end",
+                    json!({ "tool_call_id": call.id, "tool": call.name, "result": result }),
+                ));
+            }
+            Err(error) => {
+                drafts.push(self.harness(
+                    "tool_end",
+                    json!({ "tool_call_id": call.id, "tool": call.name, "error": error }),
+                ));
+                drafts.push(system_draft(
+                    &self.job.turn_id,
+                    "error",
+                    &format!("The action `{}` failed: {error}", call.name),
+                ));
+            }
+        }
+        self.append(drafts).await?;
+        if call.name == "rename_chat"
+            && let Some(session) = self.engine.metadata.session(&self.job.org, &self.session.id).await?
+        {
+            self.session = session;
+        }
+        Ok(Resolution::Done)
+    }
+
+    fn runtime_request(&self, messages: Vec<runtime::Message>) -> Request {
+        let builtin = self.agent.as_ref().is_none_or(|a| a.builtin);
+        Request {
+            instruction: self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default(),
+            messages,
+            tools: tools::specs(builtin && self.session.workspace_id.is_some()),
+            model: self.agent.as_ref().and_then(|a| a.model.clone()),
+            context: TurnContext {
+                org: self.job.org.clone(),
+                session_id: self.session.id.clone(),
+                title: self.session.title.clone(),
+                turn_id: self.job.turn_id.clone(),
+                agent_name: self
+                    .agent
+                    .as_ref()
+                    .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
+                workspace_id: self.session.workspace_id.clone(),
+                working_dir: None,
+                builtin,
+            },
+        }
+    }
+
+    /// One reply of the runtime, streamed into events, raced against an abort.
+    async fn reply(&mut self, runtime: &dyn Runtime) -> Result<Replied, Error> {
+        let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
+        let mut request = self.runtime_request(conversation(&self.events, with_context));
+        if let Some(ws) = &self.session.workspace_id {
+            request.context.working_dir = self
+                .engine
+                .metadata
+                .workspace(&self.job.org, ws)
+                .await?
+                .and_then(|w| w.working_dir);
+        }
+        let message_id = new_id("msg");
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let mut sink = ChannelSink(tx);
+        let after = self.events.last().map_or(0, |e| e.seq);
+        let start_seq = self.state().start_seq.unwrap_or(after);
+        let abort = watch_abort(
+            self.engine.log.clone(),
+            self.path.clone(),
+            after,
+            start_seq,
+            self.engine.settings.abort_wait,
+        );
+        tokio::pin!(abort);
+        let mut started = false;
+        let mut buffer = String::new();
+        let mut written = String::new();
+        let mut ticker = tokio::time::interval(self.engine.settings.flush_every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let outcome = {
+            let respond = runtime.respond(&request, &mut sink);
+            tokio::pin!(respond);
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut abort => break None,
+                    result = &mut respond => break Some(result),
+                    Some(delta) = rx.recv() => {
+                        if !started {
+                            started = true;
+                            self.append(vec![self.harness("message_start", json!({ "message_id": message_id }))]).await?;
+                            ticker.reset();
+                        }
+                        buffer.push_str(&delta);
+                    }
+                    _ = ticker.tick(), if !buffer.is_empty() => {
+                        self.flush(&message_id, &mut buffer, &mut written).await?;
+                    }
+                }
+            }
+        };
+        while let Ok(delta) = rx.try_recv() {
+            if !started {
+                started = true;
+                self.append(vec![self.harness("message_start", json!({ "message_id": message_id }))])
+                    .await?;
+            }
+            buffer.push_str(&delta);
+        }
+        self.flush(&message_id, &mut buffer, &mut written).await?;
+        match outcome {
+            None => {
+                if started {
+                    let end = json!({ "message_id": message_id, "text": written, "tool_calls": [], "aborted": true });
+                    self.append(vec![self.harness("message_end", end)]).await?;
+                }
+                Ok(Replied::Aborted)
+            }
+            Some(Err(runtime::Error::Store(e))) => Err(e),
+            Some(Err(runtime::Error::Failed(reason))) => {
+                if started {
+                    let end =
+                        json!({ "message_id": message_id, "text": written, "tool_calls": [], "interrupted": true });
+                    self.append(vec![self.harness("message_end", end)]).await?;
+                }
+                Ok(Replied::Failed(reason))
+            }
+            Some(Ok(reply)) => {
+                self.record_reply(&message_id, started, reply).await?;
+                Ok(Replied::Done)
+            }
+        }
+    }
+
+    async fn flush(&mut self, message_id: &str, buffer: &mut String, written: &mut String) -> Result<(), Error> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let delta = std::mem::take(buffer);
+        written.push_str(&delta);
+        let update = json!({ "message_id": message_id, "delta": delta });
+        self.append(vec![self.harness("message_update", update)]).await?;
+        Ok(())
+    }
+
+    async fn record_reply(&mut self, message_id: &str, started: bool, reply: Reply) -> Result<(), Error> {
+        let mut drafts = Vec::new();
+        if !started {
+            drafts.push(self.harness("message_start", json!({ "message_id": message_id })));
+        }
+        let mut end = json!({ "message_id": message_id, "text": reply.text, "tool_calls": reply.tool_calls });
+        if reply.one_shot {
+            end["one_shot"] = Value::Bool(true);
+        }
+        drafts.push(self.harness("message_end", end));
+        if let Some(usage) = reply.usage {
+            drafts.push(self.harness("usage", serde_json::to_value(usage).unwrap_or_default()));
+        }
+        self.append(drafts).await?;
+        if !reply.text.trim().is_empty() {
+            let (now_ms, _) = self.now();
+            let text = preview(&reply.text);
+            self.engine
+                .metadata
+                .touch_session(&self.job.org, &self.session.id, now_ms, &text)
+                .await?;
+            let seq = self.events.last().map_or(0, |e| e.seq);
+            let event = json!({ "session_id": self.session.id, "seq": seq, "preview": text });
+            self.announce("chat.message_added", event).await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the turn and does its bookkeeping.
+    async fn finish(&mut self, reason: EndReason, error: Option<&str>) -> Result<Outcome, Error> {
+        let state = self.state();
+        self.close_interrupted(&state).await?;
+        self.end(reason, error).await?;
+        Ok(Outcome::Ended(reason))
+    }
+
+    async fn end(&mut self, reason: EndReason, error: Option<&str>) -> Result<(), Error> {
+        let mut payload = json!({ "reason": reason.as_str() });
+        if let Some(error) = error {
+            payload["error"] = Value::String(error.to_owned());
+        }
+        self.append(vec![self.harness("agent_end", payload)]).await?;
+        // Requests of this turn that were never answered can no longer be.
+        let metadata = &self.engine.metadata;
+        for request in metadata.open_requests(&self.job.org, &self.session.id).await? {
+            if request.turn_id.as_deref() == Some(&*self.job.turn_id) {
+                metadata
+                    .take_request(&self.job.org, &self.session.id, &request.id, None)
+                    .await?;
+            }
+        }
+        self.release().await?;
+        let event = json!({ "session_id": self.session.id, "turn_id": self.job.turn_id, "reason": reason.as_str() });
+        self.announce("chat.processing_finished", event).await?;
+        if let Err(e) = self.engine.log.seal(&self.path, SealMode::Final).await {
+            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next turn will");
+        }
+        Ok(())
+    }
+
+    async fn release(&self) -> Result<(), Error> {
+        self.engine
+            .metadata
+            .release_turn(&self.job.org, &self.session.id, &self.job.turn_id)
+            .await?;
+        Ok(())
+    }
+
+    async fn announce(&self, kind: &str, event: Value) -> Result<(), Error> {
+        let Some(ws) = &self.session.workspace_id else {
+            return Ok(());
+        };
+        let (_, now) = self.now();
+        announce(self.engine.log.as_ref(), &self.job.org, ws, kind, event, &now).await
+    }
+
+    async fn system(&mut self, level: &str, message: &str) -> Result<(), Error> {
+        self.append(vec![system_draft(&self.job.turn_id, level, message)]).await
+    }
+
+    fn harness(&self, kind_type: &str, payload: Value) -> EventDraft {
+        EventDraft {
+            kind: EventKind::Harness,
+            kind_type: kind_type.to_owned(),
+            payload,
+            client_message_id: None,
+            turn_id: Some(self.job.turn_id.clone()),
+        }
+    }
+
+    /// Appends events with the step's next producer claim and keeps them in [`Self::events`].
+    async fn append(&mut self, drafts: Vec<EventDraft>) -> Result<(), Error> {
+        let claim = ProducerClaim {
+            id: self.writer.producer.clone(),
+            epoch: self.writer.epoch,
+            seq: self.writer.seq,
+        };
+        self.writer.seq += 1;
+        let (_, now) = self.now();
+        let appended = append_events(
+            self.engine.log.as_ref(),
+            &self.path,
+            &self.session.id,
+            &drafts,
+            Some(claim),
+            &now,
+        )
+        .await?;
+        for (draft, seq) in drafts.into_iter().zip(appended.first..) {
+            self.events.push(Event {
+                v: spool_domain::session::EVENT_VERSION,
+                seq,
+                ts: now.clone(),
+                session_id: self.session.id.clone(),
+                kind: draft.kind,
+                kind_type: draft.kind_type,
+                payload: draft.payload,
+                client_message_id: draft.client_message_id,
+                turn_id: draft.turn_id,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn system_draft(turn_id: &str, level: &str, message: &str) -> EventDraft {
+    EventDraft {
+        kind: EventKind::System,
+        kind_type: "system".to_owned(),
+        payload: json!({ "level": level, "message": message }),
+        client_message_id: None,
+        turn_id: Some(turn_id.to_owned()),
+    }
+}
+
+/// A sink that hands deltas to the engine's loop.
+struct ChannelSink(mpsc::UnboundedSender<String>);
+
+#[async_trait::async_trait]
+impl Sink for ChannelSink {
+    async fn text(&mut self, delta: &str) -> Result<(), runtime::Error> {
+        if !delta.is_empty() {
+            // The receiver lives as long as the reply; a send after it is gone is moot.
+            let _ = self.0.send(delta.to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Resolves when an abort of the turn that started at `start_seq` appears after `after`.
+async fn watch_abort(log: Arc<dyn StreamLog>, path: StreamPath, mut after: u64, start_seq: u64, wait: Duration) {
+    loop {
+        match read_events(log.as_ref(), &path, after, 1000).await {
+            Ok(page) => {
+                let aborted = page
+                    .events
+                    .iter()
+                    .any(|e| e.kind_type == "control_submitted" && e.payload["action"] == "abort" && e.seq > start_seq);
+                if aborted {
+                    return;
+                }
+                after = page.next;
+                if page.next < page.tail {
+                    continue;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "cannot watch for aborts; looking again in a second");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        }
+        if let Err(e) = log.wait(&path, Offset::after(after), wait).await {
+            tracing::warn!(%path, error = %e, "cannot wait for aborts; looking again in a second");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! # Agent turns
+//!
+//! Where agents run: the [`engine`] carries a turn forward as events in its chat's stream,
+//! asking the [`runtime`] the chat's agent uses ([`runtimes`]) for replies, running or gating
+//! its [`tools`] and workspace [`actions`], and replaying its [`state`] from the stream when it
+//! resumes. The runtimes: [`scripted`] (no key needed; demos and tests), and the
+//! OpenAI-compatible, Anthropic and CLI ones.
+
+pub mod actions;
+pub mod engine;
+pub mod runtime;
+pub mod runtimes;
+pub mod scripted;
+pub mod state;
+pub mod tools;
+
+pub use engine::{EndReason, Engine, Outcome, Settings};
+pub use runtimes::Runtimes;

@@ -1,0 +1,155 @@
+//! # What a runtime is
+//!
+//! A runtime answers a conversation: given the agent's instruction, the messages so far and the
+//! tools it may call, it streams text and ends with the tool calls it wants made. The engine
+//! ([`crate::engine`]) turns that into events, runs or gates the tools, and calls the runtime
+//! again with their results until it answers without a tool call. The OpenAI-compatible and
+//! Anthropic runtimes map this onto their APIs; the CLI runtime answers in one go (its actions
+//! come back as tool calls the engine runs at once); the scripted runtime answers from a
+//! script.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of the conversation a runtime answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// A person's message (or an agent's in the global chat), with context a client attached.
+    User {
+        /// The text.
+        text: String,
+    },
+    /// The agent's answer and the tools it called.
+    Assistant {
+        /// The text.
+        text: String,
+        /// The tools it called, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// A tool's result (or a person's answer to a question, approval or plan).
+    Tool {
+        /// The call it answers.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// The result, as text.
+        content: String,
+    },
+    /// Spool's own notes (errors, notices), for runtimes that take them.
+    System {
+        /// The text.
+        text: String,
+    },
+}
+
+/// A tool the agent wants called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id, unique in the turn.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
+}
+
+/// A tool a runtime may call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does, for the model.
+    pub description: &'static str,
+    /// Its arguments' JSON schema.
+    pub parameters: Value,
+}
+
+/// What a runtime is asked.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The agent's instruction (its system prompt).
+    pub instruction: String,
+    /// The conversation so far, oldest first.
+    pub messages: Vec<Message>,
+    /// The tools it may call.
+    pub tools: Vec<ToolSpec>,
+    /// The model, when the agent names one.
+    pub model: Option<String>,
+    /// What the runtime may need beyond the conversation (the CLI runtime's input file).
+    pub context: TurnContext,
+}
+
+/// Facts about the chat a turn runs in.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TurnContext {
+    /// The organization.
+    pub org: String,
+    /// The chat.
+    pub session_id: String,
+    /// Its title.
+    pub title: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The agent's name.
+    pub agent_name: String,
+    /// The workspace, if the chat is in one.
+    pub workspace_id: Option<String>,
+    /// The workspace's working directory, if it has one (CLI agents run there).
+    pub working_dir: Option<String>,
+    /// Whether the agent is the workspace's built-in one (which may manage the workspace).
+    pub builtin: bool,
+}
+
+/// Token counts, as the provider reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read.
+    pub input_tokens: u64,
+    /// Tokens written.
+    pub output_tokens: u64,
+}
+
+/// A runtime's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reply {
+    /// Its text (also streamed through the sink as it came).
+    pub text: String,
+    /// The tools it wants called, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// What it cost, if known.
+    pub usage: Option<Usage>,
+    /// Its calls are a CLI agent's actions: they run at once, and the reply is the turn's last.
+    pub one_shot: bool,
+}
+
+/// Where a runtime streams its text as it comes.
+#[async_trait]
+pub trait Sink: Send {
+    /// More of the answer's text.
+    async fn text(&mut self, delta: &str) -> Result<(), Error>;
+}
+
+/// Why a runtime could not answer; the message says what a person can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The provider or program failed or answered something unusable.
+    #[error("{0}")]
+    Failed(String),
+    /// Writing the events failed (the engine's own failure, passed through the sink).
+    #[error(transparent)]
+    Store(#[from] spool_domain::Error),
+}
+
+/// A way of producing an agent's answers.
+#[async_trait]
+pub trait Runtime: Send + Sync {
+    /// What answered, recorded in `agent_start` (`scripted`, `openai:gpt-4o-mini`, `cli:claude`).
+    fn describe(&self, request: &Request) -> String;
+
+    /// Answers the conversation, streaming its text into `sink`. Dropping the future stops it
+    /// (an abort): HTTP streams close and subprocesses are killed.
+    async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error>;
+}

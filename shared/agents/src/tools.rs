@@ -1,0 +1,167 @@
+//! # The tools an agent may call
+//!
+//! Two ask a person and wait for the answer across invocations: `ask_user` (a question) and
+//! `propose_plan` (a plan to approve or reject). The others are the workspace actions of the
+//! third source design; `rename_chat` and `create_task` run at once, and the five that change
+//! the workspace or its agents belong to the built-in agent only. An agent that calls one of
+//! those five through a model asks the person's approval first (`tool_approval_required`); a
+//! CLI agent's actions (its output's `actions`) run at once, as that design has them.
+
+use serde_json::{Value, json};
+
+use crate::runtime::ToolSpec;
+
+/// How the engine treats a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A question for the person (`ask_question`; answered by `question_answered`).
+    Question,
+    /// A plan for the person to approve or reject (`plan_approval_required`).
+    Plan,
+    /// A workspace action Spool runs.
+    Action {
+        /// Whether a model's call of it waits for the person's approval.
+        needs_approval: bool,
+        /// Whether only the built-in agent may call it.
+        builtin_only: bool,
+    },
+}
+
+/// The name of the question tool.
+pub const ASK_USER: &str = "ask_user";
+/// The name of the plan tool.
+pub const PROPOSE_PLAN: &str = "propose_plan";
+
+/// How the engine treats the tool `name`; `None` for a tool Spool does not have.
+pub fn kind(name: &str) -> Option<Kind> {
+    let action = |needs_approval, builtin_only| Kind::Action {
+        needs_approval,
+        builtin_only,
+    };
+    Some(match name {
+        ASK_USER => Kind::Question,
+        PROPOSE_PLAN => Kind::Plan,
+        "rename_chat" | "create_task" => action(false, false),
+        "create_agent" | "update_agent" | "delete_agent" | "reorder_agents" | "update_workspace" => action(true, true),
+        _ => return None,
+    })
+}
+
+/// The tools an agent may call: all of them for the built-in agent, the rest for others.
+pub fn specs(builtin: bool) -> Vec<ToolSpec> {
+    let agent_fields = json!({
+        "name": { "type": "string" },
+        "instruction": { "type": "string" },
+        "runtime": { "type": "string", "enum": ["scripted", "openai", "anthropic", "cli"] },
+        "model": { "type": "string" },
+        "cli_type": { "type": "string", "enum": ["claude", "gemini", "codex", "opencode"] }
+    });
+    let mut specs = vec![
+        spec(
+            ASK_USER,
+            "Ask the person a question and wait for the answer.",
+            json!({ "question": { "type": "string" } }),
+            &["question"],
+        ),
+        spec(
+            PROPOSE_PLAN,
+            "Propose a plan; the person approves it or rejects it with feedback.",
+            json!({ "plan": { "type": "string", "description": "The plan, in markdown" } }),
+            &["plan"],
+        ),
+        spec(
+            "rename_chat",
+            "Give this chat a better title.",
+            json!({ "title": { "type": "string" } }),
+            &["title"],
+        ),
+        spec(
+            "create_task",
+            "Create a task in the workspace.",
+            json!({ "title": { "type": "string" }, "description": { "type": "string" } }),
+            &["title"],
+        ),
+    ];
+    if builtin {
+        specs.extend([
+            spec(
+                "create_agent",
+                "Add an agent to the workspace.",
+                agent_fields.clone(),
+                &["name"],
+            ),
+            spec(
+                "update_agent",
+                "Change an agent, named by `agent` (its id or name).",
+                merge(json!({ "agent": { "type": "string" } }), &agent_fields),
+                &["agent"],
+            ),
+            spec(
+                "delete_agent",
+                "Delete an agent, named by `agent` (its id or name); its chats move to Spool.",
+                json!({ "agent": { "type": "string" } }),
+                &["agent"],
+            ),
+            spec(
+                "reorder_agents",
+                "Put the workspace's agents in a new order (every agent, by id or name).",
+                json!({ "agents": { "type": "array", "items": { "type": "string" } } }),
+                &["agents"],
+            ),
+            spec(
+                "update_workspace",
+                "Change the workspace's name, description or working directory.",
+                json!({
+                    "name": { "type": "string" },
+                    "description": { "type": "string" },
+                    "working_dir": { "type": "string" }
+                }),
+                &[],
+            ),
+        ]);
+    }
+    specs
+}
+
+fn spec(name: &'static str, description: &'static str, properties: Value, required: &[&str]) -> ToolSpec {
+    ToolSpec {
+        name,
+        description,
+        parameters: json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        }),
+    }
+}
+
+fn merge(mut a: Value, b: &Value) -> Value {
+    if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
+        a.extend(b.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn management_tools_are_the_builtin_agents_and_need_approval() {
+        let names = |builtin| specs(builtin).into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert!(!names(false).contains(&"delete_agent"));
+        assert!(names(true).contains(&"delete_agent"));
+        for name in names(true) {
+            let kind = kind(name).unwrap();
+            if let Kind::Action {
+                needs_approval,
+                builtin_only,
+            } = kind
+            {
+                assert_eq!(needs_approval, builtin_only, "{name}");
+            }
+        }
+        assert_eq!(kind("rm_rf"), None);
+    }
+}

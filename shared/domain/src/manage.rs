@@ -1,0 +1,131 @@
+//! # Managing a workspace: what people (through the API) and agents (through actions) share
+//!
+//! Adding and removing agents, reordering them, and announcing list-level events on a
+//! workspace's feed, written once so that a person's request and an agent's action do the same
+//! thing.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::{
+    Agent, Append, ContentType, CreateStream, Error, Metadata, StreamLog, StreamPath,
+    workspace::{CliType, MAX_AGENTS, Runtime, new_id, plan_reorder},
+};
+
+/// A workspace's feed: list-level events (`chat.message_added`, `chat.processing_started`,
+/// `chat.processing_finished`, `task.created`) as a JSON stream, read by clients at
+/// `/v1/stream/workspaces/{id}/feed`.
+pub fn feed_path(org: &str, workspace_id: &str) -> Result<StreamPath, Error> {
+    StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
+}
+
+/// Appends a list-level event of `kind` to a workspace's feed (made on first use for
+/// workspaces older than feeds).
+pub async fn announce(
+    log: &dyn StreamLog,
+    org: &str,
+    workspace_id: &str,
+    kind: &str,
+    mut event: Value,
+    now_rfc3339: &str,
+) -> Result<(), Error> {
+    event["type"] = Value::String(kind.to_owned());
+    event["ts"] = Value::String(now_rfc3339.to_owned());
+    let path = feed_path(org, workspace_id)?;
+    let body = Bytes::from(event.to_string());
+    match log.append(&path, Append::one(body.clone())).await {
+        Err(Error::NotFound { .. }) => {
+            log.create(&path, CreateStream::new(ContentType::parse("application/json")?))
+                .await?;
+            log.append(&path, Append::one(body)).await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    Ok(())
+}
+
+/// What a new agent is made of.
+#[derive(Debug, Clone, Default)]
+pub struct NewAgent {
+    /// Its name.
+    pub name: String,
+    /// What it is told to do.
+    pub instruction: String,
+    /// How it answers.
+    pub runtime: Option<Runtime>,
+    /// Its model.
+    pub model: Option<String>,
+    /// Its CLI.
+    pub cli_type: Option<CliType>,
+}
+
+/// Adds an agent to a workspace, last in its order.
+pub async fn add_agent(
+    metadata: &dyn Metadata,
+    org: &str,
+    workspace_id: &str,
+    new: NewAgent,
+    now_ms: i64,
+) -> Result<Agent, Error> {
+    let agents = metadata.agents(org, workspace_id).await?;
+    if agents.len() >= MAX_AGENTS {
+        return Err(Error::Invalid {
+            what: "agent",
+            reason: format!("a workspace has at most {MAX_AGENTS} agents; delete one first"),
+        });
+    }
+    let agent = Agent {
+        id: new_id("ag"),
+        workspace_id: workspace_id.to_owned(),
+        name: new.name.trim().to_owned(),
+        instruction: new.instruction,
+        runtime: new.runtime,
+        model: new.model,
+        cli_type: new.cli_type,
+        position: agents.iter().map(|a| a.position + 1).max().unwrap_or(0),
+        builtin: false,
+        created_ms: now_ms,
+        updated_ms: now_ms,
+    };
+    agent.validate()?;
+    metadata.create_agent(org, &agent).await?;
+    Ok(agent)
+}
+
+/// Deletes an agent; its chats move to the workspace's built-in agent first (with their CLI
+/// override cleared), so none is left without one. The built-in agent itself is refused
+/// ([`Error::Invalid`]).
+pub async fn remove_agent(metadata: &dyn Metadata, org: &str, agent: &Agent) -> Result<(), Error> {
+    if agent.builtin {
+        return Err(Error::Invalid {
+            what: "agent",
+            reason: "the built-in Spool agent cannot be deleted; change its instruction or runtime instead".to_owned(),
+        });
+    }
+    let builtin = metadata
+        .agents(org, &agent.workspace_id)
+        .await?
+        .into_iter()
+        .find(|a| a.builtin);
+    let chats = metadata.sessions(org, Some(&agent.workspace_id), usize::MAX).await?;
+    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(&*agent.id)) {
+        chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
+        chat.cli_override = None;
+        metadata.update_session(org, &chat).await?;
+    }
+    metadata.delete_agent(org, &agent.id).await
+}
+
+/// Puts a workspace's agents in the order of `ids` (every agent, once).
+pub async fn reorder_agents(
+    metadata: &dyn Metadata,
+    org: &str,
+    workspace_id: &str,
+    ids: &[String],
+) -> Result<(), Error> {
+    let agents = metadata.agents(org, workspace_id).await?;
+    let moves = plan_reorder(&agents, ids)?;
+    metadata.set_positions(org, workspace_id, &moves).await
+}

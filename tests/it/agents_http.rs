@@ -1,0 +1,526 @@
+//! Agent turns end to end, over real HTTP on both backends: the chat API, the stream function
+//! and the worker draining the turn queue, as `spool serve` runs them, with the scripted
+//! runtime. A message starts a turn whose events follow it in the stream; approvals, questions
+//! and plans wait across invocations for the person's answer; an abort stops a turn mid-answer;
+//! a worker that dies mid-turn is replaced without an event written twice.
+
+use std::{sync::Arc, time::Duration};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_agents::{Engine, Outcome, Runtimes, Settings};
+use spool_domain::{Metadata, StreamLog, SystemClock, TurnJob};
+use spool_tests::Harness;
+
+use crate::{
+    answers_http::org_of,
+    handshake::serve,
+    workspaces_http::{Api, setup_on},
+};
+
+/// The engine the tests' worker runs: the scripted runtime, quick flushes.
+fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
+    let settings = Settings {
+        flush_every: Duration::from_millis(50),
+        abort_wait: Duration::from_secs(2),
+        ..Settings::default()
+    };
+    Arc::new(Engine::new(
+        log,
+        metadata,
+        Arc::new(Runtimes::scripted_only()),
+        Arc::new(SystemClock),
+        settings,
+    ))
+}
+
+/// The API and the stream function on a loopback port, with a worker draining the turn queue.
+struct Stack {
+    api: Api,
+}
+
+async fn stack<H: Harness>(harness: &H) -> Stack {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let turns = harness.turns().await;
+    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine(log.clone(), metadata.clone()), 3);
+    let settings = spool_worker::PollSettings {
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(1),
+        concurrency: 4,
+    };
+    tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), settings));
+    let base = serve(log.clone(), metadata.clone(), turns).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    Stack { api }
+}
+
+/// A workspace whose built-in agent runs `script`; a chat with it.
+async fn chat_with(api: &Api, script: Value) -> (String, String) {
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Agents" })))
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await;
+    let builtin = agents["agents"][0]["id"].as_str().unwrap().to_owned();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/agents/{builtin}"),
+        Some(json!({ "instruction": script.to_string(), "runtime": "scripted" })),
+    )
+    .await;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await;
+    (ws, chat["id"].as_str().unwrap().to_owned())
+}
+
+async fn all_events(api: &Api, chat: &str) -> Vec<Value> {
+    let page = api
+        .ok(
+            Method::GET,
+            &format!("/v1/sessions/{chat}/events?after=0&limit=1000"),
+            None,
+        )
+        .await;
+    page["events"].as_array().unwrap().clone()
+}
+
+/// Waits (20 s at most) until the chat has an event of `kind_type` for `turn`; all events then.
+async fn until(api: &Api, chat: &str, turn: &str, kind_type: &str) -> Vec<Value> {
+    for _ in 0..400 {
+        let events = all_events(api, chat).await;
+        if events.iter().any(|e| e["turn_id"] == turn && e["type"] == kind_type) {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "no {kind_type} for {turn}: {:#}",
+        Value::Array(all_events(api, chat).await)
+    );
+}
+
+fn types_of(events: &[Value], turn: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["turn_id"] == turn)
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn one<'a>(events: &'a [Value], turn: &str, kind_type: &str) -> &'a Value {
+    let found: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["turn_id"] == turn && e["type"] == kind_type)
+        .collect();
+    assert_eq!(found.len(), 1, "{kind_type} of {turn}: {found:?}");
+    found[0]
+}
+
+async fn send(api: &Api, chat: &str, text: &str) -> String {
+    let sent = api
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/messages"),
+            Some(json!({ "content": text })),
+        )
+        .await;
+    sent["turn_id"].as_str().unwrap().to_owned()
+}
+
+const ASKING: &str = r#"{"word_delay_ms": 0, "rules": [
+  {"match": ["color"], "rounds": [
+    {"say": "One question.", "tools": [{"name": "ask_user", "arguments": {"question": "Which color?"}}]},
+    {"say": "You chose {result}."}]},
+  {"match": ["plan"], "rounds": [
+    {"say": "A plan.", "tools": [{"name": "propose_plan", "arguments": {"plan": "1. paint"}}]},
+    {"say": "The plan was {result}."}]},
+  {"match": ["helper"], "rounds": [
+    {"say": "May I?", "tools": [{"name": "create_agent", "arguments": {"name": "Helper {input}"}}]},
+    {"say": "Result: {result}"}]},
+  {"match": ["task"], "rounds": [
+    {"say": "Noted.", "tools": [{"name": "create_task", "arguments": {"title": "Do it"}},
+                                {"name": "rename_chat", "arguments": {"title": 7}},
+                                {"name": "create_task", "arguments": {"title": ""}}]},
+    {"say": "Done."}]},
+  {"match": ["slow"], "rounds": [{"say": "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty", "sleep_ms": 0}]},
+  {"match": ["fail"], "rounds": [{"fail": "the model is down"}]}],
+ "default": [{"say": "Hello there, {input}!"}]}"#;
+
+fn script() -> Value {
+    serde_json::from_str(ASKING).unwrap()
+}
+
+/// A message starts a turn: its events follow the message in order, the answer streams in
+/// updates, the chat is free again at the end, and the workspace's feed says so.
+pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (ws, chat) = chat_with(api, script()).await;
+    // WHEN a person writes
+    let turn = send(api, &chat, "Ada").await;
+    // THEN the turn runs: submit before anything the runtime does
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let types = types_of(&events, &turn);
+    assert_eq!(types[0], "user_message_submitted");
+    assert_eq!(types[1], "agent_start");
+    assert_eq!(types[2], "message_start");
+    assert!(types.contains(&"message_update".to_owned()), "{types:?}");
+    assert_eq!(&types[types.len() - 2..], ["message_end", "agent_end"]);
+    assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "scripted");
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    let end = one(&events, &turn, "message_end");
+    assert_eq!(end["payload"]["text"], "Hello there, Ada!");
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["type"] == "message_update")
+        .map(|e| e["payload"]["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "Hello there, Ada!");
+    // AND every seq is its place in the stream
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    // AND the chat is free: no pending turn, a new message is taken, the preview is the answer
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["pending_turn_id"], Value::Null);
+    assert_eq!(session["last_message_preview"], "Hello there, Ada!");
+    let next = send(api, &chat, "again").await;
+    until(api, &chat, &next, "agent_end").await;
+    // AND the workspace feed told the list
+    let feed = api.get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1")).await;
+    let feed: Vec<Value> = feed.json().await.unwrap();
+    let kinds: Vec<&str> = feed.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for kind in [
+        "chat.message_added",
+        "chat.processing_started",
+        "chat.processing_finished",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+}
+
+/// A question waits across invocations; the answer binds to its id and resumes the turn.
+pub(crate) async fn a_question_waits_for_its_answer<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (_, chat) = chat_with(api, script()).await;
+    let turn = send(api, &chat, "pick a color").await;
+    let events = until(api, &chat, &turn, "ask_question").await;
+    let asked = one(&events, &turn, "ask_question")["payload"].clone();
+    assert_eq!(asked["question"], "Which color?");
+    // WHILE it waits, the chat is busy with the turn and nothing more happens
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(all_events(api, &chat).await.len(), events.len());
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["pending_turn_id"], turn.as_str());
+    // WHEN a wrong id is answered: 409; the right one: the turn resumes with it
+    let path = format!("/v1/sessions/{chat}/question");
+    let (status, _) = api
+        .call(
+            Method::POST,
+            &path,
+            Some(json!({ "question_id": "nope", "answer": "red" })),
+        )
+        .await;
+    assert_eq!(status, 409);
+    api.ok(
+        Method::POST,
+        &path,
+        Some(json!({ "question_id": asked["question_id"], "answer": "teal" })),
+    )
+    .await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let texts: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "message_end")
+        .map(|e| e["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["One question.", "You chose teal."]);
+    assert_eq!(one(&events, &turn, "agent_start")["seq"], 2, "one agent_start per turn");
+}
+
+/// An abort while the turn waits on a question ends it; the question can no longer be answered.
+pub(crate) async fn an_abort_ends_a_waiting_turn<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (_, chat) = chat_with(api, script()).await;
+    let turn = send(api, &chat, "pick a color").await;
+    let events = until(api, &chat, &turn, "ask_question").await;
+    let question = one(&events, &turn, "ask_question")["payload"]["question_id"].clone();
+    let aborted = api
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/control"),
+            Some(json!({ "action": "abort" })),
+        )
+        .await;
+    assert_eq!(aborted["turn_id"], turn.as_str());
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
+    let (status, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/question"),
+            Some(json!({ "question_id": question, "answer": "late" })),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["pending_turn_id"], Value::Null);
+}
+
+/// A plan is approved, or rejected with feedback the agent reads.
+pub(crate) async fn plans_are_approved_or_rejected_with_feedback<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (_, chat) = chat_with(api, script()).await;
+    for (answer, expected) in [
+        (json!({ "action": "approve" }), "The plan was approved."),
+        (
+            json!({ "action": "reject", "feedback": "too short" }),
+            "The plan was rejected: too short.",
+        ),
+    ] {
+        let turn = send(api, &chat, "make a plan").await;
+        let events = until(api, &chat, &turn, "plan_approval_required").await;
+        let plan = one(&events, &turn, "plan_approval_required")["payload"].clone();
+        assert_eq!(plan["plan"], "1. paint");
+        let mut body = answer.clone();
+        body["plan_id"] = plan["plan_id"].clone();
+        api.ok(Method::POST, &format!("/v1/sessions/{chat}/plan"), Some(body))
+            .await;
+        let events = until(api, &chat, &turn, "agent_end").await;
+        let last = events
+            .iter()
+            .rfind(|e| e["turn_id"] == turn.as_str() && e["type"] == "message_end")
+            .unwrap();
+        assert_eq!(last["payload"]["text"], expected);
+    }
+}
+
+/// A call that needs approval runs only when approved; a declined one never runs.
+pub(crate) async fn approved_calls_run_and_declined_ones_never_do<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (ws, chat) = chat_with(api, script()).await;
+    for (decision, runs) in [("decline", false), ("approve", true)] {
+        let turn = send(api, &chat, &format!("helper {decision}")).await;
+        let events = until(api, &chat, &turn, "tool_approval_required").await;
+        let request = one(&events, &turn, "tool_approval_required")["payload"].clone();
+        assert_eq!(request["tool"], "create_agent");
+        assert!(!types_of(&events, &turn).contains(&"tool_start".to_owned()));
+        api.ok(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/approval"),
+            Some(json!({ "decision": decision, "tool_call_id": request["tool_call_id"] })),
+        )
+        .await;
+        let events = until(api, &chat, &turn, "agent_end").await;
+        let end = one(&events, &turn, "tool_end")["payload"].clone();
+        let list = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await;
+        let made = list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == format!("Helper helper {decision}"));
+        assert_eq!(made, runs, "{decision}: {end}");
+        assert_eq!(types_of(&events, &turn).contains(&"tool_start".to_owned()), runs);
+        if !runs {
+            assert_eq!(end["declined"], true);
+        }
+    }
+}
+
+/// Actions run at once; an invalid one becomes a system event naming what was wrong; a task
+/// is announced on the workspace feed.
+pub(crate) async fn actions_run_and_invalid_ones_are_reported<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (ws, chat) = chat_with(api, script()).await;
+    let turn = send(api, &chat, "a task please").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let tasks = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/tasks"), None).await;
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(tasks["tasks"][0]["title"], "Do it");
+    let systems: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "system")
+        .map(|e| e["payload"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    assert!(
+        systems[0].contains("`rename_chat` failed: `title` must be"),
+        "{systems:?}"
+    );
+    assert!(
+        systems[1].contains("`create_task` failed: `title` must be"),
+        "{systems:?}"
+    );
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    let feed: Vec<Value> = api
+        .get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        feed.iter()
+            .any(|e| e["type"] == "task.created" && e["title"] == "Do it")
+    );
+}
+
+/// An abort stops a turn mid-answer: the partial message is kept, the turn ends `aborted`;
+/// an abort with nothing running changes nothing but its own event.
+pub(crate) async fn an_abort_stops_the_answer_and_keeps_what_was_said<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let mut slow = script();
+    slow["word_delay_ms"] = json!(150);
+    let (_, chat) = chat_with(api, slow).await;
+    let turn = send(api, &chat, "slow please").await;
+    until(api, &chat, &turn, "message_update").await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/control"),
+        Some(json!({ "action": "abort" })),
+    )
+    .await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
+    let end = one(&events, &turn, "message_end")["payload"].clone();
+    assert_eq!(end["aborted"], true);
+    let text = end["text"].as_str().unwrap();
+    assert!(text.starts_with("one "), "{text}");
+    assert!(!text.contains("twenty"), "stopped early: {text}");
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["pending_turn_id"], Value::Null);
+
+    // WHEN nothing runs, an abort is only its own event
+    let before = all_events(api, &chat).await.len();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/control"),
+        Some(json!({ "action": "abort" })),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(all_events(api, &chat).await.len(), before + 1);
+}
+
+/// A runtime that fails ends the turn with a system event and `agent_end{reason: error}`.
+pub(crate) async fn a_failing_runtime_ends_the_turn_with_an_error<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (_, chat) = chat_with(api, script()).await;
+    let turn = send(api, &chat, "fail now").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let end = one(&events, &turn, "agent_end")["payload"].clone();
+    assert_eq!(end["reason"], "error");
+    let system = one(&events, &turn, "system")["payload"].clone();
+    assert!(
+        system["message"].as_str().unwrap().contains("the model is down"),
+        "{system}"
+    );
+}
+
+/// A worker that dies mid-turn is replaced by the redelivery: what it wrote stays, once; the
+/// open message is ended as interrupted, and the turn completes. A redelivery of a finished
+/// step writes nothing.
+pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness: &H) {
+    // No worker drains the queue here: the test is the worker.
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(log.clone(), metadata.clone(), harness.turns().await).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let mut slow = script();
+    slow["word_delay_ms"] = json!(40);
+    let (_, chat) = chat_with(&api, slow).await;
+    let turn = send(&api, &chat, "slow").await;
+    let job = TurnJob {
+        org: org_of(&api),
+        session_id: chat.clone(),
+        turn_id: turn.clone(),
+        trigger_seq: 1,
+    };
+    let engine = engine(log.clone(), metadata.clone());
+    // WHEN the first delivery dies after some of the answer was written
+    let first = tokio::spawn({
+        let (engine, job) = (engine.clone(), job.clone());
+        async move { engine.run(&job, 1).await }
+    });
+    until(&api, &chat, &turn, "message_update").await;
+    first.abort();
+    let _ = first.await;
+    let written = all_events(&api, &chat).await;
+    // AND SQS delivers the step again
+    let outcome = engine.run(&job, 2).await.unwrap();
+    // THEN the turn completes, with what the first wrote kept once and its message ended
+    assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Complete));
+    let events = all_events(&api, &chat).await;
+    assert_eq!(&events[..written.len()], &written[..], "nothing written is rewritten");
+    let types = types_of(&events, &turn);
+    assert_eq!(types.iter().filter(|t| *t == "agent_start").count(), 1, "{types:?}");
+    assert_eq!(types.iter().filter(|t| *t == "agent_end").count(), 1, "{types:?}");
+    let ends: Vec<&Value> = events.iter().filter(|e| e["type"] == "message_end").collect();
+    assert_eq!(ends.len(), 2, "{types:?}");
+    assert_eq!(ends[0]["payload"]["interrupted"], true);
+    assert!(ends[1]["payload"]["text"].as_str().unwrap().ends_with("twenty"));
+    // AND a delivery of the finished step (an ack that was lost) writes nothing
+    assert_eq!(engine.run(&job, 3).await.unwrap(), Outcome::Nothing);
+    assert_eq!(all_events(&api, &chat).await.len(), events.len());
+}
+
+/// An agent never starts on empty input: a turn whose message is blank (written past the API,
+/// which refuses it) ends with a system event and no `agent_start`.
+pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(log.clone(), metadata.clone(), harness.turns().await).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let (_, chat) = chat_with(&api, script()).await;
+    let (status, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/messages"),
+            Some(json!({ "content": " \n " })),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let org = org_of(&api);
+    let path = spool_domain::Session::stream(&org, &chat).unwrap();
+    let draft = spool_domain::EventDraft {
+        kind: spool_domain::EventKind::Submit,
+        kind_type: "user_message_submitted".to_owned(),
+        payload: json!({ "content": "   " }),
+        client_message_id: None,
+        turn_id: Some("turn_blank".to_owned()),
+    };
+    spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z")
+        .await
+        .unwrap();
+    let job = TurnJob {
+        org,
+        session_id: chat.clone(),
+        turn_id: "turn_blank".to_owned(),
+        trigger_seq: 1,
+    };
+    let outcome = engine(log, metadata).run(&job, 1).await.unwrap();
+    assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Error));
+    let events = all_events(&api, &chat).await;
+    let types = types_of(&events, "turn_blank");
+    assert_eq!(types, ["user_message_submitted", "system", "agent_end"]);
+}
+
+on_both_backends!(
+    agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
+    a_question_waits_for_its_answer,
+    an_abort_ends_a_waiting_turn,
+    plans_are_approved_or_rejected_with_feedback,
+    approved_calls_run_and_declined_ones_never_do,
+    actions_run_and_invalid_ones_are_reported,
+    an_abort_stops_the_answer_and_keeps_what_was_said,
+    a_failing_runtime_ends_the_turn_with_an_error,
+    a_redelivered_step_writes_nothing_twice,
+    an_agent_never_starts_on_empty_input,
+);
