@@ -18,8 +18,8 @@ use crate::{
     workspaces_http::{Api, setup_on},
 };
 
-/// The engine the tests' worker runs: the scripted runtime, quick flushes.
-fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
+/// The engine the tests' worker runs: `runtimes`, quick flushes.
+pub(crate) fn engine_with(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, runtimes: Runtimes) -> Arc<Engine> {
     let settings = Settings {
         flush_every: Duration::from_millis(50),
         abort_wait: Duration::from_secs(2),
@@ -28,22 +28,32 @@ fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
     Arc::new(Engine::new(
         log,
         metadata,
-        Arc::new(Runtimes::scripted_only()),
+        Arc::new(runtimes),
         Arc::new(SystemClock),
         settings,
     ))
 }
 
+fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
+    engine_with(log, metadata, Runtimes::scripted_only())
+}
+
 /// The API and the stream function on a loopback port, with a worker draining the turn queue.
-struct Stack {
-    api: Api,
+pub(crate) struct Stack {
+    pub(crate) api: Api,
 }
 
 async fn stack<H: Harness>(harness: &H) -> Stack {
+    stack_with(harness, Runtimes::scripted_only()).await
+}
+
+/// [`stack`] with other runtimes.
+pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
-    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine(log.clone(), metadata.clone()), 3);
+    let engine = engine_with(log.clone(), metadata.clone(), runtimes);
+    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine, 3);
     let settings = spool_worker::PollSettings {
         lease: Duration::from_secs(30),
         wait: Duration::from_secs(1),
@@ -56,7 +66,7 @@ async fn stack<H: Harness>(harness: &H) -> Stack {
 }
 
 /// A workspace whose built-in agent runs `script`; a chat with it.
-async fn chat_with(api: &Api, script: Value) -> (String, String) {
+pub(crate) async fn chat_with(api: &Api, script: Value) -> (String, String) {
     let ws = api
         .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Agents" })))
         .await;
@@ -75,7 +85,7 @@ async fn chat_with(api: &Api, script: Value) -> (String, String) {
     (ws, chat["id"].as_str().unwrap().to_owned())
 }
 
-async fn all_events(api: &Api, chat: &str) -> Vec<Value> {
+pub(crate) async fn all_events(api: &Api, chat: &str) -> Vec<Value> {
     let page = api
         .ok(
             Method::GET,
@@ -87,7 +97,7 @@ async fn all_events(api: &Api, chat: &str) -> Vec<Value> {
 }
 
 /// Waits (20 s at most) until the chat has an event of `kind_type` for `turn`; all events then.
-async fn until(api: &Api, chat: &str, turn: &str, kind_type: &str) -> Vec<Value> {
+pub(crate) async fn until(api: &Api, chat: &str, turn: &str, kind_type: &str) -> Vec<Value> {
     for _ in 0..400 {
         let events = all_events(api, chat).await;
         if events.iter().any(|e| e["turn_id"] == turn && e["type"] == kind_type) {
@@ -101,7 +111,7 @@ async fn until(api: &Api, chat: &str, turn: &str, kind_type: &str) -> Vec<Value>
     );
 }
 
-fn types_of(events: &[Value], turn: &str) -> Vec<String> {
+pub(crate) fn types_of(events: &[Value], turn: &str) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["turn_id"] == turn)
@@ -109,7 +119,7 @@ fn types_of(events: &[Value], turn: &str) -> Vec<String> {
         .collect()
 }
 
-fn one<'a>(events: &'a [Value], turn: &str, kind_type: &str) -> &'a Value {
+pub(crate) fn one<'a>(events: &'a [Value], turn: &str, kind_type: &str) -> &'a Value {
     let found: Vec<&Value> = events
         .iter()
         .filter(|e| e["turn_id"] == turn && e["type"] == kind_type)
@@ -118,7 +128,7 @@ fn one<'a>(events: &'a [Value], turn: &str, kind_type: &str) -> &'a Value {
     found[0]
 }
 
-async fn send(api: &Api, chat: &str, text: &str) -> String {
+pub(crate) async fn send(api: &Api, chat: &str, text: &str) -> String {
     let sent = api
         .ok(
             Method::POST,

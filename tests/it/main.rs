@@ -38,6 +38,7 @@ mod global_http;
 mod handshake;
 mod isolation_http;
 mod lambda_events;
+mod llm_http;
 mod openapi_http;
 mod processes;
 mod sealing;

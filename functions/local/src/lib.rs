@@ -301,7 +301,7 @@ fn spawn_worker(services: &Services, config: &Config) {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
-        Arc::new(spool_agents::Runtimes::scripted_only()),
+        Arc::new(spool_worker::runtimes(&config.agents)),
         Arc::new(SystemClock),
         spool_agents::Settings::default(),
     );

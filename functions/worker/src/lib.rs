@@ -43,6 +43,23 @@ enum Job {
     Turn(TurnJob),
 }
 
+/// The runtimes configuration enables: the scripted one always, an OpenAI-compatible and an
+/// Anthropic provider when their keys or base URLs are set.
+pub fn runtimes(settings: &spool_platform::AgentSettings) -> spool_agents::Runtimes {
+    use secrecy::ExposeSecret;
+    let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
+    let mut runtimes = spool_agents::Runtimes::scripted_only();
+    if let Some(llm) = &settings.openai {
+        let runtime = spool_agents::openai::OpenAi::new(&llm.base_url, key(llm), &llm.model);
+        runtimes = runtimes.with_openai(Arc::new(runtime));
+    }
+    if let Some(llm) = &settings.anthropic {
+        let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
+        runtimes = runtimes.with_anthropic(Arc::new(runtime));
+    }
+    runtimes
+}
+
 /// How many times a turn step is tried before it is given up (the template's
 /// `maxReceiveCount` of the turns queue says the same).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;

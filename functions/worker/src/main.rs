@@ -15,7 +15,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let engine = spool_agents::Engine::new(
         log.clone(),
         metadata,
-        Arc::new(spool_agents::Runtimes::scripted_only()),
+        Arc::new(spool_worker::runtimes(&config.agents)),
         Arc::new(spool_domain::SystemClock),
         spool_agents::Settings::default(),
     );

@@ -7,7 +7,10 @@
 //! OpenAI-compatible, Anthropic and CLI ones.
 
 pub mod actions;
+pub mod anthropic;
 pub mod engine;
+pub mod http;
+pub mod openai;
 pub mod runtime;
 pub mod runtimes;
 pub mod scripted;

@@ -1,0 +1,180 @@
+//! # OpenAI-compatible chat completions
+//!
+//! `POST {base_url}/chat/completions` with `stream: true` and the agent's tools, as OpenAI,
+//! Ollama, vLLM, OpenRouter and others speak it. Text deltas stream into the sink; tool calls
+//! arrive in pieces (by index) and are put together; the last chunk reports usage.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::{
+    http::{SseReader, client, failed},
+    runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall, Usage},
+};
+
+/// An OpenAI-compatible provider.
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+}
+
+impl OpenAi {
+    /// A provider at `base_url` (up to and including `/v1`), with `model` for agents that name
+    /// none.
+    pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Self {
+        Self {
+            http: client(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            model: model.to_owned(),
+        }
+    }
+
+    fn body(&self, request: &Request) -> Value {
+        let mut messages = Vec::new();
+        if !request.instruction.trim().is_empty() {
+            messages.push(json!({ "role": "system", "content": request.instruction }));
+        }
+        for message in &request.messages {
+            messages.push(match message {
+                Message::User { text } => json!({ "role": "user", "content": text }),
+                Message::System { text } => json!({ "role": "system", "content": text }),
+                Message::Tool { call_id, content, .. } => {
+                    json!({ "role": "tool", "tool_call_id": call_id, "content": content })
+                }
+                Message::Assistant { text, tool_calls } => {
+                    let mut m = json!({ "role": "assistant", "content": text });
+                    if !tool_calls.is_empty() {
+                        m["tool_calls"] = tool_calls
+                            .iter()
+                            .map(|c| {
+                                json!({
+                                    "id": c.id, "type": "function",
+                                    "function": { "name": c.name, "arguments": c.arguments.to_string() },
+                                })
+                            })
+                            .collect();
+                    }
+                    m
+                }
+            });
+        }
+        let mut body = json!({
+            "model": request.model.as_deref().unwrap_or(&self.model),
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({ "type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters,
+                    }})
+                })
+                .collect();
+        }
+        body
+    }
+}
+
+/// A tool call being put together from its pieces.
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[async_trait]
+impl Runtime for OpenAi {
+    fn describe(&self, request: &Request) -> String {
+        format!("openai:{}", request.model.as_deref().unwrap_or(&self.model))
+    }
+
+    async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
+        let mut post = self
+            .http
+            .post(format!("{}/chat/completions", self.base_url))
+            .json(&self.body(request));
+        if let Some(key) = &self.api_key {
+            post = post.bearer_auth(key);
+        }
+        let response = failed("the OpenAI-compatible server", post.send().await).await?;
+        let mut events = SseReader::new(response, "the OpenAI-compatible server");
+        let mut reply = Reply::default();
+        let mut calls: BTreeMap<u64, PartialCall> = BTreeMap::new();
+        let mut done = false;
+        while let Some(event) = events.next().await? {
+            if event.data.trim() == "[DONE]" {
+                done = true;
+                break;
+            }
+            let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
+                Error::Failed(format!(
+                    "the OpenAI-compatible server sent a chunk that is not JSON: {e}"
+                ))
+            })?;
+            if let Some(error) = chunk.get("error") {
+                let message = error["message"].as_str().unwrap_or("an error");
+                return Err(Error::Failed(format!("the OpenAI-compatible server failed: {message}")));
+            }
+            if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+                reply.usage = Some(Usage {
+                    input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                    output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+                });
+            }
+            let Some(choice) = chunk["choices"].get(0) else {
+                continue;
+            };
+            let delta = &choice["delta"];
+            if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                reply.text.push_str(text);
+                sink.text(text).await?;
+            }
+            for piece in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = piece["index"].as_u64().unwrap_or(0);
+                let call = calls.entry(index).or_default();
+                if let Some(id) = piece["id"].as_str() {
+                    call.id = id.to_owned();
+                }
+                if let Some(name) = piece["function"]["name"].as_str() {
+                    call.name.push_str(name);
+                }
+                if let Some(arguments) = piece["function"]["arguments"].as_str() {
+                    call.arguments.push_str(arguments);
+                }
+            }
+        }
+        if !done {
+            return Err(Error::Failed(
+                "the OpenAI-compatible server's stream ended before the answer was complete".to_owned(),
+            ));
+        }
+        for (index, call) in calls {
+            let arguments = if call.arguments.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({ "_unparsed": call.arguments }))
+            };
+            reply.tool_calls.push(ToolCall {
+                id: if call.id.is_empty() {
+                    format!("{}_{index}", spool_domain::workspace::new_id("call"))
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments,
+            });
+        }
+        Ok(reply)
+    }
+}
