@@ -44,7 +44,8 @@ enum Job {
 }
 
 /// The runtimes configuration enables: the scripted one always, an OpenAI-compatible and an
-/// Anthropic provider when their keys or base URLs are set.
+/// Anthropic provider when their keys or base URLs are set, and the CLIs found on the CLI
+/// search path.
 pub fn runtimes(settings: &spool_platform::AgentSettings) -> spool_agents::Runtimes {
     use secrecy::ExposeSecret;
     let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
@@ -57,7 +58,12 @@ pub fn runtimes(settings: &spool_platform::AgentSettings) -> spool_agents::Runti
         let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
         runtimes = runtimes.with_anthropic(Arc::new(runtime));
     }
-    runtimes
+    let cli = spool_agents::cli::CliAgents::new(
+        settings.cli_path.clone(),
+        settings.cli_work_dir.clone(),
+        settings.cli_timeout,
+    );
+    runtimes.with_cli(Arc::new(cli))
 }
 
 /// How many times a turn step is tried before it is given up (the template's

@@ -434,9 +434,10 @@ impl Step<'_> {
             }
             Some(Kind::Action { .. }) => self.run_action(call).await,
             None => {
-                let error = format!("there is no tool `{}`", call.name);
+                let error = format!("there is no tool or action `{}`", call.name);
                 let end = json!({ "tool_call_id": call.id, "tool": call.name, "error": error });
-                self.append(vec![self.harness("tool_end", end)]).await?;
+                let note = system_draft(&self.job.turn_id, "error", &format!("The agent asked for {error}."));
+                self.append(vec![self.harness("tool_end", end), note]).await?;
                 Ok(Resolution::Done)
             }
         }

@@ -3,11 +3,13 @@
 //! Where agents run: the [`engine`] carries a turn forward as events in its chat's stream,
 //! asking the [`runtime`] the chat's agent uses ([`runtimes`]) for replies, running or gating
 //! its [`tools`] and workspace [`actions`], and replaying its [`state`] from the stream when it
-//! resumes. The runtimes: [`scripted`] (no key needed; demos and tests), and the
-//! OpenAI-compatible, Anthropic and CLI ones.
+//! resumes. The runtimes: [`scripted`] (no key needed; demos and tests), [`openai`]
+//! (OpenAI-compatible chat completions), [`anthropic`] (Messages) and [`cli`] (claude, gemini,
+//! codex and opencode as subprocesses).
 
 pub mod actions;
 pub mod anthropic;
+pub mod cli;
 pub mod engine;
 pub mod http;
 pub mod openai;

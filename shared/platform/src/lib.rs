@@ -99,6 +99,11 @@ pub struct AgentSettings {
     pub anthropic: Option<LlmSettings>,
     /// `SPOOL_CLI_TIMEOUT_MS`: how long a CLI agent may run (default 600000).
     pub cli_timeout: Duration,
+    /// `SPOOL_CLI_PATH` (default: `PATH`): where CLI agents are looked for, `:`-separated.
+    pub cli_path: Vec<PathBuf>,
+    /// `SPOOL_CLI_WORK_DIR` (default `{data_dir}/cli`): chats' own directories for CLI agents,
+    /// and their input and output files.
+    pub cli_work_dir: PathBuf,
 }
 
 /// How to reach AWS (or an emulator) and which resources to use.
@@ -238,6 +243,18 @@ impl Config {
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
                 anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
                 cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,
+                cli_path: get("SPOOL_CLI_PATH")
+                    .or_else(|| get("PATH"))
+                    .map(|p| std::env::split_paths(&p).collect())
+                    .unwrap_or_default(),
+                cli_work_dir: get("SPOOL_CLI_WORK_DIR").map_or_else(
+                    || {
+                        get("SPOOL_DATA_DIR")
+                            .map_or_else(|| PathBuf::from(".spool"), PathBuf::from)
+                            .join("cli")
+                    },
+                    PathBuf::from,
+                ),
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),

@@ -1,0 +1,259 @@
+//! CLI agents as real subprocesses: fake `claude`, `gemini`, `codex` and `opencode` executables
+//! (shell scripts in a temporary search path) that read the markdown input file and write the
+//! output file, exit non-zero, write nothing or garbage, or hang. The stack around them is the
+//! real one on the embedded backend.
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_agents::{Runtimes, cli::CliAgents};
+use spool_tests::EmbeddedHarness;
+
+use crate::agents_http::{Stack, one, send, stack_with, until};
+
+/// Writes an executable shell script `name` into `dir`.
+fn script(dir: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A CLI that answers well: it keeps a copy of its input and arguments, says where it ran, and
+/// asks for a rename and a task.
+const GOOD: &str = r#"cp "$SPOOL_INPUT_FILE" "$(dirname "$0")/last-input.md"
+echo "$@" > "$(dirname "$0")/last-args"
+cat > "$SPOOL_OUTPUT_FILE" <<EOF
+{"message": "Hello from $(basename "$0") in $(pwd)", "actions": [
+  {"type": "rename_chat", "title": "Named by the CLI"},
+  {"type": "create_task", "title": "Task from the CLI"},
+  {"type": "delete_agent", "agent": "nobody"},
+  {"type": "launch_rockets"}]}
+EOF"#;
+
+struct Setup {
+    _harness: EmbeddedHarness,
+    bin: tempfile::TempDir,
+    work: tempfile::TempDir,
+    stack: Stack,
+    ws: String,
+}
+
+async fn setup(clis: &[(&str, &str)], timeout: Duration) -> Setup {
+    let harness = EmbeddedHarness::new();
+    let bin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    for (name, body) in clis {
+        script(bin.path(), name, body);
+    }
+    let agents = CliAgents::new(vec![bin.path().to_path_buf()], work.path().join("chats"), timeout);
+    let stack = stack_with(&harness, Runtimes::scripted_only().with_cli(Arc::new(agents))).await;
+    let ws = stack
+        .api
+        .ok(
+            Method::POST,
+            "/v1/workspaces",
+            Some(json!({ "name": "CLI", "working_dir": work.path().to_str().unwrap() })),
+        )
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    Setup {
+        _harness: harness,
+        bin,
+        work,
+        stack,
+        ws,
+    }
+}
+
+async fn chat(s: &Setup, agent: Value) -> String {
+    let api = &s.stack.api;
+    let agent = api
+        .ok(Method::POST, &format!("/v1/workspaces/{}/agents", s.ws), Some(agent))
+        .await;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "agent_id": agent["id"] })))
+        .await;
+    chat["id"].as_str().unwrap().to_owned()
+}
+
+fn system_messages(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "system")
+        .map(|e| e["payload"]["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A CLI reads the input file, runs in the workspace's directory, and its message and actions
+/// are the turn's; invalid actions become system events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
+    let s = setup(&[("claude", GOOD)], Duration::from_secs(20)).await;
+    let api = &s.stack.api;
+    let chat = chat(
+        &s,
+        json!({ "name": "Coder", "instruction": "Write tidy code.", "runtime": "cli", "cli_type": "claude" }),
+    )
+    .await;
+    let turn = send(api, &chat, "Fix the build").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "cli:claude");
+    let text = one(&events, &turn, "message_end")["payload"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let workdir = s.work.path().canonicalize().unwrap();
+    assert_eq!(text, format!("Hello from claude in {}", workdir.display()));
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    // The input file had the instruction, the chat, the JSONL history and where to answer.
+    let input = std::fs::read_to_string(s.bin.path().join("last-input.md")).unwrap();
+    assert!(input.contains("# Instruction\n\nWrite tidy code."), "{input}");
+    assert!(input.contains(&chat) && input.contains("SPOOL.md"), "{input}");
+    assert!(input.contains(r#"{"role":"user","text":"Fix the build"}"#), "{input}");
+    assert!(input.contains(".output.json"), "{input}");
+    let args = std::fs::read_to_string(s.bin.path().join("last-args")).unwrap();
+    assert!(args.starts_with("-p Read the file "), "{args}");
+    // Its actions ran at once (no approval asked); the invalid ones are system events.
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["title"], "Named by the CLI");
+    let tasks = api
+        .ok(Method::GET, &format!("/v1/workspaces/{}/tasks", s.ws), None)
+        .await;
+    assert_eq!(tasks["tasks"][0]["title"], "Task from the CLI");
+    let systems = system_messages(&events);
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    assert!(
+        systems[0].contains("only the workspace's built-in Spool agent may `delete_agent`"),
+        "{systems:?}"
+    );
+    assert!(systems[1].contains("`launch_rockets`"), "{systems:?}");
+    assert!(!events.iter().any(|e| e["type"] == "tool_approval_required"));
+}
+
+/// The chat's CLI override wins over the agent's CLI; the built-in agent takes the first
+/// installed CLI in the order claude → gemini → codex → opencode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_override_wins_and_the_builtin_agent_takes_the_first_installed_cli() {
+    let s = setup(
+        &[("gemini", GOOD), ("codex", GOOD), ("opencode", GOOD)],
+        Duration::from_secs(20),
+    )
+    .await;
+    let api = &s.stack.api;
+    // The built-in agent: gemini, claude being absent.
+    let builtin = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": s.ws })))
+        .await;
+    let builtin = builtin["id"].as_str().unwrap().to_owned();
+    let turn = send(api, &builtin, "hi").await;
+    let events = until(api, &builtin, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "cli:gemini");
+    // An agent with codex, in a chat that overrides it with opencode.
+    let chat = chat(&s, json!({ "name": "C", "runtime": "cli", "cli_type": "codex" })).await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{chat}"),
+        Some(json!({ "cli_type": "opencode" })),
+    )
+    .await;
+    let turn = send(api, &chat, "hi").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "cli:opencode");
+    let args = std::fs::read_to_string(s.bin.path().join("last-args")).unwrap();
+    assert!(args.starts_with("run Read the file "), "{args}");
+    // A CLI that is not installed: a system event that says so.
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{chat}"),
+        Some(json!({ "cli_type": "claude" })),
+    )
+    .await;
+    let turn = send(api, &chat, "hi").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert!(
+        system_messages(&events)
+            .last()
+            .unwrap()
+            .contains("`claude` CLI is not installed")
+    );
+}
+
+/// Non-zero exits, missing and invalid output, and a CLI that hangs past its timeout each end
+/// the turn with a system event saying which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failing_clis_become_system_events() {
+    let s = setup(
+        &[
+            ("claude", "echo 'no credit left' >&2; exit 3"),
+            ("gemini", "exit 0"),
+            ("codex", "echo 'not json' > \"$SPOOL_OUTPUT_FILE\""),
+            ("opencode", "sleep 30"),
+        ],
+        Duration::from_secs(1),
+    )
+    .await;
+    let api = &s.stack.api;
+    for (cli, expected) in [
+        ("claude", "`claude` exited with 3: no credit left"),
+        ("gemini", "`gemini` wrote no answer"),
+        ("codex", "`codex` answered something that is not"),
+        ("opencode", "`opencode` ran longer than 1 s and was stopped"),
+    ] {
+        let chat = chat(&s, json!({ "name": cli, "runtime": "cli", "cli_type": cli })).await;
+        let turn = send(api, &chat, "go").await;
+        let events = until(api, &chat, &turn, "agent_end").await;
+        assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "error", "{cli}");
+        let systems = system_messages(&events);
+        assert!(systems.iter().any(|m| m.contains(expected)), "{cli}: {systems:?}");
+    }
+}
+
+/// An abort kills the CLI and everything it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_abort_kills_the_cli_and_its_children() {
+    let hang = r#"sleep 60 &
+echo $! > "$(dirname "$0")/child.pid"
+echo $$ > "$(dirname "$0")/cli.pid"
+wait"#;
+    let s = setup(&[("claude", hang)], Duration::from_secs(60)).await;
+    let api = &s.stack.api;
+    let chat = chat(&s, json!({ "name": "Slow", "runtime": "cli", "cli_type": "claude" })).await;
+    let turn = send(api, &chat, "take your time").await;
+    let pid_file = s.bin.path().join("child.pid");
+    for _ in 0..200 {
+        if pid_file.exists() && s.bin.path().join("cli.pid").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let pids: Vec<String> = ["cli.pid", "child.pid"]
+        .iter()
+        .map(|f| std::fs::read_to_string(s.bin.path().join(f)).unwrap().trim().to_owned())
+        .collect();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/control"),
+        Some(json!({ "action": "abort" })),
+    )
+    .await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
+    for pid in pids {
+        let mut gone = false;
+        for _ in 0..100 {
+            let alive = std::process::Command::new("kill")
+                .args(["-0", &pid])
+                .status()
+                .unwrap()
+                .success();
+            if !alive {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "process {pid} outlived the abort");
+    }
+}
