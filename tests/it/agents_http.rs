@@ -481,6 +481,35 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
     assert_eq!(all_events(&api, &chat).await.len(), events.len());
 }
 
+/// A step that failed on every attempt ends its turn: a system event that says so, and
+/// `agent_end{reason: error}` (its message then goes to the dead-letter queue).
+pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(log.clone(), metadata.clone(), harness.turns().await).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let (_, chat) = chat_with(&api, script()).await;
+    let turn = send(&api, &chat, "pick a color").await;
+    let job = TurnJob {
+        org: org_of(&api),
+        session_id: chat.clone(),
+        turn_id: turn.clone(),
+        trigger_seq: 1,
+    };
+    let engine = engine(log, metadata);
+    assert_eq!(engine.run(&job, 1).await.unwrap(), Outcome::Waiting);
+    engine.give_up(&job, 3, "the store was unavailable").await.unwrap();
+    let events = all_events(&api, &chat).await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "error");
+    let system = one(&events, &turn, "system")["payload"]["message"].as_str().unwrap().to_owned();
+    assert!(system.contains("failed 3 times") && system.contains("the store was unavailable"), "{system}");
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["pending_turn_id"], Value::Null);
+    // Giving up twice writes nothing more.
+    engine.give_up(&job, 3, "again").await.unwrap();
+    assert_eq!(all_events(&api, &chat).await.len(), events.len());
+}
+
 /// An agent never starts on empty input: a turn whose message is blank (written past the API,
 /// which refuses it) ends with a system event and no `agent_start`.
 pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H) {
@@ -532,5 +561,6 @@ on_both_backends!(
     an_abort_stops_the_answer_and_keeps_what_was_said,
     a_failing_runtime_ends_the_turn_with_an_error,
     a_redelivered_step_writes_nothing_twice,
+    a_turn_given_up_says_so_in_the_chat,
     an_agent_never_starts_on_empty_input,
 );
