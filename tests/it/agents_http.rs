@@ -501,8 +501,14 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
     engine.give_up(&job, 3, "the store was unavailable").await.unwrap();
     let events = all_events(&api, &chat).await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "error");
-    let system = one(&events, &turn, "system")["payload"]["message"].as_str().unwrap().to_owned();
-    assert!(system.contains("failed 3 times") && system.contains("the store was unavailable"), "{system}");
+    let system = one(&events, &turn, "system")["payload"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("failed 3 times") && system.contains("the store was unavailable"),
+        "{system}"
+    );
     let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
     assert_eq!(session["pending_turn_id"], Value::Null);
     // Giving up twice writes nothing more.

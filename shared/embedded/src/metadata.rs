@@ -94,6 +94,9 @@ CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions (org, workspace_key,
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
     conn: Arc<Mutex<Connection>>,
+    /// Wakes this process's waiting turn receivers when a turn is queued (receivers in other
+    /// processes look again every 50 ms).
+    pub(crate) queued: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for EmbeddedMetadata {
@@ -127,6 +130,7 @@ impl EmbeddedMetadata {
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
+            queued: Arc::new(tokio::sync::Notify::new()),
         })
     }
 

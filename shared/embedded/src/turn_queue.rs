@@ -34,7 +34,9 @@ impl TurnQueue for EmbeddedMetadata {
             .map(drop)
             .map_err(|e| sql("enqueue a turn", e))
         })
-        .await
+        .await?;
+        self.queued.notify_waiters();
+        Ok(())
     }
 
     async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error> {
@@ -42,6 +44,10 @@ impl TurnQueue for EmbeddedMetadata {
         let max = i64::try_from(max).unwrap_or(i64::MAX);
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         loop {
+            // Registered before looking, so an enqueue between the look and the wait wakes it.
+            let queued = self.queued.notified();
+            tokio::pin!(queued);
+            queued.as_mut().enable();
             let got = self
                 .with(move |conn| {
                     let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
@@ -85,7 +91,7 @@ impl TurnQueue for EmbeddedMetadata {
             if !got.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(got);
             }
-            tokio::time::sleep(POLL.min(deadline - tokio::time::Instant::now())).await;
+            let _ = tokio::time::timeout(POLL.min(deadline - tokio::time::Instant::now()), queued).await;
         }
     }
 
@@ -110,6 +116,9 @@ impl TurnQueue for EmbeddedMetadata {
                 .map(drop)
                 .map_err(|e| sql("acknowledge a turn", e))
         })
-        .await
+        .await?;
+        // The chat's next turn, if any, can be handed out now.
+        self.queued.notify_waiters();
+        Ok(())
     }
 }

@@ -1,9 +1,14 @@
-//! The chat API under `spool serve`: latency of `POST /v1/sessions/{id}/messages`.
+//! The chat API under `spool serve`: latency of `POST /v1/sessions/{id}/messages`, and of agent
+//! turns with the scripted runtime.
 //!
 //! Starts the real `spool` binary on the embedded backend (a temporary data directory, a free
 //! loopback port), takes the local organization's key from its banner, exchanges it for a token
 //! and posts messages: one client one after the other, then eight clients at once on eight chats.
-//! Each message is appended as an event (with its seq) and its turn queued, as in production.
+//! Each message is appended as an event (with its seq) and its turn queued and run by the
+//! worker in the same process, as in production (the agent's script answers "ok" at once).
+//! Then, following a chat's events over SSE as a browser does: the time from `POST …/messages`
+//! to the turn's `agent_start` arriving, and from `POST …/control {abort}` (sent once the answer
+//! is streaming) to `agent_end{aborted}` arriving.
 
 use std::{
     io::{BufRead, BufReader},
@@ -98,14 +103,48 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     let http = reqwest::Client::new();
     let handshake = post(&http, &format!("{base}/v1/handshake"), "", &json!({ "api_key": key })).await?;
     let token = handshake["jwt"].as_str().context("no token")?.to_owned();
-    let new_session = || {
+    // A workspace whose built-in agent answers at once, and one that answers slowly.
+    let workspace = |script: Value| {
+        let (http, base, token) = (http.clone(), base.clone(), token.clone());
+        async move {
+            let ws = post(
+                &http,
+                &format!("{base}/v1/workspaces"),
+                &token,
+                &json!({ "name": "bench" }),
+            )
+            .await?;
+            let ws = ws["id"].as_str().context("no workspace id")?.to_owned();
+            let agents: Value = http
+                .get(format!("{base}/v1/workspaces/{ws}/agents"))
+                .bearer_auth(&token)
+                .send()
+                .await?
+                .json()
+                .await?;
+            let builtin = agents["agents"][0]["id"].as_str().context("no agent")?.to_owned();
+            let change = json!({ "instruction": script.to_string(), "runtime": "scripted" });
+            let response = http
+                .patch(format!("{base}/v1/agents/{builtin}"))
+                .bearer_auth(&token)
+                .json(&change)
+                .send()
+                .await?;
+            anyhow::ensure!(response.status().is_success(), "cannot script the agent");
+            anyhow::Ok(ws)
+        }
+    };
+    let quick = workspace(json!({ "word_delay_ms": 0, "default": [{ "say": "ok" }] })).await?;
+    let words = "word ".repeat(400);
+    let slow = workspace(json!({ "word_delay_ms": 20, "default": [{ "say": words }] })).await?;
+    let new_session = |ws: String| {
         let (http, base, token) = (http.clone(), base.clone(), token.clone());
         async move {
             let session = post(
                 &http,
                 &format!("{base}/v1/sessions"),
                 &token,
-                &json!({ "title": "bench" }),
+                &json!({ "title": "bench", "workspace_id": ws }),
             )
             .await?;
             anyhow::Ok(session["id"].as_str().context("no session id")?.to_owned())
@@ -114,9 +153,9 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
 
     let mut out = Vec::new();
     // One client, one message after the other.
-    let session = new_session().await?;
+    let session = new_session(quick.clone()).await?;
     let url = format!("{base}/v1/sessions/{session}/messages");
-    // The chats have no worker here: each message queues behind the pending turn.
+    // Messages come faster than turns end: each queues behind the pending turn.
     let body = json!({ "content": "x".repeat(100), "on_busy": "enqueue" });
     for _ in 0..50 {
         post(&http, &url, &token, &body).await?; // warm-up
@@ -133,7 +172,7 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     // Eight clients at once, each on its own chat.
     let mut chats = Vec::new();
     for _ in 0..8 {
-        chats.push(new_session().await?);
+        chats.push(new_session(quick.clone()).await?);
     }
     let started = Instant::now();
     let per_client = messages / 8;
@@ -159,6 +198,125 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
         samples,
         started.elapsed(),
     ));
+    // Turns, followed over SSE.
+    out.push(turn_start(&http, &base, &token, &new_session(quick.clone()).await?, messages / 10).await?);
+    out.push(abort_to_end(&http, &base, &token, &new_session(slow.clone()).await?, messages / 40).await?);
     drop(server);
     Ok(out)
+}
+
+/// A chat's events as the SSE route sends them.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(http: &reqwest::Client, base: &str, token: &str, chat: &str) -> anyhow::Result<Self> {
+        let response = http
+            .get(format!("{base}/v1/sessions/{chat}/stream"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "SSE: {}", response.status());
+        Ok(Self {
+            response,
+            buffer: String::new(),
+        })
+    }
+
+    /// The next event (its JSON), within 30 s.
+    async fn next(&mut self) -> anyhow::Result<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let data: String = block
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if block.lines().any(|l| l.starts_with("id:")) && !data.is_empty() {
+                    return Ok(serde_json::from_str(&data)?);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .context("no event within 30 s")??
+                .context("the event stream ended")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Reads events until one of `turn` has type `kind`.
+    async fn until(&mut self, turn: &str, kind: &str) -> anyhow::Result<Value> {
+        loop {
+            let event = self.next().await?;
+            if event["turn_id"] == turn && event["type"] == kind {
+                return Ok(event);
+            }
+        }
+    }
+}
+
+/// `POST …/messages` to the turn's `agent_start` on the SSE stream, `count` times.
+async fn turn_start(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    chat: &str,
+    count: usize,
+) -> anyhow::Result<Latency> {
+    let mut events = Events::open(http, base, token, chat).await?;
+    let url = format!("{base}/v1/sessions/{chat}/messages");
+    let mut samples = Vec::with_capacity(count);
+    let started = Instant::now();
+    for i in 0..count + 5 {
+        let t = Instant::now();
+        let sent = post(http, &url, token, &json!({ "content": "hello" })).await?;
+        let turn = sent["turn_id"].as_str().context("no turn")?.to_owned();
+        events.until(&turn, "agent_start").await?;
+        if i >= 5 {
+            samples.push(t.elapsed());
+        }
+        events.until(&turn, "agent_end").await?;
+    }
+    Ok(latency(
+        "message to agent_start (SSE), scripted",
+        samples,
+        started.elapsed(),
+    ))
+}
+
+/// `POST …/control {abort}` (once the answer streams) to `agent_end{aborted}` on the SSE
+/// stream, `count` times.
+async fn abort_to_end(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    chat: &str,
+    count: usize,
+) -> anyhow::Result<Latency> {
+    let mut events = Events::open(http, base, token, chat).await?;
+    let messages = format!("{base}/v1/sessions/{chat}/messages");
+    let control = format!("{base}/v1/sessions/{chat}/control");
+    let mut samples = Vec::with_capacity(count);
+    let started = Instant::now();
+    for i in 0..count + 2 {
+        let sent = post(http, &messages, token, &json!({ "content": "talk" })).await?;
+        let turn = sent["turn_id"].as_str().context("no turn")?.to_owned();
+        events.until(&turn, "message_update").await?;
+        let t = Instant::now();
+        post(http, &control, token, &json!({ "action": "abort" })).await?;
+        let end = events.until(&turn, "agent_end").await?;
+        anyhow::ensure!(end["payload"]["reason"] == "aborted", "not aborted: {end}");
+        if i >= 2 {
+            samples.push(t.elapsed());
+        }
+    }
+    Ok(latency(
+        "abort to agent_end{aborted} (SSE), scripted",
+        samples,
+        started.elapsed(),
+    ))
 }
