@@ -197,6 +197,16 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     assert_eq!(session["last_message_preview"], "Hello there, Ada!");
     let next = send(api, &chat, "again").await;
     until(api, &chat, &next, "agent_end").await;
+    // AND both turns show as completed, newest first
+    let turns = api.ok(Method::GET, &format!("/v1/sessions/{chat}/turns"), None).await;
+    let states: Vec<(&str, &str)> = turns["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["turn_id"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(states, [(next.as_str(), "completed"), (turn.as_str(), "completed")]);
+    assert!(turns["turns"][0]["expires_at"].is_string());
     // AND the workspace feed told the list
     let feed = api.get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1")).await;
     let feed: Vec<Value> = feed.json().await.unwrap();
@@ -224,6 +234,14 @@ pub(crate) async fn a_question_waits_for_its_answer<H: Harness>(harness: &H) {
     assert_eq!(all_events(api, &chat).await.len(), events.len());
     let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
     assert_eq!(session["pending_turn_id"], turn.as_str());
+    let state = api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/turns/{turn}"), None)
+        .await;
+    assert_eq!(state["status"], "in_progress");
+    assert!(
+        state["detail"].as_str().unwrap().starts_with("waiting for an answer"),
+        "{state}"
+    );
     // WHEN a wrong id is answered: 409; the right one: the turn resumes with it
     let path = format!("/v1/sessions/{chat}/question");
     let (status, _) = api
@@ -431,6 +449,13 @@ pub(crate) async fn a_failing_runtime_ends_the_turn_with_an_error<H: Harness>(ha
     assert!(
         system["message"].as_str().unwrap().contains("the model is down"),
         "{system}"
+    );
+    let state = api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/turns/{turn}"), None)
+        .await;
+    assert_eq!(
+        (state["status"].as_str(), state["detail"].as_str()),
+        (Some("failed"), Some("error"))
     );
 }
 

@@ -24,6 +24,7 @@ struct Fixture {
     agent: String,
     task: String,
     chat: String,
+    turn: String,
     companion: String,
 }
 
@@ -44,12 +45,14 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         .ok(Method::POST, "/v1/sessions", Some(json!({ "agent_id": agent })))
         .await;
     let chat = chat["id"].as_str().unwrap().to_owned();
-    a.ok(
-        Method::POST,
-        &format!("/v1/sessions/{chat}/messages"),
-        Some(json!({ "content": "A's secret plan" })),
-    )
-    .await;
+    let sent = a
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/messages"),
+            Some(json!({ "content": "A's secret plan" })),
+        )
+        .await;
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
     a.ok(
         Method::POST,
         "/chat/user_message",
@@ -85,6 +88,7 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         agent,
         task: task.id,
         chat,
+        turn,
         companion: token.to_owned(),
     }
 }
@@ -130,6 +134,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
             ("/v1/stream/{path}", "path") => "notes/a".to_owned(),
+            (_, "turn_id") => mine.turn.clone(),
             (t, p) => panic!("{t}: no value for `{{{p}}}`"),
         });
         let path = match template {

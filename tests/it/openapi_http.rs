@@ -216,6 +216,19 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(Method::GET, &format!("/v1/sessions/{chat}/events"), None).await;
     api.refused(400, Method::GET, &format!("/v1/sessions/{chat}/events?after=x"), None)
         .await;
+    // No worker runs here: the first turn is queued.
+    let turns = api.ok(Method::GET, &format!("/v1/sessions/{chat}/turns"), None).await;
+    assert_eq!(turns["turns"].as_array().unwrap().len(), 2, "{turns}");
+    let turn = first["turn_id"].as_str().unwrap();
+    let got = api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/turns/{turn}"), None)
+        .await;
+    assert_eq!(
+        (got["status"].as_str(), got["trigger_seq"].as_u64()),
+        (Some("queued"), Some(1))
+    );
+    api.refused(404, Method::GET, &format!("/v1/sessions/{chat}/turns/turn_nope"), None)
+        .await;
 
     // Controls and answers.
     let metadata = harness.metadata().await;

@@ -133,4 +133,71 @@ pub(crate) async fn a_session_has_one_pending_turn<H: Harness>(harness: &H) {
     assert!(!a.release_turn(&unique_id("org"), &id, "t2").await.unwrap());
 }
 
-on_both_backends!(sessions: sessions_are_listed_by_last_activity, a_session_has_one_pending_turn);
+/// Turn records move forward only, list newest first, and finished ones expire after 7 days.
+pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H) {
+    use spool_domain::{TurnRecord, TurnStatus};
+    let store = harness.metadata().await;
+    let (org, id) = (unique_id("org"), unique_id("ses"));
+    store.create_session(&org, &session(&id, None, 1)).await.unwrap();
+    let status = |store: &H::Metadata| {
+        let (org, id) = (org.clone(), id.clone());
+        let store = store.clone();
+        async move {
+            store
+                .turns(&org, &id, 1_000_000, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| (t.turn_id, t.status, t.created_ms))
+                .collect::<Vec<_>>()
+        }
+    };
+    // GIVEN a turn queued at 100, then running, then completed at 300
+    store
+        .record_turn(&org, &id, &TurnRecord::at("t1", 1, TurnStatus::Queued, None, 100))
+        .await
+        .unwrap();
+    store
+        .record_turn(&org, &id, &TurnRecord::at("t1", 1, TurnStatus::InProgress, None, 200))
+        .await
+        .unwrap();
+    store
+        .record_turn(
+            &org,
+            &id,
+            &TurnRecord::at("t1", 1, TurnStatus::Completed, Some("complete".to_owned()), 300),
+        )
+        .await
+        .unwrap();
+    // WHEN a late `queued` and `in_progress` arrive
+    store
+        .record_turn(&org, &id, &TurnRecord::at("t1", 1, TurnStatus::Queued, None, 400))
+        .await
+        .unwrap();
+    store
+        .record_turn(&org, &id, &TurnRecord::at("t1", 1, TurnStatus::InProgress, None, 400))
+        .await
+        .unwrap();
+    // THEN it stays completed, created when it was queued
+    assert_eq!(status(&store).await, [("t1".to_owned(), TurnStatus::Completed, 100)]);
+    // AND a newer turn lists first
+    store
+        .record_turn(&org, &id, &TurnRecord::at("t2", 5, TurnStatus::Queued, None, 500))
+        .await
+        .unwrap();
+    let listed = status(&store).await;
+    assert_eq!(listed[0].0, "t2");
+    // AND a finished record is gone 7 days after it finished; an unfinished one stays
+    let week = spool_domain::session::TURN_RECORD_TTL_MS;
+    let later = store.turns(&org, &id, 300 + week + 1, 10).await.unwrap();
+    assert_eq!(later.iter().map(|t| t.turn_id.as_str()).collect::<Vec<_>>(), ["t2"]);
+    // AND deleting the session deletes its turns
+    store.delete_session(&org, &id).await.unwrap();
+    assert!(store.turns(&org, &id, 0, 10).await.unwrap().is_empty());
+}
+
+on_both_backends!(
+    sessions: sessions_are_listed_by_last_activity,
+    a_session_has_one_pending_turn,
+    turn_records_move_forward_and_expire
+);

@@ -117,6 +117,8 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
             sessions::MAX_MESSAGE_BODY_BYTES,
         ))
         .routes(routes!(sessions::list_events))
+        .routes(routes!(sessions::list_turns))
+        .routes(routes!(sessions::get_turn))
         .routes(routes!(submit::control))
         .routes(routes!(submit::tool_output))
         .routes(routes!(submit::approval))

@@ -31,7 +31,7 @@ use std::{sync::Arc, time::Duration};
 use serde_json::{Value, json};
 use spool_domain::{
     Agent, Clock, Error, Event, EventDraft, EventKind, Metadata, Offset, OpenRequest, ProducerClaim, RequestKind,
-    SealMode, Session, StreamLog, StreamPath, TurnJob,
+    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
     clock::rfc3339_ms,
     manage::announce,
     session::{append_events, preview, read_events},
@@ -265,6 +265,7 @@ impl Step<'_> {
         if state.abort_seq.is_some() {
             return self.finish(EndReason::Aborted, None).await;
         }
+        self.record(TurnStatus::InProgress, None).await?;
         let runtime = self.engine.runtimes.pick(self.agent.as_ref(), &self.session);
         if !state.started {
             let trigger = self.events.iter().find(|e| e.seq == start_seq).cloned();
@@ -313,6 +314,8 @@ impl Step<'_> {
             let pending: Vec<ToolCall> = state.unresolved().into_iter().cloned().collect();
             for call in &pending {
                 if let Resolution::Wait = self.resolve(call, &state, one_shot).await? {
+                    let detail = format!("waiting for an answer to `{}`", call.id);
+                    self.record(TurnStatus::InProgress, Some(detail)).await?;
                     return Ok(Outcome::Waiting);
                 }
             }
@@ -669,8 +672,10 @@ impl Step<'_> {
         if let Some(error) = error {
             payload["error"] = Value::String(error.to_owned());
         }
-        self.append(vec![self.harness("agent_end", payload)]).await?;
-        // Requests of this turn that were never answered can no longer be.
+        // The chat is free (and its turn recorded as ended) before `agent_end` is written, so
+        // a client that sends its next message on seeing it is never refused (the next turn still runs after this step:
+        // the queue holds the chat's group until this job is acknowledged). Requests of this
+        // turn that were never answered can no longer be.
         let metadata = &self.engine.metadata;
         for request in metadata.open_requests(&self.job.org, &self.session.id).await? {
             if request.turn_id.as_deref() == Some(&*self.job.turn_id) {
@@ -680,12 +685,28 @@ impl Step<'_> {
             }
         }
         self.release().await?;
+        let status = match reason {
+            EndReason::Error => TurnStatus::Failed,
+            EndReason::Complete | EndReason::Aborted => TurnStatus::Completed,
+        };
+        self.record(status, Some(reason.as_str().to_owned())).await?;
+        self.append(vec![self.harness("agent_end", payload)]).await?;
         let event = json!({ "session_id": self.session.id, "turn_id": self.job.turn_id, "reason": reason.as_str() });
         self.announce("chat.processing_finished", event).await?;
         if let Err(e) = self.engine.log.seal(&self.path, SealMode::Final).await {
             tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next turn will");
         }
         Ok(())
+    }
+
+    /// Records where the turn is, for `GET /v1/sessions/{id}/turns`.
+    async fn record(&self, status: TurnStatus, detail: Option<String>) -> Result<(), Error> {
+        let start = self.state().start_seq.unwrap_or(self.job.trigger_seq);
+        let record = TurnRecord::at(&self.job.turn_id, start, status, detail, self.engine.clock.now_ms());
+        self.engine
+            .metadata
+            .record_turn(&self.job.org, &self.session.id, &record)
+            .await
     }
 
     async fn release(&self) -> Result<(), Error> {

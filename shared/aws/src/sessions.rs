@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord};
 
 use crate::{
     items::{Item, n, s},
@@ -167,6 +167,18 @@ impl Sessions for AwsMetadata {
         for request in requests {
             self.take_request(org, id, &request.id, None).await?;
         }
+        for turn in self.turn_items(org, id).await? {
+            if let Some(sk) = turn.get("sk").cloned() {
+                self.dynamodb
+                    .delete_item()
+                    .table_name(&self.table)
+                    .key("pk", s(session_pk(org, id)))
+                    .key("sk", sk)
+                    .send()
+                    .await
+                    .map_err(|e| ddb("DeleteItem (turn record)", e))?;
+            }
+        }
         let result = self
             .dynamodb
             .delete_item()
@@ -304,6 +316,61 @@ impl Sessions for AwsMetadata {
         }
     }
 
+    async fn record_turn(&self, org: &str, session_id: &str, turn: &TurnRecord) -> Result<(), Error> {
+        let data = serde_json::to_string(turn).map_err(|e| Error::unavailable("encode a turn record", e))?;
+        let mut update = self
+            .dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, session_id)))
+            .key("sk", s(format!("turn#{}", turn.turn_id)))
+            .condition_expression("attribute_not_exists(pk) OR #rank <= :rank")
+            .expression_attribute_names("#rank", "rank")
+            .expression_attribute_names("#data", "data")
+            .expression_attribute_values(":rank", n(turn.status.rank()))
+            .expression_attribute_values(":data", s(data))
+            .expression_attribute_values(":created", n(turn.created_ms));
+        // DynamoDB deletes a finished record some time after its `ttl` (seconds); reads hide it
+        // from then on.
+        update = match turn.expires_ms {
+            Some(ms) => update
+                .update_expression(
+                    "SET #data = :data, #rank = :rank, created = if_not_exists(created, :created), #ttl = :ttl",
+                )
+                .expression_attribute_names("#ttl", "ttl")
+                .expression_attribute_values(":ttl", n(ms.div_euclid(1000))),
+            None => {
+                update.update_expression("SET #data = :data, #rank = :rank, created = if_not_exists(created, :created)")
+            }
+        };
+        match update.send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(ddb("UpdateItem (turn record)", e)),
+        }
+    }
+
+    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error> {
+        let mut turns = Vec::new();
+        for item in self.turn_items(org, session_id).await? {
+            let mut turn: TurnRecord =
+                serde_json::from_str(&string(&item, "data", "a turn record")?).map_err(|e| Error::Corrupt {
+                    what: format!("a turn record: {e}"),
+                })?;
+            turn.created_ms = number(&item, "created", "a turn record")?;
+            if turn.expires_ms.is_none_or(|at| at >= now_ms) {
+                turns.push(turn);
+            }
+        }
+        turns.sort_by(|a, b| (b.created_ms, &b.turn_id).cmp(&(a.created_ms, &a.turn_id)));
+        turns.truncate(limit);
+        Ok(turns)
+    }
+
     async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error> {
         let out = self
             .dynamodb
@@ -324,6 +391,33 @@ impl Sessions for AwsMetadata {
             .collect::<Result<_, _>>()?;
         requests.sort_by_key(|r| r.opened_seq);
         Ok(requests)
+    }
+}
+
+impl AwsMetadata {
+    /// A session's turn records, as items (one consistent query of its partition).
+    async fn turn_items(&self, org: &str, session_id: &str) -> Result<Vec<Item>, Error> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .dynamodb
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :turn)")
+                .expression_attribute_values(":pk", s(session_pk(org, session_id)))
+                .expression_attribute_values(":turn", s("turn#"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| ddb("Query (turn records)", e))?;
+            items.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
     }
 }
 

@@ -42,7 +42,9 @@ pub use error::Error;
 pub use failpoint::FailPoints;
 pub use limits::{LiveSettings, LogLimits};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
-pub use session::{Event, EventDraft, EventKind, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
+pub use session::{
+    Event, EventDraft, EventKind, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, TurnStatus,
+};
 pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,

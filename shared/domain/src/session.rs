@@ -121,6 +121,71 @@ pub enum RequestKind {
     ToolOutput,
 }
 
+/// Where a turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Waiting for the worker.
+    Queued,
+    /// Running, or waiting for a person's answer.
+    InProgress,
+    /// Ended: answered, or aborted.
+    Completed,
+    /// Ended with an error.
+    Failed,
+}
+
+impl TurnStatus {
+    /// How far along: a record never moves back to a lower rank.
+    pub fn rank(self) -> u8 {
+        match self {
+            Self::Queued => 0,
+            Self::InProgress => 1,
+            Self::Completed | Self::Failed => 2,
+        }
+    }
+}
+
+/// How long a finished turn's record is kept: 7 days.
+pub const TURN_RECORD_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// A turn's record: what lists of turns show, kept apart from the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// The turn.
+    pub turn_id: String,
+    /// Where it is.
+    pub status: TurnStatus,
+    /// How it ended (`complete`, `aborted`, `error`) or what it waits on, if anything.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// The seq of the event that started it.
+    pub trigger_seq: u64,
+    /// When it was queued (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+    /// When a finished record goes (7 days after it finished).
+    #[serde(default)]
+    pub expires_ms: Option<i64>,
+}
+
+impl TurnRecord {
+    /// A record of `turn` moved to `status` at `now_ms` (finished records expire after 7 days).
+    pub fn at(turn_id: &str, trigger_seq: u64, status: TurnStatus, detail: Option<String>, now_ms: i64) -> Self {
+        Self {
+            turn_id: turn_id.to_owned(),
+            status,
+            detail,
+            trigger_seq,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            expires_ms: (status.rank() == 2).then_some(now_ms + TURN_RECORD_TTL_MS),
+        }
+    }
+}
+
 /// A request a session waits on; an answer must name it, and takes it (once).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenRequest {
@@ -164,6 +229,14 @@ pub trait Sessions: Send + Sync {
 
     /// Clears the session's pending turn if it is `turn_id`; true if it was.
     async fn release_turn(&self, org: &str, id: &str, turn_id: &str) -> Result<bool, Error>;
+
+    /// Records where a turn is, unless its record is already further along
+    /// ([`TurnStatus::rank`]): a late `queued` never hides `completed`.
+    async fn record_turn(&self, org: &str, session_id: &str, turn: &TurnRecord) -> Result<(), Error>;
+
+    /// The session's turns, newest first, at most `limit`; finished ones past their
+    /// [`TurnRecord::expires_ms`] are gone.
+    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error>;
 
     /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;

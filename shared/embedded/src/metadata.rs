@@ -77,6 +77,18 @@ CREATE TABLE IF NOT EXISTS open_requests (
     data       TEXT NOT NULL,
     PRIMARY KEY (org, session_id, id)
 );
+CREATE TABLE IF NOT EXISTS turns (
+    org         TEXT NOT NULL,
+    session_id  TEXT NOT NULL,
+    turn_id     TEXT NOT NULL,
+    status_rank INTEGER NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    expires_ms  INTEGER,
+    data        TEXT NOT NULL,
+    PRIMARY KEY (org, session_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS turns_by_time ON turns (org, session_id, created_ms DESC);
+CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_ms) WHERE expires_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS turn_queue (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     job_key         TEXT NOT NULL UNIQUE,

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions};
+use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord};
 
 use crate::{
     db::sql,
@@ -121,11 +121,13 @@ impl Sessions for EmbeddedMetadata {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
             let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
-            tx.execute(
-                "DELETE FROM open_requests WHERE org = ?1 AND session_id = ?2",
-                params![org, id],
-            )
-            .map_err(|e| sql("delete a session's requests", e))?;
+            for table in ["open_requests", "turns"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE org = ?1 AND session_id = ?2"),
+                    params![org, id],
+                )
+                .map_err(|e| sql("delete a session's requests and turns", e))?;
+            }
             let changed = tx
                 .execute("DELETE FROM sessions WHERE org = ?1 AND id = ?2", params![org, id])
                 .map_err(|e| sql("delete a session", e))?;
@@ -224,6 +226,64 @@ impl Sessions for EmbeddedMetadata {
                 let data = row.map_err(|e| sql("list requests", e))?;
                 serde_json::from_str(&data).map_err(|e| Error::Corrupt {
                     what: format!("an open request: {e}"),
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn record_turn(&self, org: &str, session_id: &str, turn: &TurnRecord) -> Result<(), Error> {
+        let (org, session_id, turn) = (org.to_owned(), session_id.to_owned(), turn.clone());
+        let data = serde_json::to_string(&turn).map_err(|e| Error::unavailable("encode a turn record", e))?;
+        self.with(move |conn| {
+            // Finished records past their time go as new ones come (an index range delete).
+            conn.execute(
+                "DELETE FROM turns WHERE expires_ms IS NOT NULL AND expires_ms < ?1",
+                params![turn.updated_ms],
+            )
+            .map_err(|e| sql("expire turn records", e))?;
+            conn.execute(
+                "INSERT INTO turns (org, session_id, turn_id, status_rank, created_ms, expires_ms, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (org, session_id, turn_id) DO UPDATE SET
+                     status_rank = excluded.status_rank, expires_ms = excluded.expires_ms,
+                     data = json_set(excluded.data, '$.created_ms', json_extract(turns.data, '$.created_ms'))
+                 WHERE excluded.status_rank >= turns.status_rank",
+                params![
+                    org,
+                    session_id,
+                    turn.turn_id,
+                    turn.status.rank(),
+                    turn.created_ms,
+                    turn.expires_ms,
+                    data
+                ],
+            )
+            .map(drop)
+            .map_err(|e| sql("record a turn", e))
+        })
+        .await
+    }
+
+    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error> {
+        let (org, session_id) = (org.to_owned(), session_id.to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT data FROM turns WHERE org = ?1 AND session_id = ?2
+                       AND (expires_ms IS NULL OR expires_ms >= ?3)
+                     ORDER BY created_ms DESC, turn_id DESC LIMIT ?4",
+                )
+                .map_err(|e| sql("list turns", e))?;
+            let rows = statement
+                .query_map(params![org, session_id, now_ms, limit], |r| r.get::<_, String>(0))
+                .map_err(|e| sql("list turns", e))?;
+            rows.map(|row| {
+                let data = row.map_err(|e| sql("list turns", e))?;
+                serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+                    what: format!("a turn record: {e}"),
                 })
             })
             .collect()
