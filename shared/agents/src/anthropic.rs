@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::{
-    http::{SseReader, client, failed},
+    http::{Endpoint, SseReader, failed},
     runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall, Usage},
 };
 
@@ -22,22 +22,12 @@ const MAX_TOKENS: u32 = 4096;
 
 /// Anthropic's Messages API.
 #[derive(Debug, Clone)]
-pub struct Anthropic {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<String>,
-    model: String,
-}
+pub struct Anthropic(Endpoint);
 
 impl Anthropic {
-    /// The API at `base_url` (without `/v1`), with `model` for agents that name none.
+    /// The provider at `base_url`, with `model` for agents that name none.
     pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Self {
-        Self {
-            http: client(),
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            model: model.to_owned(),
-        }
+        Self(Endpoint::new(base_url, api_key, model))
     }
 
     fn body(&self, request: &Request) -> Value {
@@ -72,7 +62,7 @@ impl Anthropic {
             .map(|(role, content)| json!({ "role": role, "content": content }))
             .collect();
         let mut body = json!({
-            "model": request.model.as_deref().unwrap_or(&self.model),
+            "model": self.0.model(request),
             "max_tokens": MAX_TOKENS,
             "messages": messages,
             "stream": true,
@@ -94,16 +84,17 @@ impl Anthropic {
 #[async_trait]
 impl Runtime for Anthropic {
     fn describe(&self, request: &Request) -> String {
-        format!("anthropic:{}", request.model.as_deref().unwrap_or(&self.model))
+        format!("anthropic:{}", self.0.model(request))
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
         let mut post = self
+            .0
             .http
-            .post(format!("{}/v1/messages", self.base_url))
+            .post(format!("{}/v1/messages", self.0.base_url))
             .header("anthropic-version", VERSION)
             .json(&self.body(request));
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.0.api_key {
             post = post.header("x-api-key", key);
         }
         let response = failed("Anthropic", post.send().await).await?;

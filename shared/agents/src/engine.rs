@@ -47,6 +47,9 @@ use crate::{
     tools::{self, Kind},
 };
 
+/// How many events before a step's trigger it reads: the history its runtime sees.
+pub const HISTORY_WINDOW: u64 = 2000;
+
 /// The capability that lets a client's context into the prompt.
 pub const CONTEXT_CAPABILITY: &str = "context_for_query";
 
@@ -144,8 +147,8 @@ impl Engine {
             return Ok(Outcome::Nothing);
         };
         let path = Session::stream(&job.org, &session.id)?;
-        let events = match read_events(self.log.as_ref(), &path, 0, usize::MAX).await {
-            Ok(page) => page.events,
+        let events = match self.recent_events(&path, job).await {
+            Ok(events) => events,
             Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(Outcome::Nothing),
             Err(e) => return Err(e),
         };
@@ -175,6 +178,22 @@ impl Engine {
         }
     }
 
+    /// The chat's events a step needs: the last [`HISTORY_WINDOW`] before its trigger and all
+    /// after, so a step costs the same in a chat of a million events as in a new one. When the
+    /// turn began before that window (a very long turn), from the start.
+    async fn recent_events(&self, path: &StreamPath, job: &TurnJob) -> Result<Vec<Event>, Error> {
+        let from = job.trigger_seq.saturating_sub(HISTORY_WINDOW);
+        let events = read_events(self.log.as_ref(), path, from, usize::MAX).await?.events;
+        let starts_inside = events
+            .iter()
+            .find(|e| e.turn_id.as_deref() == Some(&*job.turn_id))
+            .is_some_and(|e| e.kind == EventKind::Submit);
+        if from == 0 || starts_inside {
+            return Ok(events);
+        }
+        Ok(read_events(self.log.as_ref(), path, 0, usize::MAX).await?.events)
+    }
+
     /// Ends a turn whose job failed for the last time (it goes to the dead-letter queue): a
     /// `system` event with the reason and `agent_end{reason: error}`, so the chat is not left
     /// waiting.
@@ -183,7 +202,7 @@ impl Engine {
             return Ok(());
         };
         let path = Session::stream(&job.org, &session.id)?;
-        let events = read_events(self.log.as_ref(), &path, 0, usize::MAX).await?.events;
+        let events = self.recent_events(&path, job).await?;
         let mut step = Step {
             engine: self,
             job,

@@ -11,12 +11,35 @@ use crate::runtime::Error;
 /// How long a provider may go without sending anything before the reply fails.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The HTTP client the runtimes share (one connection pool).
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default()
+/// A provider's endpoint: its base URL, key and default model, and an HTTP client (one
+/// connection pool per provider).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) model: String,
+}
+
+impl Endpoint {
+    /// The provider at `base_url`, with `model` for agents that name none.
+    pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            model: model.to_owned(),
+        }
+    }
+
+    /// The model a request names, else the provider's.
+    pub(crate) fn model<'a>(&'a self, request: &'a crate::runtime::Request) -> &'a str {
+        request.model.as_deref().unwrap_or(&self.model)
+    }
 }
 
 /// A request that could not be sent or was refused, as a message a person can act on.

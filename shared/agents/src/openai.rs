@@ -10,29 +10,18 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::{
-    http::{SseReader, client, failed},
+    http::{Endpoint, SseReader, failed},
     runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall, Usage},
 };
 
 /// An OpenAI-compatible provider.
 #[derive(Debug, Clone)]
-pub struct OpenAi {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<String>,
-    model: String,
-}
+pub struct OpenAi(Endpoint);
 
 impl OpenAi {
-    /// A provider at `base_url` (up to and including `/v1`), with `model` for agents that name
-    /// none.
+    /// The provider at `base_url`, with `model` for agents that name none.
     pub fn new(base_url: &str, api_key: Option<String>, model: &str) -> Self {
-        Self {
-            http: client(),
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            model: model.to_owned(),
-        }
+        Self(Endpoint::new(base_url, api_key, model))
     }
 
     fn body(&self, request: &Request) -> Value {
@@ -65,7 +54,7 @@ impl OpenAi {
             });
         }
         let mut body = json!({
-            "model": request.model.as_deref().unwrap_or(&self.model),
+            "model": self.0.model(request),
             "messages": messages,
             "stream": true,
             "stream_options": { "include_usage": true },
@@ -96,15 +85,16 @@ struct PartialCall {
 #[async_trait]
 impl Runtime for OpenAi {
     fn describe(&self, request: &Request) -> String {
-        format!("openai:{}", request.model.as_deref().unwrap_or(&self.model))
+        format!("openai:{}", self.0.model(request))
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
         let mut post = self
+            .0
             .http
-            .post(format!("{}/chat/completions", self.base_url))
+            .post(format!("{}/chat/completions", self.0.base_url))
             .json(&self.body(request));
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.0.api_key {
             post = post.bearer_auth(key);
         }
         let response = failed("the OpenAI-compatible server", post.send().await).await?;

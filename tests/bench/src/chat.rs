@@ -152,6 +152,9 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     };
 
     let mut out = Vec::new();
+    // Turns first, followed over SSE, while no backlog of queued turns loads the worker.
+    out.push(turn_start(&http, &base, &token, &new_session(quick.clone()).await?, messages / 10).await?);
+    out.push(abort_to_end(&http, &base, &token, &new_session(slow.clone()).await?, messages / 40).await?);
     // One client, one message after the other.
     let session = new_session(quick.clone()).await?;
     let url = format!("{base}/v1/sessions/{session}/messages");
@@ -198,9 +201,6 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
         samples,
         started.elapsed(),
     ));
-    // Turns, followed over SSE.
-    out.push(turn_start(&http, &base, &token, &new_session(quick.clone()).await?, messages / 10).await?);
-    out.push(abort_to_end(&http, &base, &token, &new_session(slow.clone()).await?, messages / 40).await?);
     drop(server);
     Ok(out)
 }
