@@ -41,6 +41,7 @@ fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
 /// The API and the stream function on a loopback port, with a worker draining the turn queue.
 pub(crate) struct Stack {
     pub(crate) api: Api,
+    pub(crate) metadata: Arc<dyn Metadata>,
 }
 
 async fn stack<H: Harness>(harness: &H) -> Stack {
@@ -62,7 +63,7 @@ pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> S
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), settings));
     let base = serve(log.clone(), metadata.clone(), turns).await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
-    Stack { api }
+    Stack { api, metadata }
 }
 
 /// A workspace whose built-in agent runs `script`; a chat with it.

@@ -426,6 +426,59 @@ async fn an_abort_closes_the_providers_stream(provider: Provider) {
     );
 }
 
+/// A client's context reaches the prompt only in a chat with the `context_for_query`
+/// capability, which a companion's token enables.
+async fn client_context_needs_the_capability(provider: Provider) {
+    let answers = (0..2).map(|_| provider.stream(&["ok"], &[], QUICK, true)).collect();
+    let s = setup(provider, answers).await;
+    let api = &s.stack.api;
+    let messages = format!("/v1/sessions/{}/messages", s.chat);
+    let post = |text: &'static str| {
+        let body = json!({ "content": text, "client_context": { "file": "main.rs", "selection": "fn main" } });
+        api.ok(Method::POST, &messages, Some(body))
+    };
+    // WHEN the chat has no capability: the context is kept, not sent
+    let sent = post("without").await;
+    until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
+    // WHEN a companion enables it
+    let org = crate::answers_http::org_of(api);
+    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+    let capabilities = ["context_for_query".to_owned()];
+    let (_, key) = spool_api::admin::create_api_key(s.stack.metadata.as_ref(), &org, &capabilities, now)
+        .await
+        .unwrap();
+    let token = crate::handshake::handshake(
+        &api.http,
+        &api.base,
+        json!({ "api_key": key.reveal(), "library_id": "companion-1" }),
+    )
+    .await
+    .json::<Value>()
+    .await
+    .unwrap();
+    let enabled = api
+        .ok(
+            Method::PUT,
+            &format!("/v1/sessions/{}/capabilities", s.chat),
+            Some(json!({ "library_id": "companion-1", "jwt": token["jwt"], "capabilities": ["context_for_query"] })),
+        )
+        .await;
+    assert_eq!(enabled["status"], "enabled");
+    let sent = post("with").await;
+    until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
+    // THEN only the second prompt carries it
+    let requests = s.fake.requests.lock().unwrap().clone();
+    let prompts: Vec<String> = requests.iter().map(|(_, body)| body["messages"].to_string()).collect();
+    assert!(!prompts[0].contains("fn main"), "{}", prompts[0]);
+    assert!(
+        prompts[1].contains("<client_context>") && prompts[1].contains("fn main"),
+        "{}",
+        prompts[1]
+    );
+    let events = all_events(api, &s.chat).await;
+    assert_eq!(events[0]["payload"]["client_context"]["file"], "main.rs");
+}
+
 macro_rules! for_both_providers {
     ($($test:ident),+ $(,)?) => {
         mod openai {
@@ -452,4 +505,5 @@ for_both_providers!(
     tool_calls_run_and_their_results_go_back,
     errors_and_dropped_streams_end_the_turn,
     an_abort_closes_the_providers_stream,
+    client_context_needs_the_capability,
 );

@@ -27,6 +27,8 @@ use crate::{
 
 /// The longest message accepted, in characters.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 100_000;
+/// The largest `client_context` accepted, as JSON.
+const MAX_CONTEXT_BYTES: usize = 64 * 1024;
 /// The largest message request body.
 pub(crate) const MAX_MESSAGE_BODY_BYTES: usize = 1024 * 1024;
 /// Events returned by one history call at most, and by default.
@@ -143,6 +145,11 @@ pub(crate) struct NewMessage {
     client_message_id: Option<String>,
     #[serde(default)]
     on_busy: Option<OnBusy>,
+    /// Context from the person's local companion (a selection, the open file, …), kept with
+    /// the event; it reaches the agent's prompt only in a chat with the `context_for_query`
+    /// capability. At most 64 KiB as JSON.
+    #[serde(default)]
+    client_context: Option<Value>,
 }
 
 impl NewMessage {
@@ -154,6 +161,7 @@ impl NewMessage {
             metadata: None,
             client_message_id,
             on_busy: None,
+            client_context: None,
         }
     }
 }
@@ -454,6 +462,15 @@ impl ChatApi {
                 "`content` is longer than {MAX_MESSAGE_CHARS} characters"
             )));
         }
+        if message
+            .client_context
+            .as_ref()
+            .is_some_and(|c| c.to_string().len() > MAX_CONTEXT_BYTES)
+        {
+            return Err(ApiError::BadRequest(format!(
+                "`client_context` is larger than {MAX_CONTEXT_BYTES} bytes as JSON"
+            )));
+        }
         if message.files.len() > 20 {
             return Err(ApiError::BadRequest("attach at most 20 files to a message".to_owned()));
         }
@@ -519,6 +536,9 @@ impl ChatApi {
         }
         if let Some(metadata) = message.metadata {
             payload["metadata"] = Value::Object(metadata);
+        }
+        if let Some(context) = message.client_context.filter(|c| !c.is_null()) {
+            payload["client_context"] = context;
         }
         if let Some(question) = &answers {
             payload["answers"] = Value::String(question.id.clone());

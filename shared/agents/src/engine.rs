@@ -675,6 +675,8 @@ impl Step<'_> {
             let event = json!({ "session_id": self.session.id, "seq": seq, "preview": text });
             self.announce("chat.message_added", event).await?;
         }
+        // A long turn seals its full pages as it goes (a no-op until a page is full).
+        self.seal(SealMode::Full).await;
         Ok(())
     }
 
@@ -712,10 +714,15 @@ impl Step<'_> {
         self.append(vec![self.harness("agent_end", payload)]).await?;
         let event = json!({ "session_id": self.session.id, "turn_id": self.job.turn_id, "reason": reason.as_str() });
         self.announce("chat.processing_finished", event).await?;
-        if let Err(e) = self.engine.log.seal(&self.path, SealMode::Final).await {
-            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next turn will");
-        }
+        self.seal(SealMode::Final).await;
         Ok(())
+    }
+
+    /// Seals the chat's pages; idempotent, and a failure only waits for the next seal.
+    async fn seal(&self, mode: SealMode) {
+        if let Err(e) = self.engine.log.seal(&self.path, mode).await {
+            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
+        }
     }
 
     /// Records where the turn is, for `GET /v1/sessions/{id}/turns`.
