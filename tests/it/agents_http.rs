@@ -299,6 +299,45 @@ pub(crate) async fn an_abort_ends_a_waiting_turn<H: Harness>(harness: &H) {
     assert_eq!(session["pending_turn_id"], Value::Null);
 }
 
+/// The global chat, as the second source design has it: Spool (the demo script) asks, and the
+/// person's next plain message answers; `/chat/history` shows people's and Spool's messages.
+pub(crate) async fn in_the_global_chat_the_next_message_answers_spool<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let sent = api
+        .ok(
+            Method::POST,
+            "/chat/user_message",
+            Some(json!({ "text": "ask me a question" })),
+        )
+        .await;
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    until(api, "global", &turn, "ask_question").await;
+    let answered = api
+        .ok(Method::POST, "/chat/user_message", Some(json!({ "text": "Ada" })))
+        .await;
+    assert_eq!(answered["turn_id"], turn.as_str());
+    assert!(answered["answers"].is_string(), "{answered}");
+    until(api, "global", &turn, "agent_end").await;
+    let history = api.ok(Method::GET, "/chat/history?after=0", None).await;
+    let lines: Vec<(String, String)> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(lines[0], ("user".to_owned(), "ask me a question".to_owned()));
+    assert_eq!(lines[2], ("agent".to_owned(), "What should I call you?".to_owned()));
+    assert_eq!(lines[3], ("user".to_owned(), "Ada".to_owned()));
+    assert!(lines[4].1.contains("Nice to meet you, **Ada**"), "{lines:?}");
+}
+
 /// A plan is approved, or rejected with feedback the agent reads.
 pub(crate) async fn plans_are_approved_or_rejected_with_feedback<H: Harness>(harness: &H) {
     let stack = stack(harness).await;
@@ -587,6 +626,7 @@ on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
     a_question_waits_for_its_answer,
     an_abort_ends_a_waiting_turn,
+    in_the_global_chat_the_next_message_answers_spool,
     plans_are_approved_or_rejected_with_feedback,
     approved_calls_run_and_declined_ones_never_do,
     actions_run_and_invalid_ones_are_reported,

@@ -224,7 +224,8 @@ pub(crate) async fn agent_message(
     ))
 }
 
-/// `GET /chat/history?after=<id>`: the global chat's messages after `id`, people's and agents'.
+/// `GET /chat/history?after=<id>`: the global chat's messages after `id`: people's (and their
+/// answers), agents' and Spool's own (its replies and questions).
 #[utoipa::path(get, path = "/chat/history", tag = "global", params(HistoryQuery),
     responses((status = 200, description = "People's and agents' messages, oldest first", body = History), Refusals))]
 pub(crate) async fn history(
@@ -240,20 +241,41 @@ pub(crate) async fn history(
         .into_iter()
         .filter_map(|event| {
             let p = event.payload;
-            let user = match event.kind_type.as_str() {
-                "user_message_submitted" => true,
-                "agent_message" => false,
-                _ => return None,
-            };
-            Some(HistoryMessage {
+            let spool = || Value::String("Spool".to_owned());
+            let message = |role, author, text: &Value| HistoryMessage {
                 id: event.seq,
-                role: if user { Role::User } else { Role::Agent },
-                author: p["author"].clone(),
-                text: p[if user { "content" } else { "text" }].clone(),
-                ts: event.ts,
-                answers: p.get("answers").filter(|_| user).cloned(),
-                ask: (!user).then(|| p["ask"].clone()),
-                question_id: p.get("question_id").filter(|_| !user).cloned(),
+                role,
+                author,
+                text: text.clone(),
+                ts: event.ts.clone(),
+                answers: None,
+                ask: None,
+                question_id: None,
+            };
+            Some(match event.kind_type.as_str() {
+                "user_message_submitted" => HistoryMessage {
+                    answers: p.get("answers").cloned(),
+                    ..message(Role::User, p["author"].clone(), &p["content"])
+                },
+                "question_answered" => HistoryMessage {
+                    answers: p.get("question_id").cloned(),
+                    ..message(Role::User, Value::Null, &p["answer"])
+                },
+                "agent_message" => HistoryMessage {
+                    ask: Some(p["ask"].clone()),
+                    question_id: p.get("question_id").cloned(),
+                    ..message(Role::Agent, p["author"].clone(), &p["text"])
+                },
+                // Spool's own replies and questions.
+                "message_end" if p["interrupted"] != true && p["text"].as_str().is_some_and(|t| !t.is_empty()) => {
+                    message(Role::Agent, spool(), &p["text"])
+                }
+                "ask_question" => HistoryMessage {
+                    ask: Some(Value::Bool(true)),
+                    question_id: p.get("question_id").cloned(),
+                    ..message(Role::Agent, spool(), &p["question"])
+                },
+                _ => return None,
             })
         })
         .collect();

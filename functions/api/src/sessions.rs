@@ -485,8 +485,35 @@ impl ChatApi {
             seq: 0,
         });
         // An agent's open question (one no turn of Spool's waits on) is what this answers.
+        let open = self.metadata.open_requests(caller.org(), &session.id).await?;
+        // In the global chat, a plain window onto the agent-first chat, the next message answers
+        // Spool's own open question too (elsewhere clients answer with `POST …/question`).
+        if session.global
+            && let Some(question) = open
+                .iter()
+                .find(|r| r.kind == RequestKind::Question && r.turn_id.is_some())
+        {
+            let payload = json!({ "question_id": question.id, "answer": message.content });
+            let (status, Json(done)) = self
+                .answer(
+                    caller,
+                    &session.id,
+                    RequestKind::Question,
+                    &question.id,
+                    "question_answered",
+                    payload,
+                )
+                .await?;
+            let accepted = MessageAccepted {
+                seq: done.seq,
+                turn_id: done.turn_id,
+                duplicate: false,
+                answers: Some(question.id.clone()),
+            };
+            return Ok((status, Json(accepted)));
+        }
         let mut answers = None;
-        for request in self.metadata.open_requests(caller.org(), &session.id).await? {
+        for request in open {
             if request.kind == RequestKind::Question
                 && request.turn_id.is_none()
                 && let Some(taken) = self

@@ -93,9 +93,9 @@ pub(crate) struct PlanResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Submitted {
     /// The submit event's sequence number.
-    seq: u64,
+    pub(crate) seq: u64,
     /// The turn the answer resumes, if a turn waits on it.
-    turn_id: Option<String>,
+    pub(crate) turn_id: Option<String>,
 }
 
 /// The session in a path.
@@ -151,7 +151,7 @@ impl ChatApi {
 
     /// Takes the session's open request `id` of `kind`, appends the answer, and enqueues the
     /// waiting turn; `409` when there is no such request.
-    async fn answer(
+    pub(crate) async fn answer(
         &self,
         caller: &Caller,
         session_id: &str,
