@@ -581,6 +581,50 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
     assert_eq!(all_events(&api, &chat).await.len(), events.len());
 }
 
+/// A Lambda batch from the FIFO turns queue: chats run their turns in order; after a failure
+/// the rest of that chat's records are reported failed too (so SQS keeps their order), and other
+/// chats' turns run.
+pub(crate) async fn a_fifo_batch_fails_only_the_rest_of_a_failing_group<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(log.clone(), metadata.clone(), harness.turns().await).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let org = org_of(&api);
+    let (_, first) = chat_with(&api, script()).await;
+    let (_, second) = chat_with(&api, script()).await;
+    let t1 = send(&api, &first, "one").await;
+    let t2 = send(&api, &second, "two").await;
+    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
+    let record = |id: &str, group: &str, body: String| {
+        let mut record = fixture["Records"][0].clone();
+        record["messageId"] = json!(id);
+        record["attributes"]["MessageGroupId"] = json!(group);
+        record["body"] = json!(body);
+        record
+    };
+    let job = |chat: &str, turn: &str| {
+        json!({ "org": org, "session_id": chat, "turn_id": turn, "trigger_seq": 1 }).to_string()
+    };
+    let event = json!({ "Records": [
+        record("a-1", "group-a", "not a job".to_owned()),
+        record("a-2", "group-a", job(&first, &t1)),
+        record("b-1", "group-b", job(&second, &t2)),
+    ]});
+    let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(event).unwrap();
+    let worker = Arc::new(spool_worker::Worker::new(log.clone()).with_turns(engine(log, metadata), 3));
+    let response = worker.handle_batch(event).await;
+    let mut failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(failed, ["a-1", "a-2"]);
+    assert!(!types_of(&all_events(&api, &first).await, &t1).contains(&"agent_start".to_owned()));
+    let events = all_events(&api, &second).await;
+    assert_eq!(one(&events, &t2, "agent_end")["payload"]["reason"], "complete");
+}
+
 /// An agent never starts on empty input: a turn whose message is blank (written past the API,
 /// which refuses it) ends with a system event and no `agent_start`.
 pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H) {
@@ -634,5 +678,6 @@ on_both_backends!(
     a_failing_runtime_ends_the_turn_with_an_error,
     a_redelivered_step_writes_nothing_twice,
     a_turn_given_up_says_so_in_the_chat,
+    a_fifo_batch_fails_only_the_rest_of_a_failing_group,
     an_agent_never_starts_on_empty_input,
 );
