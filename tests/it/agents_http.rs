@@ -42,6 +42,7 @@ fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
 pub(crate) struct Stack {
     pub(crate) api: Api,
     pub(crate) metadata: Arc<dyn Metadata>,
+    pub(crate) log: Arc<dyn StreamLog>,
 }
 
 async fn stack<H: Harness>(harness: &H) -> Stack {
@@ -63,7 +64,7 @@ pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> S
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), settings));
     let base = serve(log.clone(), metadata.clone(), turns).await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
-    Stack { api, metadata }
+    Stack { api, metadata, log }
 }
 
 /// A workspace whose built-in agent runs `script`; a chat with it.
@@ -208,6 +209,18 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
         .collect();
     assert_eq!(states, [(next.as_str(), "completed"), (turn.as_str(), "completed")]);
     assert!(turns["turns"][0]["expires_at"].is_string());
+    // AND the worker sealed the chat's pages to its end after the turn
+    let path = spool_domain::Session::stream(&org_of(api), &chat).unwrap();
+    let mut sealed = false;
+    for _ in 0..100 {
+        let meta = stack.log.metadata(&path).await.unwrap();
+        if meta.sealed == meta.tail {
+            sealed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(sealed, "the chat's pages were not sealed after agent_end");
     // AND the workspace feed told the list
     let feed = api.get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1")).await;
     let feed: Vec<Value> = feed.json().await.unwrap();
