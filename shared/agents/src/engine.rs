@@ -167,6 +167,7 @@ impl Engine {
             session,
             agent,
             path,
+            read_tail: events.last().map_or(0, |e| e.seq),
             events,
         };
         match turn.drive().await {
@@ -214,6 +215,7 @@ impl Engine {
             session,
             agent: None,
             path,
+            read_tail: events.last().map_or(0, |e| e.seq),
             events,
         };
         if TurnState::replay(&step.events, &job.turn_id).ended {
@@ -258,6 +260,9 @@ struct Step<'a> {
     path: StreamPath,
     /// The chat's events, including those this step appended.
     events: Vec<Event>,
+    /// The last seq the step read from the stream itself: events of others (an abort) may lie
+    /// between it and the step's own appends.
+    read_tail: u64,
 }
 
 impl Step<'_> {
@@ -569,7 +574,9 @@ impl Step<'_> {
         let message_id = new_id("msg");
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let mut sink = ChannelSink(tx);
-        let after = self.events.last().map_or(0, |e| e.seq);
+        // From what the step last read, not from its own appends: an abort may have landed
+        // before them.
+        let after = self.read_tail;
         let start_seq = self.state().start_seq.unwrap_or(after);
         let abort = watch_abort(
             self.engine.log.clone(),
