@@ -130,6 +130,16 @@ pub(crate) fn one<'a>(events: &'a [Value], turn: &str, kind_type: &str) -> &'a V
     found[0]
 }
 
+/// `POST …/control {"action": "abort"}`; its answer.
+pub(crate) async fn abort(api: &Api, chat: &str) -> Value {
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/control"),
+        Some(json!({ "action": "abort" })),
+    )
+    .await
+}
+
 pub(crate) async fn send(api: &Api, chat: &str, text: &str) -> String {
     let sent = api
         .ok(
@@ -290,13 +300,7 @@ pub(crate) async fn an_abort_ends_a_waiting_turn<H: Harness>(harness: &H) {
     let turn = send(api, &chat, "pick a color").await;
     let events = until(api, &chat, &turn, "ask_question").await;
     let question = one(&events, &turn, "ask_question")["payload"]["question_id"].clone();
-    let aborted = api
-        .ok(
-            Method::POST,
-            &format!("/v1/sessions/{chat}/control"),
-            Some(json!({ "action": "abort" })),
-        )
-        .await;
+    let aborted = abort(api, &chat).await;
     assert_eq!(aborted["turn_id"], turn.as_str());
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
@@ -461,12 +465,7 @@ pub(crate) async fn an_abort_stops_the_answer_and_keeps_what_was_said<H: Harness
     let (_, chat) = chat_with(api, slow).await;
     let turn = send(api, &chat, "slow please").await;
     until(api, &chat, &turn, "message_update").await;
-    api.ok(
-        Method::POST,
-        &format!("/v1/sessions/{chat}/control"),
-        Some(json!({ "action": "abort" })),
-    )
-    .await;
+    abort(api, &chat).await;
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
     let end = one(&events, &turn, "message_end")["payload"].clone();
@@ -479,12 +478,7 @@ pub(crate) async fn an_abort_stops_the_answer_and_keeps_what_was_said<H: Harness
 
     // WHEN nothing runs, an abort is only its own event
     let before = all_events(api, &chat).await.len();
-    api.ok(
-        Method::POST,
-        &format!("/v1/sessions/{chat}/control"),
-        Some(json!({ "action": "abort" })),
-    )
-    .await;
+    abort(api, &chat).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(all_events(api, &chat).await.len(), before + 1);
 }

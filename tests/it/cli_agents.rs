@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use spool_agents::{Runtimes, cli::CliAgents};
 use spool_tests::EmbeddedHarness;
 
-use crate::agents_http::{Stack, one, send, stack_with, until};
+use crate::agents_http::{Stack, abort, one, send, stack_with, until};
 
 /// Writes an executable shell script `name` into `dir`.
 fn script(dir: &Path, name: &str, body: &str) {
@@ -232,12 +232,7 @@ wait"#;
         .iter()
         .map(|f| std::fs::read_to_string(s.bin.path().join(f)).unwrap().trim().to_owned())
         .collect();
-    api.ok(
-        Method::POST,
-        &format!("/v1/sessions/{chat}/control"),
-        Some(json!({ "action": "abort" })),
-    )
-    .await;
+    abort(api, &chat).await;
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
     for pid in pids {

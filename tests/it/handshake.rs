@@ -2,7 +2,7 @@
 //! the stream function accepts for its organization only; every handshake with a known key is
 //! audited; bad input gets a 4xx and changes nothing.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys};
@@ -23,12 +23,7 @@ pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, 
     let stores = spool_api::Stores { metadata, log, turns };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock));
     let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
+    spool_tests::serve_on_loopback(app).await
 }
 
 /// A fresh organization with one key granting `capabilities`: (org id, whole key).

@@ -6,7 +6,6 @@
 
 use std::{
     collections::VecDeque,
-    net::SocketAddr,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -24,7 +23,7 @@ use serde_json::{Value, json};
 use spool_agents::{Runtimes, anthropic::Anthropic, openai::OpenAi};
 use spool_tests::EmbeddedHarness;
 
-use crate::agents_http::{Stack, all_events, one, send, stack_with, types_of, until};
+use crate::agents_http::{Stack, abort, all_events, one, send, stack_with, types_of, until};
 
 /// What the fake provider answers to one request.
 #[derive(Debug, Clone)]
@@ -88,12 +87,7 @@ async fn fake(fake: Arc<Fake>) -> String {
         .route("/v1/chat/completions", post(answer))
         .route("/v1/messages", post(answer))
         .with_state(fake);
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
+    spool_tests::serve_on_loopback(app).await
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -400,12 +394,7 @@ async fn an_abort_closes_the_providers_stream(provider: Provider) {
     let api = &s.stack.api;
     let turn = send(api, &s.chat, "talk slowly").await;
     until(api, &s.chat, &turn, "message_update").await;
-    api.ok(
-        Method::POST,
-        &format!("/v1/sessions/{}/control", s.chat),
-        Some(json!({ "action": "abort" })),
-    )
-    .await;
+    abort(api, &s.chat).await;
     let events = until(api, &s.chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
     let text = one(&events, &turn, "message_end")["payload"]["text"]

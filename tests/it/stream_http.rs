@@ -3,7 +3,7 @@
 //! SSE recycling and keep-alives) and the error paths that must change nothing. The protocol
 //! itself is checked by the official conformance suite (`tests/conformance`).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use spool_auth::{Claims, TokenKeys};
 use spool_domain::{
@@ -31,12 +31,7 @@ fn token(org: &str) -> String {
 async fn serve(log: Arc<dyn StreamLog>, access: Access, live: LiveSettings) -> String {
     let api = StreamApi::new(log, access, live);
     let app = spool_stream::router(api, 1 << 20);
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/v1/stream")
+    format!("{}/v1/stream", spool_tests::serve_on_loopback(app).await)
 }
 
 fn unique(name: &str) -> String {

@@ -37,6 +37,16 @@ pub fn embedded_options(auto_seal: bool) -> Options {
 /// How often live readers re-check in tests.
 pub const TEST_POLL: Duration = Duration::from_millis(50);
 
+/// Serves `app` on a free loopback port until the test ends; its base URL.
+pub async fn serve_on_loopback(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
 /// An id no other test uses (for organizations, keys and the like).
 pub fn unique_id(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
