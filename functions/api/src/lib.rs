@@ -77,6 +77,7 @@ pub fn router(api: ChatApi) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(spool_stream::browser_headers))
         .with_state(Arc::new(api))
 }
 

@@ -2,8 +2,7 @@
 //!
 //! `spool serve` runs Spool in one process over the embedded store, or over AWS (or an emulator
 //! of it) with `--backend aws`: the HTTP API, the stream function's Durable Streams protocol
-//! at `/v1/stream/…` and the page sealer (and, as later issues add them, the worker and the web
-//! UI).
+//! at `/v1/stream/…`, the worker (agent turns, page sealing) and the web UI at `/` ([`web`]).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -12,6 +11,8 @@ use clap::{Parser, Subcommand};
 use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
+
+pub mod web;
 
 /// Spool: durable chat between people and AI agents.
 #[derive(Debug, Parser)]
@@ -344,7 +345,9 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         turns: services.turns,
     };
     let api = spool_api::ChatApi::new(stores, keys, access.clone(), Arc::new(SystemClock));
-    let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
+    let app = spool_api::router(api)
+        .merge(spool_stream::router(streams, max_body))
+        .merge(web::router(&config.web_dir));
     let listener = TcpListener::bind(config.addr)
         .await
         .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
@@ -352,6 +355,9 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     let auth = if no_auth { ", no authorization" } else { "" };
     println!("Spool is listening on http://{addr} ({}{auth})", services.description);
     println!("API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)");
+    if !no_auth {
+        println!("Open the web UI, signed in: http://{addr}/#key={api_key}");
+    }
     tracing::info!(%addr, backend = ?config.backend, "serving");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -24,7 +24,7 @@ use axum::{
     extract::{DefaultBodyLimit, Request},
     http::{HeaderMap, HeaderValue, Uri, header},
     middleware::{self, Next},
-    response::Response,
+    response::{IntoResponse, Response},
     routing::get,
 };
 pub use error::{ApiError, ErrorBody, ErrorDetail};
@@ -128,9 +128,17 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
 }
 
 /// CORS (any origin: requests carry bearer tokens, never cookies) and the headers of the
-/// protocol's section on browser security.
-async fn browser_headers(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
+/// protocol's section on browser security, on every answer; a CORS preflight (`OPTIONS` with
+/// `Access-Control-Request-Method`) is answered here, whatever the path. The chat API's router
+/// uses it too, so a UI on another origin (S3 behind CloudFront) can call both.
+pub async fn browser_headers(request: Request, next: Next) -> Response {
+    let preflight = request.method() == axum::http::Method::OPTIONS
+        && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = if preflight {
+        axum::http::StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(request).await
+    };
     let headers = response.headers_mut();
     let set = |h: &mut axum::http::HeaderMap, name: header::HeaderName, value: &'static str| {
         h.insert(name, HeaderValue::from_static(value));
@@ -139,7 +147,7 @@ async fn browser_headers(request: Request, next: Next) -> Response {
     set(
         headers,
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        "GET, POST, PUT, DELETE, HEAD, OPTIONS",
+        "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS",
     );
     set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, protocol::ALLOWED_HEADERS);
     set(

@@ -150,6 +150,9 @@ pub struct Config {
     pub addr: SocketAddr,
     /// `SPOOL_DATA_DIR`: the embedded store's directory (default `.spool`).
     pub data_dir: PathBuf,
+    /// `SPOOL_WEB_DIR`: the built web UI that `spool serve` serves at `/` (default `web/dist`,
+    /// what `make web` builds).
+    pub web_dir: PathBuf,
     /// `SPOOL_MAX_APPEND_BYTES`, `SPOOL_MAX_READ_BYTES`, `SPOOL_PAGE_BYTES`,
     /// `SPOOL_PAGE_MAX_MESSAGES`.
     pub limits: LogLimits,
@@ -230,6 +233,7 @@ impl Config {
             backend: parse(&vars, "SPOOL_BACKEND", Backend::Embedded)?,
             addr: parse(&vars, "SPOOL_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             data_dir: get("SPOOL_DATA_DIR").map_or_else(|| PathBuf::from(".spool"), PathBuf::from),
+            web_dir: get("SPOOL_WEB_DIR").map_or_else(|| PathBuf::from("web/dist"), PathBuf::from),
             limits,
             live_poll: Duration::from_millis(parse(&vars, "SPOOL_LIVE_POLL_MS", 500u64)?.max(10)),
             live: LiveSettings {

@@ -1,0 +1,207 @@
+// A workspace's agents, in the order chats offer them: create, edit, delete, reorder.
+
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { type Agent, type AgentFields, CLI_TYPES, type Client, type CliType, RUNTIMES, type Runtime } from "./api";
+import type { Notify } from "./toasts";
+
+const BLANK: AgentFields = { name: "", instruction: "", runtime: null, model: null, cli_type: null };
+
+export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; notify: Notify }) {
+  const [agents, setAgents] = useState<Agent[] | null>(null);
+  const [editing, setEditing] = useState<string | null>(null);
+  const [creating, setCreating] = useState(false);
+
+  const reload = useCallback(async () => {
+    try {
+      setAgents(await client.agents(ws));
+    } catch (e) {
+      notify.error(e);
+    }
+  }, [client, ws, notify]);
+  useEffect(() => void reload(), [reload]);
+
+  const act = async (f: () => Promise<unknown>, done?: string) => {
+    try {
+      await f();
+      if (done) notify.info(done);
+    } catch (e) {
+      notify.error(e);
+    }
+    await reload();
+  };
+
+  const move = (index: number, by: number) => {
+    if (!agents) return;
+    const order = agents.map((a) => a.id);
+    const [id] = order.splice(index, 1);
+    order.splice(index + by, 0, id!);
+    // Show the new order at once; the reload confirms it.
+    setAgents(order.map((i) => agents.find((a) => a.id === i)!));
+    void act(() => client.reorderAgents(ws, order));
+  };
+
+  return (
+    <section class="agents" aria-labelledby="agents-heading">
+      <div class="section-head">
+        <h2 id="agents-heading">Agents</h2>
+        {!creating && (
+          <button type="button" class="primary" onClick={() => setCreating(true)}>
+            New agent
+          </button>
+        )}
+      </div>
+      {creating && (
+        <AgentForm
+          legend="New agent"
+          initial={BLANK}
+          onCancel={() => setCreating(false)}
+          onSave={(fields) =>
+            act(async () => {
+              await client.createAgent(ws, fields);
+              setCreating(false);
+            }, `Created ${fields.name}`)
+          }
+        />
+      )}
+      {agents === null ? (
+        <p aria-busy="true">Loading…</p>
+      ) : (
+        <ol class="agent-list">
+          {agents.map((agent, i) => (
+            <li key={agent.id} class="agent-row" data-agent={agent.id}>
+              {editing === agent.id ? (
+                <AgentForm
+                  legend={`Edit ${agent.name}`}
+                  initial={agent}
+                  onCancel={() => setEditing(null)}
+                  onSave={(fields) =>
+                    act(async () => {
+                      await client.updateAgent(agent.id, fields);
+                      setEditing(null);
+                    }, `Saved ${fields.name}`)
+                  }
+                />
+              ) : (
+                <>
+                  <div class="agent-info">
+                    <span class="agent-name">{agent.name}</span>
+                    {agent.builtin && <span class="badge">built-in</span>}
+                    <span class="badge">{agent.runtime ?? "automatic"}</span>
+                    {agent.model && <span class="badge">{agent.model}</span>}
+                    {agent.cli_type && <span class="badge">{agent.cli_type}</span>}
+                    <p class="agent-instruction">{agent.instruction}</p>
+                  </div>
+                  <div class="buttons">
+                    <button type="button" aria-label={`Move ${agent.name} up`} disabled={i === 0} onClick={() => move(i, -1)}>
+                      ↑
+                    </button>
+                    <button
+                      type="button"
+                      aria-label={`Move ${agent.name} down`}
+                      disabled={i === agents.length - 1}
+                      onClick={() => move(i, 1)}
+                    >
+                      ↓
+                    </button>
+                    <button type="button" aria-label={`Edit ${agent.name}`} onClick={() => setEditing(agent.id)}>
+                      Edit
+                    </button>
+                    {!agent.builtin && (
+                      <button
+                        type="button"
+                        class="danger"
+                        aria-label={`Delete ${agent.name}`}
+                        onClick={() => confirm(`Delete the agent ${agent.name}?`) && void act(() => client.deleteAgent(agent.id), `Deleted ${agent.name}`)}
+                      >
+                        Delete
+                      </button>
+                    )}
+                  </div>
+                </>
+              )}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
+function AgentForm({
+  legend,
+  initial,
+  onSave,
+  onCancel,
+}: {
+  legend: string;
+  initial: AgentFields;
+  onSave: (fields: AgentFields) => void;
+  onCancel: () => void;
+}) {
+  const [f, setF] = useState<AgentFields>({
+    name: initial.name,
+    instruction: initial.instruction,
+    runtime: initial.runtime,
+    model: initial.model,
+    cli_type: initial.cli_type,
+  });
+  const set = <K extends keyof AgentFields>(k: K, v: AgentFields[K]) => setF((old) => ({ ...old, [k]: v }));
+  return (
+    <form
+      class="agent-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSave({ ...f, name: f.name.trim(), model: f.model?.trim() || null });
+      }}
+      onKeyDown={(e) => e.key === "Escape" && onCancel()}
+    >
+      <fieldset>
+        <legend>{legend}</legend>
+        <label>
+          Name
+          <input value={f.name} required maxLength={100} autoFocus onInput={(e) => set("name", e.currentTarget.value)} />
+        </label>
+        <label>
+          Instruction
+          <textarea rows={3} value={f.instruction} onInput={(e) => set("instruction", e.currentTarget.value)} />
+        </label>
+        <div class="row">
+          <label>
+            Runtime
+            <select value={f.runtime ?? ""} onChange={(e) => set("runtime", (e.currentTarget.value || null) as Runtime | null)}>
+              <option value="">automatic</option>
+              {RUNTIMES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Model
+            <input value={f.model ?? ""} placeholder="provider default" onInput={(e) => set("model", e.currentTarget.value)} />
+          </label>
+          <label>
+            CLI
+            <select value={f.cli_type ?? ""} onChange={(e) => set("cli_type", (e.currentTarget.value || null) as CliType | null)}>
+              <option value="">none</option>
+              {CLI_TYPES.map((c) => (
+                <option key={c} value={c}>
+                  {c}
+                </option>
+              ))}
+            </select>
+          </label>
+        </div>
+        <div class="buttons">
+          <button type="submit" class="primary" disabled={!f.name.trim()}>
+            Save
+          </button>
+          <button type="button" class="link" onClick={onCancel}>
+            Cancel
+          </button>
+        </div>
+      </fieldset>
+    </form>
+  );
+}

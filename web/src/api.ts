@@ -1,0 +1,231 @@
+// The HTTP contract, as the UI uses it: a token from the handshake, JSON in and out, and the
+// contract's `{"error": {"code", "message"}}` turned into an `ApiError` whose message can be shown.
+
+export type Runtime = "scripted" | "openai" | "anthropic" | "cli";
+export type CliType = "claude" | "gemini" | "codex" | "opencode";
+export const CLI_TYPES: CliType[] = ["claude", "gemini", "codex", "opencode"];
+export const RUNTIMES: Runtime[] = ["scripted", "openai", "anthropic", "cli"];
+
+export interface Workspace {
+  id: string;
+  name: string;
+  description: string;
+  working_dir: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Agent {
+  id: string;
+  workspace_id: string;
+  name: string;
+  instruction: string;
+  runtime: Runtime | null;
+  model: string | null;
+  cli_type: CliType | null;
+  position: number;
+  builtin: boolean;
+}
+
+export interface Session {
+  id: string;
+  workspace_id: string | null;
+  agent_id: string | null;
+  agent_name: string | null;
+  title: string;
+  cli_type: CliType | null;
+  global: boolean;
+  pending_turn_id: string | null;
+  created_at: string;
+  last_active_at: string;
+  last_message_preview: string;
+}
+
+export interface Task {
+  id: string;
+  workspace_id: string;
+  session_id: string | null;
+  title: string;
+  description: string;
+  created_at: string;
+}
+
+/** One chat event: the envelope of the HTTP contract. */
+export interface ChatEvent {
+  seq: number;
+  ts: string;
+  session_id: string;
+  kind: "submit" | "harness" | "system";
+  type: string;
+  payload: Record<string, unknown>;
+  client_message_id?: string;
+  turn_id?: string;
+}
+
+/** A refusal of the API (or a network failure, `status` 0), with a message to show. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Where the API and the stream routes are: the page's own origin unless `config.json` says. */
+export interface Endpoints {
+  api: string;
+  streams: string;
+}
+
+export async function loadEndpoints(): Promise<Endpoints> {
+  const here = { api: "", streams: "" };
+  try {
+    const response = await fetch("config.json", { cache: "no-cache" });
+    if (!response.ok) return here;
+    const config = (await response.json()) as Partial<Endpoints>;
+    const api = (config.api ?? "").replace(/\/$/, "");
+    return { api, streams: (config.streams ?? api).replace(/\/$/, "") };
+  } catch {
+    return here;
+  }
+}
+
+const TOKEN_KEY = "spool.token";
+
+interface StoredToken {
+  jwt: string;
+  expires_at: string;
+}
+
+export class Client {
+  private jwt: string | null = null;
+  /** Called when the token is missing, expired or refused: the UI asks for a key again. */
+  onSignedOut: (reason: string) => void = () => {};
+
+  constructor(readonly endpoints: Endpoints) {
+    try {
+      const stored = JSON.parse(localStorage.getItem(TOKEN_KEY) ?? "null") as StoredToken | null;
+      // A token that expires within the minute is as good as gone.
+      if (stored && Date.parse(stored.expires_at) - Date.now() > 60_000) this.jwt = stored.jwt;
+    } catch {
+      localStorage.removeItem(TOKEN_KEY);
+    }
+  }
+
+  get signedIn(): boolean {
+    return this.jwt !== null;
+  }
+
+  get token(): string {
+    return this.jwt ?? "";
+  }
+
+  /** Exchanges an API key for a token (`POST /v1/handshake`) and keeps the token, not the key. */
+  async signIn(apiKey: string): Promise<void> {
+    const answer = await this.request<{ jwt: string; expires_at: string }>("POST", "/v1/handshake", {
+      version: "1",
+      user_agent: `spool-web (${navigator.userAgent})`,
+      api_key: apiKey.trim(),
+    });
+    this.jwt = answer.jwt;
+    localStorage.setItem(TOKEN_KEY, JSON.stringify({ jwt: answer.jwt, expires_at: answer.expires_at }));
+  }
+
+  signOut(reason = ""): void {
+    this.jwt = null;
+    localStorage.removeItem(TOKEN_KEY);
+    this.onSignedOut(reason);
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await this.send(method, `${this.endpoints.api}${path}`, body);
+    if (response.status === 204) return undefined as T;
+    return (await response.json()) as T;
+  }
+
+  /** A stream route (`/v1/stream/…`), answered as a raw response. */
+  stream(path: string, init: RequestInit = {}): Promise<Response> {
+    return this.send("GET", `${this.endpoints.streams}${path}`, undefined, init);
+  }
+
+  /** The URL of a server-sent events route, with the token as `?token=` (EventSource sets no headers). */
+  sseUrl(path: string, query: Record<string, string>): string {
+    const params = new URLSearchParams({ ...query, token: this.token });
+    return `${this.endpoints.streams}${path}?${params}`;
+  }
+
+  private async send(method: string, url: string, body?: unknown, init: RequestInit = {}): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (this.jwt) headers.authorization = `Bearer ${this.jwt}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        ...init,
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      if (e instanceof DOMException && e.name === "AbortError") throw e;
+      throw new ApiError(0, "network", "Spool cannot be reached; check your connection, then try again.");
+    }
+    if (response.ok) return response;
+    let code = "http_error";
+    let message = `${method} ${url} failed with ${response.status}`;
+    try {
+      const error = ((await response.json()) as { error?: { code: string; message: string } }).error;
+      if (error) ({ code, message } = error);
+    } catch {
+      // not the contract's JSON (a proxy's page): keep the status line
+    }
+    if (response.status === 401 && !url.endsWith("/v1/handshake")) {
+      this.signOut("Your sign-in has expired or was refused; enter an API key again.");
+    }
+    throw new ApiError(response.status, code, message);
+  }
+
+  // Workspaces, agents, tasks
+  workspaces = () => this.request<{ workspaces: Workspace[] }>("GET", "/v1/workspaces").then((r) => r.workspaces);
+  createWorkspace = (name: string) => this.request<Workspace>("POST", "/v1/workspaces", { name });
+  agents = (ws: string) =>
+    this.request<{ agents: Agent[] }>("GET", `/v1/workspaces/${ws}/agents`).then((r) => r.agents);
+  createAgent = (ws: string, agent: AgentFields) => this.request<Agent>("POST", `/v1/workspaces/${ws}/agents`, agent);
+  updateAgent = (id: string, patch: Partial<AgentFields>) => this.request<Agent>("PATCH", `/v1/agents/${id}`, patch);
+  deleteAgent = (id: string) => this.request<void>("DELETE", `/v1/agents/${id}`);
+  reorderAgents = (ws: string, agent_ids: string[]) =>
+    this.request<unknown>("PUT", `/v1/workspaces/${ws}/agents/order`, { agent_ids });
+  tasks = (ws: string) => this.request<{ tasks: Task[] }>("GET", `/v1/workspaces/${ws}/tasks`).then((r) => r.tasks);
+  task = (id: string) => this.request<Task>("GET", `/v1/tasks/${id}`);
+
+  // Chats
+  sessions = (ws: string) =>
+    this.request<{ sessions: Session[] }>("GET", `/v1/sessions?workspace_id=${encodeURIComponent(ws)}`).then(
+      (r) => r.sessions,
+    );
+  session = (id: string) => this.request<Session>("GET", `/v1/sessions/${id}`);
+  createSession = (workspace_id: string, agent_id: string) =>
+    this.request<Session>("POST", "/v1/sessions", { workspace_id, agent_id });
+  updateSession = (id: string, patch: { title?: string; agent_id?: string; cli_type?: CliType | null }) =>
+    this.request<Session>("PATCH", `/v1/sessions/${id}`, patch);
+  deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${id}`);
+  sendMessage = (id: string, content: string, client_message_id: string) =>
+    this.request<{ seq: number }>("POST", `/v1/sessions/${id}/messages`, { content, client_message_id });
+  abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${id}/control`, { action: "abort" });
+  approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>
+    this.request<unknown>("POST", `/v1/sessions/${id}/approval`, { tool_call_id, decision });
+  answer = (id: string, question_id: string, answer: string) =>
+    this.request<unknown>("POST", `/v1/sessions/${id}/question`, { question_id, answer });
+  plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
+    this.request<unknown>("POST", `/v1/sessions/${id}/plan`, { plan_id, action, feedback });
+}
+
+export interface AgentFields {
+  name: string;
+  instruction: string;
+  runtime: Runtime | null;
+  model: string | null;
+  cli_type: CliType | null;
+}

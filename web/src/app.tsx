@@ -1,0 +1,281 @@
+// The application shell: sign-in, the hash router, the workspace picker and its tabs, toasts.
+
+import "./styles.css";
+import { render } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { ApiError, Client, loadEndpoints, type Workspace } from "./api";
+import { AgentsTab } from "./agents";
+import { ChatList } from "./chats";
+import { ChatWindow } from "./chat";
+import { TasksTab } from "./tasks";
+import { go, href, parseRoute, type Route } from "./route";
+import { type Notify, Toasts, useToasts } from "./toasts";
+
+function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(location.hash));
+  useEffect(() => {
+    const changed = () => setRoute(parseRoute(location.hash));
+    window.addEventListener("hashchange", changed);
+    return () => window.removeEventListener("hashchange", changed);
+  }, []);
+  return route;
+}
+
+/** The organization a token acts for (its `org` claim), to keep cached chats apart. */
+function scopeOf(jwt: string): string {
+  try {
+    const claims = JSON.parse(atob(jwt.split(".")[1]!.replace(/-/g, "+").replace(/_/g, "/"))) as { org?: string };
+    return claims.org ?? "default";
+  } catch {
+    return "default";
+  }
+}
+
+function App({ client }: { client: Client }) {
+  const [signedIn, setSignedIn] = useState(client.signedIn);
+  const [signInReason, setSignInReason] = useState("");
+  const toasts = useToasts();
+  useEffect(() => {
+    client.onSignedOut = (reason) => {
+      setSignInReason(reason);
+      setSignedIn(false);
+    };
+  }, [client]);
+  if (!signedIn)
+    return (
+      <>
+        <SignIn client={client} reason={signInReason} onSignedIn={() => setSignedIn(true)} />
+        <Toasts toasts={toasts.list} dismiss={toasts.dismiss} />
+      </>
+    );
+  return (
+    <>
+      <Shell client={client} notify={toasts.notify} />
+      <Toasts toasts={toasts.list} dismiss={toasts.dismiss} />
+    </>
+  );
+}
+
+function SignIn({ client, reason, onSignedIn }: { client: Client; reason: string; onSignedIn: () => void }) {
+  const [key, setKey] = useState("");
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError("");
+    try {
+      await client.signIn(key);
+      onSignedIn();
+    } catch (err) {
+      setError(err instanceof ApiError ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main class="signin">
+      <h1>Spool</h1>
+      <p>Durable chat between people and AI agents.</p>
+      {reason && <p class="notice">{reason}</p>}
+      <form onSubmit={submit}>
+        <label for="api-key">API key</label>
+        <input
+          id="api-key"
+          type="password"
+          autocomplete="off"
+          placeholder="spool_…"
+          value={key}
+          onInput={(e) => setKey(e.currentTarget.value)}
+          required
+        />
+        <button type="submit" disabled={busy || !key.trim()}>
+          {busy ? "Signing in…" : "Sign in"}
+        </button>
+        {error && (
+          <p role="alert" class="error">
+            {error}
+          </p>
+        )}
+      </form>
+      <p class="hint">
+        <code>make run</code> prints a link that signs you in, and the local API key. Other keys come from{" "}
+        <code>spool admin create-api-key</code>.
+      </p>
+    </main>
+  );
+}
+
+function Shell({ client, notify }: { client: Client; notify: Notify }) {
+  const route = useRoute();
+  const [workspaces, setWorkspaces] = useState<Workspace[] | null>(null);
+  const scope = scopeOf(client.token);
+
+  const reload = useCallback(async () => {
+    try {
+      setWorkspaces(await client.workspaces());
+    } catch (e) {
+      notify.error(e);
+    }
+  }, [client, notify]);
+  useEffect(() => {
+    void reload();
+  }, [reload]);
+
+  const ws = "ws" in route ? route.ws : undefined;
+  const current = workspaces?.find((w) => w.id === ws);
+  // The home page opens the first workspace once there is one.
+  useEffect(() => {
+    if (route.page === "home" && workspaces && workspaces.length > 0) {
+      const first = workspaces[0]!;
+      history.replaceState(null, "", href({ page: "chats", ws: first.id }));
+      dispatchEvent(new HashChangeEvent("hashchange"));
+    }
+  }, [route.page, workspaces]);
+
+  return (
+    <div class="shell">
+      <header class="topbar">
+        <a class="brand" href="#/">
+          Spool
+        </a>
+        {workspaces && workspaces.length > 0 && (
+          <label class="picker">
+            <span class="visually-hidden">Workspace</span>
+            <select
+              aria-label="Workspace"
+              value={ws ?? ""}
+              onChange={(e) => go({ page: "chats", ws: e.currentTarget.value })}
+            >
+              {!current && <option value="">Choose a workspace</option>}
+              {workspaces.map((w) => (
+                <option value={w.id} key={w.id}>
+                  {w.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
+        <NewWorkspace client={client} notify={notify} onCreated={(w) => void reload().then(() => go({ page: "chats", ws: w.id }))} />
+        <a class={route.page === "global" ? "active" : ""} href="#/global">
+          Global chat
+        </a>
+        <button class="link" type="button" onClick={() => client.signOut("")}>
+          Sign out
+        </button>
+      </header>
+      {route.page === "global" ? (
+        <main class="global">
+          <ChatWindow client={client} scope={scope} sessionId="global" notify={notify} page />
+        </main>
+      ) : ws && workspaces && !current ? (
+        <main class="empty">
+          <p>This workspace does not exist, or is not yours.</p>
+          <a href="#/">Back to your workspaces</a>
+        </main>
+      ) : ws && current ? (
+        <main>
+          <nav class="tabs" aria-label="Workspace">
+            <a href={href({ page: "chats", ws })} aria-current={route.page === "chats" ? "page" : undefined}>
+              Chats
+            </a>
+            <a href={href({ page: "agents", ws })} aria-current={route.page === "agents" ? "page" : undefined}>
+              Agents
+            </a>
+            <a href={href({ page: "tasks", ws })} aria-current={route.page === "tasks" ? "page" : undefined}>
+              Tasks
+            </a>
+          </nav>
+          {route.page === "chats" && (
+            <>
+              <ChatList client={client} ws={ws} notify={notify} open={route.chat} />
+              {route.chat && (
+                <ChatWindow
+                  key={route.chat}
+                  client={client}
+                  scope={scope}
+                  sessionId={route.chat}
+                  workspaceId={ws}
+                  notify={notify}
+                  onClose={() => go({ page: "chats", ws })}
+                />
+              )}
+            </>
+          )}
+          {route.page === "agents" && <AgentsTab client={client} ws={ws} notify={notify} />}
+          {route.page === "tasks" && <TasksTab client={client} ws={ws} notify={notify} highlight={route.task} />}
+        </main>
+      ) : workspaces && workspaces.length === 0 ? (
+        <main class="empty">
+          <h1>Welcome to Spool</h1>
+          <p>A workspace holds chats, the agents that answer them, and their tasks. Make one to start.</p>
+        </main>
+      ) : (
+        <main class="empty" aria-busy="true">
+          Loading…
+        </main>
+      )}
+    </div>
+  );
+}
+
+function NewWorkspace({ client, notify, onCreated }: { client: Client; notify: Notify; onCreated: (w: Workspace) => void }) {
+  const [open, setOpen] = useState(false);
+  const [name, setName] = useState("");
+  if (!open)
+    return (
+      <button type="button" onClick={() => setOpen(true)}>
+        New workspace
+      </button>
+    );
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    try {
+      const w = await client.createWorkspace(name.trim());
+      setOpen(false);
+      setName("");
+      onCreated(w);
+    } catch (err) {
+      notify.error(err);
+    }
+  };
+  return (
+    <form class="inline" onSubmit={submit}>
+      <label for="new-workspace" class="visually-hidden">
+        Workspace name
+      </label>
+      <input
+        id="new-workspace"
+        placeholder="Workspace name"
+        value={name}
+        autoFocus
+        onInput={(e) => setName(e.currentTarget.value)}
+        onKeyDown={(e) => e.key === "Escape" && setOpen(false)}
+        required
+      />
+      <button type="submit" disabled={!name.trim()}>
+        Create
+      </button>
+      <button type="button" class="link" onClick={() => setOpen(false)}>
+        Cancel
+      </button>
+    </form>
+  );
+}
+
+/** Signs in with a key passed in the URL (`#key=spool_…`, the link `spool serve` prints), then forgets it. */
+async function start() {
+  const client = new Client(await loadEndpoints());
+  const key = new URLSearchParams(location.hash.replace(/^#/, "")).get("key");
+  if (key) {
+    history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+    try {
+      await client.signIn(key);
+    } catch {
+      // The sign-in page says what to do.
+    }
+  }
+  render(<App client={client} />, document.getElementById("app")!);
+}
+
+void start();

@@ -1,0 +1,515 @@
+// One chat: a modal window over the list (or the whole page, for the global chat). Its timeline
+// is folded from the chat's event stream, cached, and resumed after the last event seen.
+
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CliType, type Session } from "./api";
+import { forget, loadTimeline, saveTimeline } from "./cache";
+import { type Connection, ChatStream } from "./live";
+import { renderMarkdown } from "./markdown";
+import { href } from "./route";
+import { relative, useTick } from "./time";
+import { type Action, apply, createdTask, EMPTY, type Item, open, type Timeline } from "./timeline";
+import type { Notify } from "./toasts";
+
+interface Props {
+  client: Client;
+  /** The organization, so cached timelines of two organizations never mix. */
+  scope: string;
+  sessionId: string;
+  workspaceId?: string;
+  notify: Notify;
+  onClose?: () => void;
+  /** A page of its own (the global chat) rather than a modal window. */
+  page?: boolean;
+}
+
+export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onClose, page }: Props) {
+  const [session, setSession] = useState<Session | null>(null);
+  const [agents, setAgents] = useState<Agent[]>([]);
+  const [timeline, setTimeline] = useState<Timeline>(() => loadTimeline(scope, sessionId));
+  const [connection, setConnection] = useState<Connection>("connecting");
+  const dialog = useRef<HTMLDialogElement>(null);
+  const start = useRef(timeline.lastSeq);
+
+  const refresh = () =>
+    client.session(sessionId).then(setSession, (e) => {
+      notify.error(e);
+    });
+
+  useEffect(() => {
+    void refresh();
+    if (workspaceId) void client.agents(workspaceId).then(setAgents, notify.error);
+    const stream = new ChatStream(client, sessionId, start.current, {
+      events: (events: ChatEvent[]) => {
+        setTimeline((t) => apply(t, events));
+        for (const e of events) {
+          const task = createdTask(e);
+          // Toast new tasks only, not ones met while catching up on an old chat.
+          if (task && Date.now() - Date.parse(e.ts) < 60_000)
+            notify.info(
+              `Task created: ${task.title}`,
+              workspaceId ? { href: href({ page: "tasks", ws: workspaceId, task: task.id }), label: "Open task" } : undefined,
+            );
+          if (e.type === "tool_end" && e.payload.tool === "rename_chat") void refresh();
+        }
+      },
+      connection: setConnection,
+      gone: () => {
+        forget(scope, sessionId);
+        notify.info("This chat no longer exists.");
+        onClose?.();
+      },
+      reset: () => setTimeline(EMPTY),
+    });
+    return () => stream.close();
+    // The stream is per chat; the callbacks it needs do not change while it is open.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [client, sessionId]);
+
+  // Keep the timeline for the next visit or reload, written at most every 250 ms.
+  useEffect(() => {
+    const timer = setTimeout(() => saveTimeline(scope, sessionId, timeline), 250);
+    const flush = () => saveTimeline(scope, sessionId, timeline);
+    window.addEventListener("pagehide", flush);
+    return () => {
+      clearTimeout(timer);
+      window.removeEventListener("pagehide", flush);
+    };
+  }, [scope, sessionId, timeline]);
+
+  useEffect(() => {
+    const d = dialog.current;
+    if (d && !d.open) d.showModal();
+  }, []);
+
+  const body = (
+    <>
+      <ChatHeader
+        client={client}
+        session={session}
+        agents={agents}
+        connection={connection}
+        notify={notify}
+        onChanged={setSession}
+        onClose={page ? undefined : onClose}
+      />
+      <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} />
+      <Composer client={client} session={session} sessionId={sessionId} timeline={timeline} notify={notify} />
+    </>
+  );
+  if (page) return <section class="chat-window page">{body}</section>;
+  return (
+    <dialog
+      ref={dialog}
+      class="chat-window"
+      aria-label={session?.title ?? "Chat"}
+      onClose={() => onClose?.()}
+      onClick={(e) => e.target === dialog.current && dialog.current?.close()}
+    >
+      {body}
+    </dialog>
+  );
+}
+
+function ChatHeader(props: {
+  client: Client;
+  session: Session | null;
+  agents: Agent[];
+  connection: Connection;
+  notify: Notify;
+  onChanged: (s: Session) => void;
+  onClose?: () => void;
+}) {
+  const { client, session, agents, connection, notify, onChanged, onClose } = props;
+  const [editing, setEditing] = useState(false);
+  const [title, setTitle] = useState("");
+  const save = async (patch: Parameters<Client["updateSession"]>[1]) => {
+    if (!session) return;
+    try {
+      onChanged(await client.updateSession(session.id, patch));
+    } catch (e) {
+      notify.error(e);
+    }
+  };
+  const agent = agents.find((a) => a.id === session?.agent_id);
+  return (
+    <header class="chat-header">
+      {editing && session ? (
+        <form
+          class="rename"
+          onSubmit={(e) => {
+            e.preventDefault();
+            setEditing(false);
+            if (title.trim() && title.trim() !== session.title) void save({ title: title.trim() });
+          }}
+        >
+          <label class="visually-hidden" for="chat-title">
+            Chat title
+          </label>
+          <input
+            id="chat-title"
+            value={title}
+            autoFocus
+            maxLength={200}
+            onInput={(e) => setTitle(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key === "Escape") {
+                e.preventDefault();
+                e.stopPropagation();
+                setEditing(false);
+              }
+            }}
+          />
+          <button type="submit" aria-label="Save title">
+            ✓
+          </button>
+          <button type="button" class="link" aria-label="Cancel renaming" onClick={() => setEditing(false)}>
+            ×
+          </button>
+        </form>
+      ) : (
+        <h2 class="chat-heading">
+          <button
+            type="button"
+            class="title-button"
+            title="Rename"
+            aria-label={`Rename chat: ${session?.title ?? ""}`}
+            disabled={!session || session.global}
+            onClick={() => {
+              setTitle(session?.title ?? "");
+              setEditing(true);
+            }}
+          >
+            {session?.title ?? "…"}
+          </button>
+        </h2>
+      )}
+      {session && !session.global && agents.length > 0 && (
+        <div class="chat-settings">
+          <label>
+            <span class="visually-hidden">Agent</span>
+            <select
+              aria-label="Agent"
+              value={session.agent_id ?? ""}
+              // A new agent brings its own CLI: the chat's override is cleared.
+              onChange={(e) => void save({ agent_id: e.currentTarget.value, cli_type: null })}
+            >
+              {agents.map((a) => (
+                <option key={a.id} value={a.id}>
+                  {a.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            <span class="visually-hidden">CLI</span>
+            <select
+              aria-label="CLI"
+              value={session.cli_type ?? ""}
+              onChange={(e) => void save({ cli_type: (e.currentTarget.value || null) as CliType | null })}
+            >
+              <option value="">{agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}</option>
+              {CLI_TYPES.map((c) => (
+                <option key={c} value={c}>
+                  {c}
+                </option>
+              ))}
+            </select>
+          </label>
+        </div>
+      )}
+      <span class={`connection ${connection}`} role="status">
+        {connection === "live" ? "Live" : connection === "connecting" ? "Connecting…" : "Offline, retrying…"}
+      </span>
+      {onClose && (
+        <button type="button" class="link close" aria-label="Close chat" onClick={onClose}>
+          ×
+        </button>
+      )}
+    </header>
+  );
+}
+
+function TimelineView({ client, sessionId, timeline, notify }: { client: Client; sessionId: string; timeline: Timeline; notify: Notify }) {
+  const list = useRef<HTMLOListElement>(null);
+  const pinned = useRef(true);
+  const now = useTick();
+  // Follow the end while the reader is there; leave them be when they scrolled up.
+  useLayoutEffect(() => {
+    const el = list.current;
+    if (el && pinned.current) el.scrollTop = el.scrollHeight;
+  }, [timeline]);
+  const streaming = timeline.items.some((i) => i.kind === "agent" && i.state === "streaming");
+  return (
+    <ol
+      class="timeline"
+      ref={list}
+      role="log"
+      aria-label="Conversation"
+      aria-busy={streaming}
+      onScroll={(e) => {
+        const el = e.currentTarget;
+        pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+      }}
+    >
+      {timeline.items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}
+      {timeline.items.map((item) => (
+        <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} />
+      ))}
+    </ol>
+  );
+}
+
+function ItemView({ item, client, sessionId, notify, now }: { item: Item; client: Client; sessionId: string; notify: Notify; now: number }) {
+  switch (item.kind) {
+    case "user":
+      return (
+        <li class="message user">
+          <div class="bubble">{item.text}</div>
+          <time dateTime={item.ts}>{relative(item.ts, now)}</time>
+        </li>
+      );
+    case "agent":
+      return (
+        <li class={`message agent ${item.state}`} aria-label={`${item.author} says`}>
+          <div class="author">{item.author}</div>
+          <Markdown class="bubble" text={item.text} />
+          {item.state === "streaming" && <span class="typing" aria-label="typing" />}
+          {item.state === "aborted" && <span class="badge warn">stopped</span>}
+          {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
+          {item.actions.length > 0 && (
+            <ul class="actions" aria-label="Actions">
+              {item.actions.map((a) => (
+                <ActionCard key={a.id} action={a} />
+              ))}
+            </ul>
+          )}
+        </li>
+      );
+    case "system":
+      return (
+        <li class={`system ${item.level}`} role={item.level === "error" ? "alert" : undefined}>
+          {item.text}
+        </li>
+      );
+    case "note":
+      return <li class="note">{item.text}</li>;
+    case "approval":
+      return <ApprovalCard item={item} client={client} sessionId={sessionId} notify={notify} />;
+    case "question":
+      return <QuestionCard item={item} client={client} sessionId={sessionId} notify={notify} />;
+    case "plan":
+      return <PlanCard item={item} client={client} sessionId={sessionId} notify={notify} />;
+  }
+}
+
+function Markdown({ text, class: className }: { text: string; class?: string }) {
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  // renderMarkdown escapes all HTML: see markdown.ts.
+  return <div class={`${className ?? ""} markdown`} dangerouslySetInnerHTML={{ __html: html }} />;
+}
+
+const ACTION_LABELS: Record<string, string> = {
+  rename_chat: "Rename chat",
+  create_task: "Create task",
+  create_agent: "Create agent",
+  update_agent: "Update agent",
+  delete_agent: "Delete agent",
+  reorder_agents: "Reorder agents",
+  update_workspace: "Update workspace",
+  ask_user: "Question",
+  propose_plan: "Plan",
+};
+
+function summary(action: Action): string {
+  const args = (action.arguments ?? {}) as Record<string, unknown>;
+  const first = args.title ?? args.name ?? args.question;
+  return typeof first === "string" ? first : "";
+}
+
+function ActionCard({ action }: { action: Action }) {
+  const label = ACTION_LABELS[action.tool] ?? action.tool;
+  const status = { running: "running…", done: "done", error: "failed", declined: "declined" }[action.status];
+  return (
+    <li class={`action ${action.status}`}>
+      <span class="badge">{label}</span> <span class="action-summary">{summary(action)}</span>{" "}
+      <span class="action-status">{status}</span>
+      {action.status === "error" && typeof action.result === "string" && <div class="action-error">{action.result}</div>}
+    </li>
+  );
+}
+
+function useAnswer(notify: Notify) {
+  const [busy, setBusy] = useState(false);
+  const run = async (f: () => Promise<unknown>) => {
+    setBusy(true);
+    try {
+      await f();
+    } catch (e) {
+      notify.error(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, run };
+}
+
+type CardProps<K extends Item["kind"]> = { item: Extract<Item, { kind: K }>; client: Client; sessionId: string; notify: Notify };
+
+function ApprovalCard({ item, client, sessionId, notify }: CardProps<"approval">) {
+  const { busy, run } = useAnswer(notify);
+  return (
+    <li class="request approval" aria-label="Approval request">
+      <p>
+        The agent wants to <strong>{ACTION_LABELS[item.tool] ?? item.tool}</strong>:
+      </p>
+      <pre>{JSON.stringify(item.arguments, null, 2)}</pre>
+      {item.decision ? (
+        <p class="answered">{item.decision === "approve" ? "Approved" : "Declined"}</p>
+      ) : (
+        <div class="buttons">
+          <button type="button" class="primary" disabled={busy} onClick={() => run(() => client.approve(sessionId, item.id, "approve"))}>
+            Approve
+          </button>
+          <button type="button" disabled={busy} onClick={() => run(() => client.approve(sessionId, item.id, "decline"))}>
+            Decline
+          </button>
+        </div>
+      )}
+    </li>
+  );
+}
+
+function QuestionCard({ item, client, sessionId, notify }: CardProps<"question">) {
+  const { busy, run } = useAnswer(notify);
+  const [answer, setAnswer] = useState("");
+  const id = `answer-${item.id}`;
+  return (
+    <li class="request question" aria-label="Question">
+      <p>
+        <strong>{item.author || "The agent"}</strong> asks: {item.question}
+      </p>
+      {item.answer !== undefined ? (
+        <p class="answered">You answered: {item.answer}</p>
+      ) : (
+        <form
+          class="inline"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void run(() => client.answer(sessionId, item.id, answer.trim()));
+          }}
+        >
+          <label for={id} class="visually-hidden">
+            Your answer
+          </label>
+          <input id={id} placeholder="Your answer" value={answer} onInput={(e) => setAnswer(e.currentTarget.value)} required />
+          <button type="submit" class="primary" disabled={busy || !answer.trim()}>
+            Answer
+          </button>
+        </form>
+      )}
+    </li>
+  );
+}
+
+function PlanCard({ item, client, sessionId, notify }: CardProps<"plan">) {
+  const { busy, run } = useAnswer(notify);
+  const [feedback, setFeedback] = useState("");
+  const id = `feedback-${item.id}`;
+  return (
+    <li class="request plan" aria-label="Plan">
+      <p>
+        <strong>Plan</strong> for your approval:
+      </p>
+      <Markdown text={item.plan} />
+      {item.action ? (
+        <p class="answered">
+          {item.action === "approve" ? "Approved" : `Rejected${item.feedback ? `: ${item.feedback}` : ""}`}
+        </p>
+      ) : (
+        <div class="plan-answer">
+          <button type="button" class="primary" disabled={busy} onClick={() => run(() => client.plan(sessionId, item.id, "approve"))}>
+            Approve plan
+          </button>
+          <label for={id} class="visually-hidden">
+            Feedback
+          </label>
+          <textarea id={id} rows={2} placeholder="What should change? (for a rejection)" value={feedback} onInput={(e) => setFeedback(e.currentTarget.value)} />
+          <button
+            type="button"
+            disabled={busy}
+            onClick={() => run(() => client.plan(sessionId, item.id, "reject", feedback.trim() || undefined))}
+          >
+            Reject plan
+          </button>
+        </div>
+      )}
+    </li>
+  );
+}
+
+function Composer({ client, session, sessionId, timeline, notify }: { client: Client; session: Session | null; sessionId: string; timeline: Timeline; notify: Notify }) {
+  const [text, setText] = useState("");
+  const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
+  const [busy, setBusy] = useState(false);
+  // In the global chat a plain message answers the agent's open question.
+  const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
+  const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
+
+  const send = async (e?: Event) => {
+    e?.preventDefault();
+    const content = text.trim();
+    if (!content || busy) return;
+    setBusy(true);
+    setText("");
+    try {
+      const answer = await client.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/messages`, {
+        content,
+        client_message_id: crypto.randomUUID(),
+      });
+      if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
+    } catch (err) {
+      setText(content);
+      notify.error(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const stop = async () => {
+    try {
+      await client.abort(sessionId);
+    } catch (err) {
+      notify.error(err);
+    }
+  };
+  return (
+    <form class="composer" onSubmit={send}>
+      <label for="composer-input" class="visually-hidden">
+        Message
+      </label>
+      <textarea
+        id="composer-input"
+        rows={2}
+        autoFocus
+        placeholder={answersQuestion ? "Your answer…" : "Write a message…  (Enter sends, Shift+Enter for a new line)"}
+        value={text}
+        onInput={(e) => setText(e.currentTarget.value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            if (!pending) void send();
+          }
+        }}
+      />
+      {pending ? (
+        <button type="button" class="stop" aria-label="Stop the agent" onClick={stop}>
+          Stop
+        </button>
+      ) : (
+        <button type="submit" class="primary" disabled={busy || !text.trim()}>
+          Send
+        </button>
+      )}
+    </form>
+  );
+}

@@ -1,0 +1,157 @@
+// Live updates. A chat follows its SSE route (`/v1/sessions/{id}/stream`, one event per chat event
+// with its seq as the SSE id) from a known seq; a workspace's chat list follows the workspace's
+// feed with Durable Streams long-polls. Both resume from the last position they saw after a
+// network drop, a sleeping laptop or a server restart, with capped, jittered backoff.
+
+import { ApiError, type ChatEvent, type Client } from "./api";
+
+const backoff = (attempt: number) => Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random() / 2);
+
+export type Connection = "connecting" | "live" | "offline";
+
+export interface ChatStreamHandlers {
+  /** New events, in seq order (several at once while catching up). */
+  events(events: ChatEvent[]): void;
+  connection(state: Connection): void;
+  /** The chat is gone (deleted, or not this organization's). */
+  gone(): void;
+  /** The server has fewer events than `after` (its data was reset): start again from 0. */
+  reset(): void;
+}
+
+/** Follows one chat from after `after` until `close()`. */
+export class ChatStream {
+  private source: EventSource | null = null;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private attempt = 0;
+  private closed = false;
+  private batch: ChatEvent[] = [];
+  private flushing = false;
+  private readonly wake = () => {
+    if (!this.source && !this.closed) this.reconnectNow();
+  };
+
+  constructor(
+    private readonly client: Client,
+    private readonly sessionId: string,
+    private after: number,
+    private readonly on: ChatStreamHandlers,
+  ) {
+    window.addEventListener("online", this.wake);
+    document.addEventListener("visibilitychange", this.wake);
+    this.open();
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.source?.close();
+    this.source = null;
+    window.removeEventListener("online", this.wake);
+    document.removeEventListener("visibilitychange", this.wake);
+  }
+
+  private open(): void {
+    this.on.connection("connecting");
+    const url = this.client.sseUrl(`/v1/sessions/${encodeURIComponent(this.sessionId)}/stream`, {
+      after: String(this.after),
+    });
+    const source = new EventSource(url);
+    this.source = source;
+    source.onopen = () => {
+      this.attempt = 0;
+      this.on.connection("live");
+    };
+    source.onmessage = (m) => {
+      let event: ChatEvent;
+      try {
+        event = JSON.parse(m.data as string) as ChatEvent;
+      } catch {
+        return;
+      }
+      if (event.seq <= this.after) return;
+      this.after = event.seq;
+      this.batch.push(event);
+      // Events that arrive together (a catch-up) are folded in one render.
+      if (!this.flushing) {
+        this.flushing = true;
+        queueMicrotask(() => {
+          this.flushing = false;
+          const batch = this.batch;
+          this.batch = [];
+          if (!this.closed && batch.length) this.on.events(batch);
+        });
+      }
+    };
+    source.onerror = () => {
+      // CONNECTING: the browser reconnects by itself, sending Last-Event-ID (the server ends a
+      // response now and then, and proxies drop idle ones). CLOSED: an HTTP error; find out why.
+      if (source.readyState === EventSource.CLOSED) {
+        source.close();
+        this.source = null;
+        void this.diagnose();
+      } else {
+        this.on.connection("connecting");
+      }
+    };
+  }
+
+  private reconnectNow(): void {
+    clearTimeout(this.timer);
+    this.attempt = 0;
+    this.open();
+  }
+
+  /** Why the stream closed: a missing chat, a reset store, an expired token or the network. */
+  private async diagnose(): Promise<void> {
+    if (this.closed) return;
+    const probe = new AbortController();
+    try {
+      // The same request with the token in a header: its status says what went wrong.
+      const path = `/v1/sessions/${encodeURIComponent(this.sessionId)}/stream?after=${this.after}`;
+      await this.client.stream(path, { signal: probe.signal });
+      probe.abort();
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return this.on.gone();
+      if (e instanceof ApiError && e.status === 400) {
+        this.after = 0;
+        this.on.reset();
+      }
+      if (e instanceof ApiError && e.status === 401) return; // signed out: the app shows the sign-in
+    }
+    if (this.closed) return;
+    this.on.connection("offline");
+    this.timer = setTimeout(() => this.open(), backoff(this.attempt++));
+  }
+}
+
+/**
+ * Calls `changed()` whenever a workspace's feed (chat added, answered, renamed, …) gets an event,
+ * following it from its tail with long-polls. Returns a function that stops it.
+ */
+export function watchFeed(client: Client, workspaceId: string, changed: () => void): () => void {
+  const controller = new AbortController();
+  const path = `/v1/stream/workspaces/${encodeURIComponent(workspaceId)}/feed`;
+  void (async () => {
+    let offset = "now";
+    let attempt = 0;
+    while (!controller.signal.aborted) {
+      try {
+        const response = await client.stream(`${path}?offset=${encodeURIComponent(offset)}&live=long-poll`, {
+          signal: controller.signal,
+        });
+        attempt = 0;
+        offset = response.headers.get("stream-next-offset") ?? offset;
+        if (response.status === 200) {
+          const body = (await response.json()) as unknown[];
+          if (body.length) changed();
+        }
+      } catch (e) {
+        if (controller.signal.aborted) return;
+        if (e instanceof ApiError && e.status === 401) return;
+        await new Promise((r) => setTimeout(r, backoff(attempt++)));
+      }
+    }
+  })();
+  return () => controller.abort();
+}

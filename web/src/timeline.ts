@@ -1,0 +1,199 @@
+// A chat's timeline, folded from its events. `apply` is pure and keyed by `seq`: an event at or
+// below `lastSeq` is ignored, so replaying an overlap after a reconnect never shows anything twice.
+// The state is plain JSON, so it can be cached and a reload resumes after `lastSeq`.
+
+import type { ChatEvent } from "./api";
+
+export interface Action {
+  id: string;
+  tool: string;
+  arguments: unknown;
+  status: "running" | "done" | "error" | "declined";
+  result?: unknown;
+}
+
+export type Item =
+  | { kind: "user"; key: string; text: string; ts: string }
+  | {
+      kind: "agent";
+      key: string;
+      author: string;
+      text: string;
+      ts: string;
+      state: "streaming" | "done" | "aborted" | "interrupted";
+      actions: Action[];
+      toolCallIds: string[];
+    }
+  | { kind: "system"; key: string; level: string; text: string; ts: string }
+  | { kind: "note"; key: string; text: string; ts: string }
+  | {
+      kind: "approval";
+      key: string;
+      id: string;
+      tool: string;
+      arguments: unknown;
+      decision?: string;
+    }
+  | { kind: "question"; key: string; id: string; question: string; answer?: string; author?: string }
+  | { kind: "plan"; key: string; id: string; plan: string; action?: string; feedback?: string };
+
+export interface Timeline {
+  /** Items oldest first. */
+  items: Item[];
+  /** The last event folded in. */
+  lastSeq: number;
+  /** The turn whose `agent_end` has not arrived yet, if any. */
+  pendingTurn: string | null;
+  /** The agent answering now (from `agent_start`). */
+  agentName: string;
+}
+
+export const EMPTY: Timeline = { items: [], lastSeq: 0, pendingTurn: null, agentName: "Agent" };
+
+const text = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
+
+/** Folds `events` (in `seq` order) into `timeline`; returns a new timeline, or the same one if nothing applied. */
+export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
+  const fresh = events.filter((e) => e.seq > timeline.lastSeq);
+  if (fresh.length === 0) return timeline;
+  const t: Timeline = { ...timeline, items: [...timeline.items] };
+  // Index of each item by key, so updates find their item without a scan.
+  const index = new Map<string, number>();
+  t.items.forEach((item, i) => index.set(item.key, i));
+  const push = (item: Item) => {
+    index.set(item.key, t.items.length);
+    t.items.push(item);
+  };
+  const update = <K extends Item["kind"]>(key: string, kind: K, f: (item: Extract<Item, { kind: K }>) => Item) => {
+    const i = index.get(key);
+    const item = i === undefined ? undefined : t.items[i];
+    if (i !== undefined && item && item.kind === kind) t.items[i] = f(item as Extract<Item, { kind: K }>);
+  };
+  // The agent message that called a tool (or the latest agent message).
+  const owner = (toolCallId: string): string | undefined => {
+    for (let i = t.items.length - 1; i >= 0; i--) {
+      const item = t.items[i];
+      if (item?.kind === "agent" && item.toolCallIds.includes(toolCallId)) return item.key;
+    }
+    for (let i = t.items.length - 1; i >= 0; i--) {
+      const item = t.items[i];
+      if (item?.kind === "agent") return item.key;
+    }
+    return undefined;
+  };
+  const setAction = (toolCallId: string, f: (a: Action | undefined) => Action) => {
+    const key = owner(toolCallId);
+    if (!key) return;
+    update(key, "agent", (m) => {
+      const at = m.actions.findIndex((a) => a.id === toolCallId);
+      const actions = [...m.actions];
+      if (at < 0) actions.push(f(undefined));
+      else actions[at] = f(actions[at]);
+      return { ...m, actions };
+    });
+  };
+
+  for (const e of fresh) {
+    const p = e.payload ?? {};
+    const msgKey = `m:${text(p.message_id)}`;
+    switch (e.type) {
+      case "user_message_submitted":
+        push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts });
+        if (e.turn_id) t.pendingTurn = e.turn_id;
+        break;
+      case "agent_message":
+        push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [] });
+        if (p.ask === true && typeof p.question_id === "string")
+          push({ kind: "question", key: `q:${p.question_id}`, id: p.question_id, question: text(p.text), author: text(p.author) });
+        break;
+      case "agent_start":
+        t.agentName = text(p.agent_name) || t.agentName;
+        if (e.turn_id) t.pendingTurn = e.turn_id;
+        break;
+      case "message_start":
+        push({ kind: "agent", key: msgKey, author: t.agentName, text: "", ts: e.ts, state: "streaming", actions: [], toolCallIds: [] });
+        break;
+      case "message_update":
+        update(msgKey, "agent", (m) => ({ ...m, text: m.text + text(p.delta) }));
+        break;
+      case "message_end": {
+        const calls = Array.isArray(p.tool_calls) ? (p.tool_calls as { id: string }[]) : [];
+        const state = p.aborted === true ? "aborted" : p.interrupted === true ? "interrupted" : "done";
+        if (!index.has(msgKey))
+          push({ kind: "agent", key: msgKey, author: t.agentName, text: "", ts: e.ts, state, actions: [], toolCallIds: [] });
+        update(msgKey, "agent", (m) => ({
+          ...m,
+          text: typeof p.text === "string" ? p.text : m.text,
+          state,
+          toolCallIds: calls.map((c) => c.id),
+        }));
+        break;
+      }
+      case "tool_start":
+        setAction(text(p.tool_call_id), () => ({ id: text(p.tool_call_id), tool: text(p.tool), arguments: p.arguments, status: "running" }));
+        break;
+      case "tool_end": {
+        const status = p.declined === true || p.status === "declined" ? "declined" : p.error !== undefined ? "error" : "done";
+        setAction(text(p.tool_call_id), (a) => ({
+          id: text(p.tool_call_id),
+          tool: text(p.tool) || a?.tool || "",
+          arguments: a?.arguments,
+          status,
+          result: p.error ?? p.result,
+        }));
+        break;
+      }
+      case "tool_approval_required":
+        push({ kind: "approval", key: `ap:${text(p.tool_call_id)}`, id: text(p.tool_call_id), tool: text(p.tool), arguments: p.arguments });
+        break;
+      case "approval_submitted":
+        update(`ap:${text(p.tool_call_id)}`, "approval", (a) => ({ ...a, decision: text(p.decision) }));
+        break;
+      case "ask_question":
+        push({ kind: "question", key: `q:${text(p.question_id)}`, id: text(p.question_id), question: text(p.question), author: t.agentName });
+        break;
+      case "question_answered":
+        update(`q:${text(p.question_id)}`, "question", (q) => ({ ...q, answer: text(p.answer) }));
+        push({ kind: "user", key: `u:${e.seq}`, text: text(p.answer), ts: e.ts });
+        break;
+      case "plan_approval_required":
+        push({ kind: "plan", key: `p:${text(p.plan_id)}`, id: text(p.plan_id), plan: text(p.plan) });
+        break;
+      case "plan_submitted":
+        update(`p:${text(p.plan_id)}`, "plan", (q) => ({ ...q, action: text(p.action), feedback: text(p.feedback) }));
+        break;
+      case "control_submitted":
+        if (p.action === "abort") push({ kind: "note", key: `c:${e.seq}`, text: "You stopped the agent.", ts: e.ts });
+        break;
+      case "agent_end":
+        if (!e.turn_id || e.turn_id === t.pendingTurn) t.pendingTurn = null;
+        for (let i = 0; i < t.items.length; i++) {
+          const item = t.items[i];
+          if (item?.kind === "agent" && item.state === "streaming") t.items[i] = { ...item, state: "interrupted" };
+        }
+        break;
+      case "system":
+        push({ kind: "system", key: `s:${e.seq}`, level: text(p.level) || "info", text: text(p.message), ts: e.ts });
+        break;
+      default:
+        // usage, capability changes and anything newer: nothing to show
+        break;
+    }
+    t.lastSeq = e.seq;
+  }
+  return t;
+}
+
+/** The requests still waiting on a person. */
+export const open = (t: Timeline): Item[] =>
+  t.items.filter(
+    (i) =>
+      (i.kind === "approval" && !i.decision) || (i.kind === "question" && i.answer === undefined) || (i.kind === "plan" && !i.action),
+  );
+
+/** A task an event created (`tool_end` of `create_task`), for the toast. */
+export function createdTask(e: ChatEvent): { id: string; title: string } | null {
+  if (e.type !== "tool_end" || e.payload.tool !== "create_task") return null;
+  const result = e.payload.result as { task_id?: string; title?: string } | undefined;
+  return result?.task_id ? { id: result.task_id, title: result.title ?? "" } : null;
+}

@@ -1,0 +1,107 @@
+// What the browser tests share: a real `spool serve` (embedded store in a temporary directory,
+// the scripted demo agent) on a free loopback port, and Debian's headless Chromium driven by
+// playwright-core. Every test saves a screenshot under target/web-screenshots/.
+
+import { spawn } from "node:child_process";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, "../..");
+const SPOOL = process.env.SPOOL_BIN ?? join(root, "target/debug/spool");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+export const SCREENSHOTS = join(root, "target/web-screenshots");
+
+/** Starts `spool serve`; resolves once it prints its sign-in link. */
+export async function startSpool(env = {}) {
+  const dataDir = await mkdtemp(join(tmpdir(), "spool-web-"));
+  const child = spawn(SPOOL, ["serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir], {
+    env: { ...process.env, SPOOL_WEB_DIR: join(root, "web/dist"), RUST_LOG: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const link = await new Promise((resolveLink, reject) => {
+    const timer = setTimeout(() => reject(new Error(`spool serve did not start in 30 s:\n${output}`)), 30_000);
+    const read = (chunk) => {
+      output += chunk;
+      const m = /Open the web UI, signed in: (http:\/\/\S+)/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolveLink(m[1]);
+      }
+    };
+    child.stdout.on("data", read);
+    child.stderr.on("data", read);
+    child.on("exit", (code) => reject(new Error(`spool serve exited with ${code}:\n${output}`)));
+  });
+  const url = new URL(link);
+  return {
+    /** The sign-in link (`http://127.0.0.1:port/#key=…`). */
+    link,
+    origin: url.origin,
+    apiKey: new URLSearchParams(url.hash.slice(1)).get("key"),
+    async stop() {
+      child.kill("SIGTERM");
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Headless Chromium with the flags this machine's closed network needs. */
+export async function startBrowser() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+/**
+ * A page signed in through the printed link, failing the test on any uncaught script error or
+ * console error (but for the 404 of the optional config.json).
+ */
+export async function signedInPage(browser, spool, viewport = { width: 1200, height: 850 }) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  page.errors = [];
+  page.on("pageerror", (e) => page.errors.push(String(e)));
+  page.on("console", (m) => {
+    if (m.type() === "error" && !/config\.json|404/.test(m.text() + (m.location()?.url ?? ""))) page.errors.push(m.text());
+  });
+  await page.goto(spool.link);
+  return page;
+}
+
+export async function screenshot(page, name) {
+  await mkdir(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) });
+}
+
+/** Calls the API directly with the local key's token (to set up what a test does not click). */
+export async function api(spool) {
+  const handshake = await fetch(`${spool.origin}/v1/handshake`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ version: "1", user_agent: "web-tests", api_key: spool.apiKey }),
+  }).then((r) => r.json());
+  return async (method, path, body) => {
+    const r = await fetch(`${spool.origin}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${handshake.jwt}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
+    return r.status === 204 ? null : r.json();
+  };
+}
