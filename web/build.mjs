@@ -24,7 +24,5 @@ const options = {
 if (watch) {
   await (await esbuild.context(options)).watch();
 } else {
-  const result = await esbuild.build({ ...options, metafile: true });
-  for (const [file, { bytes }] of Object.entries(result.metafile.outputs))
-    if (!file.endsWith(".map")) console.log(`${file}: ${(bytes / 1024).toFixed(1)} KiB`);
+  await esbuild.build(options);
 }

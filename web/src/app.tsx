@@ -9,7 +9,7 @@ import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
 import { TasksTab } from "./tasks";
 import { go, href, parseRoute, type Route } from "./route";
-import { type Notify, Toasts, useToasts } from "./toasts";
+import { type Notify, ToastList, Toasts, useToasts } from "./toasts";
 
 function useRoute(): Route {
   const [route, setRoute] = useState(() => parseRoute(location.hash));
@@ -41,18 +41,15 @@ function App({ client }: { client: Client }) {
       setSignedIn(false);
     };
   }, [client]);
-  if (!signedIn)
-    return (
-      <>
-        <SignIn client={client} reason={signInReason} onSignedIn={() => setSignedIn(true)} />
-        <Toasts toasts={toasts.list} dismiss={toasts.dismiss} />
-      </>
-    );
   return (
-    <>
-      <Shell client={client} notify={toasts.notify} />
-      <Toasts toasts={toasts.list} dismiss={toasts.dismiss} />
-    </>
+    <ToastList.Provider value={{ list: toasts.list, dismiss: toasts.dismiss }}>
+      {signedIn ? (
+        <Shell client={client} notify={toasts.notify} />
+      ) : (
+        <SignIn client={client} reason={signInReason} onSignedIn={() => setSignedIn(true)} />
+      )}
+      <Toasts />
+    </ToastList.Provider>
   );
 }
 
@@ -126,7 +123,8 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
   const current = workspaces?.find((w) => w.id === ws);
   // The home page opens the first workspace once there is one.
   useEffect(() => {
-    if (route.page === "home" && workspaces && workspaces.length > 0) {
+    // Read the hash again: it may have moved on since this render.
+    if (parseRoute(location.hash).page === "home" && workspaces && workspaces.length > 0) {
       const first = workspaces[0]!;
       history.replaceState(null, "", href({ page: "chats", ws: first.id }));
       dispatchEvent(new HashChangeEvent("hashchange"));

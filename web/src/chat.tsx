@@ -9,7 +9,7 @@ import { renderMarkdown } from "./markdown";
 import { href } from "./route";
 import { relative, useTick } from "./time";
 import { type Action, apply, createdTask, EMPTY, type Item, open, type Timeline } from "./timeline";
-import type { Notify } from "./toasts";
+import { type Notify, Toasts } from "./toasts";
 
 interface Props {
   client: Client;
@@ -107,6 +107,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
       onClick={(e) => e.target === dialog.current && dialog.current?.close()}
     >
       {body}
+      <Toasts inDialog />
     </dialog>
   );
 }
@@ -274,7 +275,6 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
         <li class={`message agent ${item.state}`} aria-label={`${item.author} says`}>
           <div class="author">{item.author}</div>
           <Markdown class="bubble" text={item.text} />
-          {item.state === "streaming" && <span class="typing" aria-label="typing" />}
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
           {item.actions.length > 0 && (
@@ -361,7 +361,7 @@ function ApprovalCard({ item, client, sessionId, notify }: CardProps<"approval">
   return (
     <li class="request approval" aria-label="Approval request">
       <p>
-        The agent wants to <strong>{ACTION_LABELS[item.tool] ?? item.tool}</strong>:
+        <strong>{item.author}</strong> asks to <strong>{ACTION_LABELS[item.tool] ?? item.tool}</strong>:
       </p>
       <pre>{JSON.stringify(item.arguments, null, 2)}</pre>
       {item.decision ? (

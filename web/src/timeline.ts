@@ -30,6 +30,7 @@ export type Item =
       kind: "approval";
       key: string;
       id: string;
+      author: string;
       tool: string;
       arguments: unknown;
       decision?: string;
@@ -144,7 +145,7 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       }
       case "tool_approval_required":
-        push({ kind: "approval", key: `ap:${text(p.tool_call_id)}`, id: text(p.tool_call_id), tool: text(p.tool), arguments: p.arguments });
+        push({ kind: "approval", key: `ap:${text(p.tool_call_id)}`, id: text(p.tool_call_id), author: t.agentName, tool: text(p.tool), arguments: p.arguments });
         break;
       case "approval_submitted":
         update(`ap:${text(p.tool_call_id)}`, "approval", (a) => ({ ...a, decision: text(p.decision) }));

@@ -1,6 +1,7 @@
 // Short notices in a polite live region: errors the API explained, and links (a new task).
 
-import { useMemo, useState } from "preact/hooks";
+import { createContext } from "preact";
+import { useContext, useMemo, useState } from "preact/hooks";
 import { ApiError } from "./api";
 
 export interface Toast {
@@ -38,10 +39,18 @@ export function useToasts() {
   return { list, notify, dismiss };
 }
 
-export function Toasts({ toasts, dismiss }: { toasts: Toast[]; dismiss: (id: number) => void }) {
+/** The toasts on show, for a modal window to show them inside itself. */
+export const ToastList = createContext<{ list: Toast[]; dismiss: (id: number) => void }>({ list: [], dismiss: () => {} });
+
+/**
+ * Where toasts show. A modal `<dialog>` makes the rest of the page inert, so an open chat window
+ * shows them inside itself (`inDialog`), and the page's own copy is hidden meanwhile (CSS).
+ */
+export function Toasts({ inDialog = false }: { inDialog?: boolean }) {
+  const { list, dismiss } = useContext(ToastList);
   return (
-    <div class="toasts" role="status" aria-live="polite">
-      {toasts.map((t) => (
+    <div class={inDialog ? "toasts in-dialog" : "toasts"} role="status" aria-live="polite">
+      {list.map((t) => (
         <div class={`toast ${t.tone}`} key={t.id}>
           <span>{t.text}</span>
           {t.link && (

@@ -80,6 +80,7 @@ export async function signedInPage(browser, spool, viewport = { width: 1200, hei
     if (m.type() === "error" && !/config\.json|404/.test(m.text() + (m.location()?.url ?? ""))) page.errors.push(m.text());
   });
   await page.goto(spool.link);
+  await page.getByRole("button", { name: "Sign out" }).waitFor();
   return page;
 }
 

@@ -1,0 +1,358 @@
+// The web UI in a real browser (Debian's headless Chromium) against a real `spool serve` with
+// the scripted demo agent: what a person does, clicked, typed and read back from the page, and
+// checked against the chat's events through the API.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { api, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+
+let spool;
+let browser;
+let call;
+
+before(async () => {
+  spool = await startSpool();
+  browser = await startBrowser();
+  call = await api(spool);
+});
+
+after(async () => {
+  await browser?.close();
+  await spool?.stop();
+});
+
+const DEMO_START = "Hello! I am Spool's demo agent";
+const DEMO_END = "or to add a **helper** agent.";
+
+/** A signed-in page on a new workspace's chats. */
+async function workspacePage(name, viewport) {
+  const ws = await call("POST", "/v1/workspaces", { name });
+  const page = await signedInPage(browser, spool, viewport);
+  await page.goto(`${spool.origin}/#/w/${ws.id}/chats`);
+  await page.getByRole("heading", { name: "Chats" }).waitFor();
+  assert.equal(await page.getByRole("combobox", { name: "Workspace" }).inputValue(), ws.id);
+  return { page, ws };
+}
+
+/** Opens "New chat" and picks an agent; resolves with the chat's id once its window is open. */
+async function newChat(page, agent = /Spool/) {
+  await page.locator("summary", { hasText: "New chat" }).click();
+  await page.getByRole("menuitem", { name: agent }).click();
+  await page.getByRole("dialog").waitFor();
+  await page.waitForURL(/\/chats\/ses_/);
+  return page.url().split("/chats/")[1];
+}
+
+const composer = (page) => page.getByRole("textbox", { name: "Message", exact: true });
+
+async function send(page, text) {
+  await composer(page).fill(text);
+  await page.getByRole("button", { name: "Send" }).click();
+}
+
+const agentMessages = (page) => page.locator(".message.agent .bubble");
+const userMessages = (page) => page.locator(".message.user .bubble");
+
+/** The chat's events, from the API. */
+const events = async (sessionId) => (await call("GET", `/v1/sessions/${sessionId}/events?after=0&limit=1000`)).events;
+
+/** Waits until the chat's current turn has ended (in the stream, not the page). */
+async function turnEnded(sessionId, count = 1) {
+  for (let i = 0; i < 200; i++) {
+    const ends = (await events(sessionId)).filter((e) => e.type === "agent_end");
+    if (ends.length >= count) return ends[count - 1];
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("the turn did not end in 20 s");
+}
+
+function assertNoErrors(page) {
+  assert.deepEqual(page.errors, [], "the page logged errors");
+}
+
+test("a chat streams the scripted agent's answer in", async () => {
+  const { page } = await workspacePage("Streaming");
+  const id = await newChat(page);
+  await send(page, "hello there");
+  await userMessages(page).first().getByText("hello there").waitFor();
+  assert.equal(await userMessages(page).count(), 1);
+  // The answer arrives in pieces: first its start, while the stop button shows...
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  const partial = await agentMessages(page).first().innerText();
+  await page.getByRole("button", { name: "Stop the agent" }).waitFor();
+  await screenshot(page, "chat-mid-answer");
+  // ...then all of it, after which Send is back.
+  await agentMessages(page).first().getByText("helper", { exact: true }).waitFor();
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  await turnEnded(id);
+  const full = await agentMessages(page).first().innerText();
+  assert.ok(full.length > partial.length, `the answer grew (${partial.length} → ${full.length} characters)`);
+  const end = (await events(id)).find((e) => e.type === "message_end");
+  assert.ok(end.payload.text.endsWith(DEMO_END));
+  assert.ok(full.includes("You wrote: hello there"));
+  await screenshot(page, "chat-answered");
+  assertNoErrors(page);
+});
+
+test("a reload mid-answer continues the answer with nothing shown twice", async () => {
+  const { page } = await workspacePage("Reload");
+  const id = await newChat(page);
+  await send(page, "tell me about reloading");
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  await page.reload();
+  await page.getByRole("dialog").waitFor();
+  // The cached timeline shows at once, and the stream resumes after its last event.
+  await agentMessages(page).first().getByText("helper", { exact: true }).waitFor({ timeout: 15_000 });
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  await screenshot(page, "chat-after-reload");
+  assert.equal(await userMessages(page).count(), 1, "one message of the person");
+  assert.equal(await agentMessages(page).count(), 1, "one answer");
+  await turnEnded(id);
+  const end = (await events(id)).find((e) => e.type === "message_end");
+  const shown = await agentMessages(page).first().innerText();
+  // The page renders markdown; compare the words, which a duplicated delta would break.
+  const words = (s) => s.replace(/[*_]/g, "").replace(/\s+/g, " ").trim();
+  assert.equal(words(shown), words(end.payload.text));
+
+  // A second reload after the end, and a page with no cache at all, show the same.
+  await page.reload();
+  await agentMessages(page).first().getByText("helper", { exact: true }).waitFor();
+  assert.equal(await agentMessages(page).count(), 1);
+  await page.evaluate(() => localStorage.clear());
+  const fresh = await signedInPage(browser, spool);
+  await fresh.goto(page.url());
+  await agentMessages(fresh).first().getByText("helper", { exact: true }).waitFor();
+  assert.equal(words(await agentMessages(fresh).first().innerText()), words(end.payload.text));
+  assertNoErrors(page);
+  assertNoErrors(fresh);
+});
+
+test("a network drop mid-answer loses nothing and repeats nothing", async () => {
+  const { page } = await workspacePage("Offline");
+  const id = await newChat(page);
+  await send(page, "keep going while I am offline");
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  await page.context().setOffline(true);
+  await page.waitForTimeout(1500);
+  await page.context().setOffline(false);
+  await agentMessages(page).first().getByText("helper", { exact: true }).waitFor({ timeout: 40_000 });
+  await turnEnded(id);
+  const end = (await events(id)).find((e) => e.type === "message_end");
+  const words = (s) => s.replace(/[*_]/g, "").replace(/\s+/g, " ").trim();
+  assert.equal(words(await agentMessages(page).first().innerText()), words(end.payload.text));
+  assert.equal(await agentMessages(page).count(), 1);
+  await screenshot(page, "chat-after-offline");
+});
+
+test("the stop button aborts the turn and keeps the partial answer", async () => {
+  const { page } = await workspacePage("Abort");
+  const id = await newChat(page);
+  await send(page, "a long answer please");
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  await page.getByRole("button", { name: "Stop the agent" }).click();
+  await page.getByText("You stopped the agent.").waitFor();
+  await page.locator(".message.agent .badge", { hasText: "stopped" }).waitFor();
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  const end = await turnEnded(id);
+  assert.equal(end.payload.reason, "aborted");
+  const kept = (await events(id)).find((e) => e.type === "message_end");
+  assert.equal(kept.payload.aborted, true);
+  assert.ok(!kept.payload.text.endsWith(DEMO_END), "the answer was cut short");
+  await screenshot(page, "chat-aborted");
+  assertNoErrors(page);
+});
+
+test("a tool call is approved inline and its action shows under its message", async () => {
+  const { page, ws } = await workspacePage("Approval");
+  const id = await newChat(page);
+  await send(page, "add a helper agent");
+  const request = page.getByRole("listitem", { name: "Approval request" });
+  await request.waitFor();
+  assert.match(await request.innerText(), /Create agent/);
+  await screenshot(page, "chat-approval");
+  await request.getByRole("button", { name: "Approve" }).click();
+  await request.getByText("Approved").waitFor();
+  await page.locator(".action.done", { hasText: "Create agent" }).waitFor();
+  await turnEnded(id);
+  const agents = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents;
+  assert.ok(agents.some((a) => a.name === "Helper"), `the approved call ran: ${JSON.stringify(await events(id))}`);
+  assert.ok((await events(id)).some((e) => e.type === "approval_submitted" && e.payload.decision === "approve"));
+  assertNoErrors(page);
+});
+
+test("a question is answered inline and the agent carries on", async () => {
+  const { page } = await workspacePage("Question");
+  const id = await newChat(page);
+  await send(page, "ask me a question");
+  const card = page.getByRole("listitem", { name: "Question" });
+  await card.getByText("What should I call you?").waitFor();
+  await card.getByRole("textbox", { name: "Your answer" }).fill("Ada");
+  await card.getByRole("button", { name: "Answer" }).click();
+  await card.getByText("You answered: Ada").waitFor();
+  await agentMessages(page).filter({ hasText: "Nice to meet you, Ada" }).waitFor();
+  await screenshot(page, "chat-question");
+  assert.equal((await turnEnded(id)).payload.reason, "complete");
+  assertNoErrors(page);
+});
+
+test("a plan is rejected with feedback", async () => {
+  const { page } = await workspacePage("Plan");
+  const id = await newChat(page);
+  await send(page, "make a plan");
+  const card = page.getByRole("listitem", { name: "Plan" });
+  await card.getByText("Draft an answer").waitFor();
+  await card.getByRole("textbox", { name: "Feedback" }).fill("fewer steps");
+  await card.getByRole("button", { name: "Reject plan" }).click();
+  await card.getByText("Rejected: fewer steps").waitFor();
+  await agentMessages(page).filter({ hasText: "The plan was rejected: fewer steps" }).waitFor();
+  const answer = (await events(id)).find((e) => e.type === "plan_submitted");
+  assert.deepEqual([answer.payload.action, answer.payload.feedback], ["reject", "fewer steps"]);
+  await screenshot(page, "chat-plan");
+});
+
+test("a task an agent creates shows a toast with a link to it", async () => {
+  const { page, ws } = await workspacePage("Tasks");
+  await newChat(page);
+  await send(page, "make a task to water the ferns");
+  const link = page.getByRole("status").getByRole("link", { name: "Open task" });
+  await link.waitFor();
+  await screenshot(page, "chat-task-toast");
+  await link.click();
+  await page.waitForURL(new RegExp(`#/w/${ws.id}/tasks/task_`));
+  await page.locator(".task.highlight", { hasText: "Follow up: make a task to water the ferns" }).waitFor();
+  assertNoErrors(page);
+});
+
+test("agent text cannot inject script or markup", async () => {
+  const { page } = await workspacePage("Safety");
+  await newChat(page);
+  // The demo agent repeats what it was sent, inside its markdown answer.
+  await send(page, `<img src=x onerror="window.__pwned=1"> [click](javascript:window.__pwned=2) <script>window.__pwned=3</script>`);
+  await agentMessages(page).first().getByText("helper", { exact: true }).waitFor();
+  const bubble = agentMessages(page).first();
+  assert.equal(await bubble.locator("img, script").count(), 0, "tags are shown as text");
+  assert.equal(await bubble.locator('a[href^="javascript"]').count(), 0, "no javascript: links");
+  assert.match(await bubble.innerText(), /<img src=x onerror=/);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+});
+
+test("a chat is renamed inline and deleted from the list", async () => {
+  const { page, ws } = await workspacePage("Rename");
+  const id = await newChat(page);
+  await page.getByRole("button", { name: /Rename chat/ }).click();
+  await page.getByRole("textbox", { name: "Chat title" }).fill("Trip to Lisbon");
+  await page.getByRole("button", { name: "Save title" }).click();
+  await page.getByRole("button", { name: "Rename chat: Trip to Lisbon" }).waitFor();
+  assert.equal((await call("GET", `/v1/sessions/${id}`)).title, "Trip to Lisbon");
+  await page.getByRole("button", { name: "Close chat" }).click();
+  await page.getByRole("dialog").waitFor({ state: "detached" });
+  const row = page.locator(".chat-row", { hasText: "Trip to Lisbon" });
+  await row.waitFor();
+  await row.getByRole("button", { name: "Delete chat Trip to Lisbon" }).click();
+  await screenshot(page, "chat-delete-confirm");
+  await row.getByRole("group").getByRole("button", { name: "Delete" }).click();
+  await row.waitFor({ state: "detached" });
+  assert.deepEqual((await call("GET", `/v1/sessions?workspace_id=${ws.id}`)).sessions, []);
+  assertNoErrors(page);
+});
+
+test("the chat list puts the chat with new messages on top, live", async () => {
+  const { page, ws } = await workspacePage("Live list");
+  const agent = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents[0];
+  const older = await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Older chat" });
+  await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Newer chat" });
+  await page.reload();
+  const titles = () => page.locator(".chat-title").allInnerTexts();
+  await page.locator(".chat-title").first().getByText("Newer chat").waitFor();
+  // Someone else writes to the older chat: the feed moves it up without a reload.
+  await call("POST", `/v1/sessions/${older.id}/messages`, { content: "a message from elsewhere" });
+  await page.locator(".chat-title").first().getByText("Older chat").waitFor({ timeout: 10_000 });
+  assert.deepEqual(await titles(), ["Older chat", "Newer chat"]);
+  const row = page.locator(".chat-row").first();
+  await row.getByText("Spool", { exact: true }).waitFor();
+  await row.locator(".chat-time", { hasText: "just now" }).waitFor();
+  await page.waitForTimeout(3000); // let the answer finish, so the screenshot shows a preview
+  await screenshot(page, "chat-list");
+  assertNoErrors(page);
+});
+
+test("agents are created, edited, reordered and deleted", async () => {
+  const { page, ws } = await workspacePage("Agents");
+  await page.getByRole("link", { name: "Agents" }).click();
+  const names = async () => (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents.map((a) => a.name);
+  for (const name of ["Researcher", "Writer"]) {
+    await page.getByRole("button", { name: "New agent" }).click();
+    await page.getByRole("textbox", { name: "Name" }).fill(name);
+    await page.getByRole("textbox", { name: "Instruction" }).fill(`You are the ${name.toLowerCase()}.`);
+    await page.getByRole("combobox", { name: "Runtime" }).selectOption("openai");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.locator(".agent-name", { hasText: name }).waitFor();
+  }
+  assert.deepEqual(await names(), ["Spool", "Researcher", "Writer"]);
+  await page.getByRole("button", { name: "Move Writer up" }).click();
+  await page.waitForFunction(() => document.querySelectorAll(".agent-name")[1]?.textContent === "Writer");
+  await page.getByRole("button", { name: "Move Writer up" }).click();
+  await page.waitForFunction(() => document.querySelectorAll(".agent-name")[0]?.textContent === "Writer");
+  assert.deepEqual(await names(), ["Writer", "Spool", "Researcher"]);
+  await page.getByRole("button", { name: "Edit Researcher" }).click();
+  await page.getByRole("textbox", { name: "Model" }).fill("gpt-test");
+  await page.getByRole("combobox", { name: "CLI" }).selectOption("codex");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.locator(".agent-row", { hasText: "Researcher" }).getByText("gpt-test").waitFor();
+  const researcher = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents.find((a) => a.name === "Researcher");
+  assert.deepEqual([researcher.model, researcher.cli_type, researcher.runtime], ["gpt-test", "codex", "openai"]);
+  await screenshot(page, "agents");
+  page.once("dialog", (d) => d.accept());
+  await page.getByRole("button", { name: "Delete Researcher" }).click();
+  await page.locator(".agent-name", { hasText: "Researcher" }).waitFor({ state: "detached" });
+  assert.deepEqual(await names(), ["Writer", "Spool"]);
+  // A new chat offers the agents in their order, and the chat's header switches agent and CLI.
+  await page.getByRole("link", { name: "Chats" }).click();
+  await page.locator("summary", { hasText: "New chat" }).click();
+  assert.deepEqual(await page.getByRole("menuitem").allInnerTexts(), ["Writer", "Spoolbuilt-in"]);
+  await page.getByRole("menuitem", { name: "Writer" }).click();
+  await page.getByRole("dialog").waitFor();
+  const id = page.url().split("/chats/")[1];
+  await page.getByRole("combobox", { name: "CLI" }).selectOption("gemini");
+  for (let i = 0; i < 50 && (await call("GET", `/v1/sessions/${id}`)).cli_type !== "gemini"; i++) await page.waitForTimeout(100);
+  assert.equal((await call("GET", `/v1/sessions/${id}`)).cli_type, "gemini");
+  await page.getByRole("combobox", { name: "Agent" }).selectOption({ label: "Spool" });
+  for (let i = 0; i < 50 && (await call("GET", `/v1/sessions/${id}`)).agent_name !== "Spool"; i++) await page.waitForTimeout(100);
+  const chat = await call("GET", `/v1/sessions/${id}`);
+  assert.deepEqual([chat.agent_name, chat.cli_type], ["Spool", null], "a new agent resets the CLI");
+  await page.waitForFunction(() => document.querySelector('select[aria-label="CLI"]')?.value === "");
+  assertNoErrors(page);
+});
+
+test("the global chat is a page of its own", async () => {
+  const page = await signedInPage(browser, spool);
+  await page.getByRole("link", { name: "Global chat" }).click();
+  await page.getByRole("button", { name: "Rename chat: Global chat" }).waitFor();
+  await send(page, "ask me a question");
+  await page.getByText("What should I call you?").first().waitFor();
+  // There, a plain message answers the agent's question.
+  await composer(page).fill("Grace");
+  await page.getByRole("button", { name: "Send" }).click();
+  await agentMessages(page).filter({ hasText: "Nice to meet you, Grace" }).waitFor();
+  await screenshot(page, "global-chat");
+  assertNoErrors(page);
+});
+
+test("on a phone-sized screen the chat fills the screen and works by keyboard", async () => {
+  const { page } = await workspacePage("Phone", { width: 390, height: 844 });
+  await newChat(page);
+  // Focus starts in the message box; Enter sends.
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "composer-input");
+  await page.keyboard.type("hi from a phone");
+  await page.keyboard.press("Enter");
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  const box = await page.getByRole("dialog").boundingBox();
+  assert.ok(box.width >= 380 && box.height >= 800, `the window fills the screen (${box.width}×${box.height})`);
+  await screenshot(page, "phone-chat");
+  // Escape closes the window and focus returns to the page.
+  await page.getByRole("button", { name: "Send" }).waitFor({ timeout: 15_000 });
+  await page.keyboard.press("Escape");
+  await page.getByRole("dialog").waitFor({ state: "detached" });
+  await page.waitForURL(/\/chats$/);
+  assertNoErrors(page);
+});
