@@ -353,10 +353,19 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
     let addr = listener.local_addr()?;
     let auth = if no_auth { ", no authorization" } else { "" };
-    println!("Spool is listening on http://{addr} ({}{auth})", services.description);
-    println!("API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)");
+    let mut banner = format!(
+        "Spool is listening on http://{addr} ({}{auth})\n\
+         API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)\n",
+        services.description
+    );
     if !no_auth {
-        println!("Open the web UI, signed in: http://{addr}/#key={api_key}");
+        banner.push_str(&format!("Open the web UI, signed in: http://{addr}/#key={api_key}\n"));
+    }
+    // Whoever started the server may have stopped reading its output: that must not stop it.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
     tracing::info!(%addr, backend = ?config.backend, "serving");
     axum::serve(listener, app)

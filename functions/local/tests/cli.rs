@@ -17,19 +17,27 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str], cwd: &Path) -> Self {
+        Self::start_with(args, cwd, &[])
+    }
+
+    fn start_with(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
             .arg("serve")
             .args(["--addr", "127.0.0.1:0"])
             .args(args)
             .current_dir(cwd)
             .env_remove("SPOOL_ADDR")
+            .env_remove("SPOOL_WEB_DIR")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn spool");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut banner_lines = Vec::new();
-        for _ in 0..2 {
+        // The address, the key and (with authorization on) the web UI's sign-in link.
+        let lines = if args.contains(&"--no-auth") { 2 } else { 3 };
+        for _ in 0..lines {
             let mut line = String::new();
             stdout.read_line(&mut line).expect("read the banner");
             banner_lines.push(line);
@@ -267,6 +275,9 @@ async fn serve_prints_the_local_organizations_key_on_every_start() {
     let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());
     // THEN it prints the same key, which the handshake accepts for the `local` organization
     assert_eq!(key_in(&server), key);
+    // AND a link that opens the web UI signed in with it
+    let link = format!("{}/#key={key}", server.url);
+    assert!(server.banner_lines[2].contains(&link), "{:?}", server.banner_lines);
     let response = handshake(&server.url, &key).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.json::<serde_json::Value>().await.unwrap()["org_id"], "local");
@@ -280,4 +291,54 @@ async fn serve_prints_the_local_organizations_key_on_every_start() {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
+}
+
+#[tokio::test]
+async fn serve_serves_the_built_web_ui_at_the_root_and_says_how_to_build_it_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    // GIVEN a built UI: index.html and its assets
+    let web = dir.path().join("dist");
+    std::fs::create_dir_all(web.join("assets")).unwrap();
+    std::fs::write(web.join("index.html"), "<!doctype html><title>Spool UI</title>").unwrap();
+    std::fs::write(web.join("assets/app.js"), "console.log('spool')").unwrap();
+    let server = Server::start_with(&["--data-dir", data], dir.path(), &[("SPOOL_WEB_DIR", &web)]);
+    let get = |path: &str| reqwest::get(format!("{}{path}", server.url));
+    // WHEN a browser opens / and loads an asset
+    let index = get("/").await.unwrap();
+    // THEN it gets the page, never cached stale, with a content security policy
+    assert_eq!(index.status(), 200);
+    assert_eq!(index.headers()["content-type"], "text/html");
+    assert_eq!(index.headers()["cache-control"], "no-cache");
+    assert!(
+        index.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'self'")
+    );
+    assert!(index.text().await.unwrap().contains("Spool UI"));
+    let script = get("/assets/app.js").await.unwrap();
+    assert_eq!(script.status(), 200);
+    assert_eq!(script.headers()["content-type"], "text/javascript");
+    // AND paths outside the UI keep the API's JSON errors, including ones that climb out of it
+    for path in ["/assets/missing.js", "/assets/../index.html", "/nothing-here"] {
+        let response = get(path).await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    let unknown = get("/nothing-here").await.unwrap();
+    assert_eq!(
+        unknown.json::<serde_json::Value>().await.unwrap()["error"]["code"],
+        "no_route"
+    );
+    drop(server);
+
+    // GIVEN no built UI
+    let missing = dir.path().join("not-built");
+    let server = Server::start_with(&["--data-dir", data], dir.path(), &[("SPOOL_WEB_DIR", &missing)]);
+    // THEN / says how to build it, and the API still works
+    let page = reqwest::get(format!("{}/", server.url)).await.unwrap();
+    assert_eq!(page.status(), 404);
+    assert!(page.text().await.unwrap().contains("make web"));
+    assert_eq!(health(&server.url).await["status"], "ok");
 }
