@@ -51,7 +51,7 @@ test: deps web browser ## Install what the tests need, start the emulator, run e
 	status=0; \
 	$(CONFORMANCE) --backend embedded || status=1; \
 	$(CONFORMANCE) --backend aws || status=1; \
-	SPOOL_BIN=target/debug/spool npm test --silent --prefix web || status=1; \
+	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	exit $$status
 
 conformance: deps ## Run the Durable Streams conformance suite and the client resume test on both backends
@@ -100,7 +100,7 @@ browser: ## Install Chromium for the browser tests (apt, as root or with sudo)
 
 web-test: web browser ## Run the browser tests of the web UI (headless Chromium, against spool serve)
 	cargo build -p spool-local --locked
-	SPOOL_BIN=target/debug/spool npm test --silent --prefix web
+	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web
 
 fmt: ## Format the code
 	cargo fmt --all

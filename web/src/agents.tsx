@@ -1,7 +1,8 @@
 // A workspace's agents, in the order chats offer them: create, edit, delete, reorder.
 
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { type Agent, type AgentFields, CLI_TYPES, type Client, type CliType, RUNTIMES, type Runtime } from "./api";
+import { type Agent, type AgentFields, CLI_TYPES, type Client, RUNTIMES } from "./api";
+import { OptionalSelect } from "./fields";
 import type { Notify } from "./toasts";
 
 const BLANK: AgentFields = { name: "", instruction: "", runtime: null, model: null, cli_type: null };
@@ -166,32 +167,12 @@ function AgentForm({
           <textarea rows={3} value={f.instruction} onInput={(e) => set("instruction", e.currentTarget.value)} />
         </label>
         <div class="row">
-          <label>
-            Runtime
-            <select value={f.runtime ?? ""} onChange={(e) => set("runtime", (e.currentTarget.value || null) as Runtime | null)}>
-              <option value="">automatic</option>
-              {RUNTIMES.map((r) => (
-                <option key={r} value={r}>
-                  {r}
-                </option>
-              ))}
-            </select>
-          </label>
+          <OptionalSelect label="Runtime" value={f.runtime} options={RUNTIMES} none="automatic" onChange={(v) => set("runtime", v)} />
           <label>
             Model
             <input value={f.model ?? ""} placeholder="provider default" onInput={(e) => set("model", e.currentTarget.value)} />
           </label>
-          <label>
-            CLI
-            <select value={f.cli_type ?? ""} onChange={(e) => set("cli_type", (e.currentTarget.value || null) as CliType | null)}>
-              <option value="">none</option>
-              {CLI_TYPES.map((c) => (
-                <option key={c} value={c}>
-                  {c}
-                </option>
-              ))}
-            </select>
-          </label>
+          <OptionalSelect label="CLI" value={f.cli_type} options={CLI_TYPES} none="none" onChange={(v) => set("cli_type", v)} />
         </div>
         <div class="buttons">
           <button type="submit" class="primary" disabled={!f.name.trim()}>

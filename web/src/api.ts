@@ -212,7 +212,7 @@ export class Client {
     this.request<Session>("PATCH", `/v1/sessions/${id}`, patch);
   deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${id}`);
   sendMessage = (id: string, content: string, client_message_id: string) =>
-    this.request<{ seq: number }>("POST", `/v1/sessions/${id}/messages`, { content, client_message_id });
+    this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${id}/messages`, { content, client_message_id });
   abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${id}/control`, { action: "abort" });
   approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>
     this.request<unknown>("POST", `/v1/sessions/${id}/approval`, { tool_call_id, decision });

@@ -4,6 +4,7 @@ import "./styles.css";
 import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, Client, loadEndpoints, type Workspace } from "./api";
+import { forgetAll } from "./cache";
 import { AgentsTab } from "./agents";
 import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
@@ -63,6 +64,7 @@ function SignIn({ client, reason, onSignedIn }: { client: Client; reason: string
     setError("");
     try {
       await client.signIn(key);
+      forgetAll();
       onSignedIn();
     } catch (err) {
       setError(err instanceof ApiError ? err.message : String(err));
@@ -269,6 +271,7 @@ async function start() {
     history.replaceState(null, "", `${location.pathname}${location.search}#/`);
     try {
       await client.signIn(key);
+      forgetAll();
     } catch {
       // The sign-in page says what to do.
     }

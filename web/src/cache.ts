@@ -50,3 +50,12 @@ function readIndex(): string[] {
     return [];
   }
 }
+
+/**
+ * Drops every cached chat: on each sign-in, since a new token may be for a new store (a reset
+ * `.spool`, another deployment) where the same chat ids hold other events.
+ */
+export function forgetAll(): void {
+  for (const k of readIndex()) localStorage.removeItem(k);
+  localStorage.removeItem(INDEX);
+}

@@ -2,8 +2,9 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CliType, type Session } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type Session } from "./api";
 import { forget, loadTimeline, saveTimeline } from "./cache";
+import { OptionalSelect } from "./fields";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
 import { href } from "./route";
@@ -202,21 +203,14 @@ function ChatHeader(props: {
               ))}
             </select>
           </label>
-          <label>
-            <span class="visually-hidden">CLI</span>
-            <select
-              aria-label="CLI"
-              value={session.cli_type ?? ""}
-              onChange={(e) => void save({ cli_type: (e.currentTarget.value || null) as CliType | null })}
-            >
-              <option value="">{agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}</option>
-              {CLI_TYPES.map((c) => (
-                <option key={c} value={c}>
-                  {c}
-                </option>
-              ))}
-            </select>
-          </label>
+          <OptionalSelect
+            label="CLI"
+            hideLabel
+            value={session.cli_type}
+            options={CLI_TYPES}
+            none={agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}
+            onChange={(cli_type) => void save({ cli_type })}
+          />
         </div>
       )}
       <span class={`connection ${connection}`} role="status">
@@ -463,10 +457,8 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
     setBusy(true);
     setText("");
     try {
-      const answer = await client.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/messages`, {
-        content,
-        client_message_id: crypto.randomUUID(),
-      });
+      // A retry of this send (same id) would be recognised by the server, not stored twice.
+      const answer = await client.sendMessage(encodeURIComponent(sessionId), content, crypto.randomUUID());
       if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
     } catch (err) {
       setText(content);

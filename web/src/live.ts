@@ -27,8 +27,20 @@ export class ChatStream {
   private closed = false;
   private batch: ChatEvent[] = [];
   private flushing = false;
-  private readonly wake = () => {
-    if (!this.source && !this.closed) this.reconnectNow();
+  private hiddenAt = 0;
+  /**
+   * After a sleep or a network change the open connection may be dead without the browser
+   * knowing (no RST arrives from a vanished network): reconnect from the last event, which costs
+   * one request and can lose nothing.
+   */
+  private readonly wake = (event: Event) => {
+    if (this.closed) return;
+    if (document.visibilityState === "hidden") {
+      this.hiddenAt = Date.now();
+      return;
+    }
+    const slept = event.type === "visibilitychange" && this.hiddenAt > 0 && Date.now() - this.hiddenAt > 30_000;
+    if (!this.source || event.type === "online" || slept) this.reconnectNow();
   };
 
   constructor(
@@ -98,6 +110,8 @@ export class ChatStream {
 
   private reconnectNow(): void {
     clearTimeout(this.timer);
+    this.source?.close();
+    this.source = null;
     this.attempt = 0;
     this.open();
   }

@@ -11,7 +11,8 @@ import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
-const SPOOL = process.env.SPOOL_BIN ?? join(root, "target/debug/spool");
+// SPOOL_BIN may be relative to the repository's root (as the Makefile passes it).
+const SPOOL = resolve(root, process.env.SPOOL_BIN ?? "target/debug/spool");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 export const SCREENSHOTS = join(root, "target/web-screenshots");
 
@@ -35,6 +36,7 @@ export async function startSpool(env = {}) {
     };
     child.stdout.on("data", read);
     child.stderr.on("data", read);
+    child.on("error", (e) => reject(new Error(`cannot start ${SPOOL} (build it with cargo build -p spool-local): ${e.message}`)));
     child.on("exit", (code) => reject(new Error(`spool serve exited with ${code}:\n${output}`)));
   });
   const url = new URL(link);

@@ -38,7 +38,10 @@ async function workspacePage(name, viewport) {
 async function newChat(page, agent = /Spool/) {
   await page.locator("summary", { hasText: "New chat" }).click();
   await page.getByRole("menuitem", { name: agent }).click();
-  await page.getByRole("dialog").waitFor();
+  await page.getByRole("dialog").waitFor({ timeout: 10_000 }).catch(async (e) => {
+    await screenshot(page, "new-chat-failed");
+    throw new Error(`${e.message}\npage: ${await page.locator("body").innerText()}`);
+  });
   await page.waitForURL(/\/chats\/ses_/);
   return page.url().split("/chats/")[1];
 }
@@ -234,6 +237,20 @@ test("agent text cannot inject script or markup", async () => {
   assert.equal(await bubble.locator('a[href^="javascript"]').count(), 0, "no javascript: links");
   assert.match(await bubble.innerText(), /<img src=x onerror=/);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await screenshot(page, "chat-escaped-markup");
+});
+
+test("an agent's failure shows as an error apart from the messages", async () => {
+  const { page } = await workspacePage("Failure");
+  const id = await newChat(page);
+  await send(page, "please fail");
+  const alert = page.locator(".timeline").getByRole("alert");
+  await alert.getByText("The agent could not answer").waitFor();
+  assert.equal(await agentMessages(page).count(), 0);
+  assert.equal((await turnEnded(id)).payload.reason, "error");
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  await screenshot(page, "chat-error");
+  assertNoErrors(page);
 });
 
 test("a chat is renamed inline and deleted from the list", async () => {
@@ -320,7 +337,9 @@ test("agents are created, edited, reordered and deleted", async () => {
   for (let i = 0; i < 50 && (await call("GET", `/v1/sessions/${id}`)).agent_name !== "Spool"; i++) await page.waitForTimeout(100);
   const chat = await call("GET", `/v1/sessions/${id}`);
   assert.deepEqual([chat.agent_name, chat.cli_type], ["Spool", null], "a new agent resets the CLI");
-  await page.waitForFunction(() => document.querySelector('select[aria-label="CLI"]')?.value === "");
+  const cli = page.getByRole("combobox", { name: "CLI" });
+  for (let i = 0; i < 50 && (await cli.inputValue()) !== ""; i++) await page.waitForTimeout(100);
+  assert.equal(await cli.inputValue(), "", "the CLI dropdown shows the agent's own again");
   assertNoErrors(page);
 });
 
