@@ -94,6 +94,9 @@ export async function loadEndpoints(): Promise<Endpoints> {
 
 const TOKEN_KEY = "spool.token";
 
+/** An id in a path: ids come from URLs people can edit, so they never reach a path raw. */
+const enc = encodeURIComponent;
+
 interface StoredToken {
   jwt: string;
   expires_at: string;
@@ -191,35 +194,35 @@ export class Client {
   workspaces = () => this.request<{ workspaces: Workspace[] }>("GET", "/v1/workspaces").then((r) => r.workspaces);
   createWorkspace = (name: string) => this.request<Workspace>("POST", "/v1/workspaces", { name });
   agents = (ws: string) =>
-    this.request<{ agents: Agent[] }>("GET", `/v1/workspaces/${ws}/agents`).then((r) => r.agents);
-  createAgent = (ws: string, agent: AgentFields) => this.request<Agent>("POST", `/v1/workspaces/${ws}/agents`, agent);
-  updateAgent = (id: string, patch: Partial<AgentFields>) => this.request<Agent>("PATCH", `/v1/agents/${id}`, patch);
-  deleteAgent = (id: string) => this.request<void>("DELETE", `/v1/agents/${id}`);
+    this.request<{ agents: Agent[] }>("GET", `/v1/workspaces/${enc(ws)}/agents`).then((r) => r.agents);
+  createAgent = (ws: string, agent: AgentFields) => this.request<Agent>("POST", `/v1/workspaces/${enc(ws)}/agents`, agent);
+  updateAgent = (id: string, patch: Partial<AgentFields>) => this.request<Agent>("PATCH", `/v1/agents/${enc(id)}`, patch);
+  deleteAgent = (id: string) => this.request<void>("DELETE", `/v1/agents/${enc(id)}`);
   reorderAgents = (ws: string, agent_ids: string[]) =>
-    this.request<unknown>("PUT", `/v1/workspaces/${ws}/agents/order`, { agent_ids });
-  tasks = (ws: string) => this.request<{ tasks: Task[] }>("GET", `/v1/workspaces/${ws}/tasks`).then((r) => r.tasks);
-  task = (id: string) => this.request<Task>("GET", `/v1/tasks/${id}`);
+    this.request<unknown>("PUT", `/v1/workspaces/${enc(ws)}/agents/order`, { agent_ids });
+  tasks = (ws: string) => this.request<{ tasks: Task[] }>("GET", `/v1/workspaces/${enc(ws)}/tasks`).then((r) => r.tasks);
+  task = (id: string) => this.request<Task>("GET", `/v1/tasks/${enc(id)}`);
 
   // Chats
   sessions = (ws: string) =>
     this.request<{ sessions: Session[] }>("GET", `/v1/sessions?workspace_id=${encodeURIComponent(ws)}`).then(
       (r) => r.sessions,
     );
-  session = (id: string) => this.request<Session>("GET", `/v1/sessions/${id}`);
+  session = (id: string) => this.request<Session>("GET", `/v1/sessions/${enc(id)}`);
   createSession = (workspace_id: string, agent_id: string) =>
     this.request<Session>("POST", "/v1/sessions", { workspace_id, agent_id });
   updateSession = (id: string, patch: { title?: string; agent_id?: string; cli_type?: CliType | null }) =>
-    this.request<Session>("PATCH", `/v1/sessions/${id}`, patch);
-  deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${id}`);
+    this.request<Session>("PATCH", `/v1/sessions/${enc(id)}`, patch);
+  deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${enc(id)}`);
   sendMessage = (id: string, content: string, client_message_id: string) =>
-    this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${id}/messages`, { content, client_message_id });
-  abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${id}/control`, { action: "abort" });
+    this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${enc(id)}/messages`, { content, client_message_id });
+  abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${enc(id)}/control`, { action: "abort" });
   approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>
-    this.request<unknown>("POST", `/v1/sessions/${id}/approval`, { tool_call_id, decision });
+    this.request<unknown>("POST", `/v1/sessions/${enc(id)}/approval`, { tool_call_id, decision });
   answer = (id: string, question_id: string, answer: string) =>
-    this.request<unknown>("POST", `/v1/sessions/${id}/question`, { question_id, answer });
+    this.request<unknown>("POST", `/v1/sessions/${enc(id)}/question`, { question_id, answer });
   plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
-    this.request<unknown>("POST", `/v1/sessions/${id}/plan`, { plan_id, action, feedback });
+    this.request<unknown>("POST", `/v1/sessions/${enc(id)}/plan`, { plan_id, action, feedback });
 }
 
 export interface AgentFields {

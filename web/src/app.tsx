@@ -188,7 +188,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
           </nav>
           {route.page === "chats" && (
             <>
-              <ChatList client={client} ws={ws} notify={notify} open={route.chat} />
+              <ChatList key={ws} client={client} ws={ws} notify={notify} open={route.chat} />
               {route.chat && (
                 <ChatWindow
                   key={route.chat}
@@ -202,8 +202,8 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
               )}
             </>
           )}
-          {route.page === "agents" && <AgentsTab client={client} ws={ws} notify={notify} />}
-          {route.page === "tasks" && <TasksTab client={client} ws={ws} notify={notify} highlight={route.task} />}
+          {route.page === "agents" && <AgentsTab key={ws} client={client} ws={ws} notify={notify} />}
+          {route.page === "tasks" && <TasksTab key={ws} client={client} ws={ws} notify={notify} highlight={route.task} />}
         </main>
       ) : workspaces && workspaces.length === 0 ? (
         <main class="empty">

@@ -92,7 +92,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         connection={connection}
         notify={notify}
         onChanged={setSession}
-        onClose={page ? undefined : onClose}
+        onClose={page ? undefined : () => dialog.current?.close()}
       />
       <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} />
       <Composer client={client} session={session} sessionId={sessionId} timeline={timeline} notify={notify} />
@@ -125,6 +125,13 @@ function ChatHeader(props: {
   const { client, session, agents, connection, notify, onChanged, onClose } = props;
   const [editing, setEditing] = useState(false);
   const [title, setTitle] = useState("");
+  const titleButton = useRef<HTMLButtonElement>(null);
+  const wasEditing = useRef(false);
+  // Back from renaming, focus returns to the title.
+  useEffect(() => {
+    if (wasEditing.current && !editing) titleButton.current?.focus();
+    wasEditing.current = editing;
+  }, [editing]);
   const save = async (patch: Parameters<Client["updateSession"]>[1]) => {
     if (!session) return;
     try {
@@ -172,6 +179,7 @@ function ChatHeader(props: {
       ) : (
         <h2 class="chat-heading">
           <button
+            ref={titleButton}
             type="button"
             class="title-button"
             title="Rename"
@@ -446,6 +454,10 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
   const [text, setText] = useState("");
   const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
   const [busy, setBusy] = useState(false);
+  // The sent message has arrived (its turn now shows in the timeline), or the store was reset.
+  useEffect(() => {
+    if (sent && (timeline.lastSeq >= sent.seq || timeline.lastSeq === 0)) setSent(null);
+  }, [sent, timeline.lastSeq]);
   // In the global chat a plain message answers the agent's open question.
   const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
   const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
@@ -458,7 +470,7 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
     setText("");
     try {
       // A retry of this send (same id) would be recognised by the server, not stored twice.
-      const answer = await client.sendMessage(encodeURIComponent(sessionId), content, crypto.randomUUID());
+      const answer = await client.sendMessage(sessionId, content, crypto.randomUUID());
       if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
     } catch (err) {
       setText(content);

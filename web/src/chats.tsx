@@ -40,9 +40,14 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
   }, [client, ws, reload, notify]);
 
   // Closing a chat may have changed it (renamed, deleted).
+  // Focus returns to its row, for keyboard users.
   const wasOpen = useRef(open);
   useEffect(() => {
-    if (wasOpen.current && !open) void reload();
+    const closed = wasOpen.current;
+    if (closed && !open) {
+      void reload();
+      document.querySelector<HTMLElement>(`.chat-row[data-session="${CSS.escape(closed)}"] .chat-link`)?.focus();
+    }
     wasOpen.current = open;
   }, [open, reload]);
 
@@ -89,6 +94,13 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
 
 function ChatRow({ session, ws, now, onDelete }: { session: Session; ws: string; now: number; onDelete: () => void }) {
   const [confirming, setConfirming] = useState(false);
+  const deleteButton = useRef<HTMLButtonElement>(null);
+  const wasConfirming = useRef(false);
+  // A cancelled confirmation gives focus back to Delete (the confirmation's Cancel takes it first).
+  useEffect(() => {
+    if (wasConfirming.current && !confirming) deleteButton.current?.focus();
+    wasConfirming.current = confirming;
+  }, [confirming]);
   return (
     <li class="chat-row" data-session={session.id}>
       <a class="chat-link" href={href({ page: "chats", ws, chat: session.id })}>
@@ -105,12 +117,18 @@ function ChatRow({ session, ws, now, onDelete }: { session: Session; ws: string;
           <button type="button" class="danger" onClick={onDelete}>
             Delete
           </button>
-          <button type="button" class="link" onClick={() => setConfirming(false)}>
+          <button type="button" class="link" autoFocus onClick={() => setConfirming(false)}>
             Cancel
           </button>
         </span>
       ) : (
-        <button type="button" class="link" aria-label={`Delete chat ${session.title}`} onClick={() => setConfirming(true)}>
+        <button
+          ref={deleteButton}
+          type="button"
+          class="link"
+          aria-label={`Delete chat ${session.title}`}
+          onClick={() => setConfirming(true)}
+        >
           Delete
         </button>
       )}
@@ -128,10 +146,10 @@ function NewChatMenu({ agents, onPick }: { agents: Agent[]; onPick: (agent: Agen
   return (
     <details class="menu" ref={details} onKeyDown={(e) => e.key === "Escape" && details.current && (details.current.open = false)}>
       <summary class="button primary">New chat</summary>
-      <ul role="menu" aria-label="Start a chat with">
+      <ul aria-label="Start a chat with">
         {agents.map((a) => (
-          <li role="none" key={a.id}>
-            <button type="button" role="menuitem" onClick={() => pick(a)}>
+          <li key={a.id}>
+            <button type="button" onClick={() => pick(a)}>
               {a.name}
               {a.builtin && <span class="badge">built-in</span>}
             </button>

@@ -84,15 +84,16 @@ export class ChatStream {
       if (event.seq <= this.after) return;
       this.after = event.seq;
       this.batch.push(event);
-      // Events that arrive together (a catch-up) are folded in one render.
+      // Events that arrive together (a catch-up: one SSE message per task) are folded in one
+      // render, at most one a frame.
       if (!this.flushing) {
         this.flushing = true;
-        queueMicrotask(() => {
+        setTimeout(() => {
           this.flushing = false;
           const batch = this.batch;
           this.batch = [];
           if (!this.closed && batch.length) this.on.events(batch);
-        });
+        }, 16);
       }
     };
     source.onerror = () => {
@@ -120,6 +121,7 @@ export class ChatStream {
   private async diagnose(): Promise<void> {
     if (this.closed) return;
     const probe = new AbortController();
+    const timeout = setTimeout(() => probe.abort(), 10_000);
     try {
       // The same request with the token in a header: its status says what went wrong.
       const path = `/v1/sessions/${encodeURIComponent(this.sessionId)}/stream?after=${this.after}`;
@@ -132,8 +134,11 @@ export class ChatStream {
         this.on.reset();
       }
       if (e instanceof ApiError && e.status === 401) return; // signed out: the app shows the sign-in
+    } finally {
+      clearTimeout(timeout);
     }
-    if (this.closed) return;
+    // Closed meanwhile, or already reconnected (the tab woke, the network came back).
+    if (this.closed || this.source) return;
     this.on.connection("offline");
     this.timer = setTimeout(() => this.open(), backoff(this.attempt++));
   }

@@ -3,7 +3,8 @@
 
 import MarkdownIt from "markdown-it";
 
-const md = new MarkdownIt({ html: false, linkify: true, breaks: true });
+// Images are off: a remote image in agent text would be fetched by every reader (a beacon).
+const md = new MarkdownIt({ html: false, linkify: true, breaks: true }).disable("image");
 
 md.validateLink = (url: string) => /^(https?:|mailto:|#|\/)/i.test(url.trim());
 

@@ -10,7 +10,12 @@ export type Route =
   | { page: "tasks"; ws: string; task?: string };
 
 export function parseRoute(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  } catch {
+    return { page: "home" }; // a malformed %-escape
+  }
   if (parts[0] === "global") return { page: "global" };
   if (parts[0] === "w" && parts[1]) {
     const ws = parts[1];

@@ -100,6 +100,8 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
     switch (e.type) {
       case "user_message_submitted":
         push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts });
+        // In the global chat a plain message answers the agent's open question.
+        if (typeof p.answers === "string") update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
         if (e.turn_id) t.pendingTurn = e.turn_id;
         break;
       case "agent_message":

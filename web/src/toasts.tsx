@@ -25,7 +25,8 @@ export function useToasts() {
     const add = (toast: Omit<Toast, "id">) => {
       const id = next++;
       setList((l) => [...l.slice(-4), { ...toast, id }]);
-      setTimeout(() => setList((l) => l.filter((t) => t.id !== id)), toast.tone === "error" ? 10_000 : 8_000);
+      // A toast with a link stays until it is used or dismissed: it may be hard to reach in 8 s.
+      if (!toast.link) setTimeout(() => setList((l) => l.filter((t) => t.id !== id)), toast.tone === "error" ? 10_000 : 8_000);
     };
     return {
       info: (text, link) => add({ text, tone: "info", link }),

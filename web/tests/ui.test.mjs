@@ -37,7 +37,7 @@ async function workspacePage(name, viewport) {
 /** Opens "New chat" and picks an agent; resolves with the chat's id once its window is open. */
 async function newChat(page, agent = /Spool/) {
   await page.locator("summary", { hasText: "New chat" }).click();
-  await page.getByRole("menuitem", { name: agent }).click();
+  await page.locator("details.menu").getByRole("button", { name: agent }).click();
   await page.getByRole("dialog").waitFor({ timeout: 10_000 }).catch(async (e) => {
     await screenshot(page, "new-chat-failed");
     throw new Error(`${e.message}\npage: ${await page.locator("body").innerText()}`);
@@ -326,8 +326,9 @@ test("agents are created, edited, reordered and deleted", async () => {
   // A new chat offers the agents in their order, and the chat's header switches agent and CLI.
   await page.getByRole("link", { name: "Chats" }).click();
   await page.locator("summary", { hasText: "New chat" }).click();
-  assert.deepEqual(await page.getByRole("menuitem").allInnerTexts(), ["Writer", "Spoolbuilt-in"]);
-  await page.getByRole("menuitem", { name: "Writer" }).click();
+  const menu = page.locator("details.menu");
+  assert.deepEqual(await menu.getByRole("button").allInnerTexts(), ["Writer", "Spoolbuilt-in"]);
+  await menu.getByRole("button", { name: "Writer" }).click();
   await page.getByRole("dialog").waitFor();
   const id = page.url().split("/chats/")[1];
   await page.getByRole("combobox", { name: "CLI" }).selectOption("gemini");
@@ -353,6 +354,8 @@ test("the global chat is a page of its own", async () => {
   await composer(page).fill("Grace");
   await page.getByRole("button", { name: "Send" }).click();
   await agentMessages(page).filter({ hasText: "Nice to meet you, Grace" }).waitFor();
+  await page.getByText("You answered: Grace").waitFor();
+  assert.equal(await page.getByRole("textbox", { name: "Your answer" }).count(), 0, "the question is closed");
   await screenshot(page, "global-chat");
   assertNoErrors(page);
 });
@@ -373,5 +376,6 @@ test("on a phone-sized screen the chat fills the screen and works by keyboard", 
   await page.keyboard.press("Escape");
   await page.getByRole("dialog").waitFor({ state: "detached" });
   await page.waitForURL(/\/chats$/);
+  await page.waitForFunction(() => document.activeElement?.classList.contains("chat-link"));
   assertNoErrors(page);
 });
