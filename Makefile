@@ -117,13 +117,18 @@ emulator-up: deps ## Start the AWS emulator on 127.0.0.1:$EMULATOR_PORT and writ
 emulator-down: ## Stop the emulator
 	@if [ -x $(PYTHON) ]; then $(PYTHON) localstack/emulator.py down; fi
 
-bench: deps ## Benchmarks: embedded and AWS (emulator) backends, side by side
+bench: deps tests/bench/reference/node_modules/.installed ## Benchmarks: both backends, and spool serve beside the reference Durable Streams server
 	cargo build --release -p spool-bench -p spool-local
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
 	$(PYTHON) localstack/emulator.py up; \
-	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool --out target/bench/log.json
+	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
+	  --reference tests/bench/reference/server.mjs --out target/bench/log.json
+
+tests/bench/reference/node_modules/.installed: tests/bench/reference/package.json tests/bench/reference/package-lock.json
+	npm ci --prefix tests/bench/reference --no-audit --no-fund --loglevel=error
+	touch $@
 
 $(CARGO_LAMBDA):
 	python3 -m venv $(VENV)

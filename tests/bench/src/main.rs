@@ -6,6 +6,7 @@
 //! every request sent. Results also go to a JSON file.
 
 mod chat;
+mod protocol;
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
@@ -37,6 +38,14 @@ struct Args {
     /// Messages per chat API workload.
     #[arg(long, default_value_t = 2000)]
     chat_messages: usize,
+    /// The reference server's script (`tests/bench/reference/server.mjs`): runs the protocol
+    /// workloads over HTTP against `spool serve` (needs `--spool`) and the reference server, in
+    /// memory and file-backed.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// Messages in the large catch-up read of the protocol workloads.
+    #[arg(long, default_value_t = 1_000_000)]
+    large_read_messages: u64,
 }
 
 /// One backend's figures.
@@ -68,6 +77,8 @@ struct Report {
     limits: String,
     results: Vec<Figures>,
     chat_api: Vec<chat::Latency>,
+    protocol_sizes: Option<protocol::Sizes>,
+    protocol: Vec<protocol::ProtocolFigures>,
 }
 
 const MESSAGE_BYTES: usize = 100;
@@ -310,6 +321,30 @@ async fn main() -> anyhow::Result<()> {
     }
 
     print_table(&results);
+    let mut protocol_results = Vec::new();
+    let mut protocol_sizes = None;
+    if let (Some(script), Some(spool)) = (&args.reference, &args.spool) {
+        let sizes = protocol::Sizes {
+            appends: args.appends,
+            small_read: args.read_messages,
+            large_read: args.large_read_messages,
+            live_messages: 250,
+            fan_out_readers: 100,
+            resume_stream: 50_000,
+            resume_readers: 200,
+        };
+        // One target at a time, so none competes with another for the two cores.
+        for start in [
+            &(|| protocol::Target::spool(spool)) as &dyn Fn() -> anyhow::Result<protocol::Target>,
+            &|| protocol::Target::reference(script, false),
+            &|| protocol::Target::reference(script, true),
+        ] {
+            let target = start()?;
+            protocol_results.push(protocol::run(&target, &sizes).await?);
+        }
+        print_protocol(&protocol_results, &sizes);
+        protocol_sizes = Some(sizes);
+    }
     let mut chat_api = Vec::new();
     if let Some(spool) = &args.spool {
         progress("spool serve", "POST /v1/sessions/{id}/messages");
@@ -339,6 +374,8 @@ async fn main() -> anyhow::Result<()> {
         limits: format!("{limits:?}"),
         results,
         chat_api,
+        protocol_sizes,
+        protocol: protocol_results,
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;
@@ -347,4 +384,76 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     eprintln!("results written to {}", args.out.display());
     Ok(())
+}
+
+/// The protocol workloads: a column per server, then Spool over each reference (for rates,
+/// above 1 is Spool faster; for times and memory, below 1 is Spool better).
+fn print_protocol(results: &[protocol::ProtocolFigures], sizes: &protocol::Sizes) {
+    type Row = (String, fn(&protocol::ProtocolFigures) -> f64);
+    let rows: Vec<Row> = vec![
+        ("start to ready, ms".to_owned(), |f| f.start_to_ready_ms),
+        ("idle resident memory, MB".to_owned(), |f| f.idle_rss_mb),
+        (
+            format!("appends/s, sequential ({} × 100 B JSON)", sizes.appends),
+            |f| f.sequential_appends_per_s,
+        ),
+        (
+            "appends/s, 8 writers, 1 stream (order and count checked)".to_owned(),
+            |f| f.concurrent_appends_per_s,
+        ),
+        (format!("catch-up MB/s, {} messages", sizes.small_read), |f| {
+            f.catch_up_small_mb_per_s
+        }),
+        (format!("catch-up MB/s, {} messages", sizes.large_read), |f| {
+            f.catch_up_large_mb_per_s
+        }),
+        ("live SSE p50 ms, 50 appends/s".to_owned(), |f| f.live_p50_ms),
+        ("live SSE p99 ms, 50 appends/s".to_owned(), |f| f.live_p99_ms),
+        (format!("fan-out p50 ms, {} SSE readers", sizes.fan_out_readers), |f| {
+            f.fan_out_p50_ms
+        }),
+        (format!("fan-out p99 ms, {} SSE readers", sizes.fan_out_readers), |f| {
+            f.fan_out_p99_ms
+        }),
+        (
+            format!(
+                "resume p50 ms, {} readers, {} messages",
+                sizes.resume_readers, sizes.resume_stream
+            ),
+            |f| f.resume_p50_ms,
+        ),
+        (
+            format!(
+                "resume p99 ms, {} readers, {} messages",
+                sizes.resume_readers, sizes.resume_stream
+            ),
+            |f| f.resume_p99_ms,
+        ),
+    ];
+    println!();
+    print!("| Durable Streams over HTTP |");
+    for f in results {
+        print!(" {} |", f.target);
+    }
+    for f in &results[1..] {
+        print!(" spool / {} |", f.target);
+    }
+    println!();
+    println!("| --- |{}", " ---: |".repeat(2 * results.len() - 1));
+    for (label, value) in rows {
+        print!("| {label} |");
+        for f in results {
+            print!(" {:.2} |", value(f));
+        }
+        for f in &results[1..] {
+            let reference = value(f);
+            let ratio = if reference > 0.0 {
+                value(&results[0]) / reference
+            } else {
+                f64::NAN
+            };
+            print!(" {ratio:.2} |");
+        }
+        println!();
+    }
 }
