@@ -124,10 +124,12 @@ bench: deps tests/bench/reference/node_modules/.installed ## Benchmarks: both ba
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
 	$(PYTHON) localstack/emulator.py up; \
 	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
-	  --reference tests/bench/reference/server.mjs --out target/bench/log.json
+	  --reference tests/bench/reference/server.mjs --out target/bench/log.json --readme README.md
 
+# `npm install --no-save`, not `npm ci`: the reference server's file store (lmdb) has optional
+# per-platform packages that this npm leaves out of the lock file, which `npm ci` then refuses.
 tests/bench/reference/node_modules/.installed: tests/bench/reference/package.json tests/bench/reference/package-lock.json
-	npm ci --prefix tests/bench/reference --no-audit --no-fund --loglevel=error
+	npm install --prefix tests/bench/reference --no-save --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(CARGO_LAMBDA):

@@ -13,7 +13,7 @@ use std::{path::PathBuf, sync::Arc, time::Instant};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Parser;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use spool_aws::RequestCounter;
 use spool_domain::{Append, ContentType, CreateStream, LogLimits, Offset, Position, SealMode, StreamLog, StreamPath};
 
@@ -46,10 +46,17 @@ struct Args {
     /// Messages in the large catch-up read of the protocol workloads.
     #[arg(long, default_value_t = 1_000_000)]
     large_read_messages: u64,
+    /// A README whose `<!-- bench:start -->` … `<!-- bench:end -->` block gets the results.
+    #[arg(long)]
+    readme: Option<PathBuf>,
+    /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`.
+    #[arg(long)]
+    from_json: Option<PathBuf>,
 }
 
 /// One backend's figures.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 struct Figures {
     backend: String,
     sequential_appends_per_s: f64,
@@ -67,7 +74,7 @@ struct Figures {
     pages_sealed: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Report {
     date: String,
     machine: String,
@@ -77,7 +84,9 @@ struct Report {
     limits: String,
     results: Vec<Figures>,
     chat_api: Vec<chat::Latency>,
+    #[serde(default)]
     protocol_sizes: Option<protocol::Sizes>,
+    #[serde(default)]
     protocol: Vec<protocol::ProtocolFigures>,
 }
 
@@ -247,53 +256,127 @@ fn fmt(v: f64) -> String {
     }
 }
 
-fn print_table(results: &[Figures]) {
+/// The stream-log workloads as a markdown table: a column per backend, then AWS over embedded.
+fn log_table(results: &[Figures]) -> String {
     type Row = (&'static str, fn(&Figures) -> Option<f64>);
     let rows: [Row; 10] = [
         ("appends/s, sequential, 1 stream", |f| Some(f.sequential_appends_per_s)),
-        ("appends/s, 8 writers, 1 stream", |f| {
+        ("appends/s, 8 writers, 1 stream (group commit)", |f| {
             Some(f.concurrent_appends_one_stream_per_s)
         }),
-        ("appends/s, 16 streams", |f| Some(f.appends_16_streams_per_s)),
-        ("catch-up MB/s, hot tail", |f| Some(f.catch_up_hot_mb_per_s)),
-        ("catch-up MB/s, sealed pages", |f| Some(f.catch_up_sealed_mb_per_s)),
-        ("DynamoDB writes per append", |f| f.dynamodb_writes_per_append),
-        ("DynamoDB reads per append", |f| f.dynamodb_reads_per_append),
+        ("appends/s, 16 streams, 1 writer each", |f| {
+            Some(f.appends_16_streams_per_s)
+        }),
+        ("catch-up read MB/s, hot tail", |f| Some(f.catch_up_hot_mb_per_s)),
+        ("catch-up read MB/s, sealed pages", |f| Some(f.catch_up_sealed_mb_per_s)),
+        ("DynamoDB write requests per append (uncontended)", |f| {
+            f.dynamodb_writes_per_append
+        }),
+        ("DynamoDB read requests per append (uncontended)", |f| {
+            f.dynamodb_reads_per_append
+        }),
         ("S3 PUTs per append", |f| f.s3_puts_per_append),
         ("S3 PUTs per sealed page", |f| f.s3_puts_per_page),
-        ("DynamoDB writes per sealed message", |f| {
-            f.dynamodb_writes_per_sealed_message
-        }),
+        (
+            "DynamoDB write requests per sealed message (releasing the hot tail)",
+            |f| f.dynamodb_writes_per_sealed_message,
+        ),
     ];
-    let mut header = format!("{:<34}", "workload");
-    for f in results {
-        header.push_str(&format!("{:>16}", f.backend));
-    }
-    if results.len() == 2 {
-        header.push_str(&format!("{:>16}", "aws / embedded"));
-    }
-    println!("{header}");
+    let mut out = String::from("| stream log, in process | ");
+    out.push_str(
+        &results
+            .iter()
+            .map(|f| f.backend.as_str())
+            .collect::<Vec<_>>()
+            .join(" | "),
+    );
+    let ratio = results.len() == 2;
+    out.push_str(if ratio { " | aws / embedded |\n" } else { " |\n" });
+    out.push_str(&format!(
+        "| --- |{}\n",
+        " ---: |".repeat(results.len() + usize::from(ratio))
+    ));
     for (name, get) in rows {
         let values: Vec<Option<f64>> = results.iter().map(get).collect();
         if values.iter().all(Option::is_none) {
             continue;
         }
-        let mut line = format!("{name:<34}");
+        out.push_str(&format!("| {name} |"));
         for v in &values {
-            line.push_str(&format!("{:>16}", v.map_or_else(|| "-".to_owned(), fmt)));
+            out.push_str(&format!(" {} |", v.map_or_else(|| "–".to_owned(), fmt)));
         }
-        if let [Some(a), Some(b)] = values[..]
-            && a > 0.0
-        {
-            line.push_str(&format!("{:>16}", format!("{:.3}", b / a)));
+        if ratio {
+            match values[..] {
+                [Some(a), Some(b)] if a > 0.0 => out.push_str(&format!(" {:.3} |", b / a)),
+                _ => out.push_str(" |"),
+            }
         }
-        println!("{line}");
+        out.push('\n');
     }
+    out
+}
+
+/// The chat API workloads as a markdown table.
+fn chat_table(chat: &[chat::Latency]) -> String {
+    let mut out = String::from(
+        "| chat API under spool serve (embedded) | requests | p50 ms | p99 ms | per s |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for l in chat {
+        out.push_str(&format!(
+            "| {} | {} | {:.2} | {:.2} | {:.0} |\n",
+            l.workload, l.requests, l.p50_ms, l.p99_ms, l.per_s
+        ));
+    }
+    out
+}
+
+/// Every table of a report, with when and where it was measured.
+fn render(report: &Report) -> String {
+    let mut out = format!(
+        "Measured {} on {} (`make bench`; 100-byte JSON messages).\n\n",
+        report.date.get(..10).unwrap_or(&report.date),
+        report.machine
+    );
+    if let Some(sizes) = &report.protocol_sizes {
+        out.push_str(&protocol_table(&report.protocol, sizes));
+        out.push('\n');
+    }
+    out.push_str(&log_table(&report.results));
+    if !report.chat_api.is_empty() {
+        out.push('\n');
+        out.push_str(&chat_table(&report.chat_api));
+    }
+    out
+}
+
+/// Replaces the `<!-- bench:start -->` … `<!-- bench:end -->` block of `readme` with `tables`.
+fn splice_readme(readme: &std::path::Path, tables: &str) -> anyhow::Result<()> {
+    const START: &str = "<!-- bench:start -->";
+    const END: &str = "<!-- bench:end -->";
+    let text = std::fs::read_to_string(readme).with_context(|| format!("cannot read {}", readme.display()))?;
+    let (Some(a), Some(b)) = (text.find(START), text.find(END)) else {
+        anyhow::bail!("{} has no {START} … {END} block", readme.display());
+    };
+    anyhow::ensure!(a < b, "{}: {END} comes before {START}", readme.display());
+    let updated = format!("{}{START}\n{tables}{}", &text[..a], &text[b..]);
+    std::fs::write(readme, updated).with_context(|| format!("cannot write {}", readme.display()))?;
+    eprintln!("results written into {}", readme.display());
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(json) = &args.from_json {
+        let report: Report =
+            serde_json::from_slice(&std::fs::read(json).with_context(|| format!("cannot read {}", json.display()))?)?;
+        let tables = render(&report);
+        print!("{tables}");
+        if let Some(readme) = &args.readme {
+            splice_readme(readme, &tables)?;
+        }
+        return Ok(());
+    }
     let limits = LogLimits::default();
     let mut results = Vec::new();
 
@@ -320,7 +403,6 @@ async fn main() -> anyhow::Result<()> {
         results.push(run("aws-emulator", aws, Some(&counter), &args).await?);
     }
 
-    print_table(&results);
     let mut protocol_results = Vec::new();
     let mut protocol_sizes = None;
     if let (Some(script), Some(spool)) = (&args.reference, &args.spool) {
@@ -342,22 +424,12 @@ async fn main() -> anyhow::Result<()> {
             let target = start()?;
             protocol_results.push(protocol::run(&target, &sizes).await?);
         }
-        print_protocol(&protocol_results, &sizes);
         protocol_sizes = Some(sizes);
     }
     let mut chat_api = Vec::new();
     if let Some(spool) = &args.spool {
         progress("spool serve", "POST /v1/sessions/{id}/messages");
         chat_api = chat::run(spool, args.chat_messages).await?;
-        println!();
-        println!("| chat API under spool serve (embedded) | requests | p50 ms | p99 ms | per s |");
-        println!("| --- | ---: | ---: | ---: | ---: |");
-        for l in &chat_api {
-            println!(
-                "| {} | {} | {:.2} | {:.2} | {:.0} |",
-                l.workload, l.requests, l.p50_ms, l.p99_ms, l.per_s
-            );
-        }
     }
     let report = Report {
         date: time::OffsetDateTime::now_utc()
@@ -383,12 +455,18 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     eprintln!("results written to {}", args.out.display());
+    let tables = render(&report);
+    println!();
+    print!("{tables}");
+    if let Some(readme) = &args.readme {
+        splice_readme(readme, &tables)?;
+    }
     Ok(())
 }
 
 /// The protocol workloads: a column per server, then Spool over each reference (for rates,
 /// above 1 is Spool faster; for times and memory, below 1 is Spool better).
-fn print_protocol(results: &[protocol::ProtocolFigures], sizes: &protocol::Sizes) {
+fn protocol_table(results: &[protocol::ProtocolFigures], sizes: &protocol::Sizes) -> String {
     type Row = (String, fn(&protocol::ProtocolFigures) -> f64);
     let rows: Vec<Row> = vec![
         ("start to ready, ms".to_owned(), |f| f.start_to_ready_ms),
@@ -430,30 +508,28 @@ fn print_protocol(results: &[protocol::ProtocolFigures], sizes: &protocol::Sizes
             |f| f.resume_p99_ms,
         ),
     ];
-    println!();
-    print!("| Durable Streams over HTTP |");
+    let mut out = String::from("| Durable Streams over HTTP |");
     for f in results {
-        print!(" {} |", f.target);
+        out.push_str(&format!(" {} |", f.target));
     }
-    for f in &results[1..] {
-        print!(" spool / {} |", f.target);
+    for f in results.iter().skip(1) {
+        out.push_str(&format!(" spool / {} |", f.target));
     }
-    println!();
-    println!("| --- |{}", " ---: |".repeat(2 * results.len() - 1));
+    out.push_str(&format!(
+        "\n| --- |{}\n",
+        " ---: |".repeat((2 * results.len()).saturating_sub(1))
+    ));
     for (label, value) in rows {
-        print!("| {label} |");
+        out.push_str(&format!("| {label} |"));
         for f in results {
-            print!(" {:.2} |", value(f));
+            out.push_str(&format!(" {:.2} |", value(f)));
         }
-        for f in &results[1..] {
+        for f in results.iter().skip(1) {
             let reference = value(f);
-            let ratio = if reference > 0.0 {
-                value(&results[0]) / reference
-            } else {
-                f64::NAN
-            };
-            print!(" {ratio:.2} |");
+            let ratio = results.first().map_or(f64::NAN, |spool| value(spool) / reference);
+            out.push_str(&format!(" {ratio:.2} |"));
         }
-        println!();
+        out.push('\n');
     }
+    out
 }

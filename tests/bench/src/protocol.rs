@@ -16,7 +16,7 @@ use std::{
 };
 
 use anyhow::{Context, bail, ensure};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A server under test, stopped when dropped.
@@ -110,7 +110,8 @@ impl Target {
 }
 
 /// One target's figures.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub(crate) struct ProtocolFigures {
     pub(crate) target: String,
     /// Spawn to listening, and resident memory after a second idle (before any workload).
@@ -129,7 +130,7 @@ pub(crate) struct ProtocolFigures {
 }
 
 /// How much each workload does.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Sizes {
     pub(crate) appends: u64,
     pub(crate) small_read: u64,
