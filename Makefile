@@ -118,7 +118,7 @@ emulator-down: ## Stop the emulator
 	@if [ -x $(PYTHON) ]; then $(PYTHON) localstack/emulator.py down; fi
 
 bench: deps tests/bench/reference/node_modules/.installed ## Benchmarks: both backends, and spool serve beside the reference Durable Streams server
-	cargo build --release -p spool-bench -p spool-local
+	cargo build --release -p spool-bench -p spool-local -p spool-api -p spool-stream -p spool-worker
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \

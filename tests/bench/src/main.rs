@@ -88,6 +88,42 @@ struct Report {
     protocol_sizes: Option<protocol::Sizes>,
     #[serde(default)]
     protocol: Vec<protocol::ProtocolFigures>,
+    #[serde(default)]
+    binaries: Vec<Binary>,
+}
+
+/// A Lambda function's binary: what is uploaded.
+#[derive(Debug, Serialize, Deserialize)]
+struct Binary {
+    function: String,
+    megabytes: f64,
+    /// How it was built.
+    build: String,
+}
+
+/// The Lambda binaries' sizes: `cargo lambda build --release --arm64`'s if they exist
+/// (`make lambda-build`), else the stripped release builds (`cargo build --release`).
+fn binaries() -> Vec<Binary> {
+    ["spool-api", "spool-stream", "spool-worker"]
+        .iter()
+        .filter_map(|name| {
+            let lambda = PathBuf::from(format!("target/lambda/{name}/bootstrap"));
+            let (path, build) = if lambda.is_file() {
+                (lambda, "cargo lambda build --release --arm64")
+            } else {
+                (
+                    PathBuf::from(format!("target/release/{name}")),
+                    "cargo build --release (stripped), x86_64",
+                )
+            };
+            let bytes = std::fs::metadata(&path).ok()?.len();
+            Some(Binary {
+                function: (*name).to_owned(),
+                megabytes: bytes as f64 / 1e6,
+                build: build.to_owned(),
+            })
+        })
+        .collect()
 }
 
 const MESSAGE_BYTES: usize = 100;
@@ -346,6 +382,12 @@ fn render(report: &Report) -> String {
         out.push('\n');
         out.push_str(&chat_table(&report.chat_api));
     }
+    if !report.binaries.is_empty() {
+        out.push_str("\n| Lambda binary | MB | built with |\n| --- | ---: | --- |\n");
+        for b in &report.binaries {
+            out.push_str(&format!("| {} | {:.1} | {} |\n", b.function, b.megabytes, b.build));
+        }
+    }
     out
 }
 
@@ -448,6 +490,7 @@ async fn main() -> anyhow::Result<()> {
         chat_api,
         protocol_sizes,
         protocol: protocol_results,
+        binaries: binaries(),
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;
