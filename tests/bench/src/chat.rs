@@ -45,10 +45,7 @@ impl Drop for Server {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)].as_secs_f64() * 1000.0
-}
+use crate::protocol::percentile;
 
 fn latency(workload: &str, mut samples: Vec<Duration>, elapsed: Duration) -> Latency {
     samples.sort();

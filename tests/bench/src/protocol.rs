@@ -437,7 +437,8 @@ async fn resume(http: &reqwest::Client, target: &Target, messages: u64, readers:
     Ok((percentile(&samples, 0.5), percentile(&samples, 0.99)))
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+/// The `p` quantile of sorted samples, in milliseconds (0 for none).
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
