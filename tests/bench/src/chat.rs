@@ -21,6 +21,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::protocol::percentile;
+
 /// Latencies of one workload.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Latency {
@@ -44,8 +46,6 @@ impl Drop for Server {
         let _ = self.0.wait();
     }
 }
-
-use crate::protocol::percentile;
 
 fn latency(workload: &str, mut samples: Vec<Duration>, elapsed: Duration) -> Latency {
     samples.sort();
