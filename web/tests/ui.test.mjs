@@ -211,6 +211,7 @@ test("a plan is rejected with feedback", async () => {
   const answer = (await events(id)).find((e) => e.type === "plan_submitted");
   assert.deepEqual([answer.payload.action, answer.payload.feedback], ["reject", "fewer steps"]);
   await screenshot(page, "chat-plan");
+  assertNoErrors(page);
 });
 
 test("a task an agent creates shows a toast with a link to it", async () => {
@@ -238,6 +239,7 @@ test("agent text cannot inject script or markup", async () => {
   assert.match(await bubble.innerText(), /<img src=x onerror=/);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   await screenshot(page, "chat-escaped-markup");
+  assertNoErrors(page);
 });
 
 test("an agent's failure shows as an error apart from the messages", async () => {
