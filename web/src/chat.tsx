@@ -31,6 +31,10 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
   const [connection, setConnection] = useState<Connection>("connecting");
   const dialog = useRef<HTMLDialogElement>(null);
   const start = useRef(timeline.lastSeq);
+  const latest = useRef(timeline);
+  latest.current = timeline;
+  /** The chat was deleted: nothing of it is cached again. */
+  const gone = useRef(false);
 
   const refresh = () =>
     client.session(sessionId).then(setSession, (e) => {
@@ -56,6 +60,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
       },
       connection: setConnection,
       gone: () => {
+        gone.current = true;
         forget(scope, sessionId);
         notify.info("This chat no longer exists.");
         onClose?.();
@@ -67,16 +72,22 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [client, sessionId]);
 
-  // Keep the timeline for the next visit or reload, written at most every 250 ms.
+  // Keep the timeline for the next visit or reload. It is written when the page is hidden or
+  // left (a reload included) and when the chat closes, not on every streamed delta: the cache is
+  // only a head start, since the stream resumes after whatever it holds.
   useEffect(() => {
-    const timer = setTimeout(() => saveTimeline(scope, sessionId, timeline), 250);
-    const flush = () => saveTimeline(scope, sessionId, timeline);
-    window.addEventListener("pagehide", flush);
-    return () => {
-      clearTimeout(timer);
-      window.removeEventListener("pagehide", flush);
+    const save = () => {
+      if (!gone.current) saveTimeline(scope, sessionId, latest.current);
     };
-  }, [scope, sessionId, timeline]);
+    const hidden = () => document.visibilityState === "hidden" && save();
+    window.addEventListener("pagehide", save);
+    document.addEventListener("visibilitychange", hidden);
+    return () => {
+      save();
+      window.removeEventListener("pagehide", save);
+      document.removeEventListener("visibilitychange", hidden);
+    };
+  }, [scope, sessionId]);
 
   useEffect(() => {
     const d = dialog.current;
