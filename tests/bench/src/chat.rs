@@ -11,9 +11,7 @@
 //! is streaming) to `agent_end{aborted}` arriving.
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -38,15 +36,6 @@ pub(crate) struct Latency {
     pub(crate) per_s: f64,
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn latency(workload: &str, mut samples: Vec<Duration>, elapsed: Duration) -> Latency {
     samples.sort();
     Latency {
@@ -68,34 +57,9 @@ async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> a
 
 /// Runs the workloads against `spool` (the binary) with `messages` messages each.
 pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Latency>> {
-    let dir = tempfile::tempdir()?;
-    let mut child = Command::new(spool)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| {
-            format!(
-                "cannot start {}; build it with cargo build --release -p spool-local",
-                spool.display()
-            )
-        })?;
-    let mut lines = BufReader::new(child.stdout.take().context("no stdout")?).lines();
-    let server = Server(child);
-    let banner = lines.next().context("no banner")??;
-    let key_line = lines.next().context("no key line")??;
-    let base = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .context("no URL in the banner")?
-        .to_owned();
-    let key = key_line
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .context("no API key in the banner")?
-        .to_owned();
+    let server = crate::protocol::Target::spool(spool, true)?;
+    let base = server.origin.clone();
+    let key = server.api_key.clone().context("no API key in the banner")?;
 
     let http = reqwest::Client::new();
     let handshake = post(&http, &format!("{base}/v1/handshake"), "", &json!({ "api_key": key })).await?;

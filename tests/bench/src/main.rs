@@ -459,7 +459,7 @@ async fn main() -> anyhow::Result<()> {
         };
         // One target at a time, so none competes with another for the two cores.
         for start in [
-            &(|| protocol::Target::spool(spool)) as &dyn Fn() -> anyhow::Result<protocol::Target>,
+            &(|| protocol::Target::spool(spool, false)) as &dyn Fn() -> anyhow::Result<protocol::Target>,
             &|| protocol::Target::reference(script, false),
             &|| protocol::Target::reference(script, true),
         ] {

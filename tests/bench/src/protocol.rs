@@ -22,10 +22,16 @@ use serde_json::Value;
 /// A server under test, stopped when dropped.
 pub(crate) struct Target {
     pub(crate) name: &'static str,
+    /// The server's origin (`http://127.0.0.1:port`).
+    pub(crate) origin: String,
     /// Where streams live: `{base}/bench/…`.
     base: String,
+    /// The API key `spool serve` printed (with authorization on).
+    pub(crate) api_key: Option<String>,
     /// From spawning the process to its printing the URL it serves on (it listens by then).
     pub(crate) start_to_ready: Duration,
+    /// Its output after the URL line.
+    output: std::sync::mpsc::Receiver<String>,
     child: Child,
     _dir: tempfile::TempDir,
 }
@@ -38,15 +44,23 @@ impl Drop for Target {
 }
 
 impl Target {
-    /// `spool serve` on the embedded store, without authorization (as the conformance suite runs it).
-    pub(crate) fn spool(bin: &Path) -> anyhow::Result<Self> {
+    /// `spool serve` on the embedded store in a temporary directory: without authorization (as
+    /// the conformance suite runs it), or with it, keeping the API key it prints.
+    pub(crate) fn spool(bin: &Path, authorized: bool) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut command = Command::new(bin);
         command
-            .args(["serve", "--addr", "127.0.0.1:0", "--no-auth", "--data-dir"])
+            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path().join("data"))
             .env("RUST_LOG", "warn");
-        Self::start("spool", command, dir, "/v1/stream")
+        if !authorized {
+            command.arg("--no-auth");
+        }
+        let mut target = Self::start("spool", command, dir, "/v1/stream")?;
+        if authorized {
+            target.api_key = Some(target.banner_word("spool_")?);
+        }
+        Ok(target)
     }
 
     /// The reference server (`tests/bench/reference/server.mjs`), file-backed when `file` is set.
@@ -79,15 +93,36 @@ impl Target {
             }
         };
         let start_to_ready = started.elapsed();
-        // Keep reading its output, so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        // Keep reading its output (so it never blocks on a full pipe), handing on what it says.
+        let (said, output) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = said.send(line);
+            }
+        });
         Ok(Self {
             name,
             base: format!("{url}{prefix}"),
+            origin: url,
+            api_key: None,
             start_to_ready,
+            output,
             child,
             _dir: dir,
         })
+    }
+
+    /// The first word starting with `prefix` in what the server prints next.
+    fn banner_word(&self, prefix: &str) -> anyhow::Result<String> {
+        loop {
+            let line = self
+                .output
+                .recv_timeout(Duration::from_secs(10))
+                .with_context(|| format!("{} printed no `{prefix}…`", self.name))?;
+            if let Some(word) = line.split_whitespace().find(|w| w.starts_with(prefix)) {
+                return Ok(word.to_owned());
+            }
+        }
     }
 
     /// The process's resident memory now (Linux `/proc`), in MB.
