@@ -114,8 +114,19 @@ struct Inner {
     opts: AwsLogOptions,
     notifier: Notifier,
     heads: Mutex<HashMap<StreamPath, Head>>,
+    /// Producer states this process committed, with the head they are current at.
+    producers: Mutex<HashMap<StreamPath, KnownProducers>>,
     pages: Mutex<HashMap<String, BTreeMap<u64, SeqRange>>>,
     commits: Arc<GroupCommit<StreamPath, Prepared, AppendAck>>,
+}
+
+/// Producer states as of one head (stream id and version). Producers are written only by the
+/// transaction that moves the head, so while the head is at that version (which the next
+/// transaction checks) they are unchanged: an append on a cached head need not read them.
+struct KnownProducers {
+    sid: String,
+    ver: u64,
+    states: HashMap<String, Option<ProducerState>>,
 }
 
 /// The AWS stream log; cheap to clone.
@@ -199,6 +210,7 @@ impl AwsLog {
                 opts,
                 notifier: Notifier::default(),
                 heads: Mutex::new(HashMap::new()),
+                producers: Mutex::new(HashMap::new()),
                 pages: Mutex::new(HashMap::new()),
                 commits: GroupCommit::new(TRANSACTION_APPENDS_MAX),
             }),
@@ -244,6 +256,30 @@ impl Inner {
 
     fn forget_head(&self, path: &StreamPath) {
         self.heads.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
+        self.producers.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
+    }
+
+    /// The producer states known to be current at `head`.
+    fn known_producers(&self, head: &Head) -> HashMap<String, Option<ProducerState>> {
+        let known = self.producers.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .get(&head.state.path)
+            .filter(|k| k.sid == head.state.sid && k.ver == head.ver)
+            .map(|k| k.states.clone())
+            .unwrap_or_default()
+    }
+
+    fn remember_producers(&self, head: &Head, states: HashMap<String, Option<ProducerState>>) {
+        let mut known = self.producers.lock().unwrap_or_else(|e| e.into_inner());
+        if known.len() > 10_000 {
+            known.clear();
+        }
+        let entry = KnownProducers {
+            sid: head.state.sid.clone(),
+            ver: head.ver,
+            states,
+        };
+        known.insert(head.state.path.clone(), entry);
     }
 
     /// The head as stored now (strongly consistent), expired or not.
@@ -422,15 +458,22 @@ impl Inner {
         answers
     }
 
+    /// The states of the round's producers: from `known` (current at the head the round is
+    /// decided on), else read.
     async fn load_producers(
         &self,
         sid: &str,
         round: &[Prepared],
+        known: &HashMap<String, Option<ProducerState>>,
     ) -> Result<HashMap<String, Option<ProducerState>>, Error> {
         let mut producers = HashMap::new();
         for prep in round {
             let Some(claim) = &prep.req.producer else { continue };
             if producers.contains_key(&claim.id) {
+                continue;
+            }
+            if let Some(state) = known.get(&claim.id) {
+                producers.insert(claim.id.clone(), *state);
                 continue;
             }
             let out = self
@@ -466,7 +509,14 @@ impl Inner {
             let Some(mut head) = head else {
                 return for_each(&Error::NotFound { path: path.clone() }, round.len());
             };
-            let mut producers = match self.load_producers(&head.state.sid, round).await {
+            // On a fresh head, producers are read too (see below); on a cached one, those this
+            // process committed with it are current as long as the head is.
+            let known = if fresh {
+                HashMap::new()
+            } else {
+                self.known_producers(&head)
+            };
+            let mut producers = match self.load_producers(&head.state.sid, round, &known).await {
                 Ok(p) => p,
                 Err(e) => return for_each(&e, round.len()),
             };
@@ -531,10 +581,12 @@ impl Inner {
                 .await;
             match result {
                 Ok(()) => {
-                    self.remember_head(Head {
+                    let committed = Head {
                         state: state.clone(),
                         ver: head.ver + 1,
-                    });
+                    };
+                    self.remember_producers(&committed, producers);
+                    self.remember_head(committed);
                     self.notifier.publish(path);
                     if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
                         && let Some(scheduler) = &self.opts.scheduler
