@@ -657,7 +657,7 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
         client_message_id: None,
         turn_id: Some("turn_blank".to_owned()),
     };
-    spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z")
+    spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z", None)
         .await
         .unwrap();
     let job = TurnJob {

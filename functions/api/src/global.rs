@@ -202,7 +202,16 @@ pub(crate) async fn agent_message(
     };
     let now = api.clock.now_ms();
     let path = Session::stream(caller.org(), &session.id)?;
-    let appended = append_events(api.log.as_ref(), &path, &session.id, &[draft], None, &rfc3339_ms(now)).await?;
+    let appended = append_events(
+        api.log.as_ref(),
+        &path,
+        &session.id,
+        &[draft],
+        None,
+        &rfc3339_ms(now),
+        None,
+    )
+    .await?;
     if let Some(q) = &question_id {
         let request = OpenRequest {
             id: q.clone(),

@@ -584,6 +584,7 @@ impl ChatApi {
             std::slice::from_ref(&draft),
             producer,
             &rfc3339_ms(now),
+            None,
         )
         .await
         {

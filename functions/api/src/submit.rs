@@ -145,7 +145,7 @@ impl ChatApi {
             turn_id,
         };
         let now = rfc3339_ms(self.clock.now_ms());
-        let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now).await?;
+        let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now, None).await?;
         Ok(appended.first)
     }
 

@@ -26,12 +26,18 @@
 //! redelivered step finds what its predecessor wrote in the stream: it ends an open message
 //! (`message_end{interrupted}`) and open tools, and carries on.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use serde_json::{Value, json};
 use spool_domain::{
     Agent, Clock, Error, Event, EventDraft, EventKind, Metadata, Offset, OpenRequest, ProducerClaim, RequestKind,
-    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
+    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
     clock::rfc3339_ms,
     manage::announce,
     session::{append_events, preview, read_events},
@@ -156,6 +162,7 @@ impl Engine {
             Some(id) => self.metadata.agent(&job.org, id).await?,
             None => None,
         };
+        let read = events.last().map_or(0, |e| e.seq);
         let mut turn = Step {
             engine: self,
             job,
@@ -167,7 +174,9 @@ impl Engine {
             session,
             agent,
             path,
-            read_tail: events.last().map_or(0, |e| e.seq),
+            read_tail: read,
+            known_tail: read,
+            own_tail: Arc::new(AtomicU64::new(read)),
             events,
         };
         match turn.drive().await {
@@ -204,6 +213,7 @@ impl Engine {
         };
         let path = Session::stream(&job.org, &session.id)?;
         let events = self.recent_events(&path, job).await?;
+        let read = events.last().map_or(0, |e| e.seq);
         let mut step = Step {
             engine: self,
             job,
@@ -215,7 +225,9 @@ impl Engine {
             session,
             agent: None,
             path,
-            read_tail: events.last().map_or(0, |e| e.seq),
+            read_tail: read,
+            known_tail: read,
+            own_tail: Arc::new(AtomicU64::new(read)),
             events,
         };
         if TurnState::replay(&step.events, &job.turn_id).ended {
@@ -263,6 +275,12 @@ struct Step<'a> {
     /// The last seq the step read from the stream itself: events of others (an abort) may lie
     /// between it and the step's own appends.
     read_tail: u64,
+    /// The stream's tail as of the step's last read or append: where its next append expects
+    /// to go, so the append need not read the tail first.
+    known_tail: u64,
+    /// The seq through which everything after [`Self::read_tail`] is the step's own appends,
+    /// none of others' in between: the abort watcher need not read those.
+    own_tail: Arc<AtomicU64>,
 }
 
 impl Step<'_> {
@@ -584,6 +602,7 @@ impl Step<'_> {
             after,
             start_seq,
             self.engine.settings.abort_wait,
+            self.own_tail.clone(),
         );
         tokio::pin!(abort);
         let mut started = false;
@@ -788,8 +807,13 @@ impl Step<'_> {
             &drafts,
             Some(claim),
             &now,
+            Some(self.known_tail),
         )
         .await?;
+        self.known_tail = self.known_tail.max(appended.last);
+        if !appended.duplicate && self.own_tail.load(Ordering::Acquire) + 1 == appended.first {
+            self.own_tail.store(appended.last, Ordering::Release);
+        }
         for (draft, seq) in drafts.into_iter().zip(appended.first..) {
             self.events.push(Event {
                 v: spool_domain::session::EVENT_VERSION,
@@ -832,7 +856,14 @@ impl Sink for ChannelSink {
 }
 
 /// Resolves when an abort of the turn that started at `start_seq` appears after `after`.
-async fn watch_abort(log: Arc<dyn StreamLog>, path: StreamPath, mut after: u64, start_seq: u64, wait: Duration) {
+async fn watch_abort(
+    log: Arc<dyn StreamLog>,
+    path: StreamPath,
+    mut after: u64,
+    start_seq: u64,
+    wait: Duration,
+    own_tail: Arc<AtomicU64>,
+) {
     loop {
         match read_events(log.as_ref(), &path, after, 1000).await {
             Ok(page) => {
@@ -854,9 +885,19 @@ async fn watch_abort(log: Arc<dyn StreamLog>, path: StreamPath, mut after: u64, 
                 continue;
             }
         }
-        if let Err(e) = log.wait(&path, Offset::after(after), wait).await {
-            tracing::warn!(%path, error = %e, "cannot wait for aborts; looking again in a second");
-            tokio::time::sleep(Duration::from_secs(1)).await;
+        loop {
+            match log.wait(&path, Offset::after(after), wait).await {
+                // Only the step's own appends came: nothing to read.
+                Ok(WaitOutcome::Ready { tail, closed: false }) if tail.seq() <= own_tail.load(Ordering::Acquire) => {
+                    after = tail.seq();
+                }
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(%path, error = %e, "cannot wait for aborts; looking again in a second");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    break;
+                }
+            }
         }
     }
 }

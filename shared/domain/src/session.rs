@@ -326,6 +326,8 @@ pub struct Appended {
 /// Appends events to a session's stream, numbering them with the sequence numbers they get:
 /// it reads the tail, writes at that tail, and starts over if another writer got there first.
 /// With a producer claim, a retry of an earlier append is recognised and not written again.
+/// A writer that knows where the tail was (its own last append) passes it as `tail_hint`: the
+/// first attempt then writes there without reading the tail, and a wrong hint costs one retry.
 pub async fn append_events(
     log: &dyn StreamLog,
     path: &StreamPath,
@@ -333,11 +335,17 @@ pub async fn append_events(
     drafts: &[EventDraft],
     producer: Option<ProducerClaim>,
     now_rfc3339: &str,
+    tail_hint: Option<u64>,
 ) -> Result<Appended, Error> {
     const ATTEMPTS: u32 = 64;
     let mut attempt = 0;
+    let mut hint = tail_hint;
     loop {
-        let tail = log.metadata(path).await?.tail.seq();
+        let hinted = hint.take();
+        let tail = match hinted {
+            Some(tail) => tail,
+            None => log.metadata(path).await?.tail.seq(),
+        };
         let messages = drafts
             .iter()
             .zip(tail + 1..)
@@ -381,6 +389,8 @@ pub async fn append_events(
                     duplicate: false,
                 });
             }
+            // The hint was out of date: read the tail, at once.
+            Err(Error::TailMismatch { .. }) if hinted.is_some() => {}
             Err(Error::TailMismatch { .. }) if attempt < ATTEMPTS => {
                 attempt += 1;
                 let jitter = fastrand::u64(0..=u64::from(attempt.min(10)) * 5);
