@@ -587,7 +587,7 @@ impl Inner {
                     };
                     self.remember_producers(&committed, producers);
                     self.remember_head(committed);
-                    self.notifier.publish(path);
+                    self.notifier.publish(path, Some(Offset::after(state.tail)));
                     if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
                         && let Some(scheduler) = &self.opts.scheduler
                         && let Err(e) = scheduler.schedule(path).await
@@ -993,7 +993,7 @@ impl Inner {
             self.forget_head(&o.source);
             let st = &source.state;
             if st.forks == 0 && (st.deleted || st.is_expired(self.now())) && self.remove_head(&source, None).await? {
-                self.notifier.publish(&st.path);
+                self.notifier.publish(&st.path, None);
                 self.collect_garbage(&st.sid).await;
                 origin.clone_from(&st.origin);
             }
@@ -1377,7 +1377,7 @@ impl StreamWriter for AwsLog {
                     let closed = head.state.closed;
                     let crossed = head.state.crossed_page_boundary(0, 0, &inner.opts.limits);
                     inner.remember_head(head);
-                    inner.notifier.publish(path);
+                    inner.notifier.publish(path, None);
                     if (closed || crossed)
                         && let Some(scheduler) = &inner.opts.scheduler
                         && let Err(e) = scheduler.schedule(path).await
@@ -1440,7 +1440,7 @@ impl StreamWriter for AwsLog {
                 inner.forget_head(path);
                 match marked {
                     Ok(_) => {
-                        inner.notifier.publish(path);
+                        inner.notifier.publish(path, None);
                         return Ok(());
                     }
                     Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
@@ -1451,7 +1451,7 @@ impl StreamWriter for AwsLog {
                 }
             }
             if inner.remove_head(&head, None).await? {
-                inner.notifier.publish(path);
+                inner.notifier.publish(path, None);
                 inner.collect_garbage(&head.state.sid).await;
                 inner.release_source(head.state.origin.clone()).await?;
                 return Ok(());

@@ -13,7 +13,8 @@ use crate::{
     stream::{Offset, StreamMeta, StreamPath, WaitOutcome},
 };
 
-/// Per-stream change counters that waiters subscribe to.
+/// Per-stream change signals that waiters subscribe to, each carrying the highest tail
+/// published, so a waiter woken by an append need not ask the store where the tail is.
 #[derive(Debug, Default)]
 pub struct Notifier {
     streams: Mutex<HashMap<StreamPath, watch::Sender<u64>>>,
@@ -30,11 +31,16 @@ impl Notifier {
             .subscribe()
     }
 
-    /// Wakes every waiter of `path`.
-    pub fn publish(&self, path: &StreamPath) {
+    /// Wakes every waiter of `path`: with the stream's tail after a committed append, without
+    /// one after any other change (a create, a delete), which waiters then look up.
+    pub fn publish(&self, path: &StreamPath, tail: Option<Offset>) {
         let mut streams = self.lock();
         if let Some(sender) = streams.get(path) {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+            sender.send_modify(|highest| {
+                if let Some(tail) = tail {
+                    *highest = (*highest).max(tail.seq());
+                }
+            });
         }
         // Forget streams nobody waits on any more, so the map stays as small as the set of
         // streams with live readers.
@@ -67,8 +73,9 @@ impl From<StreamMeta> for TailProbe {
 }
 
 /// Waits until the stream at `path` has messages after `after` or is closed, or `timeout`
-/// passes. Wakes at once on an in-process [`Notifier::publish`], and otherwise probes the
-/// stream's tail every `recheck` to see other processes' writes.
+/// passes. Wakes at once on an in-process [`Notifier::publish`] (answering from the tail it
+/// carries, without probing, when that is past `after`), and otherwise probes the stream's
+/// tail every `recheck` to see other processes' writes.
 pub async fn wait_for_data<F, Fut>(
     notifier: &Notifier,
     path: &StreamPath,
@@ -101,9 +108,106 @@ where
                 if changed.is_err() {
                     // The notifier dropped this stream's sender; subscribe again.
                     changes = notifier.subscribe(path);
+                } else {
+                    let published = *changes.borrow_and_update();
+                    if published > after.seq() {
+                        // Whether it is closed too, the read that follows tells.
+                        return Ok(WaitOutcome::Ready {
+                            tail: Offset::after(published),
+                            closed: false,
+                        });
+                    }
                 }
             }
             () = tokio::time::sleep(nap) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    };
+
+    use super::*;
+
+    fn path() -> StreamPath {
+        StreamPath::parse("test/notify").expect("valid")
+    }
+
+    /// A probe that counts its calls and always answers `tail`, open.
+    fn probe(calls: &Arc<AtomicU64>, tail: u64) -> impl FnMut() -> std::future::Ready<Result<TailProbe, Error>> {
+        let calls = Arc::clone(calls);
+        move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Ok(TailProbe {
+                tail: Offset::after(tail),
+                closed: false,
+            }))
+        }
+    }
+
+    // Paused time: the sleeps run in order, however busy the machine.
+    #[tokio::test(start_paused = true)]
+    async fn an_append_published_in_process_answers_without_probing_again() {
+        let notifier = Arc::new(Notifier::default());
+        let calls = Arc::new(AtomicU64::new(0));
+        let publisher = Arc::clone(&notifier);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            publisher.publish(&path(), Some(Offset::after(7)));
+        });
+        // The store's tail stays at 5 for the probe: only the published tail can say 7.
+        let waited = wait_for_data(
+            &notifier,
+            &path(),
+            Offset::after(5),
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+            probe(&calls, 5),
+        )
+        .await
+        .expect("waits");
+        assert_eq!(
+            waited,
+            WaitOutcome::Ready {
+                tail: Offset::after(7),
+                closed: false
+            }
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "only the first look probes");
+    }
+
+    // Paused time: the sleeps run in order, however busy the machine.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_without_a_tail_is_looked_up() {
+        let notifier = Arc::new(Notifier::default());
+        let calls = Arc::new(AtomicU64::new(0));
+        let publisher = Arc::clone(&notifier);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // A tail at or before the waiter's offset says nothing new either.
+            publisher.publish(&path(), Some(Offset::after(3)));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            publisher.publish(&path(), None);
+        });
+        let waited = wait_for_data(
+            &notifier,
+            &path(),
+            Offset::after(5),
+            Duration::from_millis(300),
+            Duration::from_secs(10),
+            probe(&calls, 5),
+        )
+        .await
+        .expect("waits");
+        assert_eq!(waited, WaitOutcome::TimedOut { tail: Offset::after(5) });
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            4,
+            "a probe first, after each wake-up and at the deadline"
+        );
     }
 }

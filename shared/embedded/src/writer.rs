@@ -10,7 +10,7 @@ use std::sync::{Arc, mpsc};
 
 use rusqlite::Connection;
 use spool_domain::{
-    Append, AppendAck, CreateStream, Created, Error, StreamPath,
+    Append, AppendAck, CreateStream, Created, Error, Offset, StreamPath,
     state::{StreamState, apply_append},
 };
 use tokio::sync::oneshot;
@@ -73,7 +73,8 @@ fn finish<T: Send + 'static>(reply: oneshot::Sender<Result<T, Error>>, result: R
 /// Effects to apply after a successful commit.
 #[derive(Default)]
 struct Effects {
-    changed: Vec<StreamPath>,
+    /// Streams changed, with their tail after an append.
+    changed: Vec<(StreamPath, Option<Offset>)>,
     seal: Vec<StreamPath>,
     removed_sids: Vec<String>,
 }
@@ -140,8 +141,8 @@ fn commit_group(conn: &Connection, shared: &Shared, group: Vec<Job>) {
 }
 
 fn after_commit(conn: &Connection, shared: &Shared, effects: Effects) {
-    for path in &effects.changed {
-        shared.notifier.publish(path);
+    for (path, tail) in &effects.changed {
+        shared.notifier.publish(path, *tail);
     }
     for path in effects.seal {
         shared.request_seal(path);
@@ -278,7 +279,7 @@ fn create(
             state
         }
     };
-    effects.changed.push(path.clone());
+    effects.changed.push((path.clone(), None));
     if state.closed || state.crossed_page_boundary(0, 0, &shared.limits) {
         effects.seal.push(path.clone());
     }
@@ -291,7 +292,7 @@ fn remove(conn: &Connection, state: StreamState, now: i64, effects: &mut Effects
     let mut next = Some(state);
     while let Some(state) = next.take() {
         db::remove_stream(conn, &state.sid)?;
-        effects.changed.push(state.path.clone());
+        effects.changed.push((state.path.clone(), None));
         effects.removed_sids.push(state.sid);
         let Some(origin) = state.origin else { break };
         let Some(mut source) = db::load_by_sid(conn, &origin.source_sid)? else {
@@ -330,7 +331,7 @@ fn append(
         if let Some((id, producer)) = &applied.producer {
             db::store_producer(conn, &state.sid, id, *producer)?;
         }
-        effects.changed.push(path.clone());
+        effects.changed.push((path.clone(), Some(Offset::after(state.tail))));
         if state.closed || state.crossed_page_boundary(bytes_before, tail_before, &shared.limits) {
             effects.seal.push(path.clone());
         }
@@ -344,7 +345,7 @@ fn delete(conn: &Connection, path: &StreamPath, now: i64, effects: &mut Effects)
         // Soft delete: gone for clients, kept for the forks that read it.
         state.deleted = true;
         db::update_state(conn, &state)?;
-        effects.changed.push(path.clone());
+        effects.changed.push((path.clone(), None));
         return Ok(());
     }
     remove(conn, state, now, effects)
