@@ -587,7 +587,8 @@ impl Inner {
                     };
                     self.remember_producers(&committed, producers);
                     self.remember_head(committed);
-                    self.notifier.publish(path, Some(Offset::after(state.tail)));
+                    self.notifier
+                        .publish(path, (!state.closed).then(|| Offset::after(state.tail)));
                     if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
                         && let Some(scheduler) = &self.opts.scheduler
                         && let Err(e) = scheduler.schedule(path).await

@@ -14,7 +14,8 @@ use crate::{
 };
 
 /// Per-stream change signals that waiters subscribe to, each carrying the highest tail
-/// published, so a waiter woken by an append need not ask the store where the tail is.
+/// published (0: not known), so a waiter woken by an append need not ask the store where the
+/// tail is, and one waiting at the tail this process wrote need not ask whether it moved.
 #[derive(Debug, Default)]
 pub struct Notifier {
     streams: Mutex<HashMap<StreamPath, watch::Sender<u64>>>,
@@ -31,15 +32,14 @@ impl Notifier {
             .subscribe()
     }
 
-    /// Wakes every waiter of `path`: with the stream's tail after a committed append, without
-    /// one after any other change (a create, a delete), which waiters then look up.
+    /// Wakes every waiter of `path`: with the stream's tail after a committed append that left
+    /// it open, without one after any other change (a close, a create, a delete), which
+    /// waiters then look up.
     pub fn publish(&self, path: &StreamPath, tail: Option<Offset>) {
         let mut streams = self.lock();
         if let Some(sender) = streams.get(path) {
-            sender.send_modify(|highest| {
-                if let Some(tail) = tail {
-                    *highest = (*highest).max(tail.seq());
-                }
+            sender.send_modify(|published| {
+                *published = tail.map_or(0, |tail| (*published).max(tail.seq()));
             });
         }
         // Forget streams nobody waits on any more, so the map stays as small as the set of
@@ -75,7 +75,8 @@ impl From<StreamMeta> for TailProbe {
 /// Waits until the stream at `path` has messages after `after` or is closed, or `timeout`
 /// passes. Wakes at once on an in-process [`Notifier::publish`] (answering from the tail it
 /// carries, without probing, when that is past `after`), and otherwise probes the stream's
-/// tail every `recheck` to see other processes' writes.
+/// tail every `recheck` to see other processes' writes. It probes at once too, unless `after`
+/// is the tail this process last published.
 pub async fn wait_for_data<F, Fut>(
     notifier: &Notifier,
     path: &StreamPath,
@@ -90,19 +91,33 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changes = notifier.subscribe(path);
+    let published = *changes.borrow_and_update();
+    if published > after.seq() {
+        return Ok(WaitOutcome::Ready {
+            tail: Offset::after(published),
+            closed: false,
+        });
+    }
+    // This process committed the stream's tail at `after` and nothing since: no need to ask
+    // the store now (other processes' appends are the re-check's to find).
+    let mut look = published == 0 || published < after.seq();
     loop {
-        let meta = metadata().await?;
-        if meta.tail > after || meta.closed {
-            return Ok(WaitOutcome::Ready {
-                tail: meta.tail,
-                closed: meta.closed,
-            });
+        if look {
+            let meta = metadata().await?;
+            if meta.tail > after || meta.closed {
+                return Ok(WaitOutcome::Ready {
+                    tail: meta.tail,
+                    closed: meta.closed,
+                });
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(WaitOutcome::TimedOut { tail: meta.tail });
+            }
+        } else if tokio::time::Instant::now() >= deadline {
+            return Ok(WaitOutcome::TimedOut { tail: after });
         }
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
-            return Ok(WaitOutcome::TimedOut { tail: meta.tail });
-        }
-        let nap = recheck.min(deadline - now);
+        look = true;
+        let nap = recheck.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
@@ -209,5 +224,42 @@ mod tests {
             4,
             "a probe first, after each wake-up and at the deadline"
         );
+    }
+
+    // Paused time: the sleeps run in order, however busy the machine.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_at_the_tail_this_process_published_probes_only_at_the_recheck() {
+        let notifier = Notifier::default();
+        let _waiting = notifier.subscribe(&path());
+        notifier.publish(&path(), Some(Offset::after(5)));
+        let calls = Arc::new(AtomicU64::new(0));
+        let waited = wait_for_data(
+            &notifier,
+            &path(),
+            Offset::after(5),
+            Duration::from_millis(250),
+            Duration::from_millis(100),
+            probe(&calls, 5),
+        )
+        .await
+        .expect("waits");
+        assert_eq!(waited, WaitOutcome::TimedOut { tail: Offset::after(5) });
+        // At 100 and 200 ms, and at the deadline: never on the way in.
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+        // A close publishes no tail: the next waiter looks at once.
+        notifier.publish(&path(), None);
+        let calls = Arc::new(AtomicU64::new(0));
+        wait_for_data(
+            &notifier,
+            &path(),
+            Offset::after(5),
+            Duration::ZERO,
+            Duration::from_millis(100),
+            probe(&calls, 5),
+        )
+        .await
+        .expect("waits");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 }

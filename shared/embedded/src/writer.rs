@@ -331,7 +331,9 @@ fn append(
         if let Some((id, producer)) = &applied.producer {
             db::store_producer(conn, &state.sid, id, *producer)?;
         }
-        effects.changed.push((path.clone(), Some(Offset::after(state.tail))));
+        effects
+            .changed
+            .push((path.clone(), (!state.closed).then(|| Offset::after(state.tail))));
         if state.closed || state.crossed_page_boundary(bytes_before, tail_before, &shared.limits) {
             effects.seal.push(path.clone());
         }
