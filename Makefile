@@ -145,8 +145,8 @@ watch: $(CARGO_LAMBDA) ## Emulate the Lambda functions on 127.0.0.1:9000 (cargo 
 	SPOOL_JWT_SECRET=$${SPOOL_JWT_SECRET:-$$(cat .emulator/watch-jwt-secret)} PATH=$(VENV)/bin:$$PATH \
 	  cargo lambda watch -A 127.0.0.1 -P 9000 --disable-cors $(if $(wildcard .env.emulator),--env-file .env.emulator)
 
-lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64 (target/lambda/*/bootstrap)
-	PATH=$(VENV)/bin:$$PATH cargo lambda build --release --arm64 -p spool-api -p spool-stream -p spool-worker
+lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64, small (profile `lambda`: target/lambda/*/bootstrap)
+	PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 -p spool-api -p spool-stream -p spool-worker
 
 clean: emulator-down ## Remove build output and local data
 	cargo clean

@@ -146,7 +146,7 @@ struct Services {
     maintenance: Option<(aws_sdk_sqs::Client, String)>,
 }
 
-async fn services(config: &Config) -> anyhow::Result<Services> {
+async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
     match config.backend {
         Backend::Embedded => {
             let options = spool_embedded::Options {
@@ -168,7 +168,7 @@ async fn services(config: &Config) -> anyhow::Result<Services> {
             })
         }
         Backend::Aws => {
-            let log = spool_aws::log_from_config(config, None)
+            let log = spool_aws::log_from_config(config, counter)
                 .await
                 .context("cannot set up the AWS backend")?;
             let metadata = spool_aws::metadata_from_config(config, log.clients())?;
@@ -201,7 +201,7 @@ fn now_ms() -> i64 {
 async fn admin(command: AdminCommand) -> anyhow::Result<()> {
     let (AdminCommand::CreateOrg { store, .. } | AdminCommand::CreateApiKey { store, .. }) = &command;
     let config = store.config()?;
-    let services = services(&config).await?;
+    let services = services(&config, None).await?;
     let directory = services.metadata.as_ref();
     let out = match &command {
         AdminCommand::CreateOrg { name, id, .. } => {
@@ -324,10 +324,22 @@ fn spawn_worker(services: &Services, config: &Config) {
     }
 }
 
-/// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
-pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
-    let services = services(&config).await?;
-    let keys = token_keys(&config)?;
+/// Spool running in this process, as `spool serve` runs it: its HTTP routes (the API, the
+/// Durable Streams protocol, the web UI) with the worker started beside them.
+pub struct App {
+    /// Every route, to serve.
+    pub router: axum::Router,
+    /// The local organization's API key.
+    pub api_key: String,
+    /// What it runs on, for people.
+    pub description: String,
+}
+
+/// Starts the worker and builds the routes over the configured backend; `no_auth` turns
+/// authorization off, and `counter` counts the AWS backend's requests (`spool-bench`).
+pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<App> {
+    let services = services(config, counter).await?;
+    let keys = token_keys(config)?;
     let access = if no_auth {
         spool_stream::Access::Open {
             org: LOCAL_ORG.to_owned(),
@@ -335,8 +347,8 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     } else {
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
-    let api_key = local_api_key(&services, &config).await?;
-    spawn_worker(&services, &config);
+    let api_key = local_api_key(&services, config).await?;
+    spawn_worker(&services, config);
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {
@@ -344,19 +356,32 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         log: services.log,
         turns: services.turns,
     };
-    let api = spool_api::ChatApi::new(stores, keys, access.clone(), Arc::new(SystemClock));
-    let app = spool_api::router(api)
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock));
+    let router = spool_api::router(api)
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir));
+    Ok(App {
+        router,
+        api_key,
+        description: services.description,
+    })
+}
+
+/// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
+pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
+    let App {
+        router,
+        api_key,
+        description,
+    } = app(&config, no_auth, None).await?;
     let listener = TcpListener::bind(config.addr)
         .await
         .with_context(|| format!("cannot listen on {}; pass --addr with a free port", config.addr))?;
     let addr = listener.local_addr()?;
     let auth = if no_auth { ", no authorization" } else { "" };
     let mut banner = format!(
-        "Spool is listening on http://{addr} ({}{auth})\n\
-         API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)\n",
-        services.description
+        "Spool is listening on http://{addr} ({description}{auth})\n\
+         API key of the `{LOCAL_ORG}` organization: {api_key} (exchange it at POST /v1/handshake)\n"
     );
     if !no_auth {
         banner.push_str(&format!("Open the web UI, signed in: http://{addr}/#key={api_key}\n"));
@@ -368,7 +393,7 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
     tracing::info!(%addr, backend = ?config.backend, "serving");
-    axum::serve(listener, app)
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("the server failed")?;

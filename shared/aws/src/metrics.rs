@@ -1,40 +1,97 @@
 //! # Counting AWS requests
 //!
 //! An SDK interceptor that counts every request sent (retries included), by service and
-//! operation. The benchmarks use it to report requests per appended message, which is what
-//! DynamoDB, S3 and SQS bill by.
+//! operation, and the capacity units DynamoDB reports each one consuming (it asks for them with
+//! `ReturnConsumedCapacity::TOTAL`). The benchmarks use it to report requests per appended
+//! message and per chat event, which is what DynamoDB, S3 and SQS bill by.
 
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex},
 };
 
+use aws_sdk_dynamodb::{
+    operation::{
+        batch_get_item::{BatchGetItemInput, BatchGetItemOutput},
+        batch_write_item::{BatchWriteItemInput, BatchWriteItemOutput},
+        delete_item::{DeleteItemInput, DeleteItemOutput},
+        get_item::{GetItemInput, GetItemOutput},
+        put_item::{PutItemInput, PutItemOutput},
+        query::{QueryInput, QueryOutput},
+        scan::{ScanInput, ScanOutput},
+        transact_get_items::{TransactGetItemsInput, TransactGetItemsOutput},
+        transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
+        update_item::{UpdateItemInput, UpdateItemOutput},
+    },
+    types::{ConsumedCapacity, ReturnConsumedCapacity},
+};
 use aws_smithy_runtime_api::{
     box_error::BoxError,
     client::{
-        interceptors::{Intercept, context::BeforeTransmitInterceptorContextRef},
+        interceptors::{
+            Intercept,
+            context::{
+                AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+                BeforeTransmitInterceptorContextRef,
+            },
+        },
         orchestrator::Metadata,
         runtime_components::RuntimeComponents,
     },
 };
 use aws_smithy_types::config_bag::ConfigBag;
 
-/// Requests sent, by `(service, operation)`; cheap to clone, clones share counts.
+/// Requests sent, by `(service, operation)`, and DynamoDB capacity consumed, by operation;
+/// cheap to clone, clones share counts.
 #[derive(Debug, Default, Clone)]
 pub struct RequestCounter {
-    counts: Arc<Mutex<BTreeMap<(String, String), u64>>>,
+    counts: Arc<Mutex<Counts>>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    requests: BTreeMap<(String, String), u64>,
+    capacity: BTreeMap<String, f64>,
+}
+
+/// DynamoDB operations that consume write capacity; the others consume read capacity.
+fn is_write(operation: &str) -> bool {
+    matches!(
+        operation,
+        "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem" | "TransactWriteItems"
+    )
 }
 
 impl RequestCounter {
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A snapshot of the counts.
     pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.counts().requests.clone()
+    }
+
+    /// The DynamoDB read and write capacity units consumed, as DynamoDB reported them (a
+    /// request that failed, such as a conditional write whose condition was false, reports
+    /// none, though DynamoDB bills one write unit for it).
+    pub fn capacity_units(&self) -> (f64, f64) {
+        let counts = self.counts();
+        let of = |write: bool| {
+            counts
+                .capacity
+                .iter()
+                .filter(|(op, _)| is_write(op) == write)
+                .fold(0.0, |total, (_, units)| total + units)
+        };
+        (of(false), of(true))
     }
 
     /// Requests sent to `service` (e.g. `DynamoDB`, `S3`, `SQS`) whose operation satisfies
     /// `filter`.
     pub fn total(&self, service: &str, filter: impl Fn(&str) -> bool) -> u64 {
-        self.snapshot()
+        self.counts()
+            .requests
             .iter()
             .filter(|((s, op), _)| s.eq_ignore_ascii_case(service) && filter(op))
             .map(|(_, n)| n)
@@ -43,7 +100,7 @@ impl RequestCounter {
 
     /// Forgets every count.
     pub fn reset(&self) {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *self.counts() = Counts::default();
     }
 }
 
@@ -60,12 +117,81 @@ impl Intercept for RequestCounter {
     ) -> Result<(), BoxError> {
         if let Some(meta) = cfg.load::<Metadata>() {
             let key = (meta.service().to_owned(), meta.name().to_owned());
-            *self
-                .counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(key)
-                .or_default() += 1;
+            *self.counts().requests.entry(key).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let input = context.input_mut();
+        macro_rules! ask {
+            ($($input:ty),*) => {
+                $(if let Some(input) = input.downcast_mut::<$input>() {
+                    input.return_consumed_capacity = Some(ReturnConsumedCapacity::Total);
+                })*
+            };
+        }
+        ask!(
+            PutItemInput,
+            UpdateItemInput,
+            DeleteItemInput,
+            GetItemInput,
+            QueryInput,
+            ScanInput,
+            BatchGetItemInput,
+            BatchWriteItemInput,
+            TransactGetItemsInput,
+            TransactWriteItemsInput
+        );
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let (Ok(output), Some(meta)) = (context.output_or_error(), cfg.load::<Metadata>()) else {
+            return Ok(());
+        };
+        let units = |c: &ConsumedCapacity| c.capacity_units().unwrap_or(0.0);
+        let mut consumed = None;
+        macro_rules! one {
+            ($($output:ty),*) => {
+                $(if let Some(output) = output.downcast_ref::<$output>() {
+                    consumed = Some(output.consumed_capacity().map_or(0.0, units));
+                })*
+            };
+        }
+        macro_rules! many {
+            ($($output:ty),*) => {
+                $(if let Some(output) = output.downcast_ref::<$output>() {
+                    consumed = Some(output.consumed_capacity().iter().map(units).sum());
+                })*
+            };
+        }
+        one!(
+            PutItemOutput,
+            UpdateItemOutput,
+            DeleteItemOutput,
+            GetItemOutput,
+            QueryOutput,
+            ScanOutput
+        );
+        many!(
+            BatchGetItemOutput,
+            BatchWriteItemOutput,
+            TransactGetItemsOutput,
+            TransactWriteItemsOutput
+        );
+        if let Some(units) = consumed {
+            *self.counts().capacity.entry(meta.name().to_owned()).or_default() += units;
         }
         Ok(())
     }

@@ -55,61 +55,90 @@ async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> a
     Ok(value)
 }
 
+/// A signed-in client of the chat API.
+#[derive(Clone)]
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    /// The server's origin.
+    pub(crate) base: String,
+    pub(crate) token: String,
+}
+
+impl Client {
+    /// Exchanges `api_key` for a token at `base`.
+    pub(crate) async fn sign_in(base: &str, api_key: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::new();
+        let handshake = post(
+            &http,
+            &format!("{base}/v1/handshake"),
+            "",
+            &json!({ "api_key": api_key }),
+        )
+        .await?;
+        let token = handshake["jwt"].as_str().context("no token")?.to_owned();
+        Ok(Self {
+            http,
+            base: base.to_owned(),
+            token,
+        })
+    }
+
+    /// `POST {base}{path}` with `body`; the JSON answer of a 2xx, else an error.
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        post(&self.http, &format!("{}{path}", self.base), &self.token, body).await
+    }
+
+    /// A new workspace whose built-in agent runs `script` on the scripted runtime.
+    pub(crate) async fn workspace(&self, script: &Value) -> anyhow::Result<String> {
+        let ws = self.post("/v1/workspaces", &json!({ "name": "bench" })).await?;
+        let ws = ws["id"].as_str().context("no workspace id")?.to_owned();
+        let agents: Value = self
+            .http
+            .get(format!("{}/v1/workspaces/{ws}/agents", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await?
+            .json()
+            .await?;
+        let builtin = agents["agents"][0]["id"].as_str().context("no agent")?.to_owned();
+        let change = json!({ "instruction": script.to_string(), "runtime": "scripted" });
+        let response = self
+            .http
+            .patch(format!("{}/v1/agents/{builtin}", self.base))
+            .bearer_auth(&self.token)
+            .json(&change)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "cannot script the agent");
+        Ok(ws)
+    }
+
+    /// A new chat in workspace `ws`; its id.
+    pub(crate) async fn chat(&self, ws: &str) -> anyhow::Result<String> {
+        let session = self
+            .post("/v1/sessions", &json!({ "title": "bench", "workspace_id": ws }))
+            .await?;
+        Ok(session["id"].as_str().context("no session id")?.to_owned())
+    }
+}
+
 /// Runs the workloads against `spool` (the binary) with `messages` messages each.
 pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Latency>> {
     let server = crate::protocol::Target::spool(spool, true)?;
-    let base = server.origin.clone();
     let key = server.api_key.clone().context("no API key in the banner")?;
-
-    let http = reqwest::Client::new();
-    let handshake = post(&http, &format!("{base}/v1/handshake"), "", &json!({ "api_key": key })).await?;
-    let token = handshake["jwt"].as_str().context("no token")?.to_owned();
+    let client = Client::sign_in(&server.origin, &key).await?;
+    let Client { http, base, token } = client.clone();
     // A workspace whose built-in agent answers at once, and one that answers slowly.
-    let workspace = |script: Value| {
-        let (http, base, token) = (http.clone(), base.clone(), token.clone());
-        async move {
-            let ws = post(
-                &http,
-                &format!("{base}/v1/workspaces"),
-                &token,
-                &json!({ "name": "bench" }),
-            )
-            .await?;
-            let ws = ws["id"].as_str().context("no workspace id")?.to_owned();
-            let agents: Value = http
-                .get(format!("{base}/v1/workspaces/{ws}/agents"))
-                .bearer_auth(&token)
-                .send()
-                .await?
-                .json()
-                .await?;
-            let builtin = agents["agents"][0]["id"].as_str().context("no agent")?.to_owned();
-            let change = json!({ "instruction": script.to_string(), "runtime": "scripted" });
-            let response = http
-                .patch(format!("{base}/v1/agents/{builtin}"))
-                .bearer_auth(&token)
-                .json(&change)
-                .send()
-                .await?;
-            anyhow::ensure!(response.status().is_success(), "cannot script the agent");
-            anyhow::Ok(ws)
-        }
-    };
-    let quick = workspace(json!({ "word_delay_ms": 0, "default": [{ "say": "ok" }] })).await?;
+    let quick = client
+        .workspace(&json!({ "word_delay_ms": 0, "default": [{ "say": "ok" }] }))
+        .await?;
     let words = "word ".repeat(400);
-    let slow = workspace(json!({ "word_delay_ms": 20, "default": [{ "say": words }] })).await?;
+    let slow = client
+        .workspace(&json!({ "word_delay_ms": 20, "default": [{ "say": words }] }))
+        .await?;
     let new_session = |ws: String| {
-        let (http, base, token) = (http.clone(), base.clone(), token.clone());
-        async move {
-            let session = post(
-                &http,
-                &format!("{base}/v1/sessions"),
-                &token,
-                &json!({ "title": "bench", "workspace_id": ws }),
-            )
-            .await?;
-            anyhow::Ok(session["id"].as_str().context("no session id")?.to_owned())
-        }
+        let client = client.clone();
+        async move { client.chat(&ws).await }
     };
 
     let mut out = Vec::new();

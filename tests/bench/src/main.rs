@@ -5,7 +5,10 @@
 //! with a column per backend. Request counts on AWS come from an SDK interceptor that counts
 //! every request sent. Results also go to a JSON file.
 
+mod aws_chat;
 mod chat;
+mod cost;
+mod pages;
 mod protocol;
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
@@ -49,6 +52,15 @@ struct Args {
     /// A README whose `<!-- bench:start -->` … `<!-- bench:end -->` block gets the results.
     #[arg(long)]
     readme: Option<PathBuf>,
+    /// Chat turns in the AWS chat workload (requests per 1,000 events, the cost model).
+    #[arg(long, default_value_t = 30)]
+    aws_chat_turns: u64,
+    /// Messages in each stream of the sealed-page-size comparison.
+    #[arg(long, default_value_t = 50_000)]
+    page_messages: u64,
+    /// Reads from random offsets per page size.
+    #[arg(long, default_value_t = 100)]
+    page_resumes: usize,
     /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`.
     #[arg(long)]
     from_json: Option<PathBuf>,
@@ -90,6 +102,12 @@ struct Report {
     protocol: Vec<protocol::ProtocolFigures>,
     #[serde(default)]
     binaries: Vec<Binary>,
+    #[serde(default)]
+    aws_chat: Option<aws_chat::AwsChat>,
+    #[serde(default)]
+    cost: Option<cost::Model>,
+    #[serde(default)]
+    page_sizes: Vec<pages::PageSize>,
 }
 
 /// A Lambda function's binary: what is uploaded.
@@ -101,7 +119,7 @@ struct Binary {
     build: String,
 }
 
-/// The Lambda binaries' sizes: `cargo lambda build --release --arm64`'s if they exist
+/// The Lambda binaries' sizes: `cargo lambda build --profile lambda --arm64`'s if they exist
 /// (`make lambda-build`), else the stripped release builds (`cargo build --release`).
 fn binaries() -> Vec<Binary> {
     ["spool-api", "spool-stream", "spool-worker"]
@@ -109,7 +127,7 @@ fn binaries() -> Vec<Binary> {
         .filter_map(|name| {
             let lambda = PathBuf::from(format!("target/lambda/{name}/bootstrap"));
             let (path, build) = if lambda.is_file() {
-                (lambda, "cargo lambda build --release --arm64")
+                (lambda, "cargo lambda build --profile lambda --arm64")
             } else {
                 (
                     PathBuf::from(format!("target/release/{name}")),
@@ -366,6 +384,63 @@ fn chat_table(chat: &[chat::Latency]) -> String {
     out
 }
 
+/// The AWS chat workload: requests by operation in each phase.
+fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
+    let phases = [
+        ("writing and sealing, per 1,000 events", &chat.write),
+        ("catching up, per 1,000 events read", &chat.catch_up),
+        ("an idle SSE reader, per minute", &chat.idle_reader_minute),
+    ];
+    let mut out = format!(
+        "AWS backend on the emulator, in process as `spool serve --backend aws`: {} scripted turns \
+         (60 words at 40 a second; {:.2} s each in the worker, {:.2} s from the message to its \
+         `agent_end` read back) wrote {} events ({:.0} B each on average); the worker seals each \
+         turn into a page as it ends.\n\n| requests (SDK-counted) |",
+        chat.turns, chat.turn_seconds, chat.message_to_end_seconds, chat.events, chat.mean_event_bytes,
+    );
+    for (name, _) in phases {
+        out.push_str(&format!(" {name} |"));
+    }
+    out.push_str(&format!("\n| --- |{}\n", " ---: |".repeat(phases.len())));
+    let mut operations: Vec<&String> = phases.iter().flat_map(|(_, u)| u.requests.keys()).collect();
+    operations.sort();
+    operations.dedup();
+    let mut row = |label: &str, get: &dyn Fn(&aws_chat::Usage) -> f64| {
+        out.push_str(&format!("| {label} |"));
+        for (_, usage) in phases {
+            out.push_str(&format!(" {:.2} |", get(usage)));
+        }
+        out.push('\n');
+    };
+    for op in operations {
+        row(op, &|u| u.requests.get(op).copied().unwrap_or(0.0));
+    }
+    row("DynamoDB write capacity units", &|u| u.write_units);
+    row("DynamoDB read capacity units", &|u| u.read_units);
+    out
+}
+
+/// The sealed-page-size comparison.
+fn page_table(sizes: &[pages::PageSize]) -> String {
+    let mut out = String::from(
+        "| sealed page size | pages | S3 PUT+LIST per million messages sealed | S3 GETs per million read | catch-up MB/s | resume p50 ms | resume p99 ms |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for p in sizes {
+        out.push_str(&format!(
+            "| {} KiB | {} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} |\n",
+            p.page_kib,
+            p.pages,
+            p.s3_writes_per_million,
+            p.s3_gets_per_million_read,
+            p.catch_up_mb_per_s,
+            p.resume_p50_ms,
+            p.resume_p99_ms
+        ));
+    }
+    out
+}
+
 /// Every table of a report, with when and where it was measured.
 fn render(report: &Report) -> String {
     let mut out = format!(
@@ -381,6 +456,18 @@ fn render(report: &Report) -> String {
     if !report.chat_api.is_empty() {
         out.push('\n');
         out.push_str(&chat_table(&report.chat_api));
+    }
+    if let Some(chat) = &report.aws_chat {
+        out.push('\n');
+        out.push_str(&aws_chat_table(chat));
+    }
+    if !report.page_sizes.is_empty() {
+        out.push('\n');
+        out.push_str(&page_table(&report.page_sizes));
+    }
+    if let Some(model) = &report.cost {
+        out.push('\n');
+        out.push_str(&cost::table(model));
     }
     if !report.binaries.is_empty() {
         out.push_str("\n| Lambda binary | MB | built with |\n| --- | ---: | --- |\n");
@@ -444,6 +531,12 @@ async fn main() -> anyhow::Result<()> {
         let aws: Arc<dyn StreamLog> = Arc::new(spool_aws::log_from_config(&config, Some(counter.clone())).await?);
         results.push(run("aws-emulator", aws, Some(&counter), &args).await?);
     }
+    let (mut aws_chat, mut page_sizes) = (None, Vec::new());
+    if let Some(env_file) = &args.env_file {
+        let config = spool_platform::Config::from_env_and_file(env_file)?;
+        aws_chat = Some(aws_chat::run(&config, args.aws_chat_turns).await?);
+        page_sizes = pages::run(&config, args.page_messages, args.page_resumes).await?;
+    }
 
     let mut protocol_results = Vec::new();
     let mut protocol_sizes = None;
@@ -491,6 +584,9 @@ async fn main() -> anyhow::Result<()> {
         protocol_sizes,
         protocol: protocol_results,
         binaries: binaries(),
+        cost: aws_chat.as_ref().map(cost::model),
+        aws_chat,
+        page_sizes,
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;

@@ -1,0 +1,310 @@
+//! Chat on the AWS backend, over the emulator: what each thousand chat events costs in DynamoDB,
+//! S3 and SQS requests, counted in the SDK.
+//!
+//! Spool runs in this process exactly as `spool serve --backend aws` runs it
+//! ([`spool_local::app`]: the API, the stream routes, the worker taking turns from the SQS FIFO
+//! queue and sealing jobs from the maintenance queue), its SDK clients carrying a
+//! [`RequestCounter`]. A client drives it over loopback HTTP as the web UI does, in phases
+//! counted apart:
+//!
+//! 1. **Writing**: `turns` messages to one chat, each answered by the scripted agent streaming a
+//!    60-word answer at 40 words a second (the engine writes an update at most every 100 ms),
+//!    one after the other. The worker seals each turn into a page when it ends, so this counts
+//!    sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
+//!    that is not counted.
+//! 2. **Catching up**: one reader reads the whole chat from its start over the Durable Streams
+//!    route, from the sealed pages.
+//! 3. **An idle live reader**: one SSE connection to the chat, open 15 s with nothing new.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use spool_aws::RequestCounter;
+use spool_domain::{Offset, Position, Session, StreamPath, StreamReader};
+use spool_platform::{Backend, Config};
+
+use crate::chat::Client;
+
+/// What one phase sent, scaled to a unit of work (a thousand events, a reader-minute).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct Usage {
+    /// Requests by `"Service Operation"`.
+    pub(crate) requests: BTreeMap<String, f64>,
+    /// DynamoDB read capacity units consumed, as DynamoDB reports them.
+    pub(crate) read_units: f64,
+    /// DynamoDB write capacity units consumed, as DynamoDB reports them.
+    pub(crate) write_units: f64,
+}
+
+impl Usage {
+    /// What `counter` counted, divided by `per`.
+    fn of(counter: &RequestCounter, per: f64) -> Self {
+        let requests = counter
+            .snapshot()
+            .into_iter()
+            .map(|((service, op), n)| (format!("{service} {op}"), n as f64 / per))
+            .collect();
+        let (read, write) = counter.capacity_units();
+        Self {
+            requests,
+            read_units: read / per,
+            write_units: write / per,
+        }
+    }
+
+    /// Requests to `service` whose operation satisfies `filter`.
+    pub(crate) fn requests(&self, service: &str, filter: impl Fn(&str) -> bool) -> f64 {
+        self.requests
+            .iter()
+            .filter_map(|(key, n)| {
+                let (s, op) = key.split_once(' ')?;
+                (s.eq_ignore_ascii_case(service) && filter(op)).then_some(*n)
+            })
+            .sum()
+    }
+}
+
+/// The chat workload's figures.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct AwsChat {
+    pub(crate) turns: u64,
+    /// Events the turns wrote to the chat's stream.
+    pub(crate) events: u64,
+    /// Their mean size in bytes.
+    pub(crate) mean_event_bytes: f64,
+    /// Per 1,000 events: the API taking the messages and the worker running the turns and
+    /// sealing them.
+    pub(crate) write: Usage,
+    /// Per 1,000 events read: one reader catching up on the whole chat from its sealed page.
+    pub(crate) catch_up: Usage,
+    /// Per minute: one live reader (SSE) with nothing new to read.
+    pub(crate) idle_reader_minute: Usage,
+    /// Per 1,000 events: Lambda invocations of the API (one per request) and of the worker (one
+    /// per turn job).
+    pub(crate) api_invocations: f64,
+    pub(crate) worker_invocations: f64,
+    /// Per 1,000 events read: the catch-up reader's HTTP requests (stream function invocations).
+    pub(crate) catch_up_requests: f64,
+    /// Mean times measured here: a `POST …/messages`, a turn's run in the worker (`agent_start`
+    /// to `agent_end`), a catch-up request.
+    pub(crate) api_request_ms: f64,
+    pub(crate) turn_seconds: f64,
+    /// From `POST …/messages` to the turn's `agent_end` read back (queueing included).
+    pub(crate) message_to_end_seconds: f64,
+    pub(crate) catch_up_request_ms: f64,
+}
+
+/// 60 words, streamed at 40 a second.
+fn script() -> Value {
+    let words = (0..60).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
+    json!({ "word_delay_ms": 25, "default": [{ "say": words }] })
+}
+
+/// Runs the phases with `turns` turns on the emulator `config` points at.
+pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> {
+    let dir = tempfile::tempdir()?;
+    let mut config = config.clone();
+    config.backend = Backend::Aws;
+    config.data_dir = dir.path().join("data");
+    let counter = RequestCounter::default();
+    let app = spool_local::app(&config, false, Some(counter.clone()))
+        .await
+        .context("cannot start Spool on the emulator")?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let server = tokio::spawn(async move { axum::serve(listener, app.router).await });
+
+    let client = Client::sign_in(&base, &app.api_key).await?;
+    let ws = client.workspace(&script()).await?;
+    let chat = client.chat(&ws).await?;
+    let path = Session::stream(spool_local::LOCAL_ORG, &chat)?;
+    // The benchmark's own view of the chat, not counted.
+    let watcher = spool_aws::log_from_config(&config, None).await?;
+    let first = watcher.metadata(&path).await?.tail;
+
+    // 1. Writing.
+    crate::progress("aws chat", &format!("{turns} turns"));
+    counter.reset();
+    let mut at = first;
+    let mut bytes = 0usize;
+    let (mut posting, mut turning, mut waiting) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for i in 0..turns {
+        let started = Instant::now();
+        let sent = client
+            .post(
+                &format!("/v1/sessions/{chat}/messages"),
+                &json!({ "content": format!("Question {i}: what is the state of the build?") }),
+            )
+            .await?;
+        posting += started.elapsed();
+        let turn = sent["turn_id"].as_str().context("no turn id")?.to_owned();
+        let seen = until_turn_ends(&watcher, &path, at, &turn).await?;
+        turning += seen.ran;
+        waiting += started.elapsed();
+        // The next message waits for this turn's job to be acknowledged, as a person reading
+        // the answer does: SQS FIFO holds the chat's group until then.
+        for _ in 0..200 {
+            if counter.total("SQS", |op| op.starts_with("DeleteMessage")) > i {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        at = seen.at;
+        bytes += seen.bytes;
+    }
+    // The worker acknowledges a turn's job and seals its page after the turn's last event: wait
+    // until Spool is quiet (the queues' idle long polls aside), at most 10 s.
+    let busy = |c: &RequestCounter| {
+        c.snapshot()
+            .into_iter()
+            .filter(|((_, op), _)| op != "ReceiveMessage")
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    for _ in 0..20 {
+        let before = busy(&counter);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if busy(&counter) == before {
+            break;
+        }
+    }
+    let events = at.seq() - first.seq();
+    anyhow::ensure!(events > 0, "the turns wrote no events");
+    let per_thousand = events as f64 / 1000.0;
+    let write = Usage::of(&counter, per_thousand);
+
+    let mean_event_bytes = bytes as f64 / events as f64;
+
+    // 2. Catching up.
+    crate::progress("aws chat", "one reader catches up");
+    counter.reset();
+    let started = Instant::now();
+    let (read, requests) = catch_up(&client, &chat).await?;
+    let catch_up_request_ms = started.elapsed().as_secs_f64() * 1000.0 / requests as f64;
+    anyhow::ensure!(read as u64 == at.seq(), "read {read} events of {}", at.seq());
+    let catch_up = Usage::of(&counter, read as f64 / 1000.0);
+
+    // 3. An idle live reader.
+    crate::progress("aws chat", "one idle live reader, 15 s");
+    let idle = Duration::from_secs(15);
+    counter.reset();
+    let response = client
+        .http
+        .get(format!("{base}/v1/sessions/{chat}/stream?after={}", at.seq()))
+        .bearer_auth(&client.token)
+        .send()
+        .await?;
+    anyhow::ensure!(response.status().is_success(), "SSE: {}", response.status());
+    tokio::time::sleep(idle).await;
+    drop(response);
+    let mut idle_reader_minute = Usage::of(&counter, idle.as_secs_f64() / 60.0);
+    // The worker's idle long polls of its queues are a fixed cost, not the reader's.
+    idle_reader_minute.requests.retain(|op, _| !op.starts_with("SQS"));
+
+    server.abort();
+    Ok(AwsChat {
+        turns,
+        events,
+        mean_event_bytes,
+        write,
+        catch_up,
+        idle_reader_minute,
+        api_invocations: turns as f64 / per_thousand,
+        worker_invocations: turns as f64 / per_thousand,
+        catch_up_requests: requests as f64 / (read as f64 / 1000.0),
+        api_request_ms: posting.as_secs_f64() * 1000.0 / turns as f64,
+        turn_seconds: turning.as_secs_f64() / turns as f64,
+        message_to_end_seconds: waiting.as_secs_f64() / turns as f64,
+        catch_up_request_ms,
+    })
+}
+
+/// What the watcher saw of one turn.
+struct Seen {
+    /// Where the stream got to.
+    at: Offset,
+    /// Bytes of the events read.
+    bytes: usize,
+    /// From the turn's `agent_start` to its `agent_end`, by their timestamps: how long the
+    /// worker ran it (on Lambda, the billed duration, queueing aside).
+    ran: Duration,
+}
+
+/// Reads the chat's stream from `at` until `turn`'s `agent_end`. Bounded: two minutes.
+async fn until_turn_ends(
+    log: &impl StreamReader,
+    path: &StreamPath,
+    mut at: Offset,
+    turn: &str,
+) -> anyhow::Result<Seen> {
+    let stamp = |event: &Value| {
+        event["ts"]
+            .as_str()
+            .and_then(|ts| time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok())
+    };
+    let mut bytes = 0;
+    let mut started = None;
+    for _ in 0..2400 {
+        let chunk = log.read(path, Position::At(at), None).await?;
+        at = chunk.next_offset;
+        for message in &chunk.messages {
+            bytes += message.len();
+            let event: Value = serde_json::from_slice(message)?;
+            if event["turn_id"] != turn {
+                continue;
+            }
+            match event["type"].as_str() {
+                Some("agent_start") => started = stamp(&event),
+                Some("agent_end") => {
+                    let (Some(start), Some(end)) = (started, stamp(&event)) else {
+                        anyhow::bail!("turn {turn} ended without a timed agent_start");
+                    };
+                    let ran = Duration::try_from(end - start).unwrap_or_default();
+                    return Ok(Seen { at, bytes, ran });
+                }
+                _ => {}
+            }
+        }
+        if chunk.up_to_date {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    anyhow::bail!("turn {turn} did not end within two minutes")
+}
+
+/// Reads the whole chat over the Durable Streams route, as a client catching up does; the
+/// events read and the requests it took.
+async fn catch_up(client: &Client, chat: &str) -> anyhow::Result<(usize, usize)> {
+    let mut offset = "-1".to_owned();
+    let mut read = 0;
+    for requests in 1..10_000 {
+        let response = client
+            .http
+            .get(format!("{}/v1/stream/sessions/{chat}?offset={offset}", client.base))
+            .bearer_auth(&client.token)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "catch-up read: {}", response.status());
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let next = header("stream-next-offset").context("no Stream-Next-Offset")?;
+        let done = header("stream-up-to-date").is_some();
+        let events: Vec<Value> = response.json().await?;
+        read += events.len();
+        offset = next;
+        if done {
+            return Ok((read, requests));
+        }
+    }
+    anyhow::bail!("the catch-up read did not end")
+}
