@@ -7,14 +7,14 @@
 //! [`RequestCounter`]. A client drives it over loopback HTTP as the web UI does, in phases
 //! counted apart:
 //!
-//! 1. **Writing**: `turns` messages to one chat, each answered by the scripted agent streaming a
-//!    60-word answer at 40 words a second (the engine writes an update at most every 100 ms),
-//!    one after the other. The worker seals each turn into a page when it ends, so this counts
+//! 1. **Writing**: `turns` messages, round three chats, each answered by the scripted agent
+//!    streaming a 60-word answer at 40 words a second (the engine writes an update at most
+//!    every 100 ms), one after the other. The worker seals each turn into a page when it ends, so this counts
 //!    sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
 //!    that is not counted.
-//! 2. **Catching up**: one reader reads the whole chat from its start over the Durable Streams
+//! 2. **Catching up**: one reader reads a whole chat from its start over the Durable Streams
 //!    route, from the sealed pages.
-//! 3. **An idle live reader**: one SSE connection to the chat, open 15 s with nothing new.
+//! 3. **An idle live reader**: one SSE connection to a chat, open 15 s with nothing new.
 
 use std::{
     collections::BTreeMap,
@@ -121,40 +121,41 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
 
     let client = Client::sign_in(&base, &app.api_key).await?;
     let ws = client.workspace(&script()).await?;
-    let chat = client.chat(&ws).await?;
-    let path = Session::stream(spool_local::LOCAL_ORG, &chat)?;
-    // The benchmark's own view of the chat, not counted.
+    // The benchmark's own view of the chats, not counted.
     let watcher = spool_aws::log_from_config(&config, None).await?;
-    let first = watcher.metadata(&path).await?.tail;
+    let mut chats = Vec::new();
+    for _ in 0..CHATS {
+        let id = client.chat(&ws).await?;
+        let path = Session::stream(spool_local::LOCAL_ORG, &id)?;
+        let first = watcher.metadata(&path).await?.tail;
+        chats.push(Chat {
+            id,
+            path,
+            first,
+            at: first,
+        });
+    }
 
     // 1. Writing.
     crate::progress("aws chat", &format!("{turns} turns"));
     counter.reset();
-    let mut at = first;
     let mut bytes = 0usize;
     let (mut posting, mut turning, mut waiting) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for i in 0..turns {
+        let chat = &mut chats[i as usize % CHATS];
         let started = Instant::now();
         let sent = client
             .post(
-                &format!("/v1/sessions/{chat}/messages"),
+                &format!("/v1/sessions/{}/messages", chat.id),
                 &json!({ "content": format!("Question {i}: what is the state of the build?") }),
             )
             .await?;
         posting += started.elapsed();
         let turn = sent["turn_id"].as_str().context("no turn id")?.to_owned();
-        let seen = until_turn_ends(&watcher, &path, at, &turn).await?;
+        let seen = until_turn_ends(&watcher, &chat.path, chat.at, &turn).await?;
         turning += seen.ran;
         waiting += started.elapsed();
-        // The next message waits for this turn's job to be acknowledged, as a person reading
-        // the answer does: SQS FIFO holds the chat's group until then.
-        for _ in 0..200 {
-            if counter.total("SQS", |op| op.starts_with("DeleteMessage")) > i {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        at = seen.at;
+        chat.at = seen.at;
         bytes += seen.bytes;
     }
     // The worker acknowledges a turn's job and seals its page after the turn's last event: wait
@@ -173,7 +174,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
             break;
         }
     }
-    let events = at.seq() - first.seq();
+    let events: u64 = chats.iter().map(|c| c.at.seq() - c.first.seq()).sum();
     anyhow::ensure!(events > 0, "the turns wrote no events");
     let per_thousand = events as f64 / 1000.0;
     let write = Usage::of(&counter, per_thousand);
@@ -184,9 +185,10 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     crate::progress("aws chat", "one reader catches up");
     counter.reset();
     let started = Instant::now();
-    let (read, requests) = catch_up(&client, &chat).await?;
+    let chat = &chats[0];
+    let (read, requests) = catch_up(&client, &chat.id).await?;
     let catch_up_request_ms = started.elapsed().as_secs_f64() * 1000.0 / requests as f64;
-    anyhow::ensure!(read as u64 == at.seq(), "read {read} events of {}", at.seq());
+    anyhow::ensure!(read as u64 == chat.at.seq(), "read {read} events of {}", chat.at.seq());
     let catch_up = Usage::of(&counter, read as f64 / 1000.0);
 
     // 3. An idle live reader.
@@ -195,7 +197,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     counter.reset();
     let response = client
         .http
-        .get(format!("{base}/v1/sessions/{chat}/stream?after={}", at.seq()))
+        .get(format!("{base}/v1/sessions/{}/stream?after={}", chat.id, chat.at.seq()))
         .bearer_auth(&client.token)
         .send()
         .await?;
@@ -222,6 +224,19 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         message_to_end_seconds: waiting.as_secs_f64() / turns as f64,
         catch_up_request_ms,
     })
+}
+
+/// The turns go round this many chats, as a worker serving several chats sees them. (It also
+/// keeps the emulator's queueing out of the way: moto's FIFO long poll holds back a group that
+/// was in flight when the poll began until the poll ends.)
+const CHATS: usize = 3;
+
+/// A chat the benchmark writes to, and how far it has read it.
+struct Chat {
+    id: String,
+    path: StreamPath,
+    first: Offset,
+    at: Offset,
 }
 
 /// What the watcher saw of one turn.
