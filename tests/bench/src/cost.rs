@@ -64,8 +64,9 @@ fn line(item: &str, units: f64, price: f64) -> Line {
 
 /// The AWS request lines of `usage` (already scaled to the unit the model is for).
 fn requests(usage: &Usage, what: &str) -> Vec<Line> {
+    // DELETE requests are free.
     let s3_put = usage.requests("S3", |op| {
-        op.starts_with("Put") || op.starts_with("List") || op.starts_with("Copy") || op == "DeleteObject"
+        op.starts_with("Put") || op.starts_with("List") || op.starts_with("Copy")
     });
     vec![
         line(
