@@ -186,9 +186,12 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     counter.reset();
     let started = Instant::now();
     let chat = &chats[0];
-    let (read, requests) = catch_up(&client, &chat.id).await?;
+    // Over the Durable Streams route, as a client catching up does.
+    let url = format!("{base}/v1/stream/sessions/{}", chat.id);
+    let (bodies, requests) = crate::protocol::read_all(&client.http, &url, "-1").await?;
+    let read = crate::protocol::count(&bodies)?;
     let catch_up_request_ms = started.elapsed().as_secs_f64() * 1000.0 / requests as f64;
-    anyhow::ensure!(read as u64 == chat.at.seq(), "read {read} events of {}", chat.at.seq());
+    anyhow::ensure!(read == chat.at.seq(), "read {read} events of {}", chat.at.seq());
     let catch_up = Usage::of(&counter, read as f64 / 1000.0);
 
     // 3. An idle live reader.
@@ -198,7 +201,6 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     let response = client
         .http
         .get(format!("{base}/v1/sessions/{}/stream?after={}", chat.id, chat.at.seq()))
-        .bearer_auth(&client.token)
         .send()
         .await?;
     anyhow::ensure!(response.status().is_success(), "SSE: {}", response.status());
@@ -290,36 +292,4 @@ async fn until_turn_ends(
         }
     }
     anyhow::bail!("turn {turn} did not end within two minutes")
-}
-
-/// Reads the whole chat over the Durable Streams route, as a client catching up does; the
-/// events read and the requests it took.
-async fn catch_up(client: &Client, chat: &str) -> anyhow::Result<(usize, usize)> {
-    let mut offset = "-1".to_owned();
-    let mut read = 0;
-    for requests in 1..10_000 {
-        let response = client
-            .http
-            .get(format!("{}/v1/stream/sessions/{chat}?offset={offset}", client.base))
-            .bearer_auth(&client.token)
-            .send()
-            .await?;
-        anyhow::ensure!(response.status().is_success(), "catch-up read: {}", response.status());
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let next = header("stream-next-offset").context("no Stream-Next-Offset")?;
-        let done = header("stream-up-to-date").is_some();
-        let events: Vec<Value> = response.json().await?;
-        read += events.len();
-        offset = next;
-        if done {
-            return Ok((read, requests));
-        }
-    }
-    anyhow::bail!("the catch-up read did not end")
 }

@@ -47,8 +47,8 @@ fn latency(workload: &str, mut samples: Vec<Duration>, elapsed: Duration) -> Lat
     }
 }
 
-async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> anyhow::Result<Value> {
-    let response = http.post(url).bearer_auth(token).json(body).send().await?;
+async fn post(http: &reqwest::Client, url: &str, body: &Value) -> anyhow::Result<Value> {
+    let response = http.post(url).json(body).send().await?;
     let status = response.status();
     let value: Value = response.json().await?;
     anyhow::ensure!(status.is_success(), "{url}: {status} {value}");
@@ -58,34 +58,30 @@ async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> a
 /// A signed-in client of the chat API.
 #[derive(Clone)]
 pub(crate) struct Client {
+    /// Sends the token with every request.
     pub(crate) http: reqwest::Client,
     /// The server's origin.
     pub(crate) base: String,
-    pub(crate) token: String,
 }
 
 impl Client {
     /// Exchanges `api_key` for a token at `base`.
     pub(crate) async fn sign_in(base: &str, api_key: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::new();
-        let handshake = post(
-            &http,
-            &format!("{base}/v1/handshake"),
-            "",
-            &json!({ "api_key": api_key }),
-        )
-        .await?;
-        let token = handshake["jwt"].as_str().context("no token")?.to_owned();
+        let url = format!("{base}/v1/handshake");
+        let handshake = post(&reqwest::Client::new(), &url, &json!({ "api_key": api_key })).await?;
+        let token = handshake["jwt"].as_str().context("no token")?;
+        let mut bearer = reqwest::header::HeaderValue::try_from(format!("Bearer {token}"))?;
+        bearer.set_sensitive(true);
+        let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, bearer)]);
         Ok(Self {
-            http,
+            http: reqwest::Client::builder().default_headers(headers).build()?,
             base: base.to_owned(),
-            token,
         })
     }
 
     /// `POST {base}{path}` with `body`; the JSON answer of a 2xx, else an error.
     pub(crate) async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        post(&self.http, &format!("{}{path}", self.base), &self.token, body).await
+        post(&self.http, &format!("{}{path}", self.base), body).await
     }
 
     /// A new workspace whose built-in agent runs `script` on the scripted runtime.
@@ -95,7 +91,6 @@ impl Client {
         let agents: Value = self
             .http
             .get(format!("{}/v1/workspaces/{ws}/agents", self.base))
-            .bearer_auth(&self.token)
             .send()
             .await?
             .json()
@@ -105,7 +100,6 @@ impl Client {
         let response = self
             .http
             .patch(format!("{}/v1/agents/{builtin}", self.base))
-            .bearer_auth(&self.token)
             .json(&change)
             .send()
             .await?;
@@ -127,7 +121,7 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     let server = crate::protocol::Target::spool(spool, true)?;
     let key = server.api_key.clone().context("no API key in the banner")?;
     let client = Client::sign_in(&server.origin, &key).await?;
-    let Client { http, base, token } = client.clone();
+    let Client { http, base } = client.clone();
     // A workspace whose built-in agent answers at once, and one that answers slowly.
     let quick = client
         .workspace(&json!({ "word_delay_ms": 0, "default": [{ "say": "ok" }] }))
@@ -143,21 +137,21 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
 
     let mut out = Vec::new();
     // Turns first, followed over SSE, while no backlog of queued turns loads the worker.
-    out.push(turn_start(&http, &base, &token, &new_session(quick.clone()).await?, messages / 10).await?);
-    out.push(abort_to_end(&http, &base, &token, &new_session(slow.clone()).await?, messages / 40).await?);
+    out.push(turn_start(&http, &base, &new_session(quick.clone()).await?, messages / 10).await?);
+    out.push(abort_to_end(&http, &base, &new_session(slow.clone()).await?, messages / 40).await?);
     // One client, one message after the other.
     let session = new_session(quick.clone()).await?;
     let url = format!("{base}/v1/sessions/{session}/messages");
     // Messages come faster than turns end: each queues behind the pending turn.
     let body = json!({ "content": "x".repeat(100), "on_busy": "enqueue" });
     for _ in 0..50 {
-        post(&http, &url, &token, &body).await?; // warm-up
+        post(&http, &url, &body).await?; // warm-up
     }
     let started = Instant::now();
     let mut samples = Vec::with_capacity(messages);
     for _ in 0..messages {
         let t = Instant::now();
-        post(&http, &url, &token, &body).await?;
+        post(&http, &url, &body).await?;
         samples.push(t.elapsed());
     }
     out.push(latency("POST messages, 1 client", samples, started.elapsed()));
@@ -170,13 +164,13 @@ pub(crate) async fn run(spool: &Path, messages: usize) -> anyhow::Result<Vec<Lat
     let started = Instant::now();
     let per_client = messages / 8;
     let clients = chats.into_iter().map(|chat| {
-        let (http, token, body) = (http.clone(), token.clone(), body.clone());
+        let (http, body) = (http.clone(), body.clone());
         let url = format!("{base}/v1/sessions/{chat}/messages");
         tokio::spawn(async move {
             let mut samples = Vec::with_capacity(per_client);
             for _ in 0..per_client {
                 let t = Instant::now();
-                post(&http, &url, &token, &body).await?;
+                post(&http, &url, &body).await?;
                 samples.push(t.elapsed());
             }
             anyhow::Ok(samples)
@@ -202,12 +196,8 @@ struct Events {
 }
 
 impl Events {
-    async fn open(http: &reqwest::Client, base: &str, token: &str, chat: &str) -> anyhow::Result<Self> {
-        let response = http
-            .get(format!("{base}/v1/sessions/{chat}/stream"))
-            .bearer_auth(token)
-            .send()
-            .await?;
+    async fn open(http: &reqwest::Client, base: &str, chat: &str) -> anyhow::Result<Self> {
+        let response = http.get(format!("{base}/v1/sessions/{chat}/stream")).send().await?;
         anyhow::ensure!(response.status().is_success(), "SSE: {}", response.status());
         Ok(Self {
             response,
@@ -250,20 +240,14 @@ impl Events {
 }
 
 /// `POST …/messages` to the turn's `agent_start` on the SSE stream, `count` times.
-async fn turn_start(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-    chat: &str,
-    count: usize,
-) -> anyhow::Result<Latency> {
-    let mut events = Events::open(http, base, token, chat).await?;
+async fn turn_start(http: &reqwest::Client, base: &str, chat: &str, count: usize) -> anyhow::Result<Latency> {
+    let mut events = Events::open(http, base, chat).await?;
     let url = format!("{base}/v1/sessions/{chat}/messages");
     let mut samples = Vec::with_capacity(count);
     let started = Instant::now();
     for i in 0..count + 5 {
         let t = Instant::now();
-        let sent = post(http, &url, token, &json!({ "content": "hello" })).await?;
+        let sent = post(http, &url, &json!({ "content": "hello" })).await?;
         let turn = sent["turn_id"].as_str().context("no turn")?.to_owned();
         events.until(&turn, "agent_start").await?;
         if i >= 5 {
@@ -280,24 +264,18 @@ async fn turn_start(
 
 /// `POST …/control {abort}` (once the answer streams) to `agent_end{aborted}` on the SSE
 /// stream, `count` times.
-async fn abort_to_end(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-    chat: &str,
-    count: usize,
-) -> anyhow::Result<Latency> {
-    let mut events = Events::open(http, base, token, chat).await?;
+async fn abort_to_end(http: &reqwest::Client, base: &str, chat: &str, count: usize) -> anyhow::Result<Latency> {
+    let mut events = Events::open(http, base, chat).await?;
     let messages = format!("{base}/v1/sessions/{chat}/messages");
     let control = format!("{base}/v1/sessions/{chat}/control");
     let mut samples = Vec::with_capacity(count);
     let started = Instant::now();
     for i in 0..count + 2 {
-        let sent = post(http, &messages, token, &json!({ "content": "talk" })).await?;
+        let sent = post(http, &messages, &json!({ "content": "talk" })).await?;
         let turn = sent["turn_id"].as_str().context("no turn")?.to_owned();
         events.until(&turn, "message_update").await?;
         let t = Instant::now();
-        post(http, &control, token, &json!({ "action": "abort" })).await?;
+        post(http, &control, &json!({ "action": "abort" })).await?;
         let end = events.until(&turn, "agent_end").await?;
         anyhow::ensure!(end["payload"]["reason"] == "aborted", "not aborted: {end}");
         if i >= 2 {

@@ -78,12 +78,8 @@ pub(crate) async fn run(config: &Config, messages: u64, resumes: usize) -> anyho
 
         counter.reset();
         let mut samples = Vec::with_capacity(resumes);
-        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
-        for _ in 0..resumes {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let at = Offset::after(seed % messages);
+        for k in crate::protocol::pick(resumes, messages) {
+            let at = Offset::after(k);
             let started = Instant::now();
             let chunk = reader.read(&path, Position::At(at), None).await?;
             samples.push(started.elapsed());

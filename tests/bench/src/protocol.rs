@@ -281,7 +281,7 @@ async fn fill(http: &reqwest::Client, url: &str, messages: u64, batch: u64) -> a
 
 /// Reads from `offset` (the protocol's offsets are URL-safe) to the end: the bodies, and how
 /// many requests it took.
-async fn read_all(http: &reqwest::Client, url: &str, offset: &str) -> anyhow::Result<(Vec<Vec<u8>>, usize)> {
+pub(crate) async fn read_all(http: &reqwest::Client, url: &str, offset: &str) -> anyhow::Result<(Vec<Vec<u8>>, usize)> {
     let mut offset = offset.to_owned();
     let mut bodies = Vec::new();
     for requests in 1.. {
@@ -299,7 +299,7 @@ async fn read_all(http: &reqwest::Client, url: &str, offset: &str) -> anyhow::Re
 }
 
 /// Messages in JSON-array bodies.
-fn count(bodies: &[Vec<u8>]) -> anyhow::Result<u64> {
+pub(crate) fn count(bodies: &[Vec<u8>]) -> anyhow::Result<u64> {
     let mut n = 0;
     for body in bodies.iter().filter(|b| !b.is_empty()) {
         n += serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(body)?.len() as u64;
@@ -445,14 +445,8 @@ async fn resume(http: &reqwest::Client, target: &Target, messages: u64, readers:
     if offsets.is_empty() {
         bail!("no offsets");
     }
-    // A fixed pseudo-random choice (an LCG), the same for every target.
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let picks: Vec<(String, u64)> = (0..readers)
-        .map(|_| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            let k = (state >> 33) as usize % offsets.len();
-            (offsets[k].clone(), messages - (k as u64 + 1) * 100)
-        })
+    let picks: Vec<(String, u64)> = pick(readers, offsets.len() as u64)
+        .map(|k| (offsets[k as usize].clone(), messages - (k + 1) * 100))
         .collect();
     let tasks = picks.into_iter().map(|(offset, expected)| {
         let (http, url) = (http.clone(), url.clone());
@@ -470,6 +464,16 @@ async fn resume(http: &reqwest::Client, target: &Target, messages: u64, readers:
     }
     samples.sort();
     Ok((percentile(&samples, 0.5), percentile(&samples, 0.99)))
+}
+
+/// `n` numbers below `below`, a fixed pseudo-random choice (an LCG): the same in every run and
+/// for every server.
+pub(crate) fn pick(n: usize, below: u64) -> impl Iterator<Item = u64> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    (0..n).map(move |_| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (state >> 33) % below.max(1)
+    })
 }
 
 /// The `p` quantile of sorted samples, in milliseconds (0 for none).
