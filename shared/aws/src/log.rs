@@ -113,20 +113,19 @@ struct Inner {
     clients: AwsClients,
     opts: AwsLogOptions,
     notifier: Notifier,
-    heads: Mutex<HashMap<StreamPath, Head>>,
-    /// Producer states this process committed, with the head they are current at.
-    producers: Mutex<HashMap<StreamPath, KnownProducers>>,
+    heads: Mutex<HashMap<StreamPath, Remembered>>,
     pages: Mutex<HashMap<String, BTreeMap<u64, SeqRange>>>,
     commits: Arc<GroupCommit<StreamPath, Prepared, AppendAck>>,
 }
 
-/// Producer states as of one head (stream id and version). Producers are written only by the
-/// transaction that moves the head, so while the head is at that version (which the next
-/// transaction checks) they are unchanged: an append on a cached head need not read them.
-struct KnownProducers {
-    sid: String,
-    ver: u64,
-    states: HashMap<String, Option<ProducerState>>,
+/// The head this process last committed, with the producer states it committed with it.
+/// Producers are written only by the transaction that moves the head, so while the head is
+/// unchanged (which the next transaction checks) so are they: an append on a remembered head
+/// need not read them.
+#[derive(Clone)]
+struct Remembered {
+    head: Head,
+    producers: HashMap<String, Option<ProducerState>>,
 }
 
 /// The AWS stream log; cheap to clone.
@@ -210,7 +209,6 @@ impl AwsLog {
                 opts,
                 notifier: Notifier::default(),
                 heads: Mutex::new(HashMap::new()),
-                producers: Mutex::new(HashMap::new()),
                 pages: Mutex::new(HashMap::new()),
                 commits: GroupCommit::new(TRANSACTION_APPENDS_MAX),
             }),
@@ -242,44 +240,20 @@ impl Inner {
         self.opts.clock.now_ms()
     }
 
-    fn cached_head(&self, path: &StreamPath) -> Option<Head> {
+    fn cached_head(&self, path: &StreamPath) -> Option<Remembered> {
         self.heads.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned()
     }
 
-    fn remember_head(&self, head: Head) {
+    fn remember_head(&self, head: Head, producers: HashMap<String, Option<ProducerState>>) {
         let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
         if heads.len() > 10_000 {
             heads.clear();
         }
-        heads.insert(head.state.path.clone(), head);
+        heads.insert(head.state.path.clone(), Remembered { head, producers });
     }
 
     fn forget_head(&self, path: &StreamPath) {
         self.heads.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
-        self.producers.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
-    }
-
-    /// The producer states known to be current at `head`.
-    fn known_producers(&self, head: &Head) -> HashMap<String, Option<ProducerState>> {
-        let known = self.producers.lock().unwrap_or_else(|e| e.into_inner());
-        known
-            .get(&head.state.path)
-            .filter(|k| k.sid == head.state.sid && k.ver == head.ver)
-            .map(|k| k.states.clone())
-            .unwrap_or_default()
-    }
-
-    fn remember_producers(&self, head: &Head, states: HashMap<String, Option<ProducerState>>) {
-        let mut known = self.producers.lock().unwrap_or_else(|e| e.into_inner());
-        if known.len() > 10_000 {
-            known.clear();
-        }
-        let entry = KnownProducers {
-            sid: head.state.sid.clone(),
-            ver: head.ver,
-            states,
-        };
-        known.insert(head.state.path.clone(), entry);
     }
 
     /// The head as stored now (strongly consistent), expired or not.
@@ -496,25 +470,20 @@ impl Inner {
         let mut fresh = false;
         let mut attempt = 0u32;
         loop {
-            let head = match (fresh, self.cached_head(path)) {
-                (false, Some(head)) => Some(head),
+            // On a fresh head, producers are read too (see below); on a remembered one, those this
+            // process committed with it are current as long as the head is.
+            let (head, known) = match (fresh, self.cached_head(path)) {
+                (false, Some(remembered)) => (Some(remembered.head), remembered.producers),
                 _ => match self.fetch_head(path).await {
                     Ok(head) => {
                         fresh = true;
-                        head
+                        (head, HashMap::new())
                     }
                     Err(e) => return for_each(&e, round.len()),
                 },
             };
             let Some(mut head) = head else {
                 return for_each(&Error::NotFound { path: path.clone() }, round.len());
-            };
-            // On a fresh head, producers are read too (see below); on a cached one, those this
-            // process committed with it are current as long as the head is.
-            let known = if fresh {
-                HashMap::new()
-            } else {
-                self.known_producers(&head)
             };
             let mut producers = match self.load_producers(&head.state.sid, round, &known).await {
                 Ok(p) => p,
@@ -585,8 +554,7 @@ impl Inner {
                         state: state.clone(),
                         ver: head.ver + 1,
                     };
-                    self.remember_producers(&committed, producers);
-                    self.remember_head(committed);
+                    self.remember_head(committed, producers);
                     self.notifier
                         .publish(path, (!state.closed).then(|| Offset::after(state.tail)));
                     if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
@@ -1377,7 +1345,7 @@ impl StreamWriter for AwsLog {
                     let meta = head.state.meta();
                     let closed = head.state.closed;
                     let crossed = head.state.crossed_page_boundary(0, 0, &inner.opts.limits);
-                    inner.remember_head(head);
+                    inner.remember_head(head, HashMap::new());
                     inner.notifier.publish(path, None);
                     if (closed || crossed)
                         && let Some(scheduler) = &inner.opts.scheduler
