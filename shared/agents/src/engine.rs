@@ -175,7 +175,6 @@ impl Engine {
             agent,
             path,
             read_tail: read,
-            known_tail: read,
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
         };
@@ -226,7 +225,6 @@ impl Engine {
             agent: None,
             path,
             read_tail: read,
-            known_tail: read,
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
         };
@@ -275,9 +273,6 @@ struct Step<'a> {
     /// The last seq the step read from the stream itself: events of others (an abort) may lie
     /// between it and the step's own appends.
     read_tail: u64,
-    /// The stream's tail as of the step's last read or append: where its next append expects
-    /// to go, so the append need not read the tail first.
-    known_tail: u64,
     /// The seq through which everything after [`Self::read_tail`] is the step's own appends,
     /// none of others' in between: the abort watcher need not read those.
     own_tail: Arc<AtomicU64>,
@@ -807,10 +802,10 @@ impl Step<'_> {
             &drafts,
             Some(claim),
             &now,
-            Some(self.known_tail),
+            // Where the step's last read or append left the tail: the append need not read it.
+            Some(self.events.last().map_or(self.read_tail, |e| e.seq)),
         )
         .await?;
-        self.known_tail = self.known_tail.max(appended.last);
         if !appended.duplicate && self.own_tail.load(Ordering::Acquire) + 1 == appended.first {
             self.own_tail.store(appended.last, Ordering::Release);
         }
