@@ -18,13 +18,27 @@ use crate::{
     workspaces_http::{Api, setup_on},
 };
 
-/// The engine the tests' worker runs: `runtimes`, quick flushes.
-pub(crate) fn engine_with(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, runtimes: Runtimes) -> Arc<Engine> {
-    let settings = Settings {
+/// The engine settings of the tests: quick flushes, working directories under the tests' root.
+pub(crate) fn test_settings() -> Settings {
+    Settings {
         flush_every: Duration::from_millis(50),
         abort_wait: Duration::from_secs(2),
+        workspace_roots: spool_tests::workspace_roots(),
         ..Settings::default()
-    };
+    }
+}
+
+/// The engine the tests' worker runs: `runtimes`, [`test_settings`].
+pub(crate) fn engine_with(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, runtimes: Runtimes) -> Arc<Engine> {
+    engine_configured(log, metadata, runtimes, test_settings())
+}
+
+fn engine_configured(
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    runtimes: Runtimes,
+    settings: Settings,
+) -> Arc<Engine> {
     Arc::new(Engine::new(
         log,
         metadata,
@@ -40,7 +54,10 @@ fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
 
 /// The API and the stream function on a loopback port, with a worker draining the turn queue.
 pub(crate) struct Stack {
+    /// A client of one organization.
     pub(crate) api: Api,
+    /// A client of another.
+    pub(crate) other: Api,
     pub(crate) metadata: Arc<dyn Metadata>,
     pub(crate) log: Arc<dyn StreamLog>,
 }
@@ -51,10 +68,15 @@ async fn stack<H: Harness>(harness: &H) -> Stack {
 
 /// [`stack`] with other runtimes.
 pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> Stack {
+    stack_configured(harness, runtimes, test_settings()).await
+}
+
+/// [`stack`] with other runtimes and engine settings.
+pub(crate) async fn stack_configured<H: Harness>(harness: &H, runtimes: Runtimes, settings: Settings) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
-    let engine = engine_with(log.clone(), metadata.clone(), runtimes);
+    let engine = engine_configured(log.clone(), metadata.clone(), runtimes, settings);
     let worker = spool_worker::Worker::new(log.clone()).with_turns(engine, 3);
     let settings = spool_worker::PollSettings {
         lease: Duration::from_secs(30),
@@ -63,8 +85,13 @@ pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> S
     };
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), settings));
     let base = serve(log.clone(), metadata.clone(), turns).await;
-    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
-    Stack { api, metadata, log }
+    let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
+    Stack {
+        api,
+        other,
+        metadata,
+        log,
+    }
 }
 
 /// A workspace whose built-in agent runs `script`; a chat with it.
@@ -673,8 +700,45 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
     assert_eq!(types, ["user_message_submitted", "system", "agent_end"]);
 }
 
+/// Every runtime lives under the turn's time limit: a script that would pause for a minute, or
+/// speak one word a minute, is stopped at the limit and the turn ends with an error saying so,
+/// keeping what was said.
+pub(crate) async fn a_runtime_past_the_turn_time_limit_is_stopped<H: Harness>(harness: &H) {
+    let settings = Settings {
+        step_timeout: Duration::from_millis(1500),
+        ..test_settings()
+    };
+    let stack = stack_configured(harness, Runtimes::scripted_only(), settings).await;
+    let api = &stack.api;
+    let script = json!({ "word_delay_ms": 60000, "rules": [
+        { "match": ["pause"], "rounds": [{ "say": "never", "sleep_ms": 60000 }] }],
+        "default": [{ "say": "first second third" }] });
+    let (_, chat) = chat_with(api, script).await;
+    for (text, said) in [("pause please", ""), ("talk slowly", "first")] {
+        let started = std::time::Instant::now();
+        let turn = send(api, &chat, text).await;
+        let events = until(api, &chat, &turn, "agent_end").await;
+        assert!(started.elapsed() < Duration::from_secs(20), "{text}: not stopped");
+        assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "error", "{text}");
+        let system = events
+            .iter()
+            .rev()
+            .find(|e| e["turn_id"] == turn.as_str() && e["type"] == "system")
+            .unwrap();
+        let message = system["payload"]["message"].as_str().unwrap();
+        assert!(message.contains("time limit"), "{text}: {message}");
+        let written: String = events
+            .iter()
+            .filter(|e| e["turn_id"] == turn.as_str() && e["type"] == "message_update")
+            .map(|e| e["payload"]["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(written.trim(), said, "{text}");
+    }
+}
+
 on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
+    a_runtime_past_the_turn_time_limit_is_stopped,
     a_question_waits_for_its_answer,
     an_abort_ends_a_waiting_turn,
     in_the_global_chat_the_next_message_answers_spool,

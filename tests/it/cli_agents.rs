@@ -32,6 +32,15 @@ cat > "$SPOOL_OUTPUT_FILE" <<EOF
   {"type": "launch_rockets"}]}
 EOF"#;
 
+/// A CLI that records what it could see: its environment, where it ran, its home.
+const SPY: &str = r#"env > "$(dirname "$0")/env-$SPOOL_SESSION_ID"
+pwd > "$(dirname "$0")/pwd-$SPOOL_SESSION_ID"
+ls "$HOME/.." > "$(dirname "$0")/ls-$SPOOL_SESSION_ID"
+echo '{"message": "seen", "actions": []}' > "$SPOOL_OUTPUT_FILE""#;
+
+/// A CLI that moves the workspace (and renames the chat) without asking.
+const MOVER: &str = r#"echo "{\"message\": \"moving\", \"actions\": [{\"type\": \"update_workspace\", \"working_dir\": \"$(cat "$(dirname "$0")/target")\"}]}" > "$SPOOL_OUTPUT_FILE""#;
+
 struct Setup {
     _harness: EmbeddedHarness,
     bin: tempfile::TempDir,
@@ -41,13 +50,20 @@ struct Setup {
 }
 
 async fn setup(clis: &[(&str, &str)], timeout: Duration) -> Setup {
+    setup_with_env(clis, timeout, Vec::new()).await
+}
+
+/// [`setup`], passing `env` through to the CLIs.
+async fn setup_with_env(clis: &[(&str, &str)], timeout: Duration, env: Vec<(String, String)>) -> Setup {
     let harness = EmbeddedHarness::new();
     let bin = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
     for (name, body) in clis {
         script(bin.path(), name, body);
     }
-    let agents = CliAgents::new(vec![bin.path().to_path_buf()], work.path().join("chats"), timeout);
+    let agents = CliAgents::new(vec![bin.path().to_path_buf()], work.path().join("chats"), timeout)
+        .with_env(env)
+        .with_roots(spool_tests::workspace_roots());
     let stack = stack_with(&harness, Runtimes::scripted_only().with_cli(Arc::new(agents))).await;
     let ws = stack
         .api
@@ -251,4 +267,134 @@ wait"#;
         }
         assert!(gone, "process {pid} outlived the abort");
     }
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The names of the variables in an `env` dump.
+fn names(dump: &str) -> Vec<String> {
+    let mut names: Vec<String> = dump
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A CLI sees nothing of Spool's environment but the allow-list, runs in a private folder of
+/// its organization and chat, and the two organizations' global chats (both `global`) never
+/// share one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_sees_only_the_allow_list_in_a_private_folder_of_its_organization_and_chat() {
+    // GIVEN a CLI that records what it sees, and an operator who passes one provider key
+    let s = setup_with_env(
+        &[("claude", SPY)],
+        Duration::from_secs(20),
+        vec![
+            ("PROVIDER_KEY".to_owned(), "k-1".to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ],
+    )
+    .await;
+    // WHEN both organizations talk to the built-in agent in their global chats
+    for api in [&s.stack.api, &s.stack.other] {
+        let turn = send(api, "global", "who are you").await;
+        let events = until(api, "global", &turn, "agent_end").await;
+        assert_eq!(one(&events, &turn, "message_end")["payload"]["text"], "seen");
+    }
+    // THEN the CLI got only the allow-list: none of this test process's variables (cargo's,
+    // and whatever secrets a server would have)
+    let dump = std::fs::read_to_string(s.bin.path().join("env-global")).unwrap();
+    let allowed = [
+        "HOME",
+        "LANG",
+        "OLDPWD",
+        "PATH",
+        "PROVIDER_KEY",
+        "PWD",
+        "SHLVL",
+        "SPOOL_INPUT_FILE",
+        "SPOOL_OUTPUT_FILE",
+        "SPOOL_SESSION_ID",
+        "TMPDIR",
+        "_",
+    ];
+    let seen = names(&dump);
+    assert!(seen.iter().all(|n| allowed.contains(&n.as_str())), "{seen:?}");
+    assert!(seen.contains(&"PROVIDER_KEY".to_owned()) && std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
+    // AND it ran in a folder of its organization and chat, readable by Spool's user only,
+    // with its home inside it
+    let chats = s.work.path().join("chats").canonicalize().unwrap();
+    let mut folders = Vec::new();
+    for api in [&s.stack.api, &s.stack.other] {
+        let org = crate::answers_http::org_of(api);
+        let folder = chats.join(&org).join("global");
+        assert_eq!(mode(&folder), 0o700, "{}", folder.display());
+        assert_eq!(mode(&chats.join(&org)), 0o700);
+        assert_eq!(mode(&chats), 0o700);
+        folders.push(folder);
+    }
+    assert_ne!(folders[0], folders[1]);
+    let pwd = std::fs::read_to_string(s.bin.path().join("pwd-global")).unwrap();
+    assert!(folders.iter().any(|f| pwd.trim() == f.to_str().unwrap()), "{pwd}");
+    let home = dump.lines().find_map(|l| l.strip_prefix("HOME=")).unwrap();
+    assert!(home.starts_with(pwd.trim()), "{home} not in {pwd}");
+    // AND the folder holding its home has only the chat's own things (no other chat's files)
+    let listing = std::fs::read_to_string(s.bin.path().join("ls-global")).unwrap();
+    let mut entries: Vec<&str> = listing
+        .lines()
+        .filter(|l| !l.ends_with(".md") && !l.ends_with(".json"))
+        .collect();
+    entries.sort_unstable();
+    assert_eq!(entries, ["home", "tmp"]);
+}
+
+/// A CLI's move of the workspace's working directory waits for a person's approval, and is
+/// confined to the roots like a person's request; other actions still run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_moving_the_working_directory_needs_approval_and_stays_under_the_roots() {
+    let s = setup(&[("claude", MOVER)], Duration::from_secs(20)).await;
+    let api = &s.stack.api;
+    let builtin = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": s.ws })))
+        .await;
+    let chat = builtin["id"].as_str().unwrap().to_owned();
+    let before = api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await["working_dir"].clone();
+
+    // WHEN the CLI asks to move the workspace to `/`
+    std::fs::write(s.bin.path().join("target"), "/").unwrap();
+    let turn = send(api, &chat, "move to the root").await;
+    // THEN the turn waits for the person's approval, and nothing moved yet
+    let events = until(api, &chat, &turn, "tool_approval_required").await;
+    let call = one(&events, &turn, "tool_approval_required")["payload"]["tool_call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ws = api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await;
+    assert_eq!(ws["working_dir"], before);
+    // WHEN the person approves it
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/approval"),
+        Some(json!({ "decision": "approve", "tool_call_id": call })),
+    )
+    .await;
+    // THEN the action is still refused: `/` is outside the roots
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_end" && e["payload"]["tool_call_id"] == call.as_str())
+        .unwrap();
+    assert!(
+        end["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside the workspace roots"),
+        "{end}"
+    );
+    let ws = api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await;
+    assert_eq!(ws["working_dir"], before);
 }

@@ -21,7 +21,8 @@ pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, 
     );
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let stores = spool_api::Stores { metadata, log, turns };
-    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock));
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
+        .with_workspace_roots(spool_tests::workspace_roots());
     let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }

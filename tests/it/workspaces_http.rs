@@ -197,17 +197,45 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
     let agents = api.ok(Method::GET, &format!("/v1/workspaces/{id}/agents"), None).await;
     assert_eq!(names(&agents), ["Coder", "Spool"]);
 
-    // WHEN the workspace is changed and its working directory set, then cleared
+    // WHEN the workspace's working directory is set outside the roots, or through a link
+    // that leads out of them, or to a folder that does not exist
+    let project = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    std::os::unix::fs::symlink("/", project.path().join("escape")).unwrap();
+    for (dir, why) in [
+        ("/srv/docs".to_owned(), "outside the workspace roots"),
+        ("/".to_owned(), "outside the workspace roots"),
+        (format!("{}/escape", project.path().display()), "resolved: `/`"),
+        (format!("{}/missing", project.path().display()), "does not exist"),
+        ("relative".to_owned(), "not an absolute path"),
+    ] {
+        let (status, error) = api
+            .call(
+                Method::PATCH,
+                &format!("/v1/workspaces/{id}"),
+                Some(json!({ "name": "Moved", "working_dir": dir })),
+            )
+            .await;
+        // THEN it is refused, saying why, and nothing changes
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{dir}: {error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(why),
+            "{dir}: {error}"
+        );
+    }
+    let ws = api.ok(Method::GET, &format!("/v1/workspaces/{id}"), None).await;
+    assert_eq!((ws["name"].as_str(), ws["working_dir"].as_str()), (Some("Docs"), None));
+    // WHEN it is set to a folder under a root, then cleared
     let ws = api
         .ok(
             Method::PATCH,
             &format!("/v1/workspaces/{id}"),
-            Some(json!({ "name": "Docs 2", "working_dir": "/srv/docs" })),
+            Some(json!({ "name": "Docs 2", "working_dir": project.path() })),
         )
         .await;
+    let resolved = project.path().canonicalize().unwrap();
     assert_eq!(
         (ws["name"].as_str(), ws["working_dir"].as_str()),
-        (Some("Docs 2"), Some("/srv/docs"))
+        (Some("Docs 2"), resolved.to_str())
     );
     let ws = api
         .ok(

@@ -47,6 +47,19 @@ pub async fn serve_on_loopback(app: axum::Router) -> String {
     format!("http://{addr}")
 }
 
+/// The folder under which tests' workspaces may have working directories (one for every test
+/// process; each test makes its own temporary folder in it).
+pub fn workspace_root() -> PathBuf {
+    let root = std::env::temp_dir().join("spool-test-workspaces");
+    std::fs::create_dir_all(&root).expect("the tests' workspace root");
+    root
+}
+
+/// [`workspace_root`] as the roots the API and the engine confine working directories to.
+pub fn workspace_roots() -> spool_domain::WorkspaceRoots {
+    spool_domain::WorkspaceRoots::new(&[workspace_root()], &[])
+}
+
 /// An id no other test uses (for organizations, keys and the like).
 pub fn unique_id(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])

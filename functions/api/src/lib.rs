@@ -25,7 +25,7 @@ use axum::{Json, Router, body::Bytes, extract::DefaultBodyLimit, http::header, r
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, TokenKeys};
-use spool_domain::{Clock, Metadata, StreamLog, TurnQueue};
+use spool_domain::{Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
     router::{OpenApiRouter, UtoipaMethodRouter},
@@ -53,6 +53,8 @@ pub struct ChatApi {
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
+    /// Where workspaces' working directories may be.
+    workspace_roots: WorkspaceRoots,
 }
 
 impl ChatApi {
@@ -66,7 +68,16 @@ impl ChatApi {
             keys,
             access,
             clock,
+            workspace_roots: WorkspaceRoots::none(),
         }
+    }
+
+    /// The same API, accepting workspaces' working directories under `roots` (none by
+    /// default: agents then run only in folders of each chat's own).
+    #[must_use]
+    pub fn with_workspace_roots(mut self, roots: WorkspaceRoots) -> Self {
+        self.workspace_roots = roots;
+        self
     }
 }
 

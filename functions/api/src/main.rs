@@ -14,6 +14,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         log: Arc::new(log),
     };
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
-    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock));
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
+        .with_workspace_roots(config.workspace_roots());
     lambda_http::run(spool_api::router(api)).await
 }

@@ -225,7 +225,7 @@ pub(crate) async fn create_workspace(
     JsonBody(new): JsonBody<NewWorkspace>,
 ) -> Result<impl IntoResponse, ApiError> {
     let now = api.clock.now_ms();
-    let workspace = Workspace {
+    let mut workspace = Workspace {
         id: new_id("ws"),
         name: new.name.trim().to_owned(),
         description: new.description,
@@ -234,6 +234,7 @@ pub(crate) async fn create_workspace(
         updated_ms: now,
     };
     workspace.validate()?;
+    workspace.confine_working_dir(&api.workspace_roots)?;
     let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
     let json = spool_domain::ContentType::parse("application/json")?;
     api.log
@@ -293,8 +294,12 @@ pub(crate) async fn update_workspace(
     if let Some(description) = change.description {
         workspace.description = description;
     }
+    let before = workspace.working_dir.clone();
     change.working_dir.apply(&mut workspace.working_dir);
     workspace.validate()?;
+    if workspace.working_dir != before {
+        workspace.confine_working_dir(&api.workspace_roots)?;
+    }
     workspace.updated_ms = api.clock.now_ms();
     api.metadata.update_workspace(caller.org(), &workspace).await?;
     Ok(Json(workspace.into()))

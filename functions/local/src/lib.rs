@@ -302,9 +302,9 @@ fn spawn_worker(services: &Services, config: &Config) {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
-        Arc::new(spool_worker::runtimes(&config.agents)),
+        Arc::new(spool_worker::runtimes(config)),
         Arc::new(SystemClock),
-        spool_agents::Settings::default(),
+        spool_worker::engine_settings(config),
     );
     let worker =
         spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
@@ -356,7 +356,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         log: services.log,
         turns: services.turns,
     };
-    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock));
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
+        .with_workspace_roots(config.workspace_roots());
     let router = spool_api::router(api)
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir));

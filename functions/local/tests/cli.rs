@@ -20,7 +20,7 @@ impl Server {
         Self::start_with(args, cwd, &[])
     }
 
-    fn start_with(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Self {
+    fn start_with(args: &[&str], cwd: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
             .arg("serve")
             .args(["--addr", "127.0.0.1:0"])
@@ -303,7 +303,7 @@ async fn serve_serves_the_built_web_ui_at_the_root_and_says_how_to_build_it_othe
     std::fs::create_dir_all(web.join("assets")).unwrap();
     std::fs::write(web.join("index.html"), "<!doctype html><title>Spool UI</title>").unwrap();
     std::fs::write(web.join("assets/app.js"), "console.log('spool')").unwrap();
-    let server = Server::start_with(&["--data-dir", data], dir.path(), &[("SPOOL_WEB_DIR", &web)]);
+    let server = Server::start_with(&["--data-dir", data], dir.path(), &[("SPOOL_WEB_DIR", web.as_os_str())]);
     let get = |path: &str| reqwest::get(format!("{}{path}", server.url));
     // WHEN a browser opens / and loads an asset
     let index = get("/").await.unwrap();
@@ -335,10 +335,106 @@ async fn serve_serves_the_built_web_ui_at_the_root_and_says_how_to_build_it_othe
 
     // GIVEN no built UI
     let missing = dir.path().join("not-built");
-    let server = Server::start_with(&["--data-dir", data], dir.path(), &[("SPOOL_WEB_DIR", &missing)]);
+    let server = Server::start_with(
+        &["--data-dir", data],
+        dir.path(),
+        &[("SPOOL_WEB_DIR", missing.as_os_str())],
+    );
     // THEN / says how to build it, and the API still works
     let page = reqwest::get(format!("{}/", server.url)).await.unwrap();
     assert_eq!(page.status(), 404);
     assert!(page.text().await.unwrap().contains("make web"));
     assert_eq!(health(&server.url).await["status"], "ok");
+}
+
+/// A signed-in client of a running server.
+async fn token(url: &str, key: &str) -> String {
+    let response = handshake(url, key).await;
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    body["jwt"].as_str().unwrap().to_owned()
+}
+
+/// Waits (30 s at most) for `agent_end` of `turn` in a chat; its events then.
+async fn until_ended(url: &str, token: &str, chat: &str, turn: &str) -> Vec<serde_json::Value> {
+    let http = reqwest::Client::new();
+    for _ in 0..300 {
+        let page: serde_json::Value = http
+            .get(format!("{url}/v1/sessions/{chat}/events?after=0&limit=1000"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let events = page["events"].as_array().unwrap().clone();
+        if events.iter().any(|e| e["turn_id"] == turn && e["type"] == "agent_end") {
+            return events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("turn {turn} did not end");
+}
+
+/// A CLI agent of `spool serve` never sees its signing secret or cloud credentials, and works
+/// with a relative `--data-dir` (the flag, not only the variable, places its folders, and the
+/// CLI is told absolute paths).
+#[tokio::test]
+async fn a_cli_agent_of_serve_sees_no_secret_and_works_with_a_relative_data_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    // GIVEN a fake `claude` that records its environment and its files' paths
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\nenv > \"$(dirname \"$0\")/env-dump\"\n\
+         printf '{\"message\": \"in %s\", \"actions\": []}' \"$(pwd)\" > \"$SPOOL_OUTPUT_FILE\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // AND a server with secrets in its environment and a relative data directory
+    let secret = "canary-signing-secret-0123456789abcdef";
+    let server = Server::start_with(
+        &["--data-dir", "data"],
+        dir.path(),
+        &[
+            ("SPOOL_JWT_SECRET", secret.as_ref()),
+            ("AWS_SECRET_ACCESS_KEY", "canary-aws-secret".as_ref()),
+            ("SPOOL_CLI_PATH", bin.as_os_str()),
+            ("SPOOL_DATA_DIR", "elsewhere".as_ref()),
+        ],
+    );
+    let key = server.banner_lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("spool_"))
+        .unwrap();
+    let token = token(&server.url, key).await;
+    // WHEN a person talks to the built-in agent, which takes the installed CLI
+    let sent: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/sessions/global/messages", server.url))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({ "content": "hello" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let turn = sent["turn_id"].as_str().unwrap();
+    let events = until_ended(&server.url, &token, "global", turn).await;
+    // THEN the CLI answered from the chat's folder under the flag's data directory
+    let folder = dir.path().canonicalize().unwrap().join("data/cli/local/global");
+    let end = events.iter().find(|e| e["type"] == "message_end").expect("an answer");
+    assert_eq!(end["payload"]["text"], format!("in {}", folder.display()), "{events:?}");
+    assert!(!dir.path().join("elsewhere").exists());
+    // AND it saw neither the signing secret nor the cloud credentials, nor their names
+    let dump = std::fs::read_to_string(bin.join("env-dump")).unwrap();
+    for needle in [secret, "canary-aws-secret", "SPOOL_JWT_SECRET", "AWS_SECRET_ACCESS_KEY"] {
+        assert!(!dump.contains(needle), "the CLI saw {needle}:\n{dump}");
+    }
+    let input = dump.lines().find_map(|l| l.strip_prefix("SPOOL_INPUT_FILE=")).unwrap();
+    assert!(input.starts_with(folder.to_str().unwrap()), "{input}");
 }

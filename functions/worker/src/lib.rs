@@ -45,9 +45,11 @@ enum Job {
 
 /// The runtimes configuration enables: the scripted one always, an OpenAI-compatible and an
 /// Anthropic provider when their keys or base URLs are set, and the CLIs found on the CLI
-/// search path.
-pub fn runtimes(settings: &spool_platform::AgentSettings) -> spool_agents::Runtimes {
+/// search path, sandboxed (a cleared environment with the operator's pass-through keys, chats'
+/// own folders under the CLI work directory, working directories under the workspace roots).
+pub fn runtimes(config: &spool_platform::Config) -> spool_agents::Runtimes {
     use secrecy::ExposeSecret;
+    let settings = &config.agents;
     let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
     let mut runtimes = spool_agents::Runtimes::scripted_only();
     if let Some(llm) = &settings.openai {
@@ -58,12 +60,34 @@ pub fn runtimes(settings: &spool_platform::AgentSettings) -> spool_agents::Runti
         let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
         runtimes = runtimes.with_anthropic(Arc::new(runtime));
     }
+    let env = settings
+        .cli_inherited
+        .iter()
+        .cloned()
+        .chain(
+            settings
+                .cli_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
+        )
+        .collect();
     let cli = spool_agents::cli::CliAgents::new(
         settings.cli_path.clone(),
-        settings.cli_work_dir.clone(),
-        settings.cli_timeout,
-    );
+        config.cli_work_dir(),
+        settings.cli_timeout.min(settings.turn_timeout),
+    )
+    .with_env(env)
+    .with_roots(config.workspace_roots());
     runtimes.with_cli(Arc::new(cli))
+}
+
+/// The engine's settings from configuration: the turn's time limit.
+pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Settings {
+    spool_agents::Settings {
+        step_timeout: config.agents.turn_timeout,
+        workspace_roots: config.workspace_roots(),
+        ..spool_agents::Settings::default()
+    }
 }
 
 /// How many times a turn step is tried before it is given up (the template's

@@ -15,9 +15,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let engine = spool_agents::Engine::new(
         log.clone(),
         metadata,
-        Arc::new(spool_worker::runtimes(&config.agents)),
+        Arc::new(spool_worker::runtimes(&config)),
         Arc::new(spool_domain::SystemClock),
-        spool_agents::Settings::default(),
+        spool_worker::engine_settings(&config),
     );
     let worker = Worker::new(log).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     let worker = &Arc::new(worker);

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 use spool_domain::{
-    Metadata, StreamLog, Task,
+    Metadata, StreamLog, Task, WorkspaceRoots,
     manage::{self, NewAgent},
     workspace::new_id,
 };
@@ -34,6 +34,8 @@ pub struct ActionContext<'a> {
     pub now_ms: i64,
     /// Now, as RFC 3339.
     pub now_rfc3339: &'a str,
+    /// Where a workspace's working directory may be.
+    pub roots: &'a WorkspaceRoots,
 }
 
 /// Why an action failed, for the person and the agent.
@@ -205,10 +207,15 @@ impl ActionContext<'_> {
         if let Some(description) = optional_text(args, "description")? {
             workspace.description = description;
         }
+        let mut moved = false;
         if let Some(dir) = optional_text(args, "working_dir")? {
+            moved = workspace.working_dir.as_deref() != Some(dir.as_str());
             workspace.working_dir = Some(dir);
         }
         workspace.validate().map_err(store)?;
+        if moved {
+            workspace.confine_working_dir(self.roots).map_err(store)?;
+        }
         workspace.updated_ms = self.now_ms;
         self.metadata
             .update_workspace(self.org, &workspace)

@@ -3,14 +3,24 @@
 //! The third source design: for each reply Spool writes a markdown input file (the agent's
 //! instruction, the chat's metadata, its history as JSONL, system messages included, the path
 //! of the workspace's context file and where to answer), runs the CLI non-interactively in the
-//! workspace's working directory (or a directory of the chat's own), and reads
+//! workspace's working directory (or a folder of the chat's own), and reads
 //! `{"message": "…", "actions": [{"type": "…", …}]}` from the output file. The message is the
 //! reply; the actions run at once. A non-zero exit, a timeout, or an output that is missing,
 //! empty or not that JSON fails the reply with a message saying which. The CLI runs in its own
 //! process group, and the whole group is killed when the reply is dropped (an abort) or times
 //! out.
 //!
-//! Every CLI also gets `SPOOL_INPUT_FILE` and `SPOOL_OUTPUT_FILE` in its environment.
+//! ## The sandbox
+//! The CLIs run with their permissions bypassed, so what a prompt-injected run can reach is
+//! decided here, not by the CLI:
+//! - **A cleared environment** plus an allow-list: `PATH` (the CLI search path), the locale,
+//!   `HOME` and `TMPDIR` in the chat's folder, `SPOOL_INPUT_FILE`, `SPOOL_OUTPUT_FILE`,
+//!   `SPOOL_SESSION_ID`, and the provider keys an operator passes through (`SPOOL_CLI_ENV`).
+//!   Never Spool's signing secret or cloud credentials.
+//! - **A folder per organization and chat** (`{work_root}/{org}/{chat}`, mode 0700), so two
+//!   organizations' chats (both global chats are called `global`) never share files.
+//! - **A working directory under the configured roots** ([`WorkspaceRoots`]), checked again,
+//!   with links resolved, each time a CLI starts.
 
 use std::{
     path::{Path, PathBuf},
@@ -22,7 +32,7 @@ use std::{
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{CliType, workspace::new_id};
+use spool_domain::{CliType, WorkspaceRoots, confine::is_safe_segment, workspace::new_id};
 use tokio::io::AsyncReadExt;
 
 use crate::{
@@ -61,17 +71,56 @@ pub struct CliAgents {
     search_path: Vec<PathBuf>,
     work_root: PathBuf,
     timeout: Duration,
+    env: Vec<(String, String)>,
+    roots: WorkspaceRoots,
 }
 
 impl CliAgents {
-    /// CLIs looked up in `search_path` (in order, like `PATH`), chats' own directories under
-    /// `work_root`, each run stopped after `timeout`.
+    /// CLIs looked up in `search_path` (in order, like `PATH`), chats' own folders under
+    /// `work_root` (made absolute), each run stopped after `timeout`; no variables passed
+    /// through and no workspace roots until [`Self::with_env`] and [`Self::with_roots`].
     pub fn new(search_path: Vec<PathBuf>, work_root: PathBuf, timeout: Duration) -> Self {
+        let work_root = std::path::absolute(&work_root).unwrap_or(work_root);
         Self {
             search_path,
             work_root,
             timeout,
+            env: Vec::new(),
+            roots: WorkspaceRoots::none(),
         }
+    }
+
+    /// The same, passing `env` (the locale, the provider keys an operator chose) to every CLI.
+    /// A `PATH` among them is searched after the CLI search path.
+    #[must_use]
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The CLI's `PATH`: the search path, then the `PATH` passed in [`Self::with_env`], then the
+    /// system's own folders, so a CLI finds its interpreter (`node`) and the tools it runs.
+    fn path_var(&self) -> std::ffi::OsString {
+        let inherited = self
+            .env
+            .iter()
+            .filter(|(k, _)| k == "PATH")
+            .flat_map(|(_, v)| std::env::split_paths(v).collect::<Vec<_>>());
+        let system = ["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from);
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for dir in self.search_path.iter().cloned().chain(inherited).chain(system) {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        std::env::join_paths(dirs).unwrap_or_default()
+    }
+
+    /// The same, running CLIs in workspaces' working directories under `roots`.
+    #[must_use]
+    pub fn with_roots(mut self, roots: WorkspaceRoots) -> Self {
+        self.roots = roots;
+        self
     }
 
     fn find(&self, cli: CliType) -> Option<PathBuf> {
@@ -99,8 +148,7 @@ impl CliRuntimes for CliAgents {
         Ok(Arc::new(Cli {
             cli,
             path,
-            work_root: self.work_root.clone(),
-            timeout: self.timeout,
+            agents: self.clone(),
         }))
     }
 
@@ -114,8 +162,38 @@ impl CliRuntimes for CliAgents {
 struct Cli {
     cli: CliType,
     path: PathBuf,
-    work_root: PathBuf,
-    timeout: Duration,
+    agents: CliAgents,
+}
+
+/// Where one reply of a CLI runs.
+struct Place {
+    /// The chat's own folder: the input and output files, `home/` and `tmp/`.
+    own: PathBuf,
+    /// The working directory: the workspace's, or [`Self::own`].
+    dir: PathBuf,
+    /// The workspace's context file, when the chat has a working directory.
+    context_file: Option<PathBuf>,
+}
+
+/// Makes `dir` (and its missing parents) readable by Spool's user only.
+async fn private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let made = {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            builder.create(&dir)?;
+            // It may have existed with a wider mode.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        })
+        .await
+    };
+    match made {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Failed(format!("cannot make the folder {}: {e}", dir.display()))),
+        Err(e) => Err(Error::Failed(format!("cannot make the folder {}: {e}", dir.display()))),
+    }
 }
 
 /// What a CLI writes.
@@ -210,7 +288,45 @@ impl Cli {
         program(self.cli)
     }
 
-    async fn run(&self, request: &Request, dir: &Path, input: &Path, output: &Path) -> Result<Output, Error> {
+    /// The chat's folder (made, private) and the directory the CLI runs in (confined).
+    async fn place(&self, request: &Request) -> Result<Place, Error> {
+        let c = &request.context;
+        if !is_safe_segment(&c.org) || !is_safe_segment(&c.session_id) {
+            return Err(Error::Failed(format!(
+                "the chat `{}` of `{}` cannot name a folder",
+                c.session_id, c.org
+            )));
+        }
+        let root = &self.agents.work_root;
+        private_dir(root).await?;
+        let own = root.join(&c.org).join(&c.session_id);
+        for dir in [root.join(&c.org), own.clone(), own.join("home"), own.join("tmp")] {
+            private_dir(&dir).await?;
+        }
+        let Some(working_dir) = &c.working_dir else {
+            return Ok(Place {
+                dir: own.clone(),
+                own,
+                context_file: None,
+            });
+        };
+        let dir = self.agents.roots.check(working_dir).map_err(|e| {
+            let reason = match e {
+                spool_domain::Error::Invalid { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            Error::Failed(format!(
+                "the workspace's working directory cannot be used: {reason}; change it in the workspace's settings"
+            ))
+        })?;
+        Ok(Place {
+            context_file: Some(dir.join("SPOOL.md")),
+            dir,
+            own,
+        })
+    }
+
+    async fn run(&self, request: &Request, place: &Place, input: &Path, output: &Path) -> Result<Output, Error> {
         let prompt = format!(
             "Read the file {} and follow it. Write your answer to {} as the JSON it describes.",
             input.display(),
@@ -219,7 +335,14 @@ impl Cli {
         let mut command = tokio::process::Command::new(&self.path);
         command
             .args(arguments(self.cli, &prompt))
-            .current_dir(dir)
+            .current_dir(&place.dir)
+            // Nothing of Spool's environment (its signing secret, cloud credentials) but the
+            // allow-list.
+            .env_clear()
+            .envs(self.agents.env.iter().filter(|(k, _)| k != "PATH").map(|(k, v)| (k, v)))
+            .env("PATH", self.agents.path_var())
+            .env("HOME", place.own.join("home"))
+            .env("TMPDIR", place.own.join("tmp"))
             .env("SPOOL_INPUT_FILE", input)
             .env("SPOOL_OUTPUT_FILE", output)
             .env("SPOOL_SESSION_ID", &request.context.session_id)
@@ -240,13 +363,14 @@ impl Cli {
             }
             text
         };
-        let waited = tokio::time::timeout(self.timeout, async { tokio::join!(child.wait(), read_stderr) }).await;
+        let timeout = self.agents.timeout;
+        let waited = tokio::time::timeout(timeout, async { tokio::join!(child.wait(), read_stderr) }).await;
         let (status, stderr) = match waited {
             Err(_) => {
                 return Err(Error::Failed(format!(
                     "`{}` ran longer than {} s and was stopped",
                     self.name(),
-                    self.timeout.as_secs()
+                    timeout.as_secs()
                 )));
             }
             Ok((status, stderr)) => (status, stderr),
@@ -291,27 +415,14 @@ impl Runtime for Cli {
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
-        let own = self.work_root.join(&request.context.session_id);
-        tokio::fs::create_dir_all(&own)
-            .await
-            .map_err(|e| Error::Failed(format!("cannot make the chat's directory {}: {e}", own.display())))?;
-        let dir = request
-            .context
-            .working_dir
-            .as_ref()
-            .map_or_else(|| own.clone(), PathBuf::from);
-        let context_file = request
-            .context
-            .working_dir
-            .as_ref()
-            .map(|d| PathBuf::from(d).join("SPOOL.md"));
+        let place = self.place(request).await?;
         let step = new_id("run");
-        let input = own.join(format!("{step}.input.md"));
-        let output = own.join(format!("{step}.output.json"));
-        tokio::fs::write(&input, input_file(request, &output, context_file.as_deref()))
+        let input = place.own.join(format!("{step}.input.md"));
+        let output = place.own.join(format!("{step}.output.json"));
+        tokio::fs::write(&input, input_file(request, &output, place.context_file.as_deref()))
             .await
             .map_err(|e| Error::Failed(format!("cannot write the CLI's input file: {e}")))?;
-        let result = self.run(request, &dir, &input, &output).await;
+        let result = self.run(request, &place, &input, &output).await;
         let _ = tokio::fs::remove_file(&input).await;
         let _ = tokio::fs::remove_file(&output).await;
         let out = result?;

@@ -37,7 +37,7 @@ use std::{
 use serde_json::{Value, json};
 use spool_domain::{
     Agent, Clock, Error, Event, EventDraft, EventKind, Metadata, Offset, OpenRequest, ProducerClaim, RequestKind,
-    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
+    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome, WorkspaceRoots,
     clock::rfc3339_ms,
     manage::announce,
     session::{append_events, preview, read_events},
@@ -100,6 +100,13 @@ pub struct Settings {
     pub max_replies: usize,
     /// How long one wait for an abort lasts before it looks again.
     pub abort_wait: Duration,
+    /// The turn's time limit: the longest one step may spend in its runtime (model calls, a
+    /// CLI, a script's pauses), all replies together; past it the reply is stopped and the
+    /// turn ends with an error.
+    pub step_timeout: Duration,
+    /// Where a workspace's working directory may be (an agent's `update_workspace` is
+    /// confined like a person's request).
+    pub workspace_roots: WorkspaceRoots,
 }
 
 impl Default for Settings {
@@ -108,6 +115,8 @@ impl Default for Settings {
             flush_every: Duration::from_millis(100),
             max_replies: 12,
             abort_wait: Duration::from_secs(10),
+            step_timeout: Duration::from_secs(600),
+            workspace_roots: WorkspaceRoots::none(),
         }
     }
 }
@@ -177,6 +186,7 @@ impl Engine {
             read_tail: read,
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
+            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
         };
         match turn.drive().await {
             Err(Error::StaleProducerEpoch { .. }) => {
@@ -227,6 +237,7 @@ impl Engine {
             read_tail: read,
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
+            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
         };
         if TurnState::replay(&step.events, &job.turn_id).ended {
             return Ok(());
@@ -276,6 +287,8 @@ struct Step<'a> {
     /// The seq through which everything after [`Self::read_tail`] is the step's own appends,
     /// none of others' in between: the abort watcher need not read those.
     own_tail: Arc<AtomicU64>,
+    /// When the step's runtime time runs out ([`Settings::step_timeout`]).
+    deadline: tokio::time::Instant,
 }
 
 impl Step<'_> {
@@ -447,7 +460,9 @@ impl Step<'_> {
                 }
                 Ok(Resolution::Wait)
             }
-            Some(Kind::Action { needs_approval, .. }) if needs_approval && !one_shot => {
+            Some(Kind::Action { needs_approval, .. })
+                if needs_approval && (!one_shot || tools::always_needs_approval(call)) =>
+            {
                 match state.answers.get(&call.id) {
                     Some(Answer::Approval(true)) => self.run_action(call).await,
                     Some(Answer::Approval(false)) => {
@@ -518,6 +533,7 @@ impl Step<'_> {
             builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
             now_ms,
             now_rfc3339: &now,
+            roots: &self.engine.settings.workspace_roots,
         };
         let outcome = context.run(&call.name, &call.arguments).await;
         let mut drafts = Vec::new();
@@ -605,6 +621,8 @@ impl Step<'_> {
         let mut written = String::new();
         let mut ticker = tokio::time::interval(self.engine.settings.flush_every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let deadline = tokio::time::sleep_until(self.deadline);
+        tokio::pin!(deadline);
         let outcome = {
             let respond = runtime.respond(&request, &mut sink);
             tokio::pin!(respond);
@@ -613,6 +631,14 @@ impl Step<'_> {
                     biased;
                     () = &mut abort => break None,
                     result = &mut respond => break Some(result),
+                    // Dropping the reply stops it (its HTTP stream closes, its process group
+                    // is killed).
+                    () = &mut deadline => {
+                        let limit = self.engine.settings.step_timeout.as_secs_f64();
+                        break Some(Err(runtime::Error::Failed(format!(
+                            "it ran longer than the turn's time limit ({limit:.0} s, SPOOL_TURN_TIMEOUT_MS) and was stopped"
+                        ))));
+                    }
                     Some(delta) = rx.recv() => {
                         if !started {
                             started = true;

@@ -47,6 +47,13 @@ pub fn kind(name: &str) -> Option<Kind> {
     })
 }
 
+/// Whether a call waits for a person's approval even from a CLI agent, whose actions otherwise
+/// run at once: moving the workspace's working directory decides what every later CLI run can
+/// reach, so a prompt-injected agent must not do it alone.
+pub fn always_needs_approval(call: &crate::runtime::ToolCall) -> bool {
+    call.name == "update_workspace" && call.arguments.get("working_dir").is_some_and(|d| !d.is_null())
+}
+
 /// The tools an agent may call: all of them for the built-in agent, the rest for others.
 pub fn specs(builtin: bool) -> Vec<ToolSpec> {
     let agent_fields = json!({

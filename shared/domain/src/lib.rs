@@ -15,10 +15,12 @@
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
+//! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
 pub mod clock;
+pub mod confine;
 pub mod directory;
 pub mod error;
 pub mod failpoint;
@@ -37,6 +39,7 @@ pub mod turns;
 pub mod workspace;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use confine::WorkspaceRoots;
 pub use directory::{ApiKeyRecord, Directory, Org};
 pub use error::Error;
 pub use failpoint::FailPoints;

@@ -158,6 +158,18 @@ impl Workspace {
     }
 }
 
+impl Workspace {
+    /// Confines a working directory that was just set to `roots` ([`crate::confine`]) and
+    /// keeps it resolved, so what is stored is the folder agents will run in.
+    pub fn confine_working_dir(&mut self, roots: &crate::WorkspaceRoots) -> Result<(), Error> {
+        if let Some(dir) = &self.working_dir {
+            let resolved = roots.check(dir)?;
+            self.working_dir = Some(resolved.to_string_lossy().into_owned());
+        }
+        Ok(())
+    }
+}
+
 /// A name: 1 to [`MAX_NAME_CHARS`] characters, not blank, no control characters.
 pub fn check_name(what: &'static str, name: &str) -> Result<(), Error> {
     if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {

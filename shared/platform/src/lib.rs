@@ -101,9 +101,74 @@ pub struct AgentSettings {
     pub cli_timeout: Duration,
     /// `SPOOL_CLI_PATH` (default: `PATH`): where CLI agents are looked for, `:`-separated.
     pub cli_path: Vec<PathBuf>,
-    /// `SPOOL_CLI_WORK_DIR` (default `{data_dir}/cli`): chats' own directories for CLI agents,
-    /// and their input and output files.
-    pub cli_work_dir: PathBuf,
+    /// `SPOOL_CLI_WORK_DIR`: where chats' own folders for CLI agents are made (with their input
+    /// and output files); unset, `{data_dir}/cli` ([`Config::cli_work_dir`]), so `--data-dir`
+    /// moves it too.
+    pub cli_work_dir: Option<PathBuf>,
+    /// `SPOOL_CLI_ENV`: the names of variables (provider keys, e.g.
+    /// `ANTHROPIC_API_KEY,OPENAI_API_KEY`) passed through to CLI agents, with their values. A
+    /// CLI gets nothing else of Spool's environment but `PATH` and the locale, so Spool's own
+    /// variables (`SPOOL_*`) and cloud credentials (`AWS_*`) cannot be listed.
+    pub cli_env: Vec<(String, SecretString)>,
+    /// What a CLI keeps of Spool's environment: `PATH` (after the CLI search path, so the
+    /// CLI finds its interpreter) and the locale (`LANG`, `LANGUAGE`, `LC_*`, `TZ`).
+    pub cli_inherited: Vec<(String, String)>,
+    /// `SPOOL_WORKSPACE_ROOTS`: the folders (`:`-separated) under which a workspace's working
+    /// directory may be; none by default, so agents run only in folders of each chat's own.
+    pub workspace_roots: Vec<PathBuf>,
+    /// `SPOOL_TURN_TIMEOUT_MS`: the longest one step of a turn may spend in its runtime (model
+    /// calls, a CLI, a script's pauses) before it is stopped and the turn fails (default
+    /// 600000; the CLI's own limit cannot exceed it).
+    pub turn_timeout: Duration,
+}
+
+/// Variables a CLI agent keeps from Spool's environment: `PATH`, and the locale, so its output
+/// is in the right language and encoding.
+const CLI_INHERITED_VARS: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_COLLATE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "TZ",
+];
+
+/// The variables `SPOOL_CLI_ENV` names, with their values; Spool's own and cloud credentials
+/// are refused.
+fn cli_env(vars: &HashMap<String, String>) -> Result<Vec<(String, SecretString)>, Error> {
+    let Some(list) = vars.get("SPOOL_CLI_ENV") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let valid = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        let upper = name.to_ascii_uppercase();
+        let reason = if !valid {
+            Some(format!("`{name}` is not a variable name"))
+        } else if upper.starts_with("SPOOL_") || upper.starts_with("AWS_") {
+            Some(format!(
+                "`{name}` is Spool's own configuration or a cloud credential, which agents must never see"
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(Error::Invalid {
+                var: "SPOOL_CLI_ENV",
+                value: list.clone(),
+                reason,
+            });
+        }
+        if let Some(value) = vars.get(name) {
+            out.push((name.to_owned(), SecretString::from(value.clone())));
+        }
+    }
+    Ok(out)
 }
 
 /// How to reach AWS (or an emulator) and which resources to use.
@@ -184,6 +249,24 @@ impl Config {
             })
     }
 
+    /// Where chats' own folders for CLI agents are made: `SPOOL_CLI_WORK_DIR`, else `cli` in
+    /// the data directory; always absolute, since a CLI runs in another directory.
+    pub fn cli_work_dir(&self) -> PathBuf {
+        let dir = self
+            .agents
+            .cli_work_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("cli"));
+        std::path::absolute(&dir).unwrap_or(dir)
+    }
+
+    /// The roots under which workspaces' working directories may be, with the data directory
+    /// kept out of them.
+    pub fn workspace_roots(&self) -> spool_domain::WorkspaceRoots {
+        let data = std::path::absolute(&self.data_dir).unwrap_or_else(|_| self.data_dir.clone());
+        spool_domain::WorkspaceRoots::new(&self.agents.workspace_roots, &[data])
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, Error> {
         Self::from_vars(std::env::vars())
@@ -251,14 +334,20 @@ impl Config {
                     .or_else(|| get("PATH"))
                     .map(|p| std::env::split_paths(&p).collect())
                     .unwrap_or_default(),
-                cli_work_dir: get("SPOOL_CLI_WORK_DIR").map_or_else(
-                    || {
-                        get("SPOOL_DATA_DIR")
-                            .map_or_else(|| PathBuf::from(".spool"), PathBuf::from)
-                            .join("cli")
-                    },
-                    PathBuf::from,
-                ),
+                cli_work_dir: get("SPOOL_CLI_WORK_DIR").map(PathBuf::from),
+                cli_env: cli_env(&vars)?,
+                cli_inherited: CLI_INHERITED_VARS
+                    .iter()
+                    .filter_map(|name| get(name).map(|v| ((*name).to_owned(), v)))
+                    .collect(),
+                workspace_roots: get("SPOOL_WORKSPACE_ROOTS")
+                    .map(|p| {
+                        std::env::split_paths(&p)
+                            .filter(|p| !p.as_os_str().is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                turn_timeout: millis(&vars, "SPOOL_TURN_TIMEOUT_MS", Duration::from_secs(600))?,
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),
@@ -382,6 +471,41 @@ mod tests {
         let err = Config::from_vars(vars(&[("SPOOL_PAGE_BYTES", "lots")])).unwrap_err();
         assert!(err.to_string().contains("SPOOL_PAGE_BYTES"), "{err}");
         assert!(Config::from_vars(vars(&[("SPOOL_PAGE_BYTES", "0")])).is_err());
+    }
+
+    #[test]
+    fn the_cli_work_dir_follows_the_data_dir_and_is_absolute() {
+        let mut config = Config::from_vars(vars(&[("SPOOL_DATA_DIR", "from-env")])).unwrap();
+        // a flag that sets the data directory after the environment was read moves it too
+        config.data_dir = PathBuf::from("from-flag");
+        let dir = config.cli_work_dir();
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert!(dir.ends_with("from-flag/cli"), "{}", dir.display());
+        let config = Config::from_vars(vars(&[("SPOOL_CLI_WORK_DIR", "/srv/cli")])).unwrap();
+        assert_eq!(config.cli_work_dir(), PathBuf::from("/srv/cli"));
+    }
+
+    #[test]
+    fn cli_env_passes_named_keys_and_refuses_spool_secrets() {
+        use secrecy::ExposeSecret;
+        let config = Config::from_vars(vars(&[
+            ("SPOOL_CLI_ENV", "ANTHROPIC_API_KEY, UNSET_KEY"),
+            ("ANTHROPIC_API_KEY", "sk-1"),
+            ("LANG", "C.UTF-8"),
+        ]))
+        .unwrap();
+        let env: Vec<(&str, &str)> = config
+            .agents
+            .cli_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose_secret()))
+            .collect();
+        assert_eq!(env, [("ANTHROPIC_API_KEY", "sk-1")]);
+        assert_eq!(config.agents.cli_inherited, [("LANG".to_owned(), "C.UTF-8".to_owned())]);
+        for bad in ["SPOOL_JWT_SECRET", "aws_secret_access_key", "A-B", "1X"] {
+            let err = Config::from_vars(vars(&[("SPOOL_CLI_ENV", bad)])).unwrap_err();
+            assert!(err.to_string().contains("SPOOL_CLI_ENV"), "{err}");
+        }
     }
 
     #[test]
