@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use spool_domain::{
     Agent, ContentType, CreateStream, Error, Event, PendingTurn, ProducerClaim, RequestKind, Session, StreamPath,
     TurnJob, TurnRecord, TurnStatus,
+    claim::{self, CLAIM_GRACE_MS, ClaimStores, Reconciled},
     session::{EventDraft, EventKind, EventPage, append_events, preview},
     workspace::{CliType, new_id},
 };
@@ -525,11 +526,13 @@ impl ChatApi {
                 break;
             }
         }
-        let turn_id = answers.is_none().then(|| new_id("turn"));
+        let mut turn_id = answers.is_none().then(|| new_id("turn"));
         let now = self.clock.now_ms();
         // One pending turn per session: a message while one is pending is refused, unless it asks
-        // to queue behind it, or it is a retry of the very message that started it.
+        // to queue behind it, or it is a retry of the very message that started it (which takes
+        // that turn's id, so whichever attempt's append wins, the event names the claimed turn).
         let mut claimed = None;
+        let mut adopted = None;
         if let Some(turn_id) = &turn_id
             && !matches!(message.on_busy, Some(OnBusy::Enqueue))
         {
@@ -538,10 +541,28 @@ impl ChatApi {
                 client_message_id: message.client_message_id.clone(),
                 since_ms: now,
             };
-            match self.metadata.claim_turn(caller.org(), &session.id, &claim).await? {
+            let mut result = self.metadata.claim_turn(caller.org(), &session.id, &claim).await?;
+            // A claim a crash may have left behind (its message never appended, or its turn
+            // never queued) is questioned once it is old enough.
+            if let Err(holder) = &result
+                && holder
+                    .client_message_id
+                    .as_ref()
+                    .is_none_or(|c| Some(c) != message.client_message_id.as_ref())
+                && self
+                    .reconcile_claim(caller.org(), &session.id, holder, CLAIM_GRACE_MS)
+                    .await?
+                    == Reconciled::Released
+            {
+                result = self.metadata.claim_turn(caller.org(), &session.id, &claim).await?;
+            }
+            match result {
                 Ok(()) => claimed = Some(turn_id.clone()),
                 Err(holder)
-                    if holder.client_message_id.is_some() && holder.client_message_id == message.client_message_id => {}
+                    if holder.client_message_id.is_some() && holder.client_message_id == message.client_message_id =>
+                {
+                    adopted = Some(holder.turn_id);
+                }
                 Err(holder) => {
                     if let Some(question) = &answers {
                         self.metadata.open_request(caller.org(), &session.id, question).await?;
@@ -556,6 +577,9 @@ impl ChatApi {
                     });
                 }
             }
+        }
+        if adopted.is_some() {
+            turn_id = adopted;
         }
         let mut payload = json!({ "content": message.content, "author": caller.0.sub });
         if !message.files.is_empty() {
@@ -600,17 +624,20 @@ impl ChatApi {
             }
         };
         if appended.duplicate {
-            if let Some(turn) = &claimed {
-                self.metadata.release_turn(caller.org(), &session.id, turn).await?;
+            // The first message's answer: its seq and its turn, enqueued again in case the first
+            // attempt failed after its append (the queue drops a turn it already has).
+            let first = self.event_at(&path, appended.first).await?;
+            let turn = first.and_then(|e| e.turn_id);
+            if let Some(claim) = &claimed
+                && turn.as_ref() != Some(claim)
+            {
+                // This retry claimed the chat after the first attempt's turn ended: give it back.
+                self.metadata.release_turn(caller.org(), &session.id, claim).await?;
             }
             if let Some(question) = &answers {
                 // A retry: the first attempt answered whatever it answered.
                 self.metadata.open_request(caller.org(), &session.id, question).await?;
             }
-            // The first message's answer: its seq and its turn, enqueued again in case the first
-            // attempt failed after its append (the queue drops a turn it already has).
-            let first = self.event_at(&path, appended.first).await?;
-            let turn = first.and_then(|e| e.turn_id);
             if let Some(turn_id) = &turn {
                 self.enqueue_turn(caller.org(), &session.id, turn_id, appended.first)
                     .await?;
@@ -646,6 +673,24 @@ impl ChatApi {
 }
 
 impl ChatApi {
+    /// Reconciles the session's claim `holder` ([`spool_domain::claim`]), if it is older than
+    /// `grace_ms`.
+    pub(crate) async fn reconcile_claim(
+        &self,
+        org: &str,
+        session_id: &str,
+        holder: &PendingTurn,
+        grace_ms: i64,
+    ) -> Result<Reconciled, ApiError> {
+        let stores = ClaimStores {
+            sessions: self.metadata.as_ref(),
+            log: self.log.as_ref(),
+            turns: self.turns.as_ref(),
+        };
+        let now = self.clock.now_ms();
+        Ok(claim::reconcile(&stores, org, session_id, holder, now, grace_ms).await?)
+    }
+
     /// Asks the worker for the turn `turn_id` of a session, triggered by event `seq`.
     pub(crate) async fn enqueue_turn(
         &self,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
     RequestKind, Session,
+    claim::Reconciled,
     session::{EventDraft, EventKind, append_events},
 };
 use utoipa::ToSchema;
@@ -23,6 +24,9 @@ use crate::{
     error::Refusals,
     extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
+
+/// How old a claim must be before an abort questions it.
+const ABORT_GRACE_MS: i64 = 5_000;
 
 /// The longest answer, feedback or tool output accepted, in characters.
 const MAX_ANSWER_CHARS: usize = 100_000;
@@ -221,10 +225,20 @@ pub(crate) async fn control(
         )
         .await?;
     // A turn that waits on a person runs nowhere to see the abort: its step is queued, to end
-    // it. (A running step sees the event itself; the queued one then finds the turn ended.)
-    let turn_id = session.pending_turn.map(|p| p.turn_id);
-    if let Some(turn) = &turn_id {
-        api.enqueue_turn(caller.org(), &session.id, turn, seq).await?;
+    // it. (A running step sees the event itself; the queued one then finds the turn ended.) A
+    // claim with no turn behind it (a crash between a message's claim and its append) is
+    // released instead: a person aborts because the chat is stuck. (A claim of the last few
+    // seconds is left alone: its message may be on its way, and then its turn sees the abort.)
+    let mut turn_id = None;
+    if let Some(holder) = &session.pending_turn
+        && api
+            .reconcile_claim(caller.org(), &session.id, holder, ABORT_GRACE_MS)
+            .await?
+            != Reconciled::Released
+    {
+        api.enqueue_turn(caller.org(), &session.id, &holder.turn_id, seq)
+            .await?;
+        turn_id = Some(holder.turn_id.clone());
     }
     Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id })))
 }

@@ -13,12 +13,14 @@
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
+//! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
+pub mod claim;
 pub mod clock;
 pub mod confine;
 pub mod directory;

@@ -372,7 +372,8 @@ pub async fn append_events(
         append.producer.clone_from(&producer);
         match log.append(path, append).await {
             Ok(ack) if ack.duplicate => {
-                let last = ack.next_offset.seq();
+                // Where the first attempt's events end, not the tail: the chat may have moved on.
+                let last = ack.producer.map_or_else(|| ack.next_offset.seq(), |p| p.last_seq);
                 return Ok(Appended {
                     first: last + 1 - count.max(1),
                     last,

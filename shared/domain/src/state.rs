@@ -489,6 +489,7 @@ pub fn apply_append(
             let ack = ProducerAck {
                 epoch: claim.epoch,
                 seq: claim.seq,
+                last_seq: state.tail,
             };
             return Ok(unchanged(state, true, Some(ack)));
         }
@@ -582,6 +583,7 @@ pub fn apply_append(
             producer: next_producer.as_ref().map(|(_, p)| ProducerAck {
                 epoch: p.epoch,
                 seq: p.seq,
+                last_seq: p.offset,
             }),
         },
         producer: next_producer,
@@ -632,6 +634,7 @@ fn check_producer(current: Option<ProducerState>, claim: &ProducerClaim) -> Resu
         return Ok(ProducerCheck::Duplicate(ProducerAck {
             epoch: current.epoch,
             seq: current.seq,
+            last_seq: current.offset,
         }));
     }
     if claim.seq == current.seq + 1 {

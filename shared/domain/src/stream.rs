@@ -327,6 +327,9 @@ pub struct ProducerAck {
     pub epoch: u64,
     /// The highest sequence number accepted for this producer and epoch.
     pub seq: u64,
+    /// The sequence number of the last message of the producer's last accepted batch: for a
+    /// retry, where the first attempt's messages end (the stream may have moved on since).
+    pub last_seq: u64,
 }
 
 /// A request to create a stream.

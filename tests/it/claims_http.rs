@@ -1,0 +1,209 @@
+//! Retries and claims over real HTTP, on both backends: a retried message answers exactly what
+//! its first attempt did, however far the chat has moved since and however many copies race;
+//! and a chat's pending-turn claim that a crash left behind (a claim without its message, a
+//! message whose turn was never queued) never wedges the chat.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spool_domain::{
+    EventDraft, EventKind, PendingTurn, Session, SystemClock,
+    clock::{Clock, rfc3339_ms},
+    session::append_events,
+};
+use spool_tests::Harness;
+
+use crate::{
+    agents_http::{Stack, abort, all_events, chat_with, stack_with, until},
+    answers_http::org_of,
+};
+
+fn script() -> Value {
+    json!({ "word_delay_ms": 5, "default": [{ "say": "one two three four five six seven eight" }] })
+}
+
+async fn stack<H: Harness>(harness: &H) -> Stack {
+    stack_with(harness, spool_agents::Runtimes::scripted_only()).await
+}
+
+async fn post(stack: &Stack, chat: &str, body: Value) -> (reqwest::StatusCode, Value) {
+    stack
+        .api
+        .call(Method::POST, &format!("/v1/sessions/{chat}/messages"), Some(body))
+        .await
+}
+
+/// Plants the claim a process that died after claiming would have left, `age_ms` old.
+async fn plant_claim(stack: &Stack, chat: &str, turn: &str, cmid: Option<&str>, age_ms: i64) {
+    let claim = PendingTurn {
+        turn_id: turn.to_owned(),
+        client_message_id: cmid.map(str::to_owned),
+        since_ms: SystemClock.now_ms() - age_ms,
+    };
+    let org = org_of(&stack.api);
+    stack.metadata.claim_turn(&org, chat, &claim).await.unwrap().unwrap();
+}
+
+async fn pending(stack: &Stack, chat: &str) -> Value {
+    stack.api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await["pending_turn_id"].clone()
+}
+
+/// A retry of a message after the chat moved on (its answer, another turn) answers the first
+/// attempt's `seq` and `turn_id`, and runs nothing again.
+pub(crate) async fn a_retry_answers_its_first_seq_and_turn_after_the_chat_moved_on<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    // GIVEN a message with a client id, answered, and another turn after it
+    let (status, first) = post(&stack, &chat, json!({ "content": "first", "client_message_id": "c-1" })).await;
+    assert_eq!(status, 202);
+    let turn = first["turn_id"].as_str().unwrap();
+    until(&stack.api, &chat, turn, "agent_end").await;
+    let (_, second) = post(&stack, &chat, json!({ "content": "second" })).await;
+    let events = until(&stack.api, &chat, second["turn_id"].as_str().unwrap(), "agent_end").await;
+    // WHEN the first message is retried
+    let (status, retry) = post(&stack, &chat, json!({ "content": "first", "client_message_id": "c-1" })).await;
+    // THEN it answers exactly the first attempt's result
+    assert_eq!(status, 202);
+    assert_eq!(
+        (&retry["seq"], &retry["turn_id"], &retry["duplicate"]),
+        (&first["seq"], &first["turn_id"], &json!(true))
+    );
+    // AND nothing was written or run again
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(all_events(&stack.api, &chat).await.len(), events.len());
+    assert_eq!(pending(&stack, &chat).await, Value::Null);
+}
+
+/// Twenty identical posts at once are one message: every answer has its `seq` and `turn_id`,
+/// and the chat has it once, with one turn.
+pub(crate) async fn identical_posts_at_once_are_one_message<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    let body = json!({ "content": "only once", "client_message_id": "c-race" });
+    let answers = futures_util::future::join_all((0..20).map(|_| post(&stack, &chat, body.clone()))).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for (status, answer) in &answers {
+        assert_eq!(*status, 202, "{answer}");
+        seen.insert((
+            answer["seq"].as_u64().unwrap(),
+            answer["turn_id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    assert_eq!(seen.len(), 1, "{answers:?}");
+    let (seq, turn) = seen.into_iter().next().unwrap();
+    let events = until(&stack.api, &chat, &turn, "agent_end").await;
+    let messages: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "user_message_submitted")
+        .collect();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        (messages[0]["seq"].as_u64(), messages[0]["turn_id"].as_str()),
+        (Some(seq), Some(turn.as_str()))
+    );
+    let starts = events.iter().filter(|e| e["type"] == "agent_start").count();
+    assert_eq!(starts, 1);
+    assert_eq!(pending(&stack, &chat).await, Value::Null);
+}
+
+/// A claim whose message never reached the chat (the process died in between) is released
+/// once it is old enough: the next message is taken, not refused forever.
+pub(crate) async fn a_claim_without_its_message_does_not_wedge_the_chat<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    // GIVEN a claim left by a crash a minute ago
+    plant_claim(&stack, &chat, "turn_phantom", Some("c-lost"), 60_000).await;
+    // WHEN a person writes
+    let (status, sent) = post(&stack, &chat, json!({ "content": "anyone there?" })).await;
+    // THEN the message is taken and answered
+    assert_eq!(status, 202, "{sent}");
+    let turn = sent["turn_id"].as_str().unwrap();
+    until(&stack.api, &chat, turn, "agent_end").await;
+    // AND the phantom never shows as a turn
+    let turns = stack
+        .api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/turns"), None)
+        .await;
+    assert!(!turns.to_string().contains("turn_phantom"), "{turns}");
+    assert_eq!(pending(&stack, &chat).await, Value::Null);
+}
+
+/// A young claim is respected (its message may be on its way), a retry of its message adopts
+/// it, and an abort releases a claim with nothing behind it.
+pub(crate) async fn a_retry_adopts_its_claim_and_an_abort_releases_an_empty_one<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    // GIVEN a claim of a moment ago
+    plant_claim(&stack, &chat, "turn_young", Some("c-young"), 0).await;
+    // THEN another message is refused, naming it
+    let (status, refused) = post(&stack, &chat, json!({ "content": "me too" })).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused.to_string().contains("turn_young"), "{refused}");
+    // WHEN the message that claimed it is retried, it takes the claimed turn and runs
+    let (status, sent) = post(
+        &stack,
+        &chat,
+        json!({ "content": "mine", "client_message_id": "c-young" }),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), sent["turn_id"].as_str()),
+        (202, Some("turn_young")),
+        "{sent}"
+    );
+    until(&stack.api, &chat, "turn_young", "agent_end").await;
+    assert_eq!(pending(&stack, &chat).await, Value::Null);
+
+    // GIVEN a claim of ten seconds ago with nothing behind it
+    plant_claim(&stack, &chat, "turn_empty", None, 10_000).await;
+    // WHEN the person aborts
+    let aborted = abort(&stack.api, &chat).await;
+    // THEN the claim is released (there was no turn to abort), and the chat takes messages
+    assert_eq!(aborted["turn_id"], Value::Null, "{aborted}");
+    assert_eq!(pending(&stack, &chat).await, Value::Null);
+    let (status, _) = post(&stack, &chat, json!({ "content": "unstuck" })).await;
+    assert_eq!(status, 202);
+}
+
+/// A message that was appended, but whose turn the crashed process never queued, is queued when
+/// a later message finds its claim: it runs, and the chat is free after it.
+pub(crate) async fn a_claimed_message_whose_turn_was_never_queued_runs<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    let org = org_of(&stack.api);
+    // GIVEN a claim and its message, appended a minute ago, and no queued turn
+    plant_claim(&stack, &chat, "turn_orphan", None, 60_000).await;
+    let draft = EventDraft {
+        kind: EventKind::Submit,
+        kind_type: "user_message_submitted".to_owned(),
+        payload: json!({ "content": "was I heard?", "author": "key:test" }),
+        client_message_id: None,
+        turn_id: Some("turn_orphan".to_owned()),
+    };
+    let path = Session::stream(&org, &chat).unwrap();
+    let at = rfc3339_ms(SystemClock.now_ms() - 60_000);
+    append_events(stack.log.as_ref(), &path, &chat, &[draft], None, &at, None)
+        .await
+        .unwrap();
+    // WHEN a person writes again
+    let (status, refused) = post(&stack, &chat, json!({ "content": "hello?" })).await;
+    // THEN that message waits its turn, and the orphaned one is answered
+    assert_eq!(status, 409, "{refused}");
+    let events = until(&stack.api, &chat, "turn_orphan", "agent_end").await;
+    let end = events
+        .iter()
+        .find(|e| e["turn_id"] == "turn_orphan" && e["type"] == "agent_end")
+        .unwrap();
+    assert_eq!(end["payload"]["reason"], "complete");
+    let (status, _) = post(&stack, &chat, json!({ "content": "hello again" })).await;
+    assert_eq!(status, 202);
+}
+
+on_both_backends!(
+    claims_http: a_retry_answers_its_first_seq_and_turn_after_the_chat_moved_on,
+    identical_posts_at_once_are_one_message,
+    a_claim_without_its_message_does_not_wedge_the_chat,
+    a_retry_adopts_its_claim_and_an_abort_releases_an_empty_one,
+    a_claimed_message_whose_turn_was_never_queued_runs,
+);
