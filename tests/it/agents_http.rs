@@ -71,19 +71,34 @@ pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> S
     stack_configured(harness, runtimes, test_settings()).await
 }
 
+/// How the tests' worker polls: 30-second leases, 1-second receives, 4 turns at once.
+pub(crate) fn test_poll() -> spool_worker::PollSettings {
+    spool_worker::PollSettings {
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(1),
+        concurrency: 4,
+        ..spool_worker::PollSettings::default()
+    }
+}
+
 /// [`stack`] with other runtimes and engine settings.
 pub(crate) async fn stack_configured<H: Harness>(harness: &H, runtimes: Runtimes, settings: Settings) -> Stack {
+    stack_polling(harness, runtimes, settings, test_poll()).await
+}
+
+/// [`stack`] with other runtimes, engine settings and worker settings.
+pub(crate) async fn stack_polling<H: Harness>(
+    harness: &H,
+    runtimes: Runtimes,
+    settings: Settings,
+    poll: spool_worker::PollSettings,
+) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
     let engine = engine_configured(log.clone(), metadata.clone(), runtimes, settings);
     let worker = spool_worker::Worker::new(log.clone()).with_turns(engine, 3);
-    let settings = spool_worker::PollSettings {
-        lease: Duration::from_secs(30),
-        wait: Duration::from_secs(1),
-        concurrency: 4,
-    };
-    tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), settings));
+    tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
     let base = serve(log.clone(), metadata.clone(), turns).await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
     Stack {
@@ -736,8 +751,110 @@ pub(crate) async fn a_runtime_past_the_turn_time_limit_is_stopped<H: Harness>(ha
     }
 }
 
+/// A model that thinks for a while before it answers, and counts how often it was asked.
+struct Slow(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl spool_agents::runtime::Runtime for Slow {
+    fn describe(&self, _: &spool_agents::runtime::Request) -> String {
+        "slow".to_owned()
+    }
+
+    async fn respond(
+        &self,
+        _: &spool_agents::runtime::Request,
+        sink: &mut dyn spool_agents::runtime::Sink,
+    ) -> Result<spool_agents::runtime::Reply, spool_agents::runtime::Error> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        sink.text("after a long think").await?;
+        Ok(spool_agents::runtime::Reply {
+            text: "after a long think".to_owned(),
+            ..Default::default()
+        })
+    }
+}
+
+/// A step that runs longer than its lease keeps it by heartbeats: nobody else picks the turn
+/// up meanwhile, so the model is asked once.
+pub(crate) async fn a_step_longer_than_its_lease_keeps_it<H: Harness>(harness: &H) {
+    let poll = spool_worker::PollSettings {
+        lease: Duration::from_secs(1),
+        ..test_poll()
+    };
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked.clone())));
+    let stack = stack_polling(harness, runtimes, test_settings(), poll).await;
+    let api = &stack.api;
+    let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let turn = send(api, &chat, "think hard").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let types = types_of(&events, &turn);
+    assert_eq!(types.iter().filter(|t| *t == "agent_start").count(), 1, "{types:?}");
+    assert_eq!(types.iter().filter(|t| *t == "message_end").count(), 1, "{types:?}");
+    assert!(!types.contains(&"system".to_owned()), "picked up again: {types:?}");
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "another worker took the turn over"
+    );
+}
+
+/// On Lambda, the turns of a batch stay leased while the batch runs: the function extends their
+/// visibility, so a short visibility timeout never hands a running turn to another invocation.
+pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let queue = harness.turns().await;
+    let base = serve(log.clone(), metadata.clone(), queue.clone()).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let turn = send(&api, &chat, "think hard").await;
+    // GIVEN the turn delivered to a function with a one-second lease
+    let ttl = Duration::from_secs(1);
+    let delivered = queue
+        .receive(1, &spool_domain::Lease::new(ttl, "lambda"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(delivered.len(), 1);
+    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
+    let mut record = fixture["Records"][0].clone();
+    record["receiptHandle"] = json!(delivered[0].receipt);
+    record["attributes"]["MessageGroupId"] = json!(delivered[0].job.group());
+    record["body"] = json!(serde_json::to_string(&delivered[0].job).unwrap());
+    let event: aws_lambda_events::event::sqs::SqsEvent =
+        serde_json::from_value(json!({ "Records": [record] })).unwrap();
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked)));
+    let worker = spool_worker::Worker::new(log.clone())
+        .with_turns(engine_with(log, metadata, runtimes), 3)
+        .with_heartbeats(queue.clone(), ttl);
+    // WHEN its step runs longer than the lease
+    let running = tokio::spawn(async move { Arc::new(worker).handle_batch(event).await });
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // THEN nobody else can receive it meanwhile
+    let stolen = queue
+        .receive(
+            1,
+            &spool_domain::Lease::new(Duration::from_secs(60), "other"),
+            Duration::from_millis(500),
+        )
+        .await
+        .unwrap();
+    assert!(stolen.is_empty(), "{stolen:?}");
+    let response = running.await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    let events = all_events(&api, &chat).await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+}
+
 on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
+    a_lambda_batch_keeps_its_turns_leased,
+    a_step_longer_than_its_lease_keeps_it,
     a_runtime_past_the_turn_time_limit_is_stopped,
     a_question_waits_for_its_answer,
     an_abort_ends_a_waiting_turn,

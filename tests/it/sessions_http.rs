@@ -131,7 +131,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
         let got = queue
             .receive(
                 10,
-                std::time::Duration::from_secs(60),
+                &spool_domain::Lease::new(std::time::Duration::from_secs(60), "test"),
                 std::time::Duration::from_millis(500),
             )
             .await

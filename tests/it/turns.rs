@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use spool_domain::{Delivery, TurnJob};
+use spool_domain::{Delivery, Lease, TurnJob, TurnQueue};
 use spool_tests::{Harness, unique_id};
 
 fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {
@@ -20,8 +20,21 @@ fn turns(deliveries: &[Delivery]) -> Vec<&str> {
     deliveries.iter().map(|d| d.job.turn_id.as_str()).collect()
 }
 
-const LONG: Duration = Duration::from_secs(60);
 const WAIT: Duration = Duration::from_secs(1);
+
+/// A lease that outlasts the test, held by `holder`.
+fn long(holder: &str) -> Lease {
+    Lease::new(Duration::from_secs(60), holder)
+}
+
+/// A one-second lease.
+fn short() -> Lease {
+    Lease::new(Duration::from_secs(1), "test")
+}
+
+async fn receive(queue: &dyn TurnQueue, max: usize, lease: &Lease) -> Vec<Delivery> {
+    queue.receive(max, lease, WAIT).await.unwrap()
+}
 
 /// A session's turns come in order, never two at once; sessions do not wait for each other.
 pub(crate) async fn a_sessions_turns_come_one_at_a_time_in_order<H: Harness>(harness: &H) {
@@ -35,7 +48,7 @@ pub(crate) async fn a_sessions_turns_come_one_at_a_time_in_order<H: Harness>(har
     queue.enqueue(&job(&org, "b", &b1, 1)).await.unwrap();
 
     // WHEN a worker takes what it can
-    let first = queue.receive(10, LONG, WAIT).await.unwrap();
+    let first = receive(queue.as_ref(), 10, &long("test")).await;
     let got = turns(&first);
     // THEN it gets A's first turn and B's; A's second only behind A's first, if at all
     assert!(got.contains(&a1.as_str()) && got.contains(&b1.as_str()), "{got:?}");
@@ -49,7 +62,7 @@ pub(crate) async fn a_sessions_turns_come_one_at_a_time_in_order<H: Harness>(har
     );
     // AND while A's first is in flight, A's second is not handed out (unless it already was)
     if !got.contains(&a2.as_str()) {
-        assert!(turns(&queue.receive(10, LONG, WAIT).await.unwrap()).is_empty());
+        assert!(turns(&receive(queue.as_ref(), 10, &long("test")).await).is_empty());
     }
 
     // WHEN the turns are done
@@ -59,7 +72,7 @@ pub(crate) async fn a_sessions_turns_come_one_at_a_time_in_order<H: Harness>(har
     }
     // THEN what is left comes next, A's second turn exactly once
     for _ in 0..5 {
-        let next = queue.receive(10, LONG, WAIT).await.unwrap();
+        let next = receive(queue.as_ref(), 10, &long("test")).await;
         if next.is_empty() {
             break;
         }
@@ -80,12 +93,12 @@ pub(crate) async fn an_unacknowledged_turn_comes_back<H: Harness>(harness: &H) {
     let (org, turn) = (unique_id("org"), unique_id("turn"));
     queue.enqueue(&job(&org, "s", &turn, 7)).await.unwrap();
     // WHEN a worker takes it for one second and dies
-    let first = queue.receive(1, Duration::from_secs(1), WAIT).await.unwrap();
+    let first = receive(queue.as_ref(), 1, &short()).await;
     assert_eq!(turns(&first), [turn.as_str()]);
     // THEN after the lease it is handed out again, counting the attempt
     let mut again = Vec::new();
     for _ in 0..10 {
-        again = queue.receive(1, LONG, WAIT).await.unwrap();
+        again = receive(queue.as_ref(), 1, &long("test")).await;
         if !again.is_empty() {
             break;
         }
@@ -94,7 +107,53 @@ pub(crate) async fn an_unacknowledged_turn_comes_back<H: Harness>(harness: &H) {
     assert_eq!(again[0].attempts, 2);
     // AND once acknowledged it is gone
     queue.ack(&again[0].receipt).await.unwrap();
-    assert!(queue.receive(1, LONG, WAIT).await.unwrap().is_empty());
+    assert!(receive(queue.as_ref(), 1, &long("test")).await.is_empty());
 }
 
-on_both_backends!(turns: a_sessions_turns_come_one_at_a_time_in_order, an_unacknowledged_turn_comes_back);
+/// A heartbeat keeps a short lease: the job is not handed out again while its step runs.
+pub(crate) async fn a_heartbeat_keeps_a_lease<H: Harness>(harness: &H) {
+    let queue = harness.turns().await;
+    let turn = unique_id("turn");
+    queue.enqueue(&job(&unique_id("org"), "a", &turn, 1)).await.unwrap();
+    // GIVEN a job leased for a second, and extended for a minute
+    let first = receive(queue.as_ref(), 1, &short()).await;
+    assert_eq!(turns(&first), [turn.as_str()]);
+    queue.extend(&first[0].receipt, Duration::from_secs(60)).await.unwrap();
+    // WHEN its first lease would have run out
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // THEN nobody else gets it
+    assert!(receive(queue.as_ref(), 1, &long("other")).await.is_empty());
+    queue.ack(&first[0].receipt).await.unwrap();
+}
+
+on_both_backends!(
+    turns: a_sessions_turns_come_one_at_a_time_in_order,
+    an_unacknowledged_turn_comes_back,
+    a_heartbeat_keeps_a_lease
+);
+
+/// A worker restarted under its name takes back at once what it held when it died, and only
+/// that: another holder's lease stays. (SQS knows no holders: its leases are short instead.)
+#[tokio::test]
+async fn a_restarted_holder_takes_back_its_leases_at_once() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let queue = harness.turns().await;
+    let org = unique_id("org");
+    let (mine, theirs) = (unique_id("turn"), unique_id("turn"));
+    queue.enqueue(&job(&org, "a", &mine, 1)).await.unwrap();
+    queue.enqueue(&job(&org, "b", &theirs, 1)).await.unwrap();
+    // GIVEN two workers' hour-long leases
+    let lease = |holder: &str| Lease::new(Duration::from_secs(3600), holder);
+    assert_eq!(receive(queue.as_ref(), 1, &lease("worker-0")).await.len(), 1);
+    assert_eq!(receive(queue.as_ref(), 1, &lease("worker-1")).await.len(), 1);
+    // WHEN worker-0 comes back after a crash
+    let recovered = queue.recover("worker-0").await.unwrap();
+    // THEN what it held is handed out again at once, as a new attempt; worker-1's is not
+    assert_eq!(recovered, 1);
+    let again = receive(queue.as_ref(), 10, &lease("worker-0")).await;
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].attempts, 2);
+    let first_held = again[0].job.turn_id.clone();
+    assert!(first_held == mine || first_held == theirs);
+    assert_eq!(queue.recover("nobody").await.unwrap(), 0);
+}

@@ -298,7 +298,7 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
 
 /// Starts the worker: agent turns from the turn queue and, on AWS, sealing jobs from the
 /// maintenance queue, as the worker function does on Lambda.
-fn spawn_worker(services: &Services, config: &Config) {
+fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
@@ -309,11 +309,28 @@ fn spawn_worker(services: &Services, config: &Config) {
     let worker =
         spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     let worker = Arc::new(worker);
-    tokio::spawn(spool_worker::poll_turns(
-        worker.clone(),
-        services.turns.clone(),
-        spool_worker::PollSettings::default(),
-    ));
+    // On the embedded store, leases are named after this process's slot in the data directory,
+    // held as long as the worker runs: a restart takes back its interrupted turns at once.
+    let slot = match config.backend {
+        Backend::Embedded => Some(
+            spool_embedded::WorkerSlot::acquire(&config.data_dir)
+                .with_context(|| format!("cannot take a worker slot in {}", config.data_dir.display()))?,
+        ),
+        Backend::Aws => None,
+    };
+    let mut settings = spool_worker::PollSettings {
+        lease: config.agents.turn_lease,
+        ..spool_worker::PollSettings::default()
+    };
+    if let Some(slot) = &slot {
+        slot.name().clone_into(&mut settings.holder);
+    }
+    let turns = services.turns.clone();
+    let poller = worker.clone();
+    tokio::spawn(async move {
+        let _slot = slot;
+        spool_worker::poll_turns(poller, turns, settings).await;
+    });
     if let Some((sqs, url)) = &services.maintenance {
         tokio::spawn(spool_worker::poll_queue(
             worker,
@@ -322,6 +339,7 @@ fn spawn_worker(services: &Services, config: &Config) {
             Duration::from_secs(20),
         ));
     }
+    Ok(())
 }
 
 /// Spool running in this process, as `spool serve` runs it: its HTTP routes (the API, the
@@ -348,7 +366,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
     let api_key = local_api_key(&services, config).await?;
-    spawn_worker(&services, config);
+    spawn_worker(&services, config)?;
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {

@@ -12,13 +12,17 @@
 //! last attempt that fails ends the turn with a `system` event and `agent_end{reason: error}`
 //! before the message goes to the dead-letter queue.
 
+mod heartbeat;
+
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::Deserialize;
 use spool_agents::{Engine, Outcome};
-use spool_domain::{Delivery, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
+use spool_domain::{Delivery, Lease, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
 use tracing::Instrument;
+
+use crate::heartbeat::Heartbeat;
 
 /// Why a job failed.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +103,9 @@ pub struct Worker {
     sealer: Arc<dyn StreamSealer>,
     engine: Option<Arc<Engine>>,
     max_attempts: u32,
+    /// The turns queue and the lease to keep its messages for, while a batch's steps run
+    /// (on Lambda: the event source's messages, by their receipt handles).
+    heartbeats: Option<(Arc<dyn TurnQueue>, Duration)>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -117,7 +124,17 @@ impl Worker {
             sealer,
             engine: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            heartbeats: None,
         }
+    }
+
+    /// The same worker, keeping the turns of a batch leased for `ttl` in `queue` while their
+    /// steps run (Lambda's event source leases them for the queue's visibility timeout, which
+    /// is short so that a crashed invocation's turns come back soon).
+    #[must_use]
+    pub fn with_heartbeats(mut self, queue: Arc<dyn TurnQueue>, ttl: Duration) -> Self {
+        self.heartbeats = Some((queue, ttl));
+        self
     }
 
     /// The same worker, running turns with `engine`, each step tried `max_attempts` times.
@@ -193,6 +210,16 @@ impl Worker {
     /// order, and after a failure the rest of its group is reported failed too, so SQS keeps
     /// them in order; groups and maintenance jobs run concurrently.
     pub async fn handle_batch(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        // Turns (FIFO messages) stay leased while the batch runs, however long its steps take.
+        let heartbeat = self.heartbeats.as_ref().map(|(queue, ttl)| {
+            let receipts = event
+                .records
+                .iter()
+                .filter(|r| r.attributes.contains_key("MessageGroupId"))
+                .filter_map(|r| r.receipt_handle.clone())
+                .collect();
+            Arc::new(Heartbeat::start(queue.clone(), receipts, *ttl))
+        });
         let mut groups: BTreeMap<String, Vec<SqsMessage>> = BTreeMap::new();
         for (i, record) in event.records.into_iter().enumerate() {
             let group = record
@@ -205,10 +232,12 @@ impl Worker {
         let mut tasks = tokio::task::JoinSet::new();
         for (_, records) in groups {
             let worker = Arc::clone(self);
+            let heartbeat = heartbeat.clone();
             tasks.spawn(async move {
                 let mut failed = Vec::new();
                 for record in records {
                     let id = record.message_id.clone().unwrap_or_default();
+                    let _done = BeatDone(heartbeat.clone(), record.receipt_handle.clone());
                     if !failed.is_empty() {
                         failed.push(id);
                         continue;
@@ -244,11 +273,27 @@ impl Worker {
     }
 }
 
+/// Ends a record's heartbeat when the record's job is over, however it ends (a panic too).
+struct BeatDone(Option<Arc<Heartbeat>>, Option<String>);
+
+impl Drop for BeatDone {
+    fn drop(&mut self) {
+        if let (Some(heartbeat), Some(receipt)) = (self.0.take(), self.1.take()) {
+            // Lambda reports the batch only after every record is done; the lock is brief.
+            tokio::spawn(async move { heartbeat.done(&receipt).await });
+        }
+    }
+}
+
 /// How [`poll_turns`] takes turns.
 #[derive(Debug, Clone)]
 pub struct PollSettings {
-    /// How long a delivered turn is leased before it is handed out again.
+    /// How long a delivered turn is leased without a heartbeat; a running step extends it
+    /// every third of it.
     pub lease: Duration,
+    /// Who leases: a name a restarted worker takes again (`spool_embedded::WorkerSlot`), so it
+    /// can take back at once what it held when it stopped.
+    pub holder: String,
     /// How long one receive waits for a turn.
     pub wait: Duration,
     /// The most turns running at once (each in its own chat).
@@ -258,11 +303,17 @@ pub struct PollSettings {
 impl Default for PollSettings {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(15 * 60),
+            lease: Duration::from_secs(120),
+            holder: format!("worker-{}", uuid_like()),
             wait: Duration::from_secs(20),
             concurrency: 16,
         }
     }
+}
+
+/// A name no other worker has (for workers that have no slot).
+fn uuid_like() -> String {
+    spool_domain::workspace::new_id("w")
 }
 
 /// Takes turns from `queue` and runs them, each chat's in order, different chats at once, as
@@ -271,6 +322,17 @@ impl Default for PollSettings {
 /// until its last attempt, which is acknowledged (the turn was ended with an error). Runs until
 /// the task is dropped.
 pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings: PollSettings) {
+    // Whatever this holder held was interrupted: its previous process is gone.
+    match queue.recover(&settings.holder).await {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!(turns = n, holder = %settings.holder, "took back the turns this worker held when it stopped")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot take back this worker's interrupted turns; they come back when their leases end")
+        }
+    }
+    let lease = Lease::new(settings.lease, settings.holder.clone());
     let slots = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1)));
     loop {
         // Wait for a free slot before taking more work.
@@ -278,7 +340,7 @@ pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings
             return;
         };
         let free = slots.available_permits() + 1;
-        let deliveries = match queue.receive(free, settings.lease, settings.wait).await {
+        let deliveries = match queue.receive(free, &lease, settings.wait).await {
             Ok(deliveries) => deliveries,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot receive turns; retrying in a second");
@@ -302,8 +364,9 @@ pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings
                 },
             };
             let (worker, queue) = (worker.clone(), queue.clone());
+            let ttl = settings.lease;
             tokio::spawn(async move {
-                run_group(&worker, queue.as_ref(), group).await;
+                run_group(&worker, queue, group, ttl).await;
                 drop(permit);
             });
         }
@@ -313,11 +376,14 @@ pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings
 /// How long a failed turn step waits before its next attempt.
 const RETRY_DELAY: Duration = Duration::from_secs(2);
 
-async fn run_group(worker: &Worker, queue: &dyn TurnQueue, group: Vec<Delivery>) {
+async fn run_group(worker: &Worker, queue: Arc<dyn TurnQueue>, group: Vec<Delivery>, ttl: Duration) {
+    let receipts = group.iter().map(|d| d.receipt.clone()).collect();
+    let heartbeat = Heartbeat::start(queue.clone(), receipts, ttl);
     let mut failed = false;
     for delivery in group {
         if !failed {
             let result = worker.run_turn(&delivery.job, delivery.attempts).await;
+            heartbeat.done(&delivery.receipt).await;
             if result.is_ok() || delivery.attempts >= worker.max_attempts {
                 if let Err(e) = queue.ack(&delivery.receipt).await {
                     tracing::warn!(error = %e, "cannot acknowledge a turn; it will run again, harmlessly");
@@ -326,6 +392,7 @@ async fn run_group(worker: &Worker, queue: &dyn TurnQueue, group: Vec<Delivery>)
             }
             failed = true;
         }
+        heartbeat.done(&delivery.receipt).await;
         if let Err(e) = queue.retry(&delivery.receipt, RETRY_DELAY).await {
             tracing::warn!(error = %e, "cannot hand a failed turn out again; it comes back when its lease ends");
         }

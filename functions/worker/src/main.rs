@@ -19,7 +19,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         Arc::new(spool_domain::SystemClock),
         spool_worker::engine_settings(&config),
     );
-    let worker = Worker::new(log).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    let mut worker = Worker::new(log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    // The turns a batch holds stay leased while their steps run (the queue's visibility
+    // timeout is the short lease).
+    if config.aws.turns_queue_url.is_some() {
+        let turns = spool_aws::turn_queue_from_config(&config, log.clients())?;
+        worker = worker.with_heartbeats(Arc::new(turns), config.agents.turn_lease);
+    }
     let worker = &Arc::new(worker);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, lambda_runtime::Error>(worker.handle_batch(event.payload).await)

@@ -4,13 +4,16 @@
 //! its organization), so SQS hands out a session's turns in order and holds the next back while
 //! one is in flight; the deduplication id is the job's key (turn and trigger), so re-enqueueing a
 //! turn step within SQS's five-minute window sends nothing. On Lambda the worker receives turns from the queue's event
-//! source; [`TurnQueue::receive`] serves `spool serve --backend aws` and tests.
+//! source; [`TurnQueue::receive`] serves `spool serve --backend aws` and tests. A lease is the
+//! message's visibility timeout, kept short and extended by heartbeats while a step runs
+//! ([`TurnQueue::extend`]): SQS knows no holders, so a crashed worker's jobs come back when
+//! their short lease ends.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use spool_domain::{Delivery, Error, TurnJob, TurnQueue};
+use spool_domain::{Delivery, Error, Lease, TurnJob, TurnQueue};
 
 use crate::log::describe;
 
@@ -47,13 +50,13 @@ impl TurnQueue for SqsTurnQueue {
         Ok(())
     }
 
-    async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error> {
+    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error> {
         let out = self
             .sqs
             .receive_message()
             .queue_url(&self.queue_url)
             .max_number_of_messages(i32::try_from(max.clamp(1, 10)).unwrap_or(10))
-            .visibility_timeout(i32::try_from(lease.as_secs().max(1)).unwrap_or(i32::MAX))
+            .visibility_timeout(i32::try_from(lease.ttl.as_secs().max(1)).unwrap_or(i32::MAX))
             .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(20))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
@@ -94,6 +97,18 @@ impl TurnQueue for SqsTurnQueue {
             .send()
             .await
             .map_err(|e| Error::unavailable("SQS DeleteMessage (turn)", describe(&e)))?;
+        Ok(())
+    }
+
+    async fn extend(&self, receipt: &str, ttl: Duration) -> Result<(), Error> {
+        self.sqs
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(ttl.as_secs().max(1)).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| Error::unavailable("SQS ChangeMessageVisibility (heartbeat)", describe(&e)))?;
         Ok(())
     }
 

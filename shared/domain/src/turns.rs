@@ -50,15 +50,39 @@ pub struct Delivery {
     pub attempts: u32,
 }
 
+/// How a worker holds the jobs it receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// How long a job stays the worker's without a heartbeat ([`TurnQueue::extend`]): a
+    /// worker that dies loses its jobs after at most this long.
+    pub ttl: Duration,
+    /// Who holds it: a name that a restarted worker takes again, so it can hand back at once
+    /// what it held when it died ([`TurnQueue::recover`]).
+    pub holder: String,
+}
+
+impl Lease {
+    /// A lease of `ttl` for `holder`.
+    pub fn new(ttl: Duration, holder: impl Into<String>) -> Self {
+        Self {
+            ttl,
+            holder: holder.into(),
+        }
+    }
+}
+
 /// The turn queue.
 #[async_trait]
 pub trait TurnQueue: Send + Sync {
     /// Adds a job, unless one with its key is already queued.
     async fn enqueue(&self, job: &TurnJob) -> Result<(), Error>;
 
-    /// Up to `max` jobs, each leased for `lease`: the oldest of each session whose earlier
-    /// jobs are all done. Waits up to `wait` for one to come.
-    async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error>;
+    /// Up to `max` jobs, each leased by `lease`: the oldest of each session whose earlier jobs
+    /// are all done. Waits up to `wait` for one to come.
+    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error>;
+
+    /// A heartbeat: keeps a delivered job for `ttl` from now, while its step still runs.
+    async fn extend(&self, receipt: &str, ttl: Duration) -> Result<(), Error>;
 
     /// Marks a delivered job done.
     async fn ack(&self, receipt: &str) -> Result<(), Error>;
@@ -66,4 +90,13 @@ pub trait TurnQueue: Send + Sync {
     /// Hands a delivered job that failed out again after `delay` (instead of at the end of its
     /// lease).
     async fn retry(&self, receipt: &str, delay: Duration) -> Result<(), Error>;
+
+    /// Hands back at once every job `holder` holds: called by a worker that has just taken
+    /// that name, so the holder that had it is dead. The number of jobs handed back. A queue
+    /// that does not know its holders (SQS) relies on short leases instead, and hands back
+    /// nothing.
+    async fn recover(&self, holder: &str) -> Result<usize, Error> {
+        let _ = holder;
+        Ok(0)
+    }
 }

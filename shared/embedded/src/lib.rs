@@ -21,6 +21,7 @@ mod metadata;
 mod pages;
 mod sessions;
 mod turn_queue;
+mod worker_slot;
 mod workspaces;
 mod writer;
 
@@ -43,7 +44,7 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
-pub use crate::metadata::EmbeddedMetadata;
+pub use crate::{metadata::EmbeddedMetadata, worker_slot::WorkerSlot};
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

@@ -17,7 +17,10 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
+const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS orgs (
@@ -135,10 +138,7 @@ impl EmbeddedMetadata {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| sql("enable foreign keys", e))?;
         if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
-            .map_err(|e| sql("create the metadata schema", e))?;
+            migrate(&conn).map_err(|e| sql("create the metadata schema", e))?;
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -157,6 +157,29 @@ impl EmbeddedMetadata {
         })
         .await
         .map_err(|e| Error::unavailable("embedded directory: a blocking task failed", e))?
+    }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`], in one transaction that re-reads the version, so
+/// processes opening the file at once migrate it once.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version < 1 {
+            conn.execute_batch(SCHEMA)?;
+        }
+        if version < 2 {
+            conn.execute_batch(MIGRATION_2)?;
+        }
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
     }
 }
 

@@ -2,13 +2,15 @@
 //!
 //! Jobs survive restarts. A session's jobs form a group; only the oldest job of a group can be
 //! leased, so a session's turns run one at a time and in order. A lease that runs out hands the
-//! job out again (with one more attempt), as SQS's visibility timeout does.
+//! job out again (with one more attempt), as SQS's visibility timeout does; a worker that runs a
+//! step keeps extending it (heartbeats), so leases are short. Each lease names its holder, so a
+//! worker restarted under the same name ([`crate::WorkerSlot`]) takes back what it held at once.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use rusqlite::params;
-use spool_domain::{Delivery, Error, TurnJob, TurnQueue, workspace::new_id};
+use spool_domain::{Delivery, Error, Lease, TurnJob, TurnQueue, workspace::new_id};
 
 use crate::{db::sql, metadata::EmbeddedMetadata};
 
@@ -39,15 +41,16 @@ impl TurnQueue for EmbeddedMetadata {
         Ok(())
     }
 
-    async fn receive(&self, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Delivery>, Error> {
+    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error> {
         let deadline = tokio::time::Instant::now() + wait;
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let lease_ms = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
         loop {
             // Registered before looking, so an enqueue between the look and the wait wakes it.
             let queued = self.queued.notified();
             tokio::pin!(queued);
             queued.as_mut().enable();
+            let holder = lease.holder.clone();
             let got = self
                 .with(move |conn| {
                     let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
@@ -70,9 +73,10 @@ impl TurnQueue for EmbeddedMetadata {
                     for (id, body, attempts) in heads {
                         let receipt = new_id("rcpt");
                         tx.execute(
-                            "UPDATE turn_queue SET leased_until_ms = ?2, attempts = attempts + 1, receipt = ?3
+                            "UPDATE turn_queue SET leased_until_ms = ?2, attempts = attempts + 1, receipt = ?3,
+                                 holder = ?4
                              WHERE id = ?1",
-                            params![id, now.saturating_add(lease_ms), receipt],
+                            params![id, now.saturating_add(lease_ms), receipt, holder],
                         )
                         .map_err(|e| sql("lease a turn", e))?;
                         let job: TurnJob = serde_json::from_str(&body).map_err(|e| Error::Corrupt {
@@ -93,6 +97,39 @@ impl TurnQueue for EmbeddedMetadata {
             }
             let _ = tokio::time::timeout(POLL.min(deadline - tokio::time::Instant::now()), queued).await;
         }
+    }
+
+    async fn extend(&self, receipt: &str, ttl: Duration) -> Result<(), Error> {
+        let receipt = receipt.to_owned();
+        let until = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE turn_queue SET leased_until_ms = ?2 WHERE receipt = ?1",
+                params![receipt, until],
+            )
+            .map(drop)
+            .map_err(|e| sql("extend a turn's lease", e))
+        })
+        .await
+    }
+
+    async fn recover(&self, holder: &str) -> Result<usize, Error> {
+        let holder = holder.to_owned();
+        let now = now_ms();
+        let recovered = self
+            .with(move |conn| {
+                conn.execute(
+                    "UPDATE turn_queue SET leased_until_ms = 0, holder = NULL, receipt = NULL
+                     WHERE holder = ?1 AND leased_until_ms > ?2",
+                    params![holder, now],
+                )
+                .map_err(|e| sql("recover a worker's leases", e))
+            })
+            .await?;
+        if recovered > 0 {
+            self.queued.notify_waiters();
+        }
+        Ok(recovered)
     }
 
     async fn retry(&self, receipt: &str, delay: Duration) -> Result<(), Error> {

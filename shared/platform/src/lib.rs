@@ -90,6 +90,11 @@ pub struct AgentSettings {
     /// `SPOOL_TURN_MAX_ATTEMPTS`: how many times a turn step is tried before the turn is ended
     /// with an error (default 3; the template's dead-letter redrive says the same).
     pub turn_max_attempts: u32,
+    /// `SPOOL_TURN_LEASE_MS`: how long a worker holds a turn without a heartbeat (default
+    /// 120000; the turns queue's visibility timeout in the template): a worker that dies loses
+    /// its turns after at most this long, while a running step extends its lease every third
+    /// of it.
+    pub turn_lease: Duration,
     /// `SPOOL_OPENAI_API_KEY`, `SPOOL_OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
     /// `SPOOL_OPENAI_MODEL` (default `gpt-4o-mini`): an OpenAI-compatible provider, configured
     /// when a key or a base URL is set.
@@ -327,6 +332,7 @@ impl Config {
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
+                turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
                 anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
                 cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,
