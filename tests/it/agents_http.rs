@@ -751,8 +751,12 @@ pub(crate) async fn a_runtime_past_the_turn_time_limit_is_stopped<H: Harness>(ha
     }
 }
 
-/// A model that thinks for a while before it answers, and counts how often it was asked.
-struct Slow(Arc<std::sync::atomic::AtomicUsize>);
+/// A model that thinks for a while (3.5 s unless told) before it answers, and counts how often
+/// it was asked.
+pub(crate) struct Slow(
+    pub(crate) Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) Option<Duration>,
+);
 
 #[async_trait::async_trait]
 impl spool_agents::runtime::Runtime for Slow {
@@ -766,7 +770,7 @@ impl spool_agents::runtime::Runtime for Slow {
         sink: &mut dyn spool_agents::runtime::Sink,
     ) -> Result<spool_agents::runtime::Reply, spool_agents::runtime::Error> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(3500)).await;
+        tokio::time::sleep(self.1.unwrap_or(Duration::from_millis(3500))).await;
         sink.text("after a long think").await?;
         Ok(spool_agents::runtime::Reply {
             text: "after a long think".to_owned(),
@@ -783,7 +787,7 @@ pub(crate) async fn a_step_longer_than_its_lease_keeps_it<H: Harness>(harness: &
         ..test_poll()
     };
     let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked.clone())));
+    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked.clone(), None)));
     let stack = stack_polling(harness, runtimes, test_settings(), poll).await;
     let api = &stack.api;
     let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
@@ -816,7 +820,11 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     // GIVEN the turn delivered to a function with a one-second lease
     let ttl = Duration::from_secs(1);
     let delivered = queue
-        .receive(1, &spool_domain::Lease::new(ttl, "lambda"), Duration::from_secs(5))
+        .receive(&spool_domain::Receive::new(
+            1,
+            spool_domain::Lease::new(ttl, "lambda"),
+            Duration::from_secs(5),
+        ))
         .await
         .unwrap();
     assert_eq!(delivered.len(), 1);
@@ -828,7 +836,7 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     let event: aws_lambda_events::event::sqs::SqsEvent =
         serde_json::from_value(json!({ "Records": [record] })).unwrap();
     let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked)));
+    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked, None)));
     let worker = spool_worker::Worker::new(log.clone())
         .with_turns(engine_with(log, metadata, runtimes), 3)
         .with_heartbeats(queue.clone(), ttl);
@@ -837,11 +845,11 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     tokio::time::sleep(Duration::from_millis(2000)).await;
     // THEN nobody else can receive it meanwhile
     let stolen = queue
-        .receive(
+        .receive(&spool_domain::Receive::new(
             1,
-            &spool_domain::Lease::new(Duration::from_secs(60), "other"),
+            spool_domain::Lease::new(Duration::from_secs(60), "other"),
             Duration::from_millis(500),
-        )
+        ))
         .await
         .unwrap();
     assert!(stolen.is_empty(), "{stolen:?}");
@@ -849,6 +857,51 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     assert!(response.batch_item_failures.is_empty());
     let events = all_events(&api, &chat).await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+}
+
+/// One organization's flood of chats does not hold up another's: with two slots and one per
+/// organization, the second organization's turn runs beside the first's, not after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_organizations_flood_does_not_hold_up_another() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let poll = spool_worker::PollSettings {
+        concurrency: 2,
+        per_org: 1,
+        ..test_poll()
+    };
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked, Some(Duration::from_millis(2000)))));
+    let stack = stack_polling(&harness, runtimes, test_settings(), poll).await;
+    let mut chats = Vec::new();
+    for _ in 0..6 {
+        let chat = stack.api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+        chats.push(chat["id"].as_str().unwrap().to_owned());
+    }
+    let chat = stack.other.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    // GIVEN one organization's six chats asking at once
+    let turns = futures_util::future::join_all(chats.iter().map(|c| send(&stack.api, c, "me first"))).await;
+    let flood: Vec<(String, String)> = chats.into_iter().zip(turns).collect();
+    // WHEN another organization asks after them
+    let turn = send(&stack.other, &chat, "my turn?").await;
+    until(&stack.other, &chat, &turn, "agent_end").await;
+    // THEN at most the one turn of the flood that started beside it has finished
+    let mut finished = 0;
+    for (chat, turn) in &flood {
+        let events = all_events(&stack.api, chat).await;
+        finished += usize::from(
+            events
+                .iter()
+                .any(|e| e["turn_id"] == turn.as_str() && e["type"] == "agent_end"),
+        );
+    }
+    assert!(
+        finished <= 1,
+        "{finished} of the flood's turns ran before the other organization's"
+    );
+    for (chat, turn) in &flood {
+        until(&stack.api, chat, turn, "agent_end").await;
+    }
 }
 
 on_both_backends!(

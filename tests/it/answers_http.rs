@@ -146,11 +146,11 @@ pub(crate) async fn answers_take_their_open_request_once<H: Harness>(harness: &H
     // AND each answer enqueued the waiting turn again, from the answer's seq
     let queue = harness.turns().await;
     let got = queue
-        .receive(
+        .receive(&spool_domain::Receive::new(
             10,
-            &spool_domain::Lease::new(Duration::from_secs(60), "test"),
+            spool_domain::Lease::new(Duration::from_secs(60), "test"),
             Duration::from_secs(1),
-        )
+        ))
         .await
         .unwrap();
     let first = got.first().expect("the turn is resumed");

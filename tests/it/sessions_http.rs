@@ -129,11 +129,11 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     let mut queued = Vec::new();
     for _ in 0..20 {
         let got = queue
-            .receive(
+            .receive(&spool_domain::Receive::new(
                 10,
-                &spool_domain::Lease::new(std::time::Duration::from_secs(60), "test"),
+                spool_domain::Lease::new(std::time::Duration::from_secs(60), "test"),
                 std::time::Duration::from_millis(500),
-            )
+            ))
             .await
             .unwrap();
         if got.is_empty() {

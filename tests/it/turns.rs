@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use spool_domain::{Delivery, Lease, TurnJob, TurnQueue};
+use spool_domain::{Delivery, Lease, Receive, TurnJob, TurnQueue};
 use spool_tests::{Harness, unique_id};
 
 fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {
@@ -33,7 +33,7 @@ fn short() -> Lease {
 }
 
 async fn receive(queue: &dyn TurnQueue, max: usize, lease: &Lease) -> Vec<Delivery> {
-    queue.receive(max, lease, WAIT).await.unwrap()
+    queue.receive(&Receive::new(max, lease.clone(), WAIT)).await.unwrap()
 }
 
 /// A session's turns come in order, never two at once; sessions do not wait for each other.
@@ -156,4 +156,40 @@ async fn a_restarted_holder_takes_back_its_leases_at_once() {
     let first_held = again[0].job.turn_id.clone();
     assert!(first_held == mine || first_held == theirs);
     assert_eq!(queue.recover("nobody").await.unwrap(), 0);
+}
+
+/// Turns are handed out round-robin across organizations, and one organization never holds
+/// more than its share: an organization that queued ten chats' turns first does not starve one
+/// that queued a single turn after them.
+#[tokio::test]
+async fn turns_are_handed_out_fairly_across_organizations() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let queue = harness.turns().await;
+    let (busy, quiet) = (unique_id("org"), unique_id("org"));
+    for i in 0..10 {
+        queue
+            .enqueue(&job(&busy, &format!("chat-{i}"), &unique_id("turn"), 1))
+            .await
+            .unwrap();
+    }
+    let theirs = unique_id("turn");
+    queue.enqueue(&job(&quiet, "chat", &theirs, 1)).await.unwrap();
+    let fair = |max| Receive {
+        per_org: 2,
+        ..Receive::new(max, long("worker"), WAIT)
+    };
+    // WHEN a worker with four free slots asks, two per organization at most
+    let first = queue.receive(&fair(4)).await.unwrap();
+    // THEN it gets two of the busy organization's turns and the quiet one's
+    let orgs: Vec<&str> = first.iter().map(|d| d.job.org.as_str()).collect();
+    assert_eq!(orgs.iter().filter(|o| **o == busy).count(), 2, "{orgs:?}");
+    assert!(turns(&first).contains(&theirs.as_str()), "{orgs:?}");
+    // AND while those run, the busy organization gets nothing more
+    assert!(queue.receive(&fair(4)).await.unwrap().is_empty());
+    // AND when one of its turns is done, one more of its turns comes
+    let done = first.iter().find(|d| d.job.org == busy).unwrap();
+    queue.ack(&done.receipt).await.unwrap();
+    let next = queue.receive(&fair(4)).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].job.org, busy);
 }

@@ -320,6 +320,8 @@ fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
     };
     let mut settings = spool_worker::PollSettings {
         lease: config.agents.turn_lease,
+        concurrency: config.agents.worker_concurrency,
+        per_org: config.agents.org_turn_concurrency,
         ..spool_worker::PollSettings::default()
     };
     if let Some(slot) = &slot {

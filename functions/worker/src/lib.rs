@@ -19,7 +19,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::Deserialize;
 use spool_agents::{Engine, Outcome};
-use spool_domain::{Delivery, Lease, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
+use spool_domain::{Delivery, Lease, Receive, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
 use tracing::Instrument;
 
 use crate::heartbeat::Heartbeat;
@@ -298,6 +298,9 @@ pub struct PollSettings {
     pub wait: Duration,
     /// The most turns running at once (each in its own chat).
     pub concurrency: usize,
+    /// The most turns of one organization running at once, so that one organization cannot
+    /// take every slot; the queue hands turns out round-robin across organizations.
+    pub per_org: usize,
 }
 
 impl Default for PollSettings {
@@ -307,6 +310,7 @@ impl Default for PollSettings {
             holder: format!("worker-{}", uuid_like()),
             wait: Duration::from_secs(20),
             concurrency: 16,
+            per_org: 4,
         }
     }
 }
@@ -340,7 +344,13 @@ pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings
             return;
         };
         let free = slots.available_permits() + 1;
-        let deliveries = match queue.receive(free, &lease, settings.wait).await {
+        let request = Receive {
+            max: free,
+            lease: lease.clone(),
+            wait: settings.wait,
+            per_org: settings.per_org.max(1),
+        };
+        let deliveries = match queue.receive(&request).await {
             Ok(deliveries) => deliveries,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot receive turns; retrying in a second");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use spool_domain::{Delivery, Error, Lease, TurnJob, TurnQueue};
+use spool_domain::{Delivery, Error, Receive, TurnJob, TurnQueue};
 
 use crate::log::describe;
 
@@ -50,7 +50,8 @@ impl TurnQueue for SqsTurnQueue {
         Ok(())
     }
 
-    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error> {
+    async fn receive(&self, request: &Receive) -> Result<Vec<Delivery>, Error> {
+        let (max, lease, wait) = (request.max, &request.lease, request.wait);
         let out = self
             .sqs
             .receive_message()

@@ -27,6 +27,18 @@ pub struct TurnJob {
     pub trigger_seq: u64,
 }
 
+impl Receive {
+    /// Up to `max` jobs leased by `lease`, waiting up to `wait`, with no bound per organization.
+    pub fn new(max: usize, lease: Lease, wait: Duration) -> Self {
+        Self {
+            max,
+            lease,
+            wait,
+            per_org: usize::MAX,
+        }
+    }
+}
+
 impl TurnJob {
     /// The job's deduplication key: one job per turn step.
     pub fn key(&self) -> String {
@@ -71,15 +83,32 @@ impl Lease {
     }
 }
 
+/// What a worker asks the queue for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receive {
+    /// At most this many jobs.
+    pub max: usize,
+    /// Held by this lease.
+    pub lease: Lease,
+    /// Waiting up to this long for one to come.
+    pub wait: Duration,
+    /// At most this many jobs of one organization leased at once (counting those already
+    /// running), so one organization's flood of chats cannot take every slot; jobs are handed
+    /// out round-robin across organizations.
+    pub per_org: usize,
+}
+
 /// The turn queue.
 #[async_trait]
 pub trait TurnQueue: Send + Sync {
     /// Adds a job, unless one with its key is already queued.
     async fn enqueue(&self, job: &TurnJob) -> Result<(), Error>;
 
-    /// Up to `max` jobs, each leased by `lease`: the oldest of each session whose earlier jobs
-    /// are all done. Waits up to `wait` for one to come.
-    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error>;
+    /// Up to `request.max` jobs, each leased by `request.lease`: the oldest of each session whose
+    /// earlier jobs are all done, fairly across organizations. Waits up to `request.wait` for
+    /// one to come. (SQS hands out what its FIFO groups hold; the per-organization bound is the
+    /// embedded queue's.)
+    async fn receive(&self, request: &Receive) -> Result<Vec<Delivery>, Error>;
 
     /// A heartbeat: keeps a delivered job for `ttl` from now, while its step still runs.
     async fn extend(&self, receipt: &str, ttl: Duration) -> Result<(), Error>;

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use rusqlite::params;
-use spool_domain::{Delivery, Error, Lease, TurnJob, TurnQueue, workspace::new_id};
+use spool_domain::{Delivery, Error, Receive, TurnJob, TurnQueue, workspace::new_id};
 
 use crate::{db::sql, metadata::EmbeddedMetadata};
 
@@ -22,6 +22,28 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
+
+/// The jobs a receive may hand out, fairly: the oldest job of each session whose earlier jobs
+/// are done (a session's turns in order), then ranked within its organization, counting what
+/// the organization already runs; an organization at its bound (`?3`) gets nothing more, and
+/// the others take turns (every organization's first, then every one's second, …), oldest
+/// first among equals. A session's group is `{org}/{session}`.
+const FAIR_HEADS: &str = "
+    WITH heads AS (
+        SELECT id, job, attempts, substr(grp, 1, instr(grp, '/') - 1) AS org
+        FROM turn_queue t
+        WHERE id = (SELECT MIN(id) FROM turn_queue WHERE grp = t.grp) AND leased_until_ms <= ?1
+    ),
+    running AS (
+        SELECT substr(grp, 1, instr(grp, '/') - 1) AS org, COUNT(*) AS n
+        FROM turn_queue WHERE leased_until_ms > ?1 GROUP BY 1
+    ),
+    ranked AS (
+        SELECT h.id, h.job, h.attempts,
+               COALESCE(r.n, 0) + ROW_NUMBER() OVER (PARTITION BY h.org ORDER BY h.id) AS place
+        FROM heads h LEFT JOIN running r ON r.org = h.org
+    )
+    SELECT id, job, attempts FROM ranked WHERE place <= ?3 ORDER BY place, id LIMIT ?2";
 
 #[async_trait]
 impl TurnQueue for EmbeddedMetadata {
@@ -41,9 +63,11 @@ impl TurnQueue for EmbeddedMetadata {
         Ok(())
     }
 
-    async fn receive(&self, max: usize, lease: &Lease, wait: Duration) -> Result<Vec<Delivery>, Error> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
+    async fn receive(&self, request: &Receive) -> Result<Vec<Delivery>, Error> {
+        let deadline = tokio::time::Instant::now() + request.wait;
+        let max = i64::try_from(request.max).unwrap_or(i64::MAX);
+        let per_org = i64::try_from(request.per_org).unwrap_or(i64::MAX);
+        let lease = &request.lease;
         let lease_ms = i64::try_from(lease.ttl.as_millis()).unwrap_or(i64::MAX);
         loop {
             // Registered before looking, so an enqueue between the look and the wait wakes it.
@@ -56,16 +80,9 @@ impl TurnQueue for EmbeddedMetadata {
                     let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
                     let now = now_ms();
                     let heads: Vec<(i64, String, u32)> = {
-                        let mut statement = tx
-                            .prepare_cached(
-                                "SELECT id, job, attempts FROM turn_queue t
-                                 WHERE id = (SELECT MIN(id) FROM turn_queue WHERE grp = t.grp)
-                                   AND leased_until_ms <= ?1
-                                 ORDER BY id LIMIT ?2",
-                            )
-                            .map_err(|e| sql("receive turns", e))?;
+                        let mut statement = tx.prepare_cached(FAIR_HEADS).map_err(|e| sql("receive turns", e))?;
                         let rows = statement
-                            .query_map(params![now, max], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                            .query_map(params![now, max, per_org], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                             .map_err(|e| sql("receive turns", e))?;
                         rows.collect::<Result<_, _>>().map_err(|e| sql("receive turns", e))?
                     };

@@ -95,6 +95,12 @@ pub struct AgentSettings {
     /// its turns after at most this long, while a running step extends its lease every third
     /// of it.
     pub turn_lease: Duration,
+    /// `SPOOL_WORKER_CONCURRENCY`: how many turns `spool serve`'s worker runs at once (default
+    /// 16).
+    pub worker_concurrency: usize,
+    /// `SPOOL_ORG_TURN_CONCURRENCY`: how many of them one organization may run at once (default
+    /// 4); the queue hands turns out round-robin across organizations.
+    pub org_turn_concurrency: usize,
     /// `SPOOL_OPENAI_API_KEY`, `SPOOL_OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
     /// `SPOOL_OPENAI_MODEL` (default `gpt-4o-mini`): an OpenAI-compatible provider, configured
     /// when a key or a base URL is set.
@@ -333,6 +339,8 @@ impl Config {
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
+                worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", 16usize)?.max(1),
+                org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", 4usize)?.max(1),
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
                 anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
                 cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,
