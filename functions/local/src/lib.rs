@@ -12,6 +12,7 @@ use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
+pub mod server;
 pub mod web;
 
 /// Spool: durable chat between people and AI agents.
@@ -353,6 +354,8 @@ pub struct App {
     pub api_key: String,
     /// What it runs on, for people.
     pub description: String,
+    /// Set to `true` to end live responses (SSE, long-polls) at once, when the server stops.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Starts the worker and builds the routes over the configured backend; `no_auth` turns
@@ -369,7 +372,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api_key = local_api_key(&services, config).await?;
     spawn_worker(&services, config)?;
-    let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live);
+    let (stopping, stop_watch) = tokio::sync::watch::channel(false);
+    let streams =
+        spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live).with_shutdown(stop_watch);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {
         metadata: services.metadata,
@@ -378,13 +383,22 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_workspace_roots(config.workspace_roots());
+    // A request has this long from its headers to its answer; long-polls wait less.
+    let limit = config
+        .server
+        .request_timeout
+        .max(config.live.long_poll + Duration::from_secs(2));
     let router = spool_api::router(api)
         .merge(spool_stream::router(streams, max_body))
-        .merge(web::router(&config.web_dir));
+        .merge(web::router(&config.web_dir))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            server::deadline(limit, request, next)
+        }));
     Ok(App {
         router,
         api_key,
         description: services.description,
+        stopping,
     })
 }
 
@@ -394,6 +408,7 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         router,
         api_key,
         description,
+        stopping,
     } = app(&config, no_auth, None).await?;
     let listener = TcpListener::bind(config.addr)
         .await
@@ -414,10 +429,12 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
         let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
     tracing::info!(%addr, backend = ?config.backend, "serving");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("the server failed")?;
+    let stop = async move {
+        shutdown_signal().await;
+        tracing::info!("stopping: ending live responses, finishing requests in flight");
+        let _ = stopping.send(true);
+    };
+    server::run(listener, router, config.server, stop).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -438,3 +438,137 @@ async fn a_cli_agent_of_serve_sees_no_secret_and_works_with_a_relative_data_dir(
     let input = dump.lines().find_map(|l| l.strip_prefix("SPOOL_INPUT_FILE=")).unwrap();
     assert!(input.starts_with(folder.to_str().unwrap()), "{input}");
 }
+
+/// Reads from `stream` until the server closes it or `within` passes; what was read, and
+/// whether it closed.
+fn read_until_closed(stream: &mut std::net::TcpStream, within: std::time::Duration) -> (String, bool) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut out = Vec::new();
+    let mut buffer = [0u8; 4096];
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    while started.elapsed() < within {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(n) => out.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), true),
+        }
+    }
+    (String::from_utf8_lossy(&out).into_owned(), false)
+}
+
+fn connect(url: &str) -> std::net::TcpStream {
+    std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap()
+}
+
+/// A client that sends its headers too slowly, sits idle on a kept-alive connection, or
+/// trickles a body is cut off; nothing it does holds the server.
+#[tokio::test]
+async fn serve_cuts_off_slow_and_idle_clients() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        &["--data-dir", "data"],
+        dir.path(),
+        &[
+            ("SPOOL_HEADER_TIMEOUT_MS", "500".as_ref()),
+            ("SPOOL_REQUEST_TIMEOUT_MS", "1000".as_ref()),
+            ("SPOOL_LONG_POLL_MS", "100".as_ref()),
+        ],
+    );
+    let long = std::time::Duration::from_secs(8);
+    // Headers that never end
+    let mut slow = connect(&server.url);
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: spool\r\n").unwrap();
+    let (_, closed) = read_until_closed(&mut slow, long);
+    assert!(closed, "a client that never finished its headers was kept");
+    // A kept-alive connection left idle after its answer
+    let mut idle = connect(&server.url);
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: spool\r\n\r\n").unwrap();
+    let (answer, closed) = read_until_closed(&mut idle, long);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(closed, "an idle kept-alive connection was kept");
+    // A body that never arrives in full
+    let mut trickle = connect(&server.url);
+    trickle
+        .write_all(b"POST /v1/handshake HTTP/1.1\r\nHost: spool\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"api_key\":")
+        .unwrap();
+    let (answer, _) = read_until_closed(&mut trickle, long);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+    // AND the server still answers
+    assert_eq!(health(&server.url).await["status"], "ok");
+}
+
+/// Past its connection limit the server stops accepting instead of running out of file
+/// descriptors; a connection that closes makes room for the next.
+#[tokio::test]
+async fn serve_holds_at_most_its_connection_limit() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        &["--data-dir", "data"],
+        dir.path(),
+        &[
+            ("SPOOL_MAX_CONNECTIONS", "3".as_ref()),
+            ("SPOOL_HEADER_TIMEOUT_MS", "30000".as_ref()),
+        ],
+    );
+    // GIVEN three silent connections
+    let silent: Vec<std::net::TcpStream> = (0..3).map(|_| connect(&server.url)).collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // WHEN a fourth client asks
+    let mut fourth = connect(&server.url);
+    fourth
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: spool\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    // THEN it waits
+    let (answer, _) = read_until_closed(&mut fourth, std::time::Duration::from_secs(1));
+    assert!(answer.is_empty(), "{answer}");
+    // AND once a silent one goes, it is answered
+    drop(silent);
+    let (answer, _) = read_until_closed(&mut fourth, std::time::Duration::from_secs(8));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// SIGTERM stops the server at once, ending its SSE responses (the client resumes from its
+/// last event) rather than waiting out their minute.
+#[tokio::test]
+async fn serve_stops_at_once_with_live_responses_open() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&["--data-dir", "data"], dir.path());
+    let key = server.banner_lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("spool_"))
+        .unwrap()
+        .to_owned();
+    let token = token(&server.url, &key).await;
+    // GIVEN a live SSE response
+    let mut sse = connect(&server.url);
+    write!(
+        sse,
+        "GET /v1/sessions/global/stream HTTP/1.1\r\nHost: spool\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let (head, closed) = read_until_closed(&mut sse, std::time::Duration::from_secs(1));
+    assert!(head.starts_with("HTTP/1.1 200") && !closed, "{head}");
+    // WHEN the server is told to stop
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    // THEN the response ends and the process exits, well before the SSE lifetime (60 s)
+    let (_, closed) = read_until_closed(&mut sse, std::time::Duration::from_secs(15));
+    assert!(closed, "the SSE response outlived the shutdown");
+    let mut exited = None;
+    for _ in 0..150 {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            exited = Some(status);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+}

@@ -301,8 +301,12 @@ pub(crate) async fn read(
             let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms()));
             let mut chunk = api.log.read(&path, from, None).await?;
             if chunk.messages.is_empty() && !chunk.closed {
-                let waited = api.log.wait(&path, chunk.next_offset, api.live.long_poll).await?;
-                if let WaitOutcome::Ready { .. } = waited {
+                let waited = tokio::select! {
+                    waited = api.log.wait(&path, chunk.next_offset, api.live.long_poll) => Some(waited?),
+                    // The server is stopping: answer as if the wait ran out.
+                    () = api.stopping() => None,
+                };
+                if let Some(WaitOutcome::Ready { .. }) = waited {
                     chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
                 }
             }

@@ -59,12 +59,37 @@ pub struct StreamApi {
     log: Arc<dyn StreamLog>,
     access: Access,
     live: LiveSettings,
+    /// Turns `true` when the server stops: live responses end at once.
+    stopping: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl StreamApi {
     /// The stream function over `log`.
     pub fn new(log: Arc<dyn StreamLog>, access: Access, live: LiveSettings) -> Self {
-        Self { log, access, live }
+        Self {
+            log,
+            access,
+            live,
+            stopping: None,
+        }
+    }
+
+    /// The same, ending its live responses (SSE, long-polls) as soon as `stopping` turns
+    /// `true`, so a server that stops does not wait out their lifetimes.
+    #[must_use]
+    pub fn with_shutdown(mut self, stopping: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stopping);
+        self
+    }
+
+    /// Completes when the server stops (never, without [`Self::with_shutdown`]).
+    async fn stopping(&self) {
+        if let Some(mut stopping) = self.stopping.clone()
+            && stopping.wait_for(|stop| *stop).await.is_ok()
+        {
+            return;
+        }
+        std::future::pending::<()>().await;
     }
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.

@@ -181,7 +181,15 @@ impl Reader {
             return Ok(None);
         }
         let nap = self.api.live.sse_keepalive.min(self.deadline - now);
-        match self.api.log.wait(&self.path, self.offset, nap).await? {
+        let waited = tokio::select! {
+            waited = self.api.log.wait(&self.path, self.offset, nap) => waited?,
+            () = self.api.stopping() => {
+                // The server is stopping: end now; the client resumes from its last offset.
+                self.deadline = Instant::now();
+                return Ok(None);
+            }
+        };
+        match waited {
             WaitOutcome::TimedOut { .. } => Ok(None),
             WaitOutcome::Ready { .. } => Ok(Some(
                 self.api.log.read(&self.path, Position::At(self.offset), None).await?,

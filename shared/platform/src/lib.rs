@@ -217,6 +217,31 @@ impl AwsSettings {
     }
 }
 
+/// How `spool serve` treats its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// `SPOOL_HEADER_TIMEOUT_MS`: how long a client may take to send a request's headers, and
+    /// how long a kept-alive connection may sit idle (default 10000).
+    pub header_timeout: Duration,
+    /// `SPOOL_REQUEST_TIMEOUT_MS`: how long a request may take from its headers to its answer,
+    /// its body included (default 30000; never less than a long-poll's wait plus 2 s). SSE
+    /// responses, once started, end by their own lifetime (`SPOOL_SSE_MAX_MS`).
+    pub request_timeout: Duration,
+    /// `SPOOL_MAX_CONNECTIONS`: the most connections served at once (default 900, under the
+    /// common limit of 1024 open files); more wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 900,
+        }
+    }
+}
+
 /// Spool's whole configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -237,6 +262,8 @@ pub struct Config {
     pub live_poll: Duration,
     /// `SPOOL_LONG_POLL_MS`, `SPOOL_SSE_MAX_MS`, `SPOOL_SSE_KEEPALIVE_MS`: live reads.
     pub live: LiveSettings,
+    /// `SPOOL_HEADER_TIMEOUT_MS`, `SPOOL_REQUEST_TIMEOUT_MS`, `SPOOL_MAX_CONNECTIONS`.
+    pub server: ServerSettings,
     /// `SPOOL_JWT_SECRET`: the token signing secret (at least 32 bytes). `spool serve` makes
     /// and keeps one in its data directory when it is not set; on AWS the template passes one
     /// from Secrets Manager.
@@ -334,6 +361,14 @@ impl Config {
                 long_poll: millis(&vars, "SPOOL_LONG_POLL_MS", live.long_poll)?,
                 sse_max: millis(&vars, "SPOOL_SSE_MAX_MS", live.sse_max)?,
                 sse_keepalive: millis(&vars, "SPOOL_SSE_KEEPALIVE_MS", live.sse_keepalive)?,
+            },
+            server: {
+                let defaults = ServerSettings::default();
+                ServerSettings {
+                    header_timeout: millis(&vars, "SPOOL_HEADER_TIMEOUT_MS", defaults.header_timeout)?,
+                    request_timeout: millis(&vars, "SPOOL_REQUEST_TIMEOUT_MS", defaults.request_timeout)?,
+                    max_connections: parse(&vars, "SPOOL_MAX_CONNECTIONS", defaults.max_connections)?.max(1),
+                }
             },
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             agents: AgentSettings {
