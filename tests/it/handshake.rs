@@ -242,7 +242,84 @@ pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness
     );
 }
 
+/// A token in the URL (`?token=`, for EventSource) reads streams and nothing else: writes and
+/// the chat API's routes take it from the header only, and a request with a bad header is
+/// refused whatever its URL carries. Refusals say nothing of the verifier's internals.
+pub(crate) async fn url_tokens_only_read_streams<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let directory = harness.metadata().await;
+    let (_, key) = provision(&directory, &[]).await;
+    let base = serve(log.clone(), Arc::new(directory), harness.turns().await).await;
+    let http = reqwest::Client::new();
+    let body: Value = handshake(&http, &base, json!({ "api_key": key }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let jwt = body["jwt"].as_str().unwrap();
+    let created = http
+        .put(format!("{base}/v1/stream/notes"))
+        .bearer_auth(jwt)
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let status = |request: reqwest::RequestBuilder| async move { request.send().await.unwrap().status().as_u16() };
+    // Reads of streams take it
+    assert_eq!(
+        status(http.get(format!("{base}/v1/stream/notes?offset=-1&token={jwt}"))).await,
+        200
+    );
+    assert_eq!(
+        status(http.get(format!("{base}/v1/sessions/global")).bearer_auth(jwt)).await,
+        200
+    );
+    let chat_events = http
+        .get(format!("{base}/v1/sessions/global/stream?token={jwt}"))
+        .header("last-event-id", "999999");
+    // (past its end: a 400 once the token is taken, so the test need not hold an SSE response)
+    assert_eq!(status(chat_events).await, 400);
+    // Writes and the chat API do not
+    let refused = [
+        http.post(format!("{base}/v1/stream/notes?token={jwt}"))
+            .header("content-type", "text/plain")
+            .body("x"),
+        http.put(format!("{base}/v1/stream/other?token={jwt}"))
+            .header("content-type", "text/plain"),
+        http.delete(format!("{base}/v1/stream/notes?token={jwt}")),
+        http.get(format!("{base}/v1/sessions?token={jwt}")),
+        http.post(format!("{base}/v1/sessions?token={jwt}")).json(&json!({})),
+        http.post(format!("{base}/v1/sessions/global/messages?token={jwt}"))
+            .json(&json!({ "content": "hi" })),
+    ];
+    for request in refused {
+        assert_eq!(status(request).await, 401);
+    }
+    // A bad header is not saved by a good URL token
+    for header in ["Basic abc", "Bearer nope", "Bearer"] {
+        let response = http
+            .get(format!("{base}/v1/stream/notes?offset=-1&token={jwt}"))
+            .header("authorization", header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{header}");
+        let text = response.text().await.unwrap();
+        assert!(!text.contains("InvalidToken") && !text.contains("Base64"), "{text}");
+    }
+    // AND nothing was written
+    let read = http
+        .get(format!("{base}/v1/stream/notes?offset=-1"))
+        .bearer_auth(jwt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.text().await.unwrap(), "");
+}
+
 on_both_backends!(handshake:
     an_api_key_becomes_a_token_for_its_organization,
     bad_keys_and_bodies_get_4xx_and_no_token,
+    url_tokens_only_read_streams,
 );

@@ -30,8 +30,10 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, api: &Arc<ChatApi>) -> Result<Self, ApiError> {
         let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        // The chat API's routes take their token in the header only: tokens in URLs are for
+        // the stream routes' EventSource readers.
         api.access
-            .caller(authorization, parts.uri.query(), api.clock.now_ms().div_euclid(1000))
+            .caller(authorization, None, api.clock.now_ms().div_euclid(1000))
             .map(Caller)
             .map_err(|e| ApiError::Unauthorized(e.to_string()))
     }

@@ -98,9 +98,11 @@ impl StreamApi {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        // A token in the URL (`?token=`, for EventSource) is taken for reads only.
+        let query = (intent == Intent::Read).then(|| uri.query()).flatten();
         let org = self
             .access
-            .caller(authorization, uri.query(), now)
+            .caller(authorization, query, now)
             .map_err(|e| ApiError::Unauthorized(e.to_string()))?
             .org;
         let path = StreamPath::parse(raw)?;

@@ -29,11 +29,17 @@ pub enum AuthError {
     /// The request carries no token.
     #[error("send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)")]
     MissingToken,
+    /// The `Authorization` header is not `Bearer <token>`.
+    #[error("the Authorization header must be `Bearer <jwt>` (get a token from POST /v1/handshake)")]
+    MalformedAuthorization,
     /// The token has expired.
     #[error("the token has expired; get a new one from POST /v1/handshake")]
     Expired,
-    /// The token is malformed, tampered with, signed with another key or has bad claims.
-    #[error("the token is not valid: {0}")]
+    /// The token is malformed, tampered with, signed with another key or has bad claims. The
+    /// reason is kept for logs; callers see only that it is not valid.
+    #[error(
+        "the token is not valid (malformed, altered, or issued by another server); get a new one from POST /v1/handshake"
+    )]
     Invalid(String),
     /// An API key that is malformed, unknown or does not match (the message never repeats it).
     #[error("the API key is not valid: {0}")]
@@ -163,14 +169,18 @@ pub enum Access {
         /// The organization every request acts for.
         org: String,
     },
-    /// A bearer token (`Authorization: Bearer <jwt>`, or `?token=` for browsers' EventSource,
-    /// which cannot set headers) verified with these keys; it acts for its organization.
+    /// A bearer token (`Authorization: Bearer <jwt>`, or `?token=` on the routes that read
+    /// streams, for browsers' EventSource, which cannot set headers) verified with these keys;
+    /// it acts for its organization.
     Tokens(Box<TokenKeys>),
 }
 
 impl Access {
-    /// The caller of a request with this `Authorization` header and query string, at `now`
-    /// (seconds since the Unix epoch).
+    /// The caller of a request with this `Authorization` header, at `now` (seconds since the
+    /// Unix epoch). `query` is the query string of a request that may carry its token there
+    /// (only reads of streams: a token in a URL ends up in logs and histories, so nothing that
+    /// changes data takes one); `None` elsewhere. A request with an `Authorization` header is
+    /// judged by it alone.
     pub fn caller(&self, authorization: Option<&str>, query: Option<&str>, now: i64) -> Result<Claims, AuthError> {
         match self {
             Self::Open { org } => {
@@ -179,10 +189,10 @@ impl Access {
                 Ok(claims)
             }
             Self::Tokens(keys) => {
-                let token = authorization
-                    .and_then(bearer)
-                    .or_else(|| query_token(query))
-                    .ok_or(AuthError::MissingToken)?;
+                let token = match authorization {
+                    Some(header) => bearer(header).ok_or(AuthError::MalformedAuthorization)?,
+                    None => query_token(query).ok_or(AuthError::MissingToken)?,
+                };
                 keys.verify(token)
             }
         }
@@ -283,8 +293,12 @@ mod tests {
         ));
         assert!(matches!(
             access.caller(Some("Basic abc"), None, now()),
-            Err(AuthError::MissingToken)
+            Err(AuthError::MalformedAuthorization)
         ));
+        // A request with a header is judged by it alone, never by a token in its URL.
+        for bad in ["Basic abc", "Bearer nope", "Bearer"] {
+            assert!(access.caller(Some(bad), Some(&query), now()).is_err(), "{bad}");
+        }
         assert!(matches!(
             access.caller(Some("Bearer nope"), None, now()),
             Err(AuthError::Invalid(_))
