@@ -22,6 +22,9 @@ pub(crate) enum Refusals {
     /// No token, or an expired, tampered or wrongly signed one.
     #[response(status = 401)]
     Unauthorized(ErrorBody),
+    /// Too many requests: over a rate limit; retry after `Retry-After` seconds.
+    #[response(status = 429)]
+    RateLimited(ErrorBody),
     /// The store is unavailable for a moment; retry (`Retry-After`).
     #[response(status = 503)]
     Unavailable(ErrorBody),
@@ -62,6 +65,9 @@ pub enum ApiError {
     /// The route does not take this method.
     #[error("{0}")]
     NoMethod(String),
+    /// Over a rate limit (`429` with `Retry-After`).
+    #[error(transparent)]
+    RateLimited(#[from] spool_auth::Limited),
 }
 
 impl ApiError {
@@ -75,6 +81,7 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Store(e) => match e {
                 Error::Missing { .. } | Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
                 Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
@@ -110,6 +117,9 @@ impl IntoResponse for ApiError {
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if let Self::RateLimited(limited) = &self {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(limited.retry_after_secs()));
         }
         response
     }

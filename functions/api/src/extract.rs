@@ -32,10 +32,16 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
         let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         // The chat API's routes take their token in the header only: tokens in URLs are for
         // the stream routes' EventSource readers.
-        api.access
+        let caller = api
+            .access
             .caller(authorization, None, api.clock.now_ms().div_euclid(1000))
             .map(Caller)
-            .map_err(|e| ApiError::Unauthorized(e.to_string()))
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        if !parts.method.is_safe() {
+            let address = spool_stream::client_address(&parts.extensions);
+            spool_stream::limit_write(&api.limiter, caller.org(), address, false)?;
+        }
+        Ok(caller)
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::header, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use spool_auth::{ApiKey, Claims};
+use spool_auth::{ApiKey, Claims, Limit};
 use utoipa::ToSchema;
 
 use crate::{
@@ -91,11 +91,16 @@ fn check_library_id(value: Option<&str>) -> Result<(), ApiError> {
         (status = 400, description = "The body is not a handshake", body = ErrorBody),
         (status = 401, description = "The API key is not valid", body = ErrorBody),
         (status = 413, description = "The body is larger than 16 KiB", body = ErrorBody),
+        (status = 429, description = "Too many handshakes from this address or with this key; retry after `Retry-After` seconds", body = ErrorBody),
         (status = 503, description = "The store is unavailable for a moment; retry", body = ErrorBody)))]
 pub(crate) async fn handshake(
     State(api): State<Arc<ChatApi>>,
+    extensions: axum::http::Extensions,
     BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
+    if let Some(address) = spool_stream::client_address(&extensions) {
+        api.limiter.check(Limit::HandshakeFromAddress, &address.to_string())?;
+    }
     let request: HandshakeRequest = json_body(&body).map_err(|e| {
         ApiError::BadRequest(format!(
             "{e}; send JSON like {{\"api_key\": \"spool_…\", \"version\": \"1\", \"user_agent\": \"…\"}}"
@@ -107,13 +112,14 @@ pub(crate) async fn handshake(
     let refused = || ApiError::Unauthorized("the API key is not valid; check it or make a new one".to_owned());
 
     let key = ApiKey::parse(&request.api_key).map_err(|_| refused())?;
+    api.limiter.check(Limit::HandshakeWithKey, key.key_id())?;
     let Some(record) = api.metadata.api_key(key.key_id()).await? else {
         tracing::warn!(key_id = %key.key_id(), "handshake with an unknown API key");
         return Err(refused());
     };
     let now_ms = api.clock.now_ms();
     let accepted = key.matches(&record.secret_hash);
-    let event = json!({
+    let mut event = json!({
         "type": "handshake",
         "ts": rfc3339_ms(now_ms),
         "key_id": record.key_id,
@@ -122,7 +128,21 @@ pub(crate) async fn handshake(
         "user_agent": request.user_agent,
         "library_id": request.library_id,
     });
-    audit::record(api.log.as_ref(), &record.org_id, &event).await?;
+    // Refusals are recorded boundedly: the first of a minute, with the count left out before.
+    let record_it = if accepted {
+        true
+    } else {
+        match api.refusals.admit(&record.key_id) {
+            Some(left_out) => {
+                event["refused_unrecorded_before"] = json!(left_out);
+                true
+            }
+            None => false,
+        }
+    };
+    if record_it {
+        audit::record(api.log.as_ref(), &record.org_id, &event).await?;
+    }
     if !accepted {
         tracing::warn!(key_id = %record.key_id, org = %record.org_id, "handshake with a wrong API key secret");
         return Err(refused());

@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use axum::{Json, Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse};
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
-use spool_auth::{Access, TokenKeys};
+use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
 use spool_domain::{Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
@@ -55,6 +55,10 @@ pub struct ChatApi {
     clock: Arc<dyn Clock>,
     /// Where workspaces' working directories may be.
     workspace_roots: WorkspaceRoots,
+    /// Rate limits on handshakes, writes and creations.
+    limiter: Arc<RateLimiter>,
+    /// Refused handshakes, counted per key so the audit stream records them boundedly.
+    refusals: audit::Refusals,
 }
 
 impl ChatApi {
@@ -69,7 +73,22 @@ impl ChatApi {
             access,
             clock,
             workspace_roots: WorkspaceRoots::none(),
+            limiter: Arc::new(RateLimiter::new(RateLimits::OFF)),
+            refusals: audit::Refusals::default(),
         }
+    }
+
+    /// The same API, limiting handshakes, writes and creations with `limiter` (none by
+    /// default; `spool serve` and the functions pass the configured limits).
+    #[must_use]
+    pub fn with_rate_limiter(mut self, limiter: Arc<RateLimiter>) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    /// Takes one creation of the caller's organization (a chat, a workspace, an agent).
+    pub(crate) fn limit_create(&self, caller: &extract::Caller) -> Result<(), ApiError> {
+        Ok(self.limiter.check(spool_auth::Limit::CreateByOrg, caller.org())?)
     }
 
     /// The same API, accepting workspaces' working directories under `roots` (none by

@@ -15,6 +15,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     };
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
-        .with_workspace_roots(config.workspace_roots());
+        .with_workspace_roots(config.workspace_roots())
+        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)));
     lambda_http::run(spool_api::router(api)).await
 }

@@ -300,6 +300,7 @@ pub(crate) async fn create_session(
     caller: Caller,
     JsonBody(new): JsonBody<NewSession>,
 ) -> Result<impl IntoResponse, ApiError> {
+    api.limit_create(&caller)?;
     let agent = api
         .pick_agent(&caller, new.workspace_id.as_deref(), new.agent_id.as_deref())
         .await?;

@@ -224,6 +224,7 @@ pub(crate) async fn create_workspace(
     caller: Caller,
     JsonBody(new): JsonBody<NewWorkspace>,
 ) -> Result<impl IntoResponse, ApiError> {
+    api.limit_create(&caller)?;
     let now = api.clock.now_ms();
     let mut workspace = Workspace {
         id: new_id("ws"),
@@ -344,6 +345,7 @@ pub(crate) async fn create_agent(
     PathOf(workspace_id): PathOf<Id>,
     JsonBody(new): JsonBody<NewAgent>,
 ) -> Result<impl IntoResponse, ApiError> {
+    api.limit_create(&caller)?;
     api.workspace_of(&caller, &workspace_id).await?;
     let fields = manage::NewAgent {
         name: new.name,

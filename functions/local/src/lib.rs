@@ -373,8 +373,11 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let api_key = local_api_key(&services, config).await?;
     spawn_worker(&services, config)?;
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
-    let streams =
-        spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live).with_shutdown(stop_watch);
+    // One limiter for every route, so an organization's writes count once whichever they take.
+    let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
+    let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live)
+        .with_shutdown(stop_watch)
+        .with_rate_limiter(limiter.clone());
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {
         metadata: services.metadata,
@@ -382,7 +385,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         turns: services.turns,
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
-        .with_workspace_roots(config.workspace_roots());
+        .with_workspace_roots(config.workspace_roots())
+        .with_rate_limiter(limiter);
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

@@ -572,3 +572,111 @@ async fn serve_stops_at_once_with_live_responses_open() {
     }
     assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
 }
+
+/// Every public route is rate-limited: handshakes per address and per key, writes and
+/// creations per organization. A refusal is `429` with `Retry-After` and changes nothing, and
+/// refused handshakes reach the audit stream boundedly.
+#[tokio::test]
+async fn serve_rate_limits_handshakes_writes_and_creations() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        &["--data-dir", "data"],
+        dir.path(),
+        &[
+            ("SPOOL_RATE_HANDSHAKES_PER_MIN", "5".as_ref()),
+            ("SPOOL_RATE_WRITES_PER_S", "1".as_ref()),
+            ("SPOOL_RATE_CREATES_PER_MIN", "3".as_ref()),
+        ],
+    );
+    let key = server.banner_lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("spool_"))
+        .unwrap()
+        .to_owned();
+    let http = reqwest::Client::new();
+    let jwt = token(&server.url, &key).await;
+    // Handshakes: a guesser of the key's secret is stopped after the burst
+    let (id, _) = key.trim_start_matches("spool_").split_once('_').unwrap();
+    let wrong = format!("spool_{id}_{}", "0".repeat(64));
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(handshake(&server.url, &wrong).await);
+    }
+    let codes: Vec<u16> = statuses.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(&codes[..4], [401, 401, 401, 401], "{codes:?}");
+    assert!(codes[4..].iter().all(|c| *c == 429), "{codes:?}");
+    let retry: u64 = statuses[7].headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // AND the audit stream has one record of the four refusals (the first of the minute)
+    let audit: serde_json::Value = http
+        .get(format!("{}/v1/stream/audit?offset=-1", server.url))
+        .bearer_auth(&jwt)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let refused = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["outcome"] == "refused")
+        .count();
+    assert_eq!(refused, 1, "{audit}");
+
+    // Creations: three a minute
+    let mut created = Vec::new();
+    for i in 0..4 {
+        let response = http
+            .put(format!("{}/v1/stream/s{i}", server.url))
+            .bearer_auth(&jwt)
+            .header("content-type", "text/plain")
+            .send()
+            .await
+            .unwrap();
+        created.push(response.status().as_u16());
+    }
+    assert_eq!(created, [201, 201, 201, 429]);
+    let missing = http
+        .head(format!("{}/v1/stream/s3", server.url))
+        .bearer_auth(&jwt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // Writes: the burst (ten, four of them taken by the creations), then one a second;
+    // refused ones append nothing
+    let mut accepted = 0;
+    let mut limited = 0;
+    for _ in 0..15 {
+        let response = http
+            .post(format!("{}/v1/stream/s0", server.url))
+            .bearer_auth(&jwt)
+            .header("content-type", "text/plain")
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        match response.status().as_u16() {
+            204 => accepted += 1,
+            429 => {
+                limited += 1;
+                let body: serde_json::Value = response.json().await.unwrap();
+                assert_eq!(body["error"]["code"], "rate_limited");
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert!(limited > 0 && accepted >= 5, "{accepted} accepted, {limited} limited");
+    let text = http
+        .get(format!("{}/v1/stream/s0?offset=-1", server.url))
+        .bearer_auth(&jwt)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text.len(), accepted, "{text}");
+}

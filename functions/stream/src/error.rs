@@ -68,6 +68,9 @@ pub enum ApiError {
     /// A protocol feature Spool does not implement.
     #[error("{0}")]
     NotImplemented(String),
+    /// Over a rate limit (`429` with `Retry-After`).
+    #[error(transparent)]
+    RateLimited(#[from] spool_auth::Limited),
 }
 
 impl ApiError {
@@ -82,6 +85,7 @@ impl ApiError {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
+            Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Log(e) => match e {
                 Error::NotFound { .. } => (StatusCode::NOT_FOUND, "stream_not_found"),
                 Error::Gone { .. } => (StatusCode::GONE, "stream_gone"),
@@ -125,6 +129,7 @@ impl ApiError {
                 vec![(header::RETRY_AFTER, "1".to_owned())]
             }
             Self::Unauthorized(_) => vec![(header::WWW_AUTHENTICATE, "Bearer".to_owned())],
+            Self::RateLimited(limited) => vec![(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
             _ => Vec::new(),
         }
     }

@@ -11,7 +11,7 @@ use std::{
 use axum::{
     body::Body,
     extract::{Path, State},
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header},
+    http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
@@ -98,9 +98,10 @@ pub(crate) async fn create(
     Path(raw): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Create)?;
     let content_type = protocol::content_type(&headers)?;
     let expiry = protocol::expiry(&headers)?;
     let fork = match protocol::fork(&headers)? {
@@ -114,7 +115,7 @@ pub(crate) async fn create(
                 ))
             })?;
             Some(ForkRequest {
-                source: api.resolve(&headers, &uri, raw_source, Intent::Read)?,
+                source: api.resolve((&headers, &extensions), &uri, raw_source, Intent::Read)?,
                 offset: fork.offset,
                 sub_offset: fork.sub_offset,
                 content_type: content_type.clone(),
@@ -168,9 +169,10 @@ pub(crate) async fn append(
     Path(raw): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write)?;
     let close = protocol::closed_flag(&headers);
     let producer = protocol::producer(&headers)?;
     let stream_seq = protocol::stream_seq(&headers)?;
@@ -229,8 +231,9 @@ pub(crate) async fn delete(
     Path(raw): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &raw, Intent::Write)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write)?;
     api.log.delete(&path).await?;
     let mut out = Headers::default();
     out.set(header::CACHE_CONTROL.as_str(), NO_STORE);
@@ -246,8 +249,9 @@ pub(crate) async fn head(
     Path(raw): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &raw, Intent::Read)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read)?;
     let meta = api.log.metadata(&path).await?;
     let mut out = Headers::default();
     out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
@@ -284,8 +288,9 @@ pub(crate) async fn read(
     Path(raw): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve(&headers, &uri, &raw, Intent::Read)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read)?;
     let query = ReadQuery::parse(uri.query())?;
     let from = query.offset.unwrap_or(Position::START);
     match query.live {
@@ -414,7 +419,13 @@ pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap)
 }
 
 async fn session_events(api: Arc<StreamApi>, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let path = api.resolve(headers, uri, &format!("sessions/{id}"), Intent::Read)?;
+    // Reads take no rate-limit token: no extensions needed.
+    let path = api.resolve(
+        (headers, &Extensions::new()),
+        uri,
+        &format!("sessions/{id}"),
+        Intent::Read,
+    )?;
     let last_event_id = headers
         .get("last-event-id")
         .map(|v| {

@@ -47,11 +47,38 @@ pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 /// API writes them.
 pub use spool_auth::Access;
 
-/// Whether a request reads or changes a stream.
+/// Whether a request reads, changes or creates a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Intent {
     Read,
     Write,
+    Create,
+}
+
+/// The address of a request's client, when the server that took it records one
+/// (`spool serve` does; on Lambda, API Gateway's throttling stands in for per-address limits).
+pub fn client_address(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// Takes one write of `org` (and of the client's address), and one creation if `create`.
+pub fn limit_write(
+    limiter: &spool_auth::RateLimiter,
+    org: &str,
+    address: Option<std::net::IpAddr>,
+    create: bool,
+) -> Result<(), spool_auth::Limited> {
+    use spool_auth::Limit;
+    limiter.check(Limit::WriteByOrg, org)?;
+    if let Some(address) = address {
+        limiter.check(Limit::WriteFromAddress, &address.to_string())?;
+    }
+    if create {
+        limiter.check(Limit::CreateByOrg, org)?;
+    }
+    Ok(())
 }
 
 /// Everything the stream function's handlers share.
@@ -61,6 +88,8 @@ pub struct StreamApi {
     live: LiveSettings,
     /// Turns `true` when the server stops: live responses end at once.
     stopping: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Rate limits on writes and creations.
+    limiter: Arc<spool_auth::RateLimiter>,
 }
 
 impl StreamApi {
@@ -71,7 +100,16 @@ impl StreamApi {
             access,
             live,
             stopping: None,
+            limiter: Arc::new(spool_auth::RateLimiter::new(spool_auth::RateLimits::OFF)),
         }
+    }
+
+    /// The same, limiting writes and creations with `limiter` (shared with the chat API, so an
+    /// organization's writes count once whichever route they take).
+    #[must_use]
+    pub fn with_rate_limiter(mut self, limiter: Arc<spool_auth::RateLimiter>) -> Self {
+        self.limiter = limiter;
+        self
     }
 
     /// The same, ending its live responses (SSE, long-polls) as soon as `stopping` turns
@@ -93,7 +131,14 @@ impl StreamApi {
     }
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.
-    fn resolve(&self, headers: &HeaderMap, uri: &Uri, raw: &str, intent: Intent) -> Result<StreamPath, ApiError> {
+    fn resolve(
+        &self,
+        parts: (&HeaderMap, &axum::http::Extensions),
+        uri: &Uri,
+        raw: &str,
+        intent: Intent,
+    ) -> Result<StreamPath, ApiError> {
+        let (headers, extensions) = parts;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
@@ -106,7 +151,7 @@ impl StreamApi {
             .map_err(|e| ApiError::Unauthorized(e.to_string()))?
             .org;
         let path = StreamPath::parse(raw)?;
-        if intent == Intent::Write {
+        if intent != Intent::Read {
             let p = path.as_str();
             if p.starts_with("sessions/") {
                 return Err(ApiError::Forbidden(
@@ -123,6 +168,14 @@ impl StreamApi {
                     "the audit stream is read-only: Spool writes it as credentials are used".to_owned(),
                 ));
             }
+        }
+        if intent != Intent::Read {
+            limit_write(
+                &self.limiter,
+                &org,
+                client_address(extensions),
+                intent == Intent::Create,
+            )?;
         }
         Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
     }

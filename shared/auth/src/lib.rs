@@ -7,9 +7,11 @@
 //! API keys ([`ApiKey`]) are generated, parsed and hashed here too.
 
 mod api_key;
+pub mod rate;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 use serde::{Deserialize, Serialize};
 
 /// How long a token lives: one day.

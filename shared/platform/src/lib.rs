@@ -264,6 +264,11 @@ pub struct Config {
     pub live: LiveSettings,
     /// `SPOOL_HEADER_TIMEOUT_MS`, `SPOOL_REQUEST_TIMEOUT_MS`, `SPOOL_MAX_CONNECTIONS`.
     pub server: ServerSettings,
+    /// `SPOOL_RATE_HANDSHAKES_PER_MIN` (per client address and per API key, default 20),
+    /// `SPOOL_RATE_WRITES_PER_S` (per organization and per client address, default 100, with
+    /// bursts of ten times that), `SPOOL_RATE_CREATES_PER_MIN` (streams, chats and workspaces
+    /// per organization, default 600); `0` turns one off, `SPOOL_RATE_LIMITS=off` all.
+    pub rate_limits: spool_auth::RateLimits,
     /// `SPOOL_JWT_SECRET`: the token signing secret (at least 32 bytes). `spool serve` makes
     /// and keeps one in its data directory when it is not set; on AWS the template passes one
     /// from Secrets Manager.
@@ -370,6 +375,7 @@ impl Config {
                     max_connections: parse(&vars, "SPOOL_MAX_CONNECTIONS", defaults.max_connections)?.max(1),
                 }
             },
+            rate_limits: rate_limits(&vars)?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
@@ -411,6 +417,48 @@ impl Config {
             },
         })
     }
+}
+
+/// The rate limits: the defaults, each overridden by its variable (`0` is off), or none.
+fn rate_limits(vars: &HashMap<String, String>) -> Result<spool_auth::RateLimits, Error> {
+    use spool_auth::{Rate, RateLimits};
+    match vars.get("SPOOL_RATE_LIMITS").map(|v| v.trim().to_ascii_lowercase()) {
+        Some(off) if off == "off" => return Ok(RateLimits::OFF),
+        Some(on) if on == "on" => {}
+        Some(_) => {
+            return Err(Error::Invalid {
+                var: "SPOOL_RATE_LIMITS",
+                value: vars["SPOOL_RATE_LIMITS"].clone(),
+                reason: "use `on` or `off`".to_owned(),
+            });
+        }
+        None => {}
+    }
+    let defaults = RateLimits::default();
+    let or_off = |rate: Rate, count: u32| if count == 0 { Rate::OFF } else { rate };
+    Ok(RateLimits {
+        handshakes: match vars.get("SPOOL_RATE_HANDSHAKES_PER_MIN") {
+            None => defaults.handshakes,
+            Some(_) => {
+                let n = parse(vars, "SPOOL_RATE_HANDSHAKES_PER_MIN", 0u32)?;
+                or_off(Rate::per_minute(n), n)
+            }
+        },
+        writes: match vars.get("SPOOL_RATE_WRITES_PER_S") {
+            None => defaults.writes,
+            Some(_) => {
+                let n = parse(vars, "SPOOL_RATE_WRITES_PER_S", 0u32)?;
+                or_off(Rate::per_second(n, n.saturating_mul(10)), n)
+            }
+        },
+        creates: match vars.get("SPOOL_RATE_CREATES_PER_MIN") {
+            None => defaults.creates,
+            Some(_) => {
+                let n = parse(vars, "SPOOL_RATE_CREATES_PER_MIN", 0u32)?;
+                or_off(Rate::per_minute(n), n)
+            }
+        },
+    })
 }
 
 /// A provider's settings (`SPOOL_{name}_API_KEY`, `_BASE_URL`, `_MODEL`), when its key or base

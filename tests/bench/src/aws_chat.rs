@@ -111,6 +111,8 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     let mut config = config.clone();
     config.backend = Backend::Aws;
     config.data_dir = dir.path().join("data");
+    // Requests are counted, not the abuse limits.
+    config.rate_limits = spool_auth::RateLimits::OFF;
     let counter = RequestCounter::default();
     let app = spool_local::app(&config, false, Some(counter.clone()))
         .await
