@@ -175,14 +175,18 @@ impl RateLimiter {
             // Forget the buckets that have refilled: they hold nothing a new one would not.
             buckets.retain(|(l, _), b| {
                 let r = self.limits.rate(*l);
-                b.tokens + now.duration_since(b.at).as_secs_f64() * r.per_second < r.burst
+                now.duration_since(b.at).as_secs_f64().mul_add(r.per_second, b.tokens) < r.burst
             });
         }
         let bucket = buckets.entry((limit, key.to_owned())).or_insert(Bucket {
             tokens: rate.burst,
             at: now,
         });
-        let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate.per_second).min(rate.burst);
+        let refilled = now
+            .duration_since(bucket.at)
+            .as_secs_f64()
+            .mul_add(rate.per_second, bucket.tokens)
+            .min(rate.burst);
         bucket.at = now;
         if refilled >= 1.0 {
             bucket.tokens = refilled - 1.0;
