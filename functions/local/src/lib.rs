@@ -260,7 +260,7 @@ async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<S
         std::fs::remove_file(&file).with_context(|| format!("cannot replace {}", file.display()))?;
     }
     let (_, key) = spool_api::admin::create_api_key(directory, LOCAL_ORG, &[], now_ms()).await?;
-    std::fs::create_dir_all(&config.data_dir)?;
+    private_dir(&config.data_dir)?;
     write_private(&file, &key.reveal()).with_context(|| format!("cannot write {}", file.display()))?;
     Ok(key.reveal())
 }
@@ -278,13 +278,20 @@ fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
         Ok(secret) => secret.trim().to_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let secret = spool_auth::random_secret(32)?;
-            std::fs::create_dir_all(&config.data_dir)?;
+            private_dir(&config.data_dir)?;
             write_private(&file, &secret).with_context(|| format!("cannot write {}", file.display()))?;
             secret
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
     Ok(spool_auth::TokenKeys::new(secret.as_bytes())?)
+}
+
+/// Makes the data directory (and missing parents) readable by its owner only.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Writes a new file only its owner can read.

@@ -680,3 +680,55 @@ async fn serve_rate_limits_handshakes_writes_and_creations() {
         .unwrap();
     assert_eq!(text.len(), accepted, "{text}");
 }
+
+/// The data directory holds every organization's chats and the signing secret: its folders are
+/// its owner's alone (0700) and so are its files (0600), after a chat has run and sealed pages.
+#[tokio::test]
+async fn the_data_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["--data-dir", "data"], dir.path());
+    let key = server.banner_lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("spool_"))
+        .unwrap()
+        .to_owned();
+    let token = token(&server.url, &key).await;
+    let sent: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/sessions/global/messages", server.url))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({ "content": "hello" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    until_ended(&server.url, &token, "global", sent["turn_id"].as_str().unwrap()).await;
+    // Pages are sealed after the turn; give the worker a moment to write them.
+    let pages = dir.path().join("data/pages");
+    for _ in 0..50 {
+        if std::fs::read_dir(&pages).unwrap().next().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut seen = 0;
+    let mut stack = vec![dir.path().join("data")];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_dir() {
+            assert_eq!(mode, 0o700, "{}", path.display());
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen > 8, "{seen}");
+    assert!(
+        std::fs::read_dir(&pages).unwrap().next().is_some(),
+        "no page was sealed"
+    );
+}

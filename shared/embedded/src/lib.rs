@@ -19,6 +19,7 @@ mod db;
 mod directory;
 mod metadata;
 mod pages;
+mod private;
 mod sessions;
 mod turn_queue;
 mod worker_slot;
@@ -148,15 +149,18 @@ impl EmbeddedLog {
     /// Opens (creating if need be) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(dir.join("pages")).map_err(|e| {
-            Error::unavailable(
-                format!(
-                    "cannot create the data directory {}; check SPOOL_DATA_DIR",
-                    dir.display()
-                ),
-                e,
-            )
-        })?;
+        private::dir(&dir)
+            .and_then(|()| private::dir(&dir.join("pages")))
+            .and_then(|()| private::database(&dir.join("spool.db")))
+            .map_err(|e| {
+                Error::unavailable(
+                    format!(
+                        "cannot create the data directory {}; check SPOOL_DATA_DIR",
+                        dir.display()
+                    ),
+                    e,
+                )
+            })?;
         let db_path = dir.join("spool.db");
         let conn = db::open(&db_path)?;
 

@@ -129,10 +129,10 @@ impl PageFiles {
         if file.exists() {
             return Ok(());
         }
-        fs::create_dir_all(&dir).map_err(|e| io("create", &dir, e))?;
+        crate::private::dir(&dir).map_err(|e| io("create", &dir, e))?;
         let tmp = dir.join(format!(".tmp-{}", new_sid()));
         let written = (|| {
-            let mut f = fs::File::create_new(&tmp)?;
+            let mut f = crate::private::create_new(&tmp)?;
             f.write_all(page)?;
             f.sync_all()?;
             match fs::hard_link(&tmp, &file) {
