@@ -46,6 +46,9 @@ fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str)
                 json!(1),
                 json!("text"),
                 json!([1, 2]),
+                // a struct's fields in order, which serde would read as the struct
+                json!(["hello", [], null, "c-1"]),
+                json!(["Docs"]),
                 json!(null),
                 json!(true),
                 json!(1.5e300),
@@ -326,6 +329,25 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
             response.status().is_client_error() || response.status() == 200,
             "{name}: {}",
             response.status()
+        );
+        cases += 1;
+    }
+
+    // A struct's fields as an array (what serde would read as the struct): refused everywhere.
+    for (path, body) in [
+        (format!("/v1/sessions/{session}/messages"), json!(["hello"])),
+        (
+            format!("/v1/sessions/{session}/messages"),
+            json!(["hello", [], null, "c-9"]),
+        ),
+        ("/v1/workspaces".to_owned(), json!(["Arrays"])),
+        ("/v1/sessions".to_owned(), json!([null, null, "Array chat"])),
+    ] {
+        let (status, error) = api.call(Method::POST, &path, Some(body)).await;
+        assert_eq!(status, 400, "{path}: {error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains("JSON object"),
+            "{error}"
         );
         cases += 1;
     }

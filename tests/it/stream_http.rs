@@ -381,6 +381,28 @@ pub(crate) async fn long_polls_and_bad_requests<H: Harness>(harness: &H) {
         let r = http.get(format!("{url}?{query}")).send().await.unwrap();
         assert_eq!(r.status(), 400, "{query}");
     }
+    // What the router refuses before a handler runs is in the contract's JSON too: a body over
+    // the limit, a path that is not UTF-8, a method the route does not take.
+    let refusals = [
+        (
+            http.post(&url)
+                .header("content-type", "application/json")
+                .body(vec![b' '; 2 << 20]),
+            413,
+        ),
+        (http.get(format!("{base}/%ff%fe")), 400),
+        (http.patch(&url), 405),
+    ];
+    for (request, status) in refusals {
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status(), status);
+        assert_eq!(header(&r, "content-type"), Some("application/json"), "{status}");
+        let error: serde_json::Value = r.json().await.unwrap();
+        assert!(
+            error["error"]["code"].is_string() && error["error"]["message"].is_string(),
+            "{error}"
+        );
+    }
     let chunk = log.read(&stored, Position::START, None).await.unwrap();
     assert_eq!(chunk.messages.len(), 1, "bad requests appended nothing");
 }

@@ -161,10 +161,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// Parses a JSON request body into `T`, or says what is wrong with it (`400`).
+/// Parses a JSON request body into `T`, or says what is wrong with it (`400`). Every body the
+/// API takes is a JSON object: serde would also read a struct from an array of its fields in
+/// order (`["hi"]` as a message), which no client means, so anything else is refused first.
 pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if body.is_empty() {
         return Err(ApiError::BadRequest("the request needs a JSON body".to_owned()));
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object, like {\"field\": value}".to_owned(),
+        ));
     }
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body is not valid here: {e}")))
 }

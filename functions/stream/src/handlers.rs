@@ -75,14 +75,71 @@ pub(crate) async fn preflight() -> StatusCode {
 }
 
 /// The request's own URL, absolute (for `Location`): the scheme from `X-Forwarded-Proto` when a
-/// proxy or Lambda's front end set it, the host from `Host`.
+/// proxy or Lambda's front end set it, the host from `Host`. Both come from the client, so only
+/// `http`/`https` and a plain `host[:port]` are taken (no user info, path or odd characters
+/// that could make the header point elsewhere); otherwise the path alone.
 fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let scheme = text("x-forwarded-proto").unwrap_or("http");
-    let host = text(header::HOST.as_str()).or_else(|| uri.authority().map(|a| a.as_str()));
+    let scheme = match text("x-forwarded-proto").map(str::trim) {
+        Some("https") => "https",
+        _ => "http",
+    };
+    let host = text(header::HOST.as_str())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+        .filter(|host| is_plain_host(host));
     match host {
         Some(host) => format!("{scheme}://{host}{}", uri.path()),
         None => uri.path().to_owned(),
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`, of at most 255 characters.
+fn is_plain_host(host: &str) -> bool {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) if !name.ends_with(':') && (name.starts_with('[') || !name.contains(':')) => {
+            (name, Some(port))
+        }
+        _ => (host, None),
+    };
+    let name_ok = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    host.len() <= 255 && name_ok && port_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn location_takes_only_plain_hosts_and_known_schemes() {
+        let url = |host: &str, proto: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            headers.insert("x-forwarded-proto", HeaderValue::from_str(proto).unwrap());
+            absolute_url(&headers, &Uri::from_static("/v1/stream/a"))
+        };
+        assert_eq!(
+            url("spool.example:8080", "https"),
+            "https://spool.example:8080/v1/stream/a"
+        );
+        assert_eq!(url("[::1]:80", "http"), "http://[::1]:80/v1/stream/a");
+        assert_eq!(url("spool.example", "javascript"), "http://spool.example/v1/stream/a");
+        for evil in [
+            "evil.example/x?",
+            "user@evil.example",
+            "evil.example:80:80",
+            "a b",
+            "[zz]",
+        ] {
+            assert_eq!(url(evil, "https"), "/v1/stream/a", "{evil}");
+        }
     }
 }
 

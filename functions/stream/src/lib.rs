@@ -203,8 +203,51 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
             get(handlers::global_events).options(handlers::preflight),
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(browser_headers))
         .with_state(Arc::new(api))
+}
+
+/// Refusals that axum makes before a handler runs (a body over the limit, a path that is not
+/// UTF-8, a method the route does not take) answer in plain text or with no body; this puts
+/// them, and any other error without a JSON body, in the contract's JSON. Answers to `HEAD`
+/// keep their empty bodies.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let head = request.method() == axum::http::Method::HEAD;
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if head || is_json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_owned();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        404 => "no_route",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        _ if status.is_server_error() => "internal",
+        _ => "refused",
+    };
+    let message = match (text.is_empty(), status.canonical_reason()) {
+        (false, _) => text,
+        (true, Some(reason)) => reason.to_owned(),
+        (true, None) => status.to_string(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let body = serde_json::to_vec(&ErrorBody::new(code, message)).unwrap_or_default();
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// CORS (any origin: requests carry bearer tokens, never cookies) and the headers of the
