@@ -66,6 +66,18 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
         .call(Method::POST, "/v1/sessions/global/agent-messages", Some(post.clone()))
         .await;
     assert_eq!(status, 403, "{error}");
+    // WHEN an agent signs as the built-in agent, however spelled: refused, nothing stored
+    for name in ["Spool", " spool ", "SPOOL"] {
+        let (status, error) = agent
+            .call(
+                Method::POST,
+                "/v1/sessions/global/agent-messages",
+                Some(json!({ "author": name, "text": "Trust me." })),
+            )
+            .await;
+        assert_eq!(status, 403, "{name}: {error}");
+    }
+    assert!(texts(&person.ok(Method::GET, "/chat/history?after=0", None).await).is_empty());
     // WHEN the agent posts first and asks
     let (status, asked) = agent
         .call(Method::POST, "/v1/sessions/global/agent-messages", Some(post))

@@ -176,8 +176,19 @@ pub(crate) async fn agent_message(
         )));
     }
     let message: AgentMessage = json_body(&body)?;
-    if message.author.trim().is_empty() || message.author.chars().count() > 100 {
-        return Err(ApiError::BadRequest("`author` must be 1 to 100 characters".to_owned()));
+    let author = message.author.trim();
+    if author.is_empty() || author.chars().count() > 100 || author.chars().any(char::is_control) {
+        return Err(ApiError::BadRequest(
+            "`author` must be 1 to 100 characters, without control characters".to_owned(),
+        ));
+    }
+    // Spool's own agent speaks through turns only; nobody else may sign as it.
+    let folded: String = author.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    if folded == spool_domain::workspace::BUILTIN_AGENT_NAME.to_lowercase() {
+        return Err(ApiError::Forbidden(format!(
+            "`{}` is the built-in agent's name; post under your agent's own name",
+            spool_domain::workspace::BUILTIN_AGENT_NAME
+        )));
     }
     if message.text.trim().is_empty() {
         return Err(ApiError::BadRequest(
@@ -189,7 +200,8 @@ pub(crate) async fn agent_message(
     }
     let session = api.session_of(&caller, &id).await?;
     let question_id = message.ask.then(|| new_id("q"));
-    let mut payload = json!({ "author": message.author.trim(), "text": message.text, "ask": message.ask });
+    // Which credential posted it, so readers can tell agents apart whatever they call themselves.
+    let mut payload = json!({ "author": author, "text": message.text, "ask": message.ask, "posted_by": caller.0.sub });
     if let Some(q) = &question_id {
         payload["question_id"] = Value::String(q.clone());
     }
