@@ -37,6 +37,11 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
             .caller(authorization, None, api.clock.now_ms().div_euclid(1000))
             .map(Caller)
             .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        if let Some(revocations) = &api.revocations
+            && revocations.is_revoked(&caller.0.sub).await
+        {
+            return Err(ApiError::Unauthorized(REVOKED.to_owned()));
+        }
         if !parts.method.is_safe() {
             let address = spool_stream::client_address(&parts.extensions);
             spool_stream::limit_write(&api.limiter, caller.org(), address, false)?;
@@ -44,6 +49,9 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
         Ok(caller)
     }
 }
+
+/// The refusal of a token whose API key was revoked.
+pub const REVOKED: &str = "the API key this token was issued for has been revoked; use another key";
 
 /// A query string parsed into `T`; a malformed one gets the contract's JSON `400` (axum's own
 /// `Query` answers in plain text).

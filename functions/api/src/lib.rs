@@ -25,7 +25,7 @@ use axum::{Json, Router, body::Bytes, extract::DefaultBodyLimit, http::header, r
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
-use spool_domain::{Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots};
+use spool_domain::{Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots, revocation::Revocations};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
     router::{OpenApiRouter, UtoipaMethodRouter},
@@ -59,6 +59,8 @@ pub struct ChatApi {
     limiter: Arc<RateLimiter>,
     /// Refused handshakes, counted per key so the audit stream records them boundedly.
     refusals: audit::Refusals,
+    /// Revoked API keys, whose tokens are refused.
+    revocations: Option<Arc<Revocations>>,
 }
 
 impl ChatApi {
@@ -75,7 +77,16 @@ impl ChatApi {
             workspace_roots: WorkspaceRoots::none(),
             limiter: Arc::new(RateLimiter::new(RateLimits::OFF)),
             refusals: audit::Refusals::default(),
+            revocations: None,
         }
+    }
+
+    /// The same API, refusing the tokens of the keys in `revocations` (shared with the stream
+    /// routes).
+    #[must_use]
+    pub fn with_revocations(mut self, revocations: Arc<Revocations>) -> Self {
+        self.revocations = Some(revocations);
+        self
     }
 
     /// The same API, limiting handshakes, writes and creations with `limiter` (none by

@@ -13,9 +13,14 @@ async fn main() -> Result<(), lambda_http::Error> {
         turns: Arc::new(spool_aws::turn_queue_from_config(&config, log.clients())?),
         log: Arc::new(log),
     };
+    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+        stores.log.clone(),
+        config.revocation_check,
+    ));
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
         .with_workspace_roots(config.workspace_roots())
-        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)));
+        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
+        .with_revocations(revocations);
     lambda_http::run(spool_api::router(api)).await
 }

@@ -55,6 +55,16 @@ enum AdminCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Revoke an API key: no handshake accepts it again, and the tokens issued for it stop
+    /// working within SPOOL_REVOCATION_CHECK_MS (30 s); prints `{"key_id", "org_id",
+    /// "revoked"}` as JSON.
+    RevokeApiKey {
+        /// The key's id (the part of `spool_{key_id}_{secret}` before the secret), or the
+        /// whole key.
+        key: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -200,7 +210,9 @@ fn now_ms() -> i64 {
 
 /// `spool admin …`: prints the result as JSON on stdout.
 async fn admin(command: AdminCommand) -> anyhow::Result<()> {
-    let (AdminCommand::CreateOrg { store, .. } | AdminCommand::CreateApiKey { store, .. }) = &command;
+    let (AdminCommand::CreateOrg { store, .. }
+    | AdminCommand::CreateApiKey { store, .. }
+    | AdminCommand::RevokeApiKey { store, .. }) = &command;
     let config = store.config()?;
     let services = services(&config, None).await?;
     let directory = services.metadata.as_ref();
@@ -233,6 +245,25 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
                 "api_key": key.reveal(),
                 "capabilities": record.capabilities,
             })
+        }
+        AdminCommand::RevokeApiKey { key, .. } => {
+            // A whole key names its id; so does the id alone.
+            let key_id = spool_auth::ApiKey::parse(key)
+                .map(|k| k.key_id().to_owned())
+                .unwrap_or_else(|_| key.trim().to_owned());
+            // The list first: a crash between the two leaves a key that is refused, not one
+            // whose tokens still work.
+            spool_domain::revocation::revoke(services.log.as_ref(), &key_id, now_ms())
+                .await
+                .context("cannot record the revocation")?;
+            let removed = directory
+                .remove_api_key(&key_id)
+                .await
+                .context("cannot delete the API key")?;
+            let Some(record) = removed else {
+                anyhow::bail!("there is no API key `{key_id}` (its tokens are refused anyway)");
+            };
+            serde_json::json!({ "key_id": record.key_id, "org_id": record.org_id, "revoked": true })
         }
     };
     println!("{}", serde_json::to_string_pretty(&out)?);
@@ -382,9 +413,14 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
     // One limiter for every route, so an organization's writes count once whichever they take.
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
+    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+        services.log.clone(),
+        config.revocation_check,
+    ));
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live)
         .with_shutdown(stop_watch)
-        .with_rate_limiter(limiter.clone());
+        .with_rate_limiter(limiter.clone())
+        .with_revocations(revocations.clone());
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let stores = spool_api::Stores {
         metadata: services.metadata,
@@ -393,7 +429,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_workspace_roots(config.workspace_roots())
-        .with_rate_limiter(limiter);
+        .with_rate_limiter(limiter)
+        .with_revocations(revocations);
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

@@ -732,3 +732,68 @@ async fn the_data_directory_is_private() {
         "no page was sealed"
     );
 }
+
+/// A revoked API key is refused at the handshake at once, and the tokens already issued for
+/// it stop working within the revocation check (here 200 ms), on the API and the stream routes
+/// alike; other keys are untouched.
+#[tokio::test]
+async fn a_revoked_keys_tokens_stop_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start_with(
+        &["--data-dir", data.to_str().unwrap()],
+        dir.path(),
+        &[("SPOOL_REVOCATION_CHECK_MS", "200".as_ref())],
+    );
+    let local_key = server.banner_lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("spool_"))
+        .unwrap()
+        .to_owned();
+    // GIVEN a second key of the local organization, and a token of each
+    let (ok, out, err) = admin(&["create-api-key", "local"], &data);
+    assert!(ok, "{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let key = created["api_key"].as_str().unwrap().to_owned();
+    let doomed = token(&server.url, &key).await;
+    let kept = token(&server.url, &local_key).await;
+    let http = reqwest::Client::new();
+    let status = |token: String, path: &'static str| {
+        let (http, url) = (http.clone(), server.url.clone());
+        async move {
+            http.get(format!("{url}{path}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status(doomed.clone(), "/v1/sessions").await, 200);
+    // WHEN an operator revokes it
+    let (ok, out, err) = admin(&["revoke-api-key", &key], &data);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"revoked\": true"), "{out}");
+    // THEN its handshakes are refused at once
+    assert_eq!(handshake(&server.url, &key).await.status(), 401);
+    // AND its token stops working on both kinds of route within the bound
+    let mut refused = false;
+    for _ in 0..50 {
+        if status(doomed.clone(), "/v1/sessions").await == 401 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(refused, "the revoked key's token still works");
+    assert_eq!(
+        status(doomed.clone(), "/v1/sessions/global/stream?after=999999").await,
+        401
+    );
+    // AND the other key's token works as before
+    assert_eq!(status(kept.clone(), "/v1/sessions").await, 200);
+    // AND revoking an unknown key says so
+    let (ok, _, err) = admin(&["revoke-api-key", "nokey"], &data);
+    assert!(!ok && err.contains("no API key"), "{err}");
+}

@@ -158,7 +158,7 @@ pub(crate) async fn create(
     extensions: Extensions,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Create)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Create).await?;
     let content_type = protocol::content_type(&headers)?;
     let expiry = protocol::expiry(&headers)?;
     let fork = match protocol::fork(&headers)? {
@@ -172,7 +172,9 @@ pub(crate) async fn create(
                 ))
             })?;
             Some(ForkRequest {
-                source: api.resolve((&headers, &extensions), &uri, raw_source, Intent::Read)?,
+                source: api
+                    .resolve((&headers, &extensions), &uri, raw_source, Intent::Read)
+                    .await?,
                 offset: fork.offset,
                 sub_offset: fork.sub_offset,
                 content_type: content_type.clone(),
@@ -229,7 +231,7 @@ pub(crate) async fn append(
     extensions: Extensions,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write).await?;
     let close = protocol::closed_flag(&headers);
     let producer = protocol::producer(&headers)?;
     let stream_seq = protocol::stream_seq(&headers)?;
@@ -290,7 +292,7 @@ pub(crate) async fn delete(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Write).await?;
     api.log.delete(&path).await?;
     let mut out = Headers::default();
     out.set(header::CACHE_CONTROL.as_str(), NO_STORE);
@@ -308,7 +310,7 @@ pub(crate) async fn head(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read).await?;
     let meta = api.log.metadata(&path).await?;
     let mut out = Headers::default();
     out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
@@ -347,7 +349,7 @@ pub(crate) async fn read(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read)?;
+    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read).await?;
     let query = ReadQuery::parse(uri.query())?;
     let from = query.offset.unwrap_or(Position::START);
     match query.live {
@@ -477,12 +479,14 @@ pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap)
 
 async fn session_events(api: Arc<StreamApi>, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Response, ApiError> {
     // Reads take no rate-limit token: no extensions needed.
-    let path = api.resolve(
-        (headers, &Extensions::new()),
-        uri,
-        &format!("sessions/{id}"),
-        Intent::Read,
-    )?;
+    let path = api
+        .resolve(
+            (headers, &Extensions::new()),
+            uri,
+            &format!("sessions/{id}"),
+            Intent::Read,
+        )
+        .await?;
     let last_event_id = headers
         .get("last-event-id")
         .map(|v| {

@@ -90,6 +90,8 @@ pub struct StreamApi {
     stopping: Option<tokio::sync::watch::Receiver<bool>>,
     /// Rate limits on writes and creations.
     limiter: Arc<spool_auth::RateLimiter>,
+    /// Revoked API keys, whose tokens are refused.
+    revocations: Option<Arc<spool_domain::revocation::Revocations>>,
 }
 
 impl StreamApi {
@@ -101,7 +103,15 @@ impl StreamApi {
             live,
             stopping: None,
             limiter: Arc::new(spool_auth::RateLimiter::new(spool_auth::RateLimits::OFF)),
+            revocations: None,
         }
+    }
+
+    /// The same, refusing the tokens of the keys in `revocations`.
+    #[must_use]
+    pub fn with_revocations(mut self, revocations: Arc<spool_domain::revocation::Revocations>) -> Self {
+        self.revocations = Some(revocations);
+        self
     }
 
     /// The same, limiting writes and creations with `limiter` (shared with the chat API, so an
@@ -131,7 +141,7 @@ impl StreamApi {
     }
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.
-    fn resolve(
+    async fn resolve(
         &self,
         parts: (&HeaderMap, &axum::http::Extensions),
         uri: &Uri,
@@ -145,11 +155,18 @@ impl StreamApi {
         let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         // A token in the URL (`?token=`, for EventSource) is taken for reads only.
         let query = (intent == Intent::Read).then(|| uri.query()).flatten();
-        let org = self
+        let caller = self
             .access
             .caller(authorization, query, now)
-            .map_err(|e| ApiError::Unauthorized(e.to_string()))?
-            .org;
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        if let Some(revocations) = &self.revocations
+            && revocations.is_revoked(&caller.sub).await
+        {
+            return Err(ApiError::Unauthorized(
+                "the API key this token was issued for has been revoked; use another key".to_owned(),
+            ));
+        }
+        let org = caller.org;
         let path = StreamPath::parse(raw)?;
         if intent != Intent::Read {
             let p = path.as_str();

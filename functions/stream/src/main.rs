@@ -8,9 +8,14 @@ async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
     let config = spool_platform::Config::from_env()?;
     let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
-    let log = spool_aws::log_from_config(&config, None).await?;
-    let api = spool_stream::StreamApi::new(Arc::new(log), spool_stream::Access::Tokens(Box::new(keys)), config.live)
-        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)));
+    let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(&config, None).await?);
+    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+        log.clone(),
+        config.revocation_check,
+    ));
+    let api = spool_stream::StreamApi::new(log, spool_stream::Access::Tokens(Box::new(keys)), config.live)
+        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
+        .with_revocations(revocations);
     let app = spool_stream::router(api, config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES);
     lambda_http::run_with_streaming_response(app).await
 }

@@ -141,4 +141,17 @@ impl Directory for AwsMetadata {
             created_ms: number(&item, "created_ms", &what)?,
         }))
     }
+
+    async fn remove_api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error> {
+        let removed = self.api_key(key_id).await?;
+        self.dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(key_pk(key_id)))
+            .key("sk", s("key"))
+            .send()
+            .await
+            .map_err(|e| ddb("DeleteItem (API key)", e))?;
+        Ok(removed)
+    }
 }

@@ -50,6 +50,10 @@ pub trait Directory: Send + Sync {
 
     /// The API key with this id, if any.
     async fn api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error>;
+
+    /// Deletes the API key with this id, so no handshake accepts it again; what it was, if it
+    /// existed.
+    async fn remove_api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error>;
 }
 
 /// The organization's audit stream, within its namespace (`o/{org}/audit`): what was done with

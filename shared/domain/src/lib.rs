@@ -14,6 +14,7 @@
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
+//! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`confine`]: where agents may run (working directories under configured roots);
@@ -33,6 +34,7 @@ pub mod manage;
 pub mod notify;
 pub mod page;
 pub mod port;
+pub mod revocation;
 pub mod seal;
 pub mod session;
 pub mod state;

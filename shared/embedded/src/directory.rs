@@ -124,4 +124,16 @@ impl Directory for EmbeddedMetadata {
         })
         .await
     }
+
+    async fn remove_api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error> {
+        let removed = self.api_key(key_id).await?;
+        let key_id = key_id.to_owned();
+        self.with(move |conn| {
+            conn.execute("DELETE FROM api_keys WHERE key_id = ?1", params![key_id])
+                .map(drop)
+                .map_err(|e| sql("delete an API key", e))
+        })
+        .await?;
+        Ok(removed)
+    }
 }

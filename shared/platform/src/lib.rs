@@ -269,6 +269,9 @@ pub struct Config {
     /// bursts of ten times that), `SPOOL_RATE_CREATES_PER_MIN` (streams, chats and workspaces
     /// per organization, default 600); `0` turns one off, `SPOOL_RATE_LIMITS=off` all.
     pub rate_limits: spool_auth::RateLimits,
+    /// `SPOOL_REVOCATION_CHECK_MS`: how often a process reads the revoked API keys again, so a
+    /// revoked key's tokens stop working within this bound (default 30000).
+    pub revocation_check: Duration,
     /// `SPOOL_JWT_SECRET`: the token signing secret (at least 32 bytes). `spool serve` makes
     /// and keeps one in its data directory when it is not set; on AWS the template passes one
     /// from Secrets Manager.
@@ -376,6 +379,7 @@ impl Config {
                 }
             },
             rate_limits: rate_limits(&vars)?,
+            revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
