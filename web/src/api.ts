@@ -97,6 +97,13 @@ const TOKEN_KEY = "spool.token";
 /** An id in a path: ids come from URLs people can edit, so they never reach a path raw. */
 const enc = encodeURIComponent;
 
+/** What `POST /v1/handshake` answers. */
+export interface Handshake {
+  jwt: string;
+  expires_at: string;
+  org_id: string;
+}
+
 interface StoredToken {
   jwt: string;
   expires_at: string;
@@ -127,11 +134,20 @@ export class Client {
 
   /** Exchanges an API key for a token (`POST /v1/handshake`) and keeps the token, not the key. */
   async signIn(apiKey: string): Promise<void> {
-    const answer = await this.request<{ jwt: string; expires_at: string }>("POST", "/v1/handshake", {
+    this.adopt(await this.exchange(apiKey));
+  }
+
+  /** Exchanges an API key for a token without keeping it (so the UI can ask first). */
+  async exchange(apiKey: string): Promise<Handshake> {
+    return await this.request<Handshake>("POST", "/v1/handshake", {
       version: "1",
       user_agent: `spool-web (${navigator.userAgent})`,
       api_key: apiKey.trim(),
     });
+  }
+
+  /** Keeps a token from [`exchange`]: the UI now acts for its organization. */
+  adopt(answer: Handshake): void {
     this.jwt = answer.jwt;
     localStorage.setItem(TOKEN_KEY, JSON.stringify({ jwt: answer.jwt, expires_at: answer.expires_at }));
   }

@@ -3,7 +3,7 @@
 import "./styles.css";
 import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { ApiError, Client, loadEndpoints, type Workspace } from "./api";
+import { ApiError, Client, type Handshake, loadEndpoints, type Workspace } from "./api";
 import { forgetAll } from "./cache";
 import { AgentsTab } from "./agents";
 import { ChatList } from "./chats";
@@ -32,9 +32,13 @@ function scopeOf(jwt: string): string {
   }
 }
 
-function App({ client }: { client: Client }) {
+function App({ client, offered, linkError }: { client: Client; offered: Handshake | null; linkError: unknown }) {
   const [signedIn, setSignedIn] = useState(client.signedIn);
-  const [signInReason, setSignInReason] = useState("");
+  const [signInReason, setSignInReason] = useState(
+    linkError && !client.signedIn ? `The sign-in link did not work: ${messageOf(linkError)}` : "",
+  );
+  // A link's key for another organization than the one signed in: asked about first.
+  const [offer, setOffer] = useState(offered);
   const toasts = useToasts();
   useEffect(() => {
     client.onSignedOut = (reason) => {
@@ -42,6 +46,24 @@ function App({ client }: { client: Client }) {
       setSignedIn(false);
     };
   }, [client]);
+  useEffect(() => {
+    if (linkError && client.signedIn) toasts.notify.error(linkError);
+  }, []);
+  if (offer) {
+    return (
+      <SwitchOrganization
+        from={scopeOf(client.token)}
+        to={offer.org_id}
+        onSwitch={() => {
+          client.adopt(offer);
+          forgetAll();
+          setOffer(null);
+          setSignedIn(true);
+        }}
+        onStay={() => setOffer(null)}
+      />
+    );
+  }
   return (
     <ToastList.Provider value={{ list: toasts.list, dismiss: toasts.dismiss }}>
       {signedIn ? (
@@ -51,6 +73,42 @@ function App({ client }: { client: Client }) {
       )}
       <Toasts />
     </ToastList.Provider>
+  );
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof ApiError ? e.message : String(e);
+}
+
+/** A sign-in link for another organization: nothing changes unless the person says so. */
+function SwitchOrganization({
+  from,
+  to,
+  onSwitch,
+  onStay,
+}: {
+  from: string;
+  to: string;
+  onSwitch: () => void;
+  onStay: () => void;
+}) {
+  return (
+    <main class="signin" role="alertdialog" aria-labelledby="switch-title" aria-describedby="switch-text">
+      <h1 id="switch-title">Switch organization?</h1>
+      <p id="switch-text">
+        This link signs you in to the organization <strong>{to}</strong>. You are signed in to{" "}
+        <strong>{from}</strong>. Switch only if you expected this link: what you write afterwards goes to{" "}
+        <strong>{to}</strong>.
+      </p>
+      <div class="actions">
+        <button type="button" onClick={onSwitch}>
+          Switch to {to}
+        </button>
+        <button type="button" class="link" onClick={onStay} autoFocus>
+          Stay in {from}
+        </button>
+      </div>
+    </main>
   );
 }
 
@@ -263,20 +321,37 @@ function NewWorkspace({ client, notify, onCreated }: { client: Client; notify: N
   );
 }
 
-/** Signs in with a key passed in the URL (`#key=spool_…`, the link `spool serve` prints), then forgets it. */
+/**
+ * Signs in with a key passed in the URL (`#key=spool_…`, the link `spool serve` prints), then
+ * forgets it. Signed in already, a key of the same organization just renews the token; one of
+ * another organization is offered, and the person decides.
+ */
 async function start() {
   const client = new Client(await loadEndpoints());
   const key = new URLSearchParams(location.hash.replace(/^#/, "")).get("key");
+  let offered: Handshake | null = null;
+  let linkError: unknown = null;
   if (key) {
     history.replaceState(null, "", `${location.pathname}${location.search}#/`);
     try {
-      await client.signIn(key);
-      forgetAll();
-    } catch {
-      // The sign-in page says what to do.
+      const answer = await client.exchange(key);
+      if (!client.signedIn || answer.org_id === scopeOf(client.token)) {
+        client.adopt(answer);
+        forgetAll();
+      } else {
+        offered = answer;
+      }
+    } catch (e) {
+      // Said on the sign-in page, or in a toast when already signed in.
+      linkError = e;
     }
   }
-  render(<App client={client} />, document.getElementById("app")!);
+  render(<App client={client} offered={offered} linkError={linkError} />, document.getElementById("app")!);
 }
+
+// A link followed in an open tab changes only the fragment: start again to handle its key.
+window.addEventListener("hashchange", () => {
+  if (new URLSearchParams(location.hash.replace(/^#/, "")).has("key")) location.reload();
+});
 
 void start();

@@ -20,7 +20,8 @@ export const SCREENSHOTS = join(root, "target/web-screenshots");
 export async function startSpool(env = {}) {
   const dataDir = await mkdtemp(join(tmpdir(), "spool-web-"));
   const child = spawn(SPOOL, ["serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir], {
-    env: { ...process.env, SPOOL_WEB_DIR: join(root, "web/dist"), RUST_LOG: "warn", ...env },
+    // Every test signs in afresh, so more handshakes a minute than one person makes.
+    env: { ...process.env, SPOOL_WEB_DIR: join(root, "web/dist"), RUST_LOG: "warn", SPOOL_RATE_HANDSHAKES_PER_MIN: "600", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -43,6 +44,16 @@ export async function startSpool(env = {}) {
   return {
     /** The sign-in link (`http://127.0.0.1:port/#key=…`). */
     link,
+    /** Runs `spool admin …` on this server's data directory; its JSON output. */
+    async admin(...args) {
+      const { execFile } = await import("node:child_process");
+      const out = await new Promise((ok, fail) =>
+        execFile(SPOOL, ["admin", ...args, "--data-dir", dataDir], (e, stdout, stderr) =>
+          e ? fail(new Error(`spool admin ${args.join(" ")}: ${stderr}`)) : ok(stdout),
+        ),
+      );
+      return JSON.parse(out);
+    },
     origin: url.origin,
     apiKey: new URLSearchParams(url.hash.slice(1)).get("key"),
     async stop() {

@@ -381,3 +381,31 @@ test("on a phone-sized screen the chat fills the screen and works by keyboard", 
   await page.waitForFunction(() => document.activeElement?.classList.contains("chat-link"));
   assertNoErrors(page);
 });
+
+test("a sign-in link for another organization asks before it switches", async () => {
+  const org = await spool.admin("create-org", "Elsewhere", "--id", "elsewhere");
+  const { api_key } = await spool.admin("create-api-key", org.org_id);
+  const page = await signedInPage(browser, spool);
+  const orgOf = () =>
+    page.evaluate(() => {
+      const jwt = JSON.parse(localStorage.getItem("spool.token")).jwt;
+      return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).org;
+    });
+  assert.equal(await orgOf(), "local");
+  // A link with the other organization's key, followed in the open tab: asked, not switched
+  await page.goto(`${spool.origin}/#key=${api_key}`);
+  const prompt = page.getByRole("alertdialog", { name: "Switch organization?" });
+  await prompt.waitFor();
+  assert.match(await prompt.innerText(), /signs you in to the organization elsewhere[\s\S]*signed in to local/);
+  assert.equal(await orgOf(), "local");
+  assert.ok(!page.url().includes("key="), "the key stays in the address bar");
+  await page.getByRole("button", { name: "Stay in local" }).click();
+  await page.getByRole("button", { name: "Sign out" }).waitFor();
+  assert.equal(await orgOf(), "local");
+  // The same link, accepted
+  await page.goto(`${spool.origin}/#key=${api_key}`);
+  await page.getByRole("button", { name: "Switch to elsewhere" }).click();
+  await page.getByRole("button", { name: "Sign out" }).waitFor();
+  assert.equal(await orgOf(), "elsewhere");
+  assertNoErrors(page);
+});
