@@ -200,8 +200,108 @@ pub(crate) async fn a_claimed_message_whose_turn_was_never_queued_runs<H: Harnes
     assert_eq!(status, 202);
 }
 
+/// An answer whose process died after recording it, before it closed the question and
+/// resumed the turn, is completed by its retry (the same seq); another answer to the same
+/// question is refused, since the question has one.
+pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let script = json!({ "word_delay_ms": 0, "default": [
+        { "say": "One question.", "tools": [{ "name": "ask_user", "arguments": { "question": "Which color?" } }] },
+        { "say": "You chose {result}." }] });
+    let (_, chat) = chat_with(&stack.api, script).await;
+    let org = org_of(&stack.api);
+    let (_, sent) = post(&stack, &chat, json!({ "content": "ask me" })).await;
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    let events = until(&stack.api, &chat, &turn, "ask_question").await;
+    let question = events.iter().find(|e| e["type"] == "ask_question").unwrap()["payload"]["question_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // GIVEN the answer recorded as the API records it, and the process gone before the rest
+    let payload = json!({ "question_id": question, "answer": "blue" });
+    let draft = EventDraft {
+        kind: EventKind::Submit,
+        kind_type: "question_answered".to_owned(),
+        payload: payload.clone(),
+        client_message_id: None,
+        turn_id: Some(turn.clone()),
+    };
+    let producer = spool_domain::ProducerClaim {
+        id: format!("answer:{question}"),
+        epoch: 0,
+        seq: 0,
+    };
+    let path = Session::stream(&org, &chat).unwrap();
+    let now = rfc3339_ms(SystemClock.now_ms());
+    let recorded = append_events(stack.log.as_ref(), &path, &chat, &[draft], Some(producer), &now, None)
+        .await
+        .unwrap();
+    // WHEN the person's client retries the recorded answer
+    let (status, retried) = stack
+        .api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/question"),
+            Some(payload.clone()),
+        )
+        .await;
+    // THEN it is the same answer, and the turn carries on with it
+    assert_eq!(
+        (status.as_u16(), retried["seq"].as_u64()),
+        (202, Some(recorded.first)),
+        "{retried}"
+    );
+    let events = until(&stack.api, &chat, &turn, "agent_end").await;
+    assert_eq!(events.iter().filter(|e| e["type"] == "question_answered").count(), 1);
+    let said = events.iter().rev().find(|e| e["type"] == "message_end").unwrap();
+    assert_eq!(said["payload"]["text"], "You chose blue.");
+
+    // GIVEN another question, answered and cut short the same way
+    let (_, sent) = post(&stack, &chat, json!({ "content": "ask again" })).await;
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    let events = until(&stack.api, &chat, &turn, "ask_question").await;
+    let question = events.iter().rev().find(|e| e["type"] == "ask_question").unwrap()["payload"]["question_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let draft = EventDraft {
+        kind: EventKind::Submit,
+        kind_type: "question_answered".to_owned(),
+        payload: json!({ "question_id": question, "answer": "green" }),
+        client_message_id: None,
+        turn_id: Some(turn.clone()),
+    };
+    let producer = spool_domain::ProducerClaim {
+        id: format!("answer:{question}"),
+        epoch: 0,
+        seq: 0,
+    };
+    append_events(stack.log.as_ref(), &path, &chat, &[draft], Some(producer), &now, None)
+        .await
+        .unwrap();
+    // WHEN a different answer comes
+    let (status, refused) = stack
+        .api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/question"),
+            Some(json!({ "question_id": question, "answer": "red" })),
+        )
+        .await;
+    // THEN it is refused, the question having its answer, and the turn carries on with that one
+    assert_eq!(
+        (status.as_u16(), refused["error"]["code"].as_str()),
+        (409, Some("answered_already")),
+        "{refused}"
+    );
+    let events = until(&stack.api, &chat, &turn, "agent_end").await;
+    let said = events.iter().rev().find(|e| e["type"] == "message_end").unwrap();
+    assert_eq!(said["payload"]["text"], "You chose green.");
+}
+
 on_both_backends!(
     claims_http: a_retry_answers_its_first_seq_and_turn_after_the_chat_moved_on,
+    an_answer_cut_short_by_a_crash_is_completed_by_its_retry,
     identical_posts_at_once_are_one_message,
     a_claim_without_its_message_does_not_wedge_the_chat,
     a_retry_adopts_its_claim_and_an_abort_releases_an_empty_one,

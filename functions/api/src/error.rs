@@ -56,6 +56,9 @@ pub enum ApiError {
         /// What to do.
         message: String,
     },
+    /// An answer to a request that another answer closed first.
+    #[error("{0}")]
+    AnsweredAlready(String),
     /// A body larger than the route takes.
     #[error("{0}")]
     TooLarge(String),
@@ -76,6 +79,7 @@ impl ApiError {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::AnsweredAlready(_) => (StatusCode::CONFLICT, "answered_already"),
             Self::Busy { .. } => (StatusCode::CONFLICT, "turn_pending"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),

@@ -13,7 +13,7 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_domain::{
-    RequestKind, Session,
+    ProducerClaim, RequestKind, Session,
     claim::Reconciled,
     session::{EventDraft, EventKind, append_events},
 };
@@ -153,8 +153,14 @@ impl ChatApi {
         Ok(appended.first)
     }
 
-    /// Takes the session's open request `id` of `kind`, appends the answer, and enqueues the
-    /// waiting turn; `409` when there is no such request.
+    /// Records the answer to the session's open request `id` of `kind` and enqueues the waiting
+    /// turn; `409` when there is no such request, or it has another answer already.
+    ///
+    /// The answer's event is the record: it is appended under an idempotent producer named after
+    /// the request (`answer:{id}`), so of two racing answers the log keeps exactly one, and a
+    /// retried answer (a lost response, a crash before its request was closed) is recognised by
+    /// its payload and answered as the first time. The open request is closed after, as
+    /// cleanup; one that a crash left open is closed by the next answer to it.
     pub(crate) async fn answer(
         &self,
         caller: &Caller,
@@ -165,30 +171,63 @@ impl ChatApi {
         payload: Value,
     ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
         let session = self.session_of(caller, session_id).await?;
-        let stale = || {
-            ApiError::Conflict(format!(
+        let open = self.metadata.open_requests(caller.org(), session_id).await?;
+        let Some(request) = open.into_iter().find(|r| r.id == id && r.kind == kind) else {
+            return Err(ApiError::Conflict(format!(
                 "session `{session_id}` has no open {} `{id}`: it was answered already, or never asked",
                 kind_name(kind)
-            ))
+            )));
         };
-        let taken = self
-            .metadata
+        let path = Session::stream(caller.org(), &session.id)?;
+        let draft = EventDraft {
+            kind: EventKind::Submit,
+            kind_type: kind_type.to_owned(),
+            payload: payload.clone(),
+            client_message_id: None,
+            turn_id: request.turn_id.clone(),
+        };
+        let producer = ProducerClaim {
+            id: format!("answer:{id}"),
+            epoch: 0,
+            seq: 0,
+        };
+        let now = rfc3339_ms(self.clock.now_ms());
+        let appended = append_events(
+            self.log.as_ref(),
+            &path,
+            &session.id,
+            std::slice::from_ref(&draft),
+            Some(producer),
+            &now,
+            None,
+        )
+        .await?;
+        if appended.duplicate {
+            let first = spool_domain::session::read_events(self.log.as_ref(), &path, appended.first - 1, 1)
+                .await?
+                .events
+                .pop();
+            let same = first.is_some_and(|e| e.kind_type == kind_type && e.payload == payload);
+            if !same {
+                // Another answer is the one recorded (its process may have died before closing
+                // the request and resuming the turn): finish that, and refuse this one.
+                self.metadata
+                    .take_request(caller.org(), session_id, id, Some(kind))
+                    .await?;
+                if let Some(turn_id) = &request.turn_id {
+                    self.enqueue_turn(caller.org(), session_id, turn_id, appended.first)
+                        .await?;
+                }
+                return Err(ApiError::AnsweredAlready(format!(
+                    "the {} `{id}` of session `{session_id}` has another answer already",
+                    kind_name(kind)
+                )));
+            }
+        }
+        let seq = appended.first;
+        self.metadata
             .take_request(caller.org(), session_id, id, Some(kind))
             .await?;
-        let Some(request) = taken else {
-            return Err(stale());
-        };
-        let seq = match self
-            .submit(caller, &session, kind_type, payload, request.turn_id.clone())
-            .await
-        {
-            Ok(seq) => seq,
-            Err(e) => {
-                // Nothing was answered: the request stays open for a retry.
-                self.metadata.open_request(caller.org(), session_id, &request).await?;
-                return Err(e);
-            }
-        };
         if let Some(turn_id) = &request.turn_id {
             self.enqueue_turn(caller.org(), session_id, turn_id, seq).await?;
         }

@@ -92,6 +92,7 @@ impl Directory for AwsMetadata {
         let result = self
             .dynamodb
             .transact_write_items()
+            .client_request_token(crate::items::request_token())
             .transact_items(TransactWriteItem::builder().condition_check(check_org).build())
             .transact_items(TransactWriteItem::builder().put(put).build())
             .send()

@@ -275,3 +275,11 @@ pub(crate) fn producer_to_item(sid: &str, producer: &str, p: ProducerState, ttl:
     }
     item
 }
+
+/// A fresh idempotency token for one `TransactWriteItems`. The SDK sends the same token when it
+/// retries the request, so a retry of a transaction that committed but whose answer was lost
+/// (a timeout, a 500) is answered with the first outcome instead of being applied again or
+/// failing its conditions against its own writes.
+pub(crate) fn request_token() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

@@ -670,6 +670,7 @@ impl Inner {
             .clients
             .dynamodb
             .transact_write_items()
+            .client_request_token(crate::items::request_token())
             .set_transact_items(Some(tx))
             .send()
             .await
@@ -988,6 +989,7 @@ impl Inner {
             .clients
             .dynamodb
             .transact_write_items()
+            .client_request_token(crate::items::request_token())
             .set_transact_items(Some(items))
             .send()
             .await;
@@ -1330,6 +1332,7 @@ impl StreamWriter for AwsLog {
                 .clients
                 .dynamodb
                 .transact_write_items()
+                .client_request_token(crate::items::request_token())
                 .set_transact_items(Some(tx))
                 .send()
                 .await;

@@ -242,6 +242,11 @@ impl Sessions for AwsMetadata {
         }
         match self.session(org, id).await? {
             None => Err(missing(id)),
+            // Our own claim: the SDK retried a write that had applied (its answer was lost).
+            Some(Session {
+                pending_turn: Some(holder),
+                ..
+            }) if holder.turn_id == turn.turn_id => Ok(Ok(())),
             Some(Session {
                 pending_turn: Some(holder),
                 ..

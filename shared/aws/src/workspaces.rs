@@ -118,6 +118,7 @@ impl AwsMetadata {
         match self
             .dynamodb
             .transact_write_items()
+            .client_request_token(crate::items::request_token())
             .set_transact_items(Some(items))
             .send()
             .await

@@ -224,7 +224,8 @@ pub trait Sessions: Send + Sync {
     async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error>;
 
     /// Makes `turn` the session's pending turn unless another is: `Ok(Err(holder))` then
-    /// ([`Error::Missing`] if there is no such session).
+    /// ([`Error::Missing`] if there is no such session). Claiming the turn that holds it already
+    /// succeeds, so a retried claim is harmless.
     async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error>;
 
     /// Clears the session's pending turn if it is `turn_id`; true if it was.

@@ -292,7 +292,7 @@ impl Sessions for EmbeddedMetadata {
     }
 
     async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error> {
-        let (org, id) = (org.to_owned(), id.to_owned());
+        let (org, id, turn_id) = (org.to_owned(), id.to_owned(), turn.turn_id.clone());
         let claim = serde_json::to_string(turn).map_err(|e| Error::unavailable("encode a pending turn", e))?;
         self.with(move |conn| {
             let changed = conn
@@ -316,7 +316,12 @@ impl Sessions for EmbeddedMetadata {
                 None => Err(Error::Missing {
                     what: format!("session `{id}`"),
                 }),
-                Some(Some(holder)) => Ok(Err(serde_json::from_str(&holder).map_err(corrupt)?)),
+                Some(Some(holder)) => {
+                    let holder: PendingTurn = serde_json::from_str(&holder).map_err(corrupt)?;
+                    // Claiming the turn one holds already is a success (as on DynamoDB, where a
+                    // retried write meets its own claim).
+                    Ok(if holder.turn_id == turn_id { Ok(()) } else { Err(holder) })
+                }
                 // Released between the two statements: a retry will claim it.
                 Some(None) => Err(Error::Contention {
                     path: Session::stream(&org, &id)?,
