@@ -299,8 +299,55 @@ pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: 
     assert_eq!(said["payload"]["text"], "You chose green.");
 }
 
+/// A turn whose job was lost while it ran (its record stands still, in progress, for longer
+/// than a step can run) is queued again when its chat is found stuck, and runs to its end.
+pub(crate) async fn a_running_turn_whose_job_was_lost_runs_again<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let (_, chat) = chat_with(&stack.api, script()).await;
+    let org = org_of(&stack.api);
+    // GIVEN a claimed turn whose message is in the chat, recorded as running half an hour ago,
+    // and no job for it anywhere
+    plant_claim(&stack, &chat, "turn_lost", None, 40 * 60_000).await;
+    let draft = EventDraft {
+        kind: EventKind::Submit,
+        kind_type: "user_message_submitted".to_owned(),
+        payload: json!({ "content": "still there?", "author": "key:test" }),
+        client_message_id: None,
+        turn_id: Some("turn_lost".to_owned()),
+    };
+    let path = Session::stream(&org, &chat).unwrap();
+    let then = SystemClock.now_ms() - 40 * 60_000;
+    let appended = append_events(
+        stack.log.as_ref(),
+        &path,
+        &chat,
+        &[draft],
+        None,
+        &rfc3339_ms(then),
+        None,
+    )
+    .await
+    .unwrap();
+    let running = spool_domain::TurnRecord::at(
+        "turn_lost",
+        appended.first,
+        spool_domain::TurnStatus::InProgress,
+        None,
+        then + 1000,
+    );
+    stack.metadata.record_turn(&org, &chat, &running).await.unwrap();
+    // WHEN a person writes and is refused
+    let (status, _) = post(&stack, &chat, json!({ "content": "hello?" })).await;
+    assert_eq!(status, 409);
+    // THEN the lost turn runs to its end and the chat is free
+    until(&stack.api, &chat, "turn_lost", "agent_end").await;
+    let (status, _) = post(&stack, &chat, json!({ "content": "hello again" })).await;
+    assert_eq!(status, 202);
+}
+
 on_both_backends!(
     claims_http: a_retry_answers_its_first_seq_and_turn_after_the_chat_moved_on,
+    a_running_turn_whose_job_was_lost_runs_again,
     an_answer_cut_short_by_a_crash_is_completed_by_its_retry,
     identical_posts_at_once_are_one_message,
     a_claim_without_its_message_does_not_wedge_the_chat,

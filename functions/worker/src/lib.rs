@@ -37,6 +37,10 @@ pub enum Error {
     /// The stores failed.
     #[error(transparent)]
     Log(#[from] spool_domain::Error),
+    /// The step failed for the last time and its turn was ended with an error: the job is done
+    /// with (on Lambda it still goes to the dead-letter queue, for an operator to look at).
+    #[error("the turn was given up after its last attempt: {0}")]
+    GaveUp(#[source] Box<Error>),
 }
 
 /// A job from either queue.
@@ -169,12 +173,22 @@ impl Worker {
     }
 
     /// Runs one step of a turn, delivered for the `attempt`-th time. On the last attempt a
-    /// failure ends the turn (a `system` event, `agent_end{reason: error}`) and is still
-    /// returned, so the message goes to the dead-letter queue.
+    /// failure ends the turn (a `system` event, `agent_end{reason: error}`) and is returned as
+    /// [`Error::GaveUp`], so the message goes to the dead-letter queue. If even that fails, the
+    /// plain error comes back, the job is delivered again, and a delivery past the last attempt
+    /// only tries to end the turn: no chat is left waiting on a turn nobody runs.
     pub async fn run_turn(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
         let engine = self.engine.as_ref().ok_or(Error::NoTurns)?;
         let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, attempt);
         async {
+            if attempt > self.max_attempts {
+                let reason = "its last attempt failed";
+                engine.give_up(job, attempt, reason).await?;
+                return Err(Error::GaveUp(Box::new(Error::Log(spool_domain::Error::unavailable(
+                    "run a turn step",
+                    reason,
+                )))));
+            }
             match engine.run(job, attempt).await {
                 Ok(outcome) => {
                     tracing::info!(?outcome, "turn step done");
@@ -182,10 +196,13 @@ impl Worker {
                 }
                 Err(e) if attempt >= self.max_attempts => {
                     tracing::error!(error.message = %e, error.cause_chain = ?e, "turn step failed for the last time");
-                    if let Err(give_up) = engine.give_up(job, attempt, &e.to_string()).await {
-                        tracing::error!(error = %give_up, "cannot even end the failed turn");
+                    match engine.give_up(job, attempt, &e.to_string()).await {
+                        Ok(()) => Err(Error::GaveUp(Box::new(e.into()))),
+                        Err(give_up) => {
+                            tracing::error!(error = %give_up, "cannot end the failed turn yet; it is delivered again");
+                            Err(e.into())
+                        }
                     }
-                    Err(e.into())
                 }
                 Err(e) => {
                     tracing::warn!(error.message = %e, error.cause_chain = ?e, "turn step failed; it will be retried");
@@ -323,8 +340,8 @@ fn uuid_like() -> String {
 /// Takes turns from `queue` and runs them, each chat's in order, different chats at once, as
 /// Lambda's event source mapping does on AWS. A step that succeeds is acknowledged; one that
 /// fails is handed out again shortly (with the rest of its chat's batch, so their order holds),
-/// until its last attempt, which is acknowledged (the turn was ended with an error). Runs until
-/// the task is dropped.
+/// until its last attempt, which is acknowledged once the turn was ended with an error. Runs
+/// until the task is dropped.
 pub async fn poll_turns(worker: Arc<Worker>, queue: Arc<dyn TurnQueue>, settings: PollSettings) {
     // Whatever this holder held was interrupted: its previous process is gone.
     match queue.recover(&settings.holder).await {
@@ -394,7 +411,7 @@ async fn run_group(worker: &Worker, queue: Arc<dyn TurnQueue>, group: Vec<Delive
         if !failed {
             let result = worker.run_turn(&delivery.job, delivery.attempts).await;
             heartbeat.done(&delivery.receipt).await;
-            if result.is_ok() || delivery.attempts >= worker.max_attempts {
+            if matches!(result, Ok(_) | Err(Error::GaveUp(_))) {
                 if let Err(e) = queue.ack(&delivery.receipt).await {
                     tracing::warn!(error = %e, "cannot acknowledge a turn; it will run again, harmlessly");
                 }

@@ -8,7 +8,9 @@
 //!
 //! - the turn's record says it ended: the release was lost, so it is released now;
 //! - the record says it runs (`in_progress`): it is live (a crashed worker's step comes back
-//!   through the queue);
+//!   through the queue), unless the record has not moved for far longer than a step can run
+//!   (its job was lost: a dead-letter queue took it); then its turn is queued again, from the
+//!   chat's tail, and the step finds where the turn is (waiting on a person, or to be ended);
 //! - otherwise the message that claimed it is looked for in the stream: if it is there, its
 //!   turn is queued again (the queue drops a job it already has); if it is not, the claim is
 //!   released.
@@ -30,6 +32,10 @@ pub const CLAIM_GRACE_MS: i64 = 30_000;
 /// How far the clocks of the processes writing one chat may disagree; the search for a
 /// claim's message stops at events older than its claim by more than this.
 const CLOCK_SKEW_MS: i64 = 5 * 60_000;
+
+/// How long a running turn's record may stand still before its job is presumed lost: longer
+/// than a step's time limit and its lease together.
+pub const STALE_TURN_MS: i64 = 20 * 60_000;
 
 /// Events read per step of the backwards search.
 const SEARCH_WINDOW: u64 = 500;
@@ -74,12 +80,27 @@ pub async fn reconcile(
         .await?
         .into_iter()
         .find(|t| t.turn_id == holder.turn_id);
-    match record.as_ref().map(|r| r.status) {
-        Some(TurnStatus::Completed | TurnStatus::Failed) => return release(stores, org, session_id, holder).await,
-        Some(TurnStatus::InProgress) => return Ok(Reconciled::Live),
-        Some(TurnStatus::Queued) | None => {}
-    }
     let path = Session::stream(org, session_id)?;
+    match record.as_ref().map(|r| (r.status, r.updated_ms)) {
+        Some((TurnStatus::Completed | TurnStatus::Failed, _)) => return release(stores, org, session_id, holder).await,
+        Some((TurnStatus::InProgress, updated)) if now_ms.saturating_sub(updated) < STALE_TURN_MS => {
+            return Ok(Reconciled::Live);
+        }
+        Some((TurnStatus::InProgress, _)) => {
+            // A new trigger (the tail), so the step writes under a producer epoch of its own.
+            let tail = stores.log.metadata(&path).await?.tail.seq();
+            let job = TurnJob {
+                org: org.to_owned(),
+                session_id: session_id.to_owned(),
+                turn_id: holder.turn_id.clone(),
+                trigger_seq: tail,
+            };
+            stores.turns.enqueue(&job).await?;
+            tracing::warn!(org, session = session_id, turn = %holder.turn_id, "a running turn stood still too long; queued it again");
+            return Ok(Reconciled::Requeued(job));
+        }
+        Some((TurnStatus::Queued, _)) | None => {}
+    }
     let Some(trigger_seq) = find_message(stores.log, &path, &holder.turn_id, holder.since_ms).await? else {
         return release(stores, org, session_id, holder).await;
     };
