@@ -159,8 +159,8 @@ impl ChatApi {
     /// The answer's event is the record: it is appended under an idempotent producer named after
     /// the request (`answer:{id}`), so of two racing answers the log keeps exactly one, and a
     /// retried answer (a lost response, a crash before its request was closed) is recognised by
-    /// its payload and answered as the first time. The open request is closed after, as
-    /// cleanup; one that a crash left open is closed by the next answer to it.
+    /// its payload and answered as the first time. The turn is queued, then the open request
+    /// closed; one that a crash left open is finished by the next answer to it.
     pub(crate) async fn answer(
         &self,
         caller: &Caller,
@@ -211,26 +211,28 @@ impl ChatApi {
             if !same {
                 // Another answer is the one recorded (its process may have died before closing
                 // the request and resuming the turn): finish that, and refuse this one.
-                self.metadata
-                    .take_request(caller.org(), session_id, id, Some(kind))
-                    .await?;
                 if let Some(turn_id) = &request.turn_id {
                     self.enqueue_turn(caller.org(), session_id, turn_id, appended.first)
                         .await?;
                 }
+                self.metadata
+                    .take_request(caller.org(), session_id, id, Some(kind))
+                    .await?;
                 return Err(ApiError::AnsweredAlready(format!(
                     "the {} `{id}` of session `{session_id}` has another answer already",
                     kind_name(kind)
                 )));
             }
         }
+        // The turn is queued before the request is closed: a crash in between leaves the
+        // request open, so the client's retry (told nothing yet) queues it again.
         let seq = appended.first;
-        self.metadata
-            .take_request(caller.org(), session_id, id, Some(kind))
-            .await?;
         if let Some(turn_id) = &request.turn_id {
             self.enqueue_turn(caller.org(), session_id, turn_id, seq).await?;
         }
+        self.metadata
+            .take_request(caller.org(), session_id, id, Some(kind))
+            .await?;
         self.metadata
             .touch_session(caller.org(), session_id, self.clock.now_ms(), &session.preview)
             .await?;

@@ -7,6 +7,7 @@
 //! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
 
 pub mod directory;
+pub mod faults;
 pub mod items;
 pub mod log;
 pub mod metadata;
@@ -17,6 +18,7 @@ pub mod sessions;
 pub mod turn_queue;
 pub mod workspaces;
 
+pub use faults::{FaultCounts, FaultInjector, FaultPlan};
 pub use log::{AwsLog, AwsLogOptions};
 pub use metadata::AwsMetadata;
 pub use metrics::RequestCounter;

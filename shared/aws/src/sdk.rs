@@ -56,6 +56,15 @@ pub struct AwsClients {
 impl AwsClients {
     /// Builds the clients from `settings`, counting every request in `counter` when given.
     pub async fn new(settings: &AwsSettings, counter: Option<RequestCounter>) -> Self {
+        Self::with_faults(settings, counter, None).await
+    }
+
+    /// [`Self::new`], with `faults` injected into every request (the chaos tests).
+    pub async fn with_faults(
+        settings: &AwsSettings,
+        counter: Option<RequestCounter>,
+        faults: Option<crate::FaultInjector>,
+    ) -> Self {
         let sdk = load_sdk_config(settings).await;
         let emulated = settings.endpoint_url.is_some();
 
@@ -76,6 +85,11 @@ impl AwsClients {
             dynamodb = dynamodb.interceptor(counter.clone());
             s3 = s3.interceptor(counter.clone());
             sqs = sqs.interceptor(counter);
+        }
+        if let Some(faults) = faults {
+            dynamodb = dynamodb.interceptor(faults.clone());
+            s3 = s3.interceptor(faults.clone());
+            sqs = sqs.interceptor(faults);
         }
         Self {
             dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
