@@ -27,7 +27,12 @@ WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig
 CHROMIUM      ?= /usr/bin/chromium
 export CHROMIUM
 
-.PHONY: help run test conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+.PHONY: help run test soak conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+
+# `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
+# spool serve, and messages per chat under injected AWS faults.
+SOAK_CYCLES   ?= 60
+SOAK_MESSAGES ?= 30
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,6 +58,16 @@ test: deps web browser ## Install what the tests need, start the emulator, run e
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	exit $$status
+
+soak: deps ## Chaos at length (minutes): SOAK_CYCLES kill -9 cycles of spool serve, SOAK_MESSAGES per chat under injected AWS faults; prints the figures
+	@port=$$($(PYTHON) localstack/emulator.py free-port); \
+	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/soak EMULATOR_ENV_FILE=.emulator/soak/env; \
+	export SPOOL_EMULATOR_ENV=$$PWD/.emulator/soak/env; \
+	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
+	$(PYTHON) localstack/emulator.py up; \
+	CHAOS_CYCLES=$(SOAK_CYCLES) CHAOS_MESSAGES=$(SOAK_MESSAGES) cargo nextest run -p spool-local -p spool-tests \
+	  --features spool-tests/emulator --locked --no-capture -E 'test(kill_9_during_traffic) | test(injected_aws_faults)' 2>&1 \
+	  | grep -E '^chaos|PASS|FAIL|panicked'
 
 conformance: deps ## Run the Durable Streams conformance suite and the client resume test on both backends
 	cargo build -p spool-local --locked

@@ -31,6 +31,7 @@ macro_rules! on_both_backends {
 mod agents_http;
 mod answers_http;
 mod capabilities_http;
+mod chaos;
 mod claims_http;
 mod cli_agents;
 mod contract;
