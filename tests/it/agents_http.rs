@@ -904,8 +904,41 @@ async fn an_organizations_flood_does_not_hold_up_another() {
     }
 }
 
+/// Messages queued behind a turn (`on_busy: enqueue`) are answered each by its own turn, in
+/// order: a turn does not see the messages sent after its own.
+pub(crate) async fn queued_messages_are_answered_each_by_its_own_turn<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let turns = harness.turns().await;
+    let base = serve(log.clone(), metadata.clone(), turns.clone()).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let (_, chat) = chat_with(&api, script()).await;
+    // GIVEN three messages queued before any worker runs
+    let mut sent = Vec::new();
+    for name in ["Ada", "Grace", "Edsger"] {
+        let answer = api
+            .ok(
+                Method::POST,
+                &format!("/v1/sessions/{chat}/messages"),
+                Some(json!({ "content": name, "on_busy": "enqueue" })),
+            )
+            .await;
+        sent.push((name, answer["turn_id"].as_str().unwrap().to_owned()));
+    }
+    // WHEN the worker starts
+    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine(log, metadata), 3);
+    tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns, test_poll()));
+    // THEN each turn answers its own message
+    let events = until(&api, &chat, &sent[2].1, "agent_end").await;
+    for (name, turn) in &sent {
+        let said = one(&events, turn, "message_end")["payload"]["text"].clone();
+        assert_eq!(said, format!("Hello there, {name}!"), "{turn}");
+    }
+}
+
 on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
+    queued_messages_are_answered_each_by_its_own_turn,
     a_lambda_batch_keeps_its_turns_leased,
     a_step_longer_than_its_lease_keeps_it,
     a_runtime_past_the_turn_time_limit_is_stopped,

@@ -34,6 +34,17 @@ async fn post(stack: &Stack, chat: &str, body: Value) -> (reqwest::StatusCode, V
         .await
 }
 
+/// A person's message of `turn`, as the API appends it.
+fn message(turn: &str, content: &str) -> EventDraft {
+    EventDraft {
+        kind: EventKind::Submit,
+        kind_type: "user_message_submitted".to_owned(),
+        payload: json!({ "content": content, "author": "key:test" }),
+        client_message_id: None,
+        turn_id: Some(turn.to_owned()),
+    }
+}
+
 /// Plants the claim a process that died after claiming would have left, `age_ms` old.
 async fn plant_claim(stack: &Stack, chat: &str, turn: &str, cmid: Option<&str>, age_ms: i64) {
     let claim = PendingTurn {
@@ -174,13 +185,7 @@ pub(crate) async fn a_claimed_message_whose_turn_was_never_queued_runs<H: Harnes
     let org = org_of(&stack.api);
     // GIVEN a claim and its message, appended a minute ago, and no queued turn
     plant_claim(&stack, &chat, "turn_orphan", None, 60_000).await;
-    let draft = EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "user_message_submitted".to_owned(),
-        payload: json!({ "content": "was I heard?", "author": "key:test" }),
-        client_message_id: None,
-        turn_id: Some("turn_orphan".to_owned()),
-    };
+    let draft = message("turn_orphan", "was I heard?");
     let path = Session::stream(&org, &chat).unwrap();
     let at = rfc3339_ms(SystemClock.now_ms() - 60_000);
     append_events(stack.log.as_ref(), &path, &chat, &[draft], None, &at, None)
@@ -308,13 +313,7 @@ pub(crate) async fn a_running_turn_whose_job_was_lost_runs_again<H: Harness>(har
     // GIVEN a claimed turn whose message is in the chat, recorded as running half an hour ago,
     // and no job for it anywhere
     plant_claim(&stack, &chat, "turn_lost", None, 40 * 60_000).await;
-    let draft = EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "user_message_submitted".to_owned(),
-        payload: json!({ "content": "still there?", "author": "key:test" }),
-        client_message_id: None,
-        turn_id: Some("turn_lost".to_owned()),
-    };
+    let draft = message("turn_lost", "still there?");
     let path = Session::stream(&org, &chat).unwrap();
     let then = SystemClock.now_ms() - 40 * 60_000;
     let appended = append_events(

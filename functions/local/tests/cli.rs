@@ -16,6 +16,15 @@ struct Server {
 }
 
 impl Server {
+    /// The local organization's API key, as the banner prints it.
+    fn api_key(&self) -> String {
+        self.banner_lines[1]
+            .split_whitespace()
+            .find(|w| w.starts_with("spool_"))
+            .expect("the banner's API key")
+            .to_owned()
+    }
+
     fn start(args: &[&str], cwd: &Path) -> Self {
         Self::start_with(args, cwd, &[])
     }
@@ -407,11 +416,7 @@ async fn a_cli_agent_of_serve_sees_no_secret_and_works_with_a_relative_data_dir(
             ("SPOOL_DATA_DIR", "elsewhere".as_ref()),
         ],
     );
-    let key = server.banner_lines[1]
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .unwrap();
-    let token = token(&server.url, key).await;
+    let token = token(&server.url, &server.api_key()).await;
     // WHEN a person talks to the built-in agent, which takes the installed CLI
     let sent: serde_json::Value = reqwest::Client::new()
         .post(format!("{}/v1/sessions/global/messages", server.url))
@@ -541,11 +546,7 @@ async fn serve_stops_at_once_with_live_responses_open() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(&["--data-dir", "data"], dir.path());
-    let key = server.banner_lines[1]
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .unwrap()
-        .to_owned();
+    let key = server.api_key();
     let token = token(&server.url, &key).await;
     // GIVEN a live SSE response
     let mut sse = connect(&server.url);
@@ -588,11 +589,7 @@ async fn serve_rate_limits_handshakes_writes_and_creations() {
             ("SPOOL_RATE_CREATES_PER_MIN", "3".as_ref()),
         ],
     );
-    let key = server.banner_lines[1]
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .unwrap()
-        .to_owned();
+    let key = server.api_key();
     let http = reqwest::Client::new();
     let jwt = token(&server.url, &key).await;
     // Handshakes: a guesser of the key's secret is stopped after the burst
@@ -688,11 +685,7 @@ async fn the_data_directory_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&["--data-dir", "data"], dir.path());
-    let key = server.banner_lines[1]
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .unwrap()
-        .to_owned();
+    let key = server.api_key();
     let token = token(&server.url, &key).await;
     let sent: serde_json::Value = reqwest::Client::new()
         .post(format!("{}/v1/sessions/global/messages", server.url))
@@ -745,11 +738,7 @@ async fn a_revoked_keys_tokens_stop_working() {
         dir.path(),
         &[("SPOOL_REVOCATION_CHECK_MS", "200".as_ref())],
     );
-    let local_key = server.banner_lines[1]
-        .split_whitespace()
-        .find(|w| w.starts_with("spool_"))
-        .unwrap()
-        .to_owned();
+    let local_key = server.api_key();
     // GIVEN a second key of the local organization, and a token of each
     let (ok, out, err) = admin(&["create-api-key", "local"], &data);
     assert!(ok, "{err}");

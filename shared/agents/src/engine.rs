@@ -591,7 +591,16 @@ impl Step<'_> {
     /// One reply of the runtime, streamed into events, raced against an abort.
     async fn reply(&mut self, runtime: &dyn Runtime) -> Result<Replied, Error> {
         let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
-        let mut request = self.runtime_request(conversation(&self.events, with_context));
+        // The chat as it was when this turn's message came, and what this turn added since: a
+        // message queued behind it (`on_busy: enqueue`) is the next turn's to answer.
+        let start = self.state().start_seq.unwrap_or(0);
+        let seen: Vec<Event> = self
+            .events
+            .iter()
+            .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
+            .cloned()
+            .collect();
+        let mut request = self.runtime_request(conversation(&seen, with_context));
         if let Some(ws) = &self.session.workspace_id {
             request.context.working_dir = self
                 .engine

@@ -149,19 +149,7 @@ impl EmbeddedLog {
     /// Opens (creating if need be) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let dir = dir.as_ref().to_path_buf();
-        private::dir(&dir)
-            .and_then(|()| private::dir(&dir.join("pages")))
-            .and_then(|()| private::database(&dir.join("spool.db")))
-            .map_err(|e| {
-                Error::unavailable(
-                    format!(
-                        "cannot create the data directory {}; check SPOOL_DATA_DIR",
-                        dir.display()
-                    ),
-                    e,
-                )
-            })?;
-        let db_path = dir.join("spool.db");
+        let db_path = private::prepare(&dir, &["pages"], "spool.db")?;
         let conn = db::open(&db_path)?;
 
         let seal_rx;

@@ -124,18 +124,7 @@ impl EmbeddedMetadata {
     /// Opens (creating if need be) `metadata.db` in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
         let dir = dir.as_ref();
-        crate::private::dir(dir)
-            .and_then(|()| crate::private::database(&dir.join("metadata.db")))
-            .map_err(|e| {
-                Error::unavailable(
-                    format!(
-                        "cannot create the data directory {}; check SPOOL_DATA_DIR",
-                        dir.display()
-                    ),
-                    e,
-                )
-            })?;
-        let path = dir.join("metadata.db");
+        let path = crate::private::prepare(dir, &[], "metadata.db")?;
         let (conn, version) = connect(&path, SCHEMA_VERSION)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| sql("enable foreign keys", e))?;
