@@ -328,7 +328,7 @@ function NewWorkspace({ client, notify, onCreated }: { client: Client; notify: N
  */
 async function start() {
   const client = new Client(await loadEndpoints());
-  const key = new URLSearchParams(location.hash.replace(/^#/, "")).get("key");
+  const key = keyInUrl() ?? takePendingKey();
   let offered: Handshake | null = null;
   let linkError: unknown = null;
   if (key) {
@@ -349,9 +349,36 @@ async function start() {
   render(<App client={client} offered={offered} linkError={linkError} />, document.getElementById("app")!);
 }
 
-// A link followed in an open tab changes only the fragment: start again to handle its key.
+/** The key of a sign-in link in the address bar, if any. */
+function keyInUrl(): string | null {
+  return new URLSearchParams(location.hash.replace(/^#/, "")).get("key");
+}
+
+const PENDING_KEY = "spool.link-key";
+
+/** A link's key kept across the reload that handles it (the address may change meanwhile). */
+function takePendingKey(): string | null {
+  try {
+    const key = sessionStorage.getItem(PENDING_KEY);
+    sessionStorage.removeItem(PENDING_KEY);
+    return key;
+  } catch {
+    return null;
+  }
+}
+
+// A link followed in an open tab changes only the fragment: keep its key for a moment (the
+// shell may rewrite the address before the reload) and start again to handle it.
 window.addEventListener("hashchange", () => {
-  if (new URLSearchParams(location.hash.replace(/^#/, "")).has("key")) location.reload();
+  const key = keyInUrl();
+  if (!key) return;
+  try {
+    sessionStorage.setItem(PENDING_KEY, key);
+  } catch {
+    // Without session storage the reload reads the key from the address, as before.
+  }
+  history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+  location.reload();
 });
 
 void start();

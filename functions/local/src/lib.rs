@@ -12,6 +12,7 @@ use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
+mod admin;
 pub mod server;
 pub mod web;
 
@@ -29,42 +30,7 @@ enum Command {
     Serve(ServeArgs),
     /// Manage organizations and API keys (on the backend `--backend` names).
     #[command(subcommand)]
-    Admin(AdminCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum AdminCommand {
-    /// Make an organization; prints `{"org_id", "name"}` as JSON.
-    CreateOrg {
-        /// Its display name.
-        name: String,
-        /// Its id (1 to 64 letters, digits, `-` or `_`) instead of a random `org_…`.
-        #[arg(long)]
-        id: Option<String>,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
-    /// Make an API key for an organization; prints `{"org_id", "key_id", "api_key",
-    /// "capabilities"}` as JSON. The key is shown only this once: Spool keeps only its hash.
-    CreateApiKey {
-        /// The organization's id.
-        org: String,
-        /// A capability that tokens issued for the key carry (repeatable), e.g. `agent`.
-        #[arg(long = "capability", value_name = "NAME")]
-        capabilities: Vec<String>,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
-    /// Revoke an API key: no handshake accepts it again, and the tokens issued for it stop
-    /// working within SPOOL_REVOCATION_CHECK_MS (30 s); prints `{"key_id", "org_id",
-    /// "revoked"}` as JSON.
-    RevokeApiKey {
-        /// The key's id (the part of `spool_{key_id}_{secret}` before the secret), or the
-        /// whole key.
-        key: String,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    Admin(admin::AdminCommand),
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -111,7 +77,7 @@ impl Cli {
                 }
                 serve(config, args.no_auth).await
             }
-            Command::Admin(command) => admin(command).await,
+            Command::Admin(command) => admin::run(command).await,
         }
     }
 }
@@ -148,7 +114,7 @@ impl StoreArgs {
 }
 
 /// Everything `spool serve` runs on.
-struct Services {
+pub(crate) struct Services {
     log: Arc<dyn StreamLog>,
     metadata: Arc<dyn Metadata>,
     turns: Arc<dyn TurnQueue>,
@@ -157,7 +123,7 @@ struct Services {
     maintenance: Option<(aws_sdk_sqs::Client, String)>,
 }
 
-async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
+pub(crate) async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
     match config.backend {
         Backend::Embedded => {
             let options = spool_embedded::Options {
@@ -204,70 +170,8 @@ async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -
 /// The organization `--no-auth` requests act for, and the one `spool serve` makes on first start.
 pub use spool_api::admin::LOCAL_ORG;
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemClock.now_ms()
-}
-
-/// `spool admin …`: prints the result as JSON on stdout.
-async fn admin(command: AdminCommand) -> anyhow::Result<()> {
-    let (AdminCommand::CreateOrg { store, .. }
-    | AdminCommand::CreateApiKey { store, .. }
-    | AdminCommand::RevokeApiKey { store, .. }) = &command;
-    let config = store.config()?;
-    let services = services(&config, None).await?;
-    let directory = services.metadata.as_ref();
-    let out = match &command {
-        AdminCommand::CreateOrg { name, id, .. } => {
-            let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
-                .await
-                .context("cannot create the organization")?;
-            spool_api::global::ensure_global_session(
-                services.metadata.as_ref(),
-                services.log.as_ref(),
-                &org.id,
-                now_ms(),
-            )
-            .await
-            .context("cannot create the organization's global chat")?;
-            serde_json::json!({ "org_id": org.id, "name": org.name })
-        }
-        AdminCommand::CreateApiKey { org, capabilities, .. } => {
-            let (record, key) = spool_api::admin::create_api_key(directory, org, capabilities, now_ms())
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot create an API key for `{org}` (make the organization with `spool admin create-org`)"
-                    )
-                })?;
-            serde_json::json!({
-                "org_id": record.org_id,
-                "key_id": record.key_id,
-                "api_key": key.reveal(),
-                "capabilities": record.capabilities,
-            })
-        }
-        AdminCommand::RevokeApiKey { key, .. } => {
-            // A whole key names its id; so does the id alone.
-            let key_id = spool_auth::ApiKey::parse(key)
-                .map(|k| k.key_id().to_owned())
-                .unwrap_or_else(|_| key.trim().to_owned());
-            // The list first: a crash between the two leaves a key that is refused, not one
-            // whose tokens still work.
-            spool_domain::revocation::revoke(services.log.as_ref(), &key_id, now_ms())
-                .await
-                .context("cannot record the revocation")?;
-            let removed = directory
-                .remove_api_key(&key_id)
-                .await
-                .context("cannot delete the API key")?;
-            let Some(record) = removed else {
-                anyhow::bail!("there is no API key `{key_id}` (its tokens are refused anyway)");
-            };
-            serde_json::json!({ "key_id": record.key_id, "org_id": record.org_id, "revoked": true })
-        }
-    };
-    println!("{}", serde_json::to_string_pretty(&out)?);
-    Ok(())
 }
 
 /// The local organization's API key: made with the organization on first start and kept in
