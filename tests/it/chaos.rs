@@ -208,7 +208,7 @@ async fn injected_aws_faults_lose_and_repeat_nothing_and_wedge_no_chat() {
     assert_eq!(pending, 0, "turns still unended two minutes after the faults stopped");
     let settled = settle.elapsed();
 
-    let (mut found, mut failed_turns) = (0, 0);
+    let (mut found, mut failed_turns, mut picked_up) = (0, 0, 0);
     for chat in &chats {
         let events = events(&api, chat).await;
         // AND the chat's events are gapless, every acknowledged message there once at its seq
@@ -237,6 +237,15 @@ async fn injected_aws_faults_lose_and_repeat_nothing_and_wedge_no_chat() {
                 .count();
             assert!(starts <= 1, "{turn} started {starts} times");
         }
+        picked_up += events
+            .iter()
+            .filter(|e| {
+                e["type"] == "system"
+                    && e["payload"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("picked up again"))
+            })
+            .count();
         // AND the chat takes a new message
         let (status, sent) = api
             .call(
@@ -249,7 +258,7 @@ async fn injected_aws_faults_lose_and_repeat_nothing_and_wedge_no_chat() {
     }
     assert!(injected.refused > 0 && injected.answers_lost > 0, "{injected:?}");
     eprintln!(
-        "chaos (aws, injected faults): {} attempts to AWS, {} refused, {} answers lost, in {:.1} s; {found} messages acknowledged and found exactly once; {answers} answers; {failed_turns} turns ended with an error; every turn ended {:.1} s after the faults stopped",
+        "chaos (aws, injected faults): {} attempts to AWS, {} refused, {} answers lost, in {:.1} s; {found} messages acknowledged and found exactly once; {answers} answers; {picked_up} interrupted steps picked up again by a redelivery; {failed_turns} turns ended with an error; every turn ended {:.1} s after the faults stopped",
         injected.attempts,
         injected.refused,
         injected.answers_lost,
