@@ -183,8 +183,9 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
   const current = workspaces?.find((w) => w.id === ws);
   // The home page opens the first workspace once there is one.
   useEffect(() => {
-    // Read the hash again: it may have moved on since this render.
-    if (parseRoute(location.hash).page === "home" && workspaces && workspaces.length > 0) {
+    // Read the hash again: it may have moved on since this render (to a sign-in link, too,
+    // which is the start's to handle).
+    if (parseRoute(location.hash).page === "home" && !keyInUrl() && workspaces && workspaces.length > 0) {
       const first = workspaces[0]!;
       history.replaceState(null, "", href({ page: "chats", ws: first.id }));
       dispatchEvent(new HashChangeEvent("hashchange"));
@@ -349,9 +350,10 @@ async function start() {
   render(<App client={client} offered={offered} linkError={linkError} />, document.getElementById("app")!);
 }
 
-/** The key of a sign-in link in the address bar, if any. */
-function keyInUrl(): string | null {
-  return new URLSearchParams(location.hash.replace(/^#/, "")).get("key");
+/** The key of a sign-in link in an address (the address bar's by default), if any. */
+function keyInUrl(url: string = location.href): string | null {
+  const hash = url.includes("#") ? url.slice(url.indexOf("#") + 1) : "";
+  return new URLSearchParams(hash).get("key");
 }
 
 const PENDING_KEY = "spool.link-key";
@@ -369,8 +371,10 @@ function takePendingKey(): string | null {
 
 // A link followed in an open tab changes only the fragment: keep its key for a moment (the
 // shell may rewrite the address before the reload) and start again to handle it.
-window.addEventListener("hashchange", () => {
-  const key = keyInUrl();
+window.addEventListener("hashchange", (e) => {
+  // The address the event is about: the shell may have rewritten the bar since.
+  // (an event the shell dispatches itself has no address: the bar's is the one)
+  const key = keyInUrl(e.newURL || location.href);
   if (!key) return;
   try {
     sessionStorage.setItem(PENDING_KEY, key);

@@ -395,7 +395,10 @@ test("a sign-in link for another organization asks before it switches", async ()
   // A link with the other organization's key, followed in the open tab: asked, not switched
   await page.goto(`${spool.origin}/#key=${api_key}`);
   const prompt = page.getByRole("alertdialog", { name: "Switch organization?" });
-  await prompt.waitFor();
+  await prompt.waitFor({ timeout: 15_000 }).catch(async (e) => {
+    await screenshot(page, "switch-prompt-missing");
+    throw new Error(`${e.message}\nurl: ${page.url()}\npage: ${await page.locator("body").innerText()}\nerrors: ${page.errors}`);
+  });
   assert.match(await prompt.innerText(), /signs you in to the organization elsewhere[\s\S]*signed in to local/);
   assert.equal(await orgOf(), "local");
   assert.ok(!page.url().includes("key="), "the key stays in the address bar");
@@ -404,7 +407,12 @@ test("a sign-in link for another organization asks before it switches", async ()
   assert.equal(await orgOf(), "local");
   // The same link, accepted
   await page.goto(`${spool.origin}/#key=${api_key}`);
-  await page.getByRole("button", { name: "Switch to elsewhere" }).click();
+  await page
+    .getByRole("button", { name: "Switch to elsewhere" })
+    .click({ timeout: 15_000 })
+    .catch(async (e) => {
+      throw new Error(`${e.message}\nurl: ${page.url()}\npage: ${await page.locator("body").innerText()}\nerrors: ${page.errors}`);
+    });
   await page.getByRole("button", { name: "Sign out" }).waitFor();
   assert.equal(await orgOf(), "elsewhere");
   assertNoErrors(page);

@@ -304,12 +304,21 @@ async fn kill_9_during_traffic_loses_and_repeats_nothing_and_wedges_no_chat() {
     };
     let started = Instant::now();
     let mut rng = fastrand::Rng::with_seed(7);
+    let mut recoveries = Vec::new();
+    let mut restarts = Vec::new();
     for _ in 0..cycles() {
         tokio::time::sleep(Duration::from_millis(rng.u64(700..2000))).await;
+        let tails = tails(&http, &base, &token, &chats).await;
         server.kill();
         let (restarted, _) = Server::start(&data, &addr);
         server = restarted;
+        restarts.push(now_ms());
+        // How soon the worker writes again: an agent's event past where each chat was.
+        if let Some(after) = resumed(&http, &base, &token, &chats, &tails).await {
+            recoveries.push(after);
+        }
     }
+    recoveries.sort();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::SeqCst);
     let mut acked: BTreeMap<String, Vec<(String, u64, String)>> = BTreeMap::new();
@@ -347,6 +356,7 @@ async fn kill_9_during_traffic_loses_and_repeats_nothing_and_wedges_no_chat() {
     assert_eq!(pending, 0, "turns still running a minute after the last restart");
 
     let mut found = 0;
+    let mut pickups = Vec::new();
     let mut interrupted = 0;
     for chat in &chats {
         let events = events(&http, &base, &token, chat).await;
@@ -379,7 +389,7 @@ async fn kill_9_during_traffic_loses_and_repeats_nothing_and_wedges_no_chat() {
             assert!(count("agent_start") <= 1, "{turn} started twice");
             assert_eq!(count("agent_end"), 1, "{turn}");
         }
-        interrupted += events
+        let notes: Vec<&Value> = events
             .iter()
             .filter(|e| {
                 e["type"] == "system"
@@ -387,7 +397,9 @@ async fn kill_9_during_traffic_loses_and_repeats_nothing_and_wedges_no_chat() {
                         .as_str()
                         .is_some_and(|m| m.contains("picked up again"))
             })
-            .count();
+            .collect();
+        interrupted += notes.len();
+        pickups.extend(notes.iter().filter_map(|e| e["ts"].as_str().and_then(ts_ms)));
         // AND the chat takes a new message and answers it
         let (status, sent) = call(
             &http,
@@ -401,18 +413,107 @@ async fn kill_9_during_traffic_loses_and_repeats_nothing_and_wedges_no_chat() {
         .unwrap();
         assert_eq!(status, 202, "{chat} refuses messages: {sent}");
     }
+    // How long after each restart its first interrupted turn was picked up again.
+    let mut taken_back: Vec<i64> = restarts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, at)| {
+            let next = restarts.get(i + 1).copied().unwrap_or(i64::MAX);
+            pickups
+                .iter()
+                .filter(|p| **p >= *at && **p < next)
+                .min()
+                .map(|p| p - at)
+        })
+        .collect();
+    taken_back.sort_unstable();
     let acknowledged = figures.acknowledged.load(Ordering::SeqCst);
     assert_eq!(found, acknowledged);
     assert!(acknowledged >= 8, "too little traffic to mean anything: {acknowledged}");
     eprintln!(
-        "chaos (embedded, kill -9): {} cycles in {:.1} s; {} HTTP requests; {} messages sent, {acknowledged} acknowledged, {found} found exactly once; {} answers; {interrupted} interrupted turns picked up again; every turn ended {:.1} s after the last restart",
+        "chaos (embedded, kill -9): {} cycles in {:.1} s; {} HTTP requests; {} messages sent, {acknowledged} acknowledged, {found} found exactly once; {} answers; {interrupted} interrupted turns picked up again; the worker wrote again {} after a restart (median; slowest {}), and took back an interrupted turn {} after it (median of the {} restarts that interrupted one; slowest {}); the backlog drained {:.1} s after the last restart",
         cycles(),
         traffic.as_secs_f64(),
         ATTEMPTS.load(Ordering::Relaxed),
         figures.requests.load(Ordering::SeqCst),
         figures.answers.load(Ordering::SeqCst),
+        recoveries
+            .get(recoveries.len() / 2)
+            .map_or_else(|| "—".to_owned(), |d| format!("{} ms", d.as_millis())),
+        recoveries
+            .last()
+            .map_or_else(|| "—".to_owned(), |d| format!("{} ms", d.as_millis())),
+        taken_back
+            .get(taken_back.len() / 2)
+            .map_or_else(|| "—".to_owned(), |d| format!("{d} ms")),
+        taken_back.len(),
+        taken_back.last().map_or_else(|| "—".to_owned(), |d| format!("{d} ms")),
         settled.as_secs_f64(),
     );
+    // A restart takes back its interrupted turns at once, not after their leases (2 minutes).
+    assert!(
+        recoveries.last().is_some_and(|d| *d < Duration::from_secs(30)),
+        "{recoveries:?}"
+    );
+    assert!(taken_back.last().is_none_or(|d| *d < 30_000), "{taken_back:?}");
+}
+
+fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// An event's `ts` (RFC 3339) in ms since the Unix epoch.
+fn ts_ms(ts: &str) -> Option<i64> {
+    let at = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// Each chat's last seq.
+async fn tails(http: &reqwest::Client, base: &RwLock<String>, token: &str, chats: &[String]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for chat in chats {
+        let (_, page) = call(
+            http,
+            base,
+            reqwest::Method::GET,
+            &format!("/v1/sessions/{chat}/events?limit=1"),
+            token,
+            None,
+        )
+        .await
+        .expect("a chat's last event");
+        out.push(page["last_seq"].as_u64().unwrap_or(0));
+    }
+    out
+}
+
+/// How long after now until an agent writes in any of the chats past `tails` (the worker is
+/// back at work); `None` if nothing runs for 30 s (every chat may be waiting on a person).
+async fn resumed(
+    http: &reqwest::Client,
+    base: &RwLock<String>,
+    token: &str,
+    chats: &[String],
+    tails: &[u64],
+) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        for (chat, tail) in chats.iter().zip(tails) {
+            let path = format!("/v1/sessions/{chat}/events?after={tail}&limit=1000");
+            if let Some((200, page)) = call(http, base, reqwest::Method::GET, &path, token, None).await
+                && page["events"]
+                    .as_array()
+                    .is_some_and(|events| events.iter().any(|e| e["kind"] == "harness"))
+            {
+                return Some(started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
 }
 
 /// Answers the chat's open questions (the turns' `ask_question` events without an answer).
