@@ -692,13 +692,11 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
     assert_eq!(status, 400);
     let org = org_of(&api);
     let path = spool_domain::Session::stream(&org, &chat).unwrap();
-    let draft = spool_domain::EventDraft {
-        kind: spool_domain::EventKind::Submit,
-        kind_type: "user_message_submitted".to_owned(),
-        payload: json!({ "content": "   " }),
-        client_message_id: None,
-        turn_id: Some("turn_blank".to_owned()),
-    };
+    let draft = spool_tests::draft(
+        "user_message_submitted",
+        json!({ "content": "   ", "author": "key:test" }),
+        Some("turn_blank"),
+    );
     spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z", None)
         .await
         .unwrap();

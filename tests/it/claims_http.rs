@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_domain::{
-    EventDraft, EventKind, PendingTurn, Session, SystemClock,
+    EventDraft, PendingTurn, Session, SystemClock,
     clock::{Clock, rfc3339_ms},
     session::append_events,
 };
@@ -36,13 +36,11 @@ async fn post(stack: &Stack, chat: &str, body: Value) -> (reqwest::StatusCode, V
 
 /// A person's message of `turn`, as the API appends it.
 fn message(turn: &str, content: &str) -> EventDraft {
-    EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "user_message_submitted".to_owned(),
-        payload: json!({ "content": content, "author": "key:test" }),
-        client_message_id: None,
-        turn_id: Some(turn.to_owned()),
-    }
+    spool_tests::draft(
+        "user_message_submitted",
+        json!({ "content": content, "author": "key:test" }),
+        Some(turn),
+    )
 }
 
 /// Plants the claim a process that died after claiming would have left, `age_ms` old.
@@ -224,13 +222,7 @@ pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: 
         .to_owned();
     // GIVEN the answer recorded as the API records it, and the process gone before the rest
     let payload = json!({ "question_id": question, "answer": "blue" });
-    let draft = EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "question_answered".to_owned(),
-        payload: payload.clone(),
-        client_message_id: None,
-        turn_id: Some(turn.clone()),
-    };
+    let draft = spool_tests::draft("question_answered", payload.clone(), Some(&turn));
     let producer = spool_domain::ProducerClaim {
         id: format!("answer:{question}"),
         epoch: 0,
@@ -269,13 +261,11 @@ pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: 
         .as_str()
         .unwrap()
         .to_owned();
-    let draft = EventDraft {
-        kind: EventKind::Submit,
-        kind_type: "question_answered".to_owned(),
-        payload: json!({ "question_id": question, "answer": "green" }),
-        client_message_id: None,
-        turn_id: Some(turn.clone()),
-    };
+    let draft = spool_tests::draft(
+        "question_answered",
+        json!({ "question_id": question, "answer": "green" }),
+        Some(&turn),
+    );
     let producer = spool_domain::ProducerClaim {
         id: format!("answer:{question}"),
         epoch: 0,

@@ -386,3 +386,30 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
 }
 
 on_both_backends!(openapi_http: every_answer_is_one_the_document_promises);
+
+/// The web UI's event types are the document's: the `EventType` union of `web/src/api.ts` and
+/// the `type`s of the `ChatEvent` schema are the same set, so neither can add or rename an event
+/// without the other (TypeScript then checks that the UI only handles types of the union).
+#[test]
+fn the_web_uis_event_types_are_the_documents() {
+    let doc = serde_json::to_value(spool_api::openapi()).unwrap();
+    let documented: std::collections::BTreeSet<String> = doc["components"]["schemas"]["ChatEvent"]["oneOf"]
+        .as_array()
+        .expect("the ChatEvent union")
+        .iter()
+        .map(|variant| variant["properties"]["type"]["enum"][0].as_str().unwrap().to_owned())
+        .collect();
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../web/src/api.ts")).unwrap();
+    let union = source
+        .split("export type EventType =")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect("`export type EventType = …;` in web/src/api.ts");
+    let ui: std::collections::BTreeSet<String> = union
+        .split('|')
+        .map(|t| t.trim().trim_matches('"').to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(ui, documented);
+    assert!(documented.len() >= 19, "{documented:?}");
+}

@@ -60,6 +60,13 @@ pub fn workspace_roots() -> spool_domain::WorkspaceRoots {
     spool_domain::WorkspaceRoots::new(&[workspace_root()], &[])
 }
 
+/// An event of `turn`, from its envelope's `type` and `payload` as a fixture spells them.
+pub fn draft(kind_type: &str, payload: serde_json::Value, turn: Option<&str>) -> spool_domain::EventDraft {
+    let event = serde_json::from_value(serde_json::json!({ "type": kind_type, "payload": payload }))
+        .unwrap_or_else(|e| panic!("a {kind_type} event: {e}"));
+    spool_domain::EventDraft::new(event, turn.map(str::to_owned))
+}
+
 /// An id no other test uses (for organizations, keys and the like).
 pub fn unique_id(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])

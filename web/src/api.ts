@@ -50,13 +50,38 @@ export interface Task {
   created_at: string;
 }
 
+/**
+ * Every chat event type the server writes: the `type` values of the OpenAPI document's
+ * `ChatEvent` union (a test in `tests/it/openapi_http.rs` fails if the two disagree).
+ */
+export type EventType =
+  | "user_message_submitted"
+  | "control_submitted"
+  | "tool_output_submitted"
+  | "approval_submitted"
+  | "question_answered"
+  | "plan_submitted"
+  | "agent_message"
+  | "agent_start"
+  | "message_start"
+  | "message_update"
+  | "message_end"
+  | "tool_start"
+  | "tool_end"
+  | "tool_approval_required"
+  | "ask_question"
+  | "plan_approval_required"
+  | "usage"
+  | "agent_end"
+  | "system";
+
 /** One chat event: the envelope of the HTTP contract. */
 export interface ChatEvent {
   seq: number;
   ts: string;
   session_id: string;
   kind: "submit" | "harness" | "system";
-  type: string;
+  type: EventType;
   payload: Record<string, unknown>;
   client_message_id?: string;
   turn_id?: string;

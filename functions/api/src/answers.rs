@@ -11,11 +11,15 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use spool_domain::{
-    ProducerClaim, RequestKind, Session,
+    ChatEvent, ProducerClaim, RequestKind, Session,
+    chat::event::{
+        ApprovalSubmitted, ControlAction, ControlSubmitted, Decision, PlanAction, PlanSubmitted, QuestionAnswered,
+        ToolOutputSubmitted,
+    },
     claim::Reconciled,
-    session::{EventDraft, EventKind, append_events},
+    session::{EventDraft, append_events},
 };
 use utoipa::ToSchema;
 
@@ -30,13 +34,6 @@ const ABORT_GRACE_MS: i64 = 5_000;
 
 /// The longest answer, feedback or tool output accepted, in characters.
 const MAX_ANSWER_CHARS: usize = 100_000;
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ControlAction {
-    /// Stop the running turn (it ends with `agent_end{reason: aborted}`).
-    Abort,
-}
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -57,13 +54,6 @@ pub(crate) struct ToolOutput {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Decision {
-    Approve,
-    Decline,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Approval {
     decision: Decision,
@@ -75,13 +65,6 @@ pub(crate) struct Approval {
 pub(crate) struct Answer {
     question_id: String,
     answer: String,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum PlanAction {
-    Approve,
-    Reject,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -132,23 +115,10 @@ fn kind_name(kind: RequestKind) -> &'static str {
 
 impl ChatApi {
     /// Appends one submit event to a session; its seq.
-    pub(crate) async fn submit(
-        &self,
-        caller: &Caller,
-        session: &Session,
-        kind_type: &str,
-        payload: Value,
-        turn_id: Option<String>,
-    ) -> Result<u64, ApiError> {
+    pub(crate) async fn submit(&self, caller: &Caller, session: &Session, event: ChatEvent) -> Result<u64, ApiError> {
         let path = Session::stream(caller.org(), &session.id)?;
-        let draft = EventDraft {
-            kind: EventKind::Submit,
-            kind_type: kind_type.to_owned(),
-            payload,
-            client_message_id: None,
-            turn_id,
-        };
         let now = rfc3339_ms(self.clock.now_ms());
+        let draft = EventDraft::new(event, None);
         let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now, None).await?;
         Ok(appended.first)
     }
@@ -167,8 +137,7 @@ impl ChatApi {
         session_id: &str,
         kind: RequestKind,
         id: &str,
-        kind_type: &str,
-        payload: Value,
+        answer: ChatEvent,
     ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
         let session = self.session_of(caller, session_id).await?;
         let open = self.metadata.open_requests(caller.org(), session_id).await?;
@@ -179,13 +148,7 @@ impl ChatApi {
             )));
         };
         let path = Session::stream(caller.org(), &session.id)?;
-        let draft = EventDraft {
-            kind: EventKind::Submit,
-            kind_type: kind_type.to_owned(),
-            payload: payload.clone(),
-            client_message_id: None,
-            turn_id: request.turn_id.clone(),
-        };
+        let draft = EventDraft::new(answer.clone(), request.turn_id.clone());
         let producer = ProducerClaim {
             id: format!("answer:{id}"),
             epoch: 0,
@@ -207,7 +170,7 @@ impl ChatApi {
                 .await?
                 .events
                 .pop();
-            let same = first.is_some_and(|e| e.kind_type == kind_type && e.payload == payload);
+            let same = first.is_some_and(|e| e.event == answer);
             if !same {
                 // Another answer is the one recorded (its process may have died before closing
                 // the request and resuming the turn): finish that, and refuse this one.
@@ -253,16 +216,11 @@ pub(crate) async fn control(
     JsonBody(control): JsonBody<Control>,
 ) -> Result<impl IntoResponse, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let action = match control.action {
-        ControlAction::Abort => "abort",
-    };
     let seq = api
         .submit(
             &caller,
             &session,
-            "control_submitted",
-            json!({ "action": action }),
-            None,
+            ChatEvent::ControlSubmitted(ControlSubmitted { action: control.action }),
         )
         .await?;
     // A turn that waits on a person runs nowhere to see the abort: its step is queued, to end
@@ -302,17 +260,15 @@ pub(crate) async fn tool_output(
     if let Some(error) = &out.error {
         check_text("error", error)?;
     }
-    let payload =
-        json!({ "tool": out.tool, "tool_call_id": out.tool_call_id, "output": out.output, "error": out.error });
-    api.answer(
-        &caller,
-        &id,
-        RequestKind::ToolOutput,
-        &out.tool_call_id,
-        "tool_output_submitted",
-        payload,
-    )
-    .await
+    let id_of_call = out.tool_call_id.clone();
+    let answer = ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {
+        tool: out.tool,
+        tool_call_id: out.tool_call_id,
+        output: out.output,
+        error: out.error,
+    });
+    api.answer(&caller, &id, RequestKind::ToolOutput, &id_of_call, answer)
+        .await
 }
 
 /// `POST /v1/sessions/{id}/approval` `{decision: "approve" | "decline", tool_call_id}`.
@@ -326,20 +282,12 @@ pub(crate) async fn approval(
     JsonBody(approval): JsonBody<Approval>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_id("tool_call_id", &approval.tool_call_id)?;
-    let decision = match approval.decision {
-        Decision::Approve => "approve",
-        Decision::Decline => "decline",
-    };
-    let payload = json!({ "decision": decision, "tool_call_id": approval.tool_call_id });
-    api.answer(
-        &caller,
-        &id,
-        RequestKind::Approval,
-        &approval.tool_call_id,
-        "approval_submitted",
-        payload,
-    )
-    .await
+    let answer = ChatEvent::ApprovalSubmitted(ApprovalSubmitted {
+        decision: approval.decision,
+        tool_call_id: approval.tool_call_id.clone(),
+    });
+    api.answer(&caller, &id, RequestKind::Approval, &approval.tool_call_id, answer)
+        .await
 }
 
 /// `POST /v1/sessions/{id}/question` `{question_id, answer}`.
@@ -357,16 +305,13 @@ pub(crate) async fn question(
         return Err(ApiError::BadRequest("`answer` is blank".to_owned()));
     }
     check_text("answer", &answer.answer)?;
-    let payload = json!({ "question_id": answer.question_id, "answer": answer.answer });
-    api.answer(
-        &caller,
-        &id,
-        RequestKind::Question,
-        &answer.question_id,
-        "question_answered",
-        payload,
-    )
-    .await
+    let question_id = answer.question_id.clone();
+    let answer = ChatEvent::QuestionAnswered(QuestionAnswered {
+        question_id: answer.question_id,
+        answer: answer.answer,
+    });
+    api.answer(&caller, &id, RequestKind::Question, &question_id, answer)
+        .await
 }
 
 /// `POST /v1/sessions/{id}/plan` `{plan_id, action: "approve" | "reject", feedback?}`.
@@ -383,18 +328,11 @@ pub(crate) async fn plan(
     if let Some(feedback) = &response.feedback {
         check_text("feedback", feedback)?;
     }
-    let action = match response.action {
-        PlanAction::Approve => "approve",
-        PlanAction::Reject => "reject",
-    };
-    let payload = json!({ "plan_id": response.plan_id, "action": action, "feedback": response.feedback });
-    api.answer(
-        &caller,
-        &id,
-        RequestKind::Plan,
-        &response.plan_id,
-        "plan_submitted",
-        payload,
-    )
-    .await
+    let answer = ChatEvent::PlanSubmitted(PlanSubmitted {
+        plan_id: response.plan_id.clone(),
+        action: response.action,
+        feedback: response.feedback,
+    });
+    api.answer(&caller, &id, RequestKind::Plan, &response.plan_id, answer)
+        .await
 }

@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use spool_domain::{
-    ContentType, CreateStream, Error, Metadata, OpenRequest, RequestKind, Session, StreamLog,
-    session::{EventDraft, EventKind, append_events, preview},
+    ChatEvent, ContentType, CreateStream, Error, Metadata, OpenRequest, RequestKind, Session, StreamLog,
+    chat::event,
+    session::{EventDraft, append_events, preview},
     workspace::new_id,
 };
 use utoipa::{IntoParams, ToSchema};
@@ -76,7 +77,7 @@ pub async fn ensure_global_session(
 /// An agent's message.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct AgentMessage {
+pub(crate) struct NewAgentMessage {
     /// Who writes (1 to 100 characters).
     author: String,
     /// The text; blank text is refused.
@@ -89,7 +90,7 @@ pub(crate) struct AgentMessage {
 /// A person's message in the global chat.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct UserMessage {
+pub(crate) struct GlobalMessage {
     /// The text; blank text is refused.
     text: String,
     /// The client's id for this message: a retry with the same id answers the first result.
@@ -159,7 +160,7 @@ pub(crate) struct History {
 
 /// `POST /v1/sessions/{id}/agent-messages` `{author, text, ask?}` → `202 {seq, question_id?}`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/agent-messages", tag = "global", params(("id" = String, Path, description = "The session (`global` for the global chat)")),
-    request_body = AgentMessage,
+    request_body = NewAgentMessage,
     responses((status = 202, description = "Appended as `agent_message`", body = AgentMessageAccepted),
         (status = 403, description = "The token lacks the `agent` capability", body = ErrorBody),
         (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
@@ -175,7 +176,7 @@ pub(crate) async fn agent_message(
              (spool admin create-api-key ORG --capability {AGENT_CAPABILITY})"
         )));
     }
-    let message: AgentMessage = json_body(&body)?;
+    let message: NewAgentMessage = json_body(&body)?;
     let author = message.author.trim();
     if author.is_empty() || author.chars().count() > 100 || author.chars().any(char::is_control) {
         return Err(ApiError::BadRequest(
@@ -200,18 +201,18 @@ pub(crate) async fn agent_message(
     }
     let session = api.session_of(&caller, &id).await?;
     let question_id = message.ask.then(|| new_id("q"));
-    // Which credential posted it, so readers can tell agents apart whatever they call themselves.
-    let mut payload = json!({ "author": author, "text": message.text, "ask": message.ask, "posted_by": caller.0.sub });
-    if let Some(q) = &question_id {
-        payload["question_id"] = Value::String(q.clone());
-    }
-    let draft = EventDraft {
-        kind: EventKind::Harness,
-        kind_type: "agent_message".to_owned(),
-        payload,
-        client_message_id: None,
-        turn_id: None,
-    };
+    let draft = EventDraft::new(
+        ChatEvent::AgentMessage(event::AgentMessage {
+            author: author.to_owned(),
+            text: message.text.clone(),
+            ask: message.ask,
+            // Which credential posted it, so readers can tell agents apart whatever they call
+            // themselves.
+            posted_by: caller.0.sub.clone(),
+            question_id: question_id.clone(),
+        }),
+        None,
+    );
     let now = api.clock.now_ms();
     let path = Session::stream(caller.org(), &session.id)?;
     let appended = append_events(
@@ -261,40 +262,40 @@ pub(crate) async fn history(
         .events
         .into_iter()
         .filter_map(|event| {
-            let p = event.payload;
             let spool = || Value::String("Spool".to_owned());
-            let message = |role, author, text: &Value| HistoryMessage {
+            let text = |t: &str| Value::String(t.to_owned());
+            let message = |role, author, text: Value| HistoryMessage {
                 id: event.seq,
                 role,
                 author,
-                text: text.clone(),
+                text,
                 ts: event.ts.clone(),
                 answers: None,
                 ask: None,
                 question_id: None,
             };
-            Some(match event.kind_type.as_str() {
-                "user_message_submitted" => HistoryMessage {
-                    answers: p.get("answers").cloned(),
-                    ..message(Role::User, p["author"].clone(), &p["content"])
+            Some(match &event.event {
+                ChatEvent::UserMessageSubmitted(m) => HistoryMessage {
+                    answers: m.answers.as_deref().map(text),
+                    ..message(Role::User, text(&m.author), text(&m.content))
                 },
-                "question_answered" => HistoryMessage {
-                    answers: p.get("question_id").cloned(),
-                    ..message(Role::User, Value::Null, &p["answer"])
+                ChatEvent::QuestionAnswered(a) => HistoryMessage {
+                    answers: Some(text(&a.question_id)),
+                    ..message(Role::User, Value::Null, text(&a.answer))
                 },
-                "agent_message" => HistoryMessage {
-                    ask: Some(p["ask"].clone()),
-                    question_id: p.get("question_id").cloned(),
-                    ..message(Role::Agent, p["author"].clone(), &p["text"])
+                ChatEvent::AgentMessage(m) => HistoryMessage {
+                    ask: Some(Value::Bool(m.ask)),
+                    question_id: m.question_id.as_deref().map(text),
+                    ..message(Role::Agent, text(&m.author), text(&m.text))
                 },
                 // Spool's own replies and questions.
-                "message_end" if p["interrupted"] != true && p["text"].as_str().is_some_and(|t| !t.is_empty()) => {
-                    message(Role::Agent, spool(), &p["text"])
+                ChatEvent::MessageEnd(end) if !end.interrupted && !end.text.is_empty() => {
+                    message(Role::Agent, spool(), text(&end.text))
                 }
-                "ask_question" => HistoryMessage {
+                ChatEvent::AskQuestion(q) => HistoryMessage {
                     ask: Some(Value::Bool(true)),
-                    question_id: p.get("question_id").cloned(),
-                    ..message(Role::Agent, spool(), &p["question"])
+                    question_id: Some(text(&q.question_id)),
+                    ..message(Role::Agent, spool(), text(&q.question))
                 },
                 _ => return None,
             })
@@ -307,13 +308,13 @@ pub(crate) async fn history(
 }
 
 /// `POST /chat/user_message` `{text, client_message_id?}`: a person's message in the global chat.
-#[utoipa::path(post, path = "/chat/user_message", tag = "global", request_body = UserMessage,
+#[utoipa::path(post, path = "/chat/user_message", tag = "global", request_body = GlobalMessage,
     responses((status = 202, description = "Appended; answers the agent's open question, if any, or queues a turn", body = crate::sessions::MessageAccepted),
         (status = 409, description = "A turn is pending (`turn_pending`, naming it)", body = ErrorBody), Refusals))]
 pub(crate) async fn user_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
-    JsonBody(message): JsonBody<UserMessage>,
+    JsonBody(message): JsonBody<GlobalMessage>,
 ) -> Result<impl IntoResponse, ApiError> {
     let message = NewMessage::text(message.text, message.client_message_id);
     api.user_message(&caller, GLOBAL_SESSION, message).await

@@ -9,6 +9,7 @@
 //! route is declared once, with its OpenAPI operation ([`openapi`], `GET /v1/openapi.json`).
 
 pub mod admin;
+mod answers;
 pub mod audit;
 mod capabilities;
 mod error;
@@ -16,7 +17,6 @@ pub mod extract;
 pub mod global;
 mod handshake;
 mod sessions;
-mod submit;
 mod workspaces;
 
 use std::sync::{Arc, OnceLock};
@@ -161,11 +161,11 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(sessions::list_events))
         .routes(routes!(sessions::list_turns))
         .routes(routes!(sessions::get_turn))
-        .routes(routes!(submit::control))
-        .routes(routes!(submit::tool_output))
-        .routes(routes!(submit::approval))
-        .routes(routes!(submit::question))
-        .routes(routes!(submit::plan))
+        .routes(routes!(answers::control))
+        .routes(routes!(answers::tool_output))
+        .routes(routes!(answers::approval))
+        .routes(routes!(answers::question))
+        .routes(routes!(answers::plan))
         .routes(routes!(capabilities::put_capabilities))
         .routes(routes!(global::agent_message))
         .routes(routes!(global::history))

@@ -10,12 +10,13 @@ use std::{collections::HashMap, sync::Arc};
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use spool_domain::{
-    Agent, ContentType, CreateStream, Error, Event, PendingTurn, ProducerClaim, RequestKind, Session, StreamPath,
-    TurnJob, TurnRecord, TurnStatus,
+    Agent, ChatEvent, ContentType, CreateStream, Error, Event, FeedEvent, PendingTurn, ProducerClaim, RequestKind,
+    Session, StreamPath, TurnJob, TurnRecord, TurnStatus,
+    chat::event::{QuestionAnswered, UserMessage},
     claim::{self, CLAIM_GRACE_MS, ClaimStores, Reconciled},
-    session::{EventDraft, EventKind, EventPage, append_events, preview},
+    session::{EventDraft, EventPage, append_events, preview},
     workspace::{CliType, new_id},
 };
 use utoipa::{IntoParams, ToSchema};
@@ -495,16 +496,12 @@ impl ChatApi {
                 .iter()
                 .find(|r| r.kind == RequestKind::Question && r.turn_id.is_some())
         {
-            let payload = json!({ "question_id": question.id, "answer": message.content });
+            let answer = ChatEvent::QuestionAnswered(QuestionAnswered {
+                question_id: question.id.clone(),
+                answer: message.content.clone(),
+            });
             let answered = self
-                .answer(
-                    caller,
-                    &session.id,
-                    RequestKind::Question,
-                    &question.id,
-                    "question_answered",
-                    payload,
-                )
+                .answer(caller, &session.id, RequestKind::Question, &question.id, answer)
                 .await;
             match answered {
                 Ok((status, Json(done))) => {
@@ -590,23 +587,16 @@ impl ChatApi {
         if adopted.is_some() {
             turn_id = adopted;
         }
-        let mut payload = json!({ "content": message.content, "author": caller.0.sub });
-        if !message.files.is_empty() {
-            payload["files"] = Value::Array(message.files);
-        }
-        if let Some(metadata) = message.metadata {
-            payload["metadata"] = Value::Object(metadata);
-        }
-        if let Some(context) = message.client_context.filter(|c| !c.is_null()) {
-            payload["client_context"] = context;
-        }
-        if let Some(question) = &answers {
-            payload["answers"] = Value::String(question.id.clone());
-        }
+        let content = UserMessage {
+            content: message.content.clone(),
+            author: caller.0.sub.clone(),
+            files: message.files,
+            metadata: message.metadata,
+            client_context: message.client_context.filter(|c| !c.is_null()),
+            answers: answers.as_ref().map(|q| q.id.clone()),
+        };
         let draft = EventDraft {
-            kind: EventKind::Submit,
-            kind_type: "user_message_submitted".to_owned(),
-            payload,
+            event: ChatEvent::UserMessageSubmitted(content),
             client_message_id: message.client_message_id.clone(),
             turn_id: turn_id.clone(),
         };
@@ -668,8 +658,12 @@ impl ChatApi {
             .touch_session(caller.org(), &session.id, now, &preview)
             .await?;
         if let Some(ws) = &session.workspace_id {
-            let event = json!({ "session_id": session.id, "seq": appended.first, "preview": preview });
-            self.feed(caller.org(), ws, "chat.message_added", event).await?;
+            let event = FeedEvent::MessageAdded {
+                session_id: session.id.clone(),
+                seq: appended.first,
+                preview,
+            };
+            self.feed(caller.org(), ws, &event).await?;
         }
         let accepted = MessageAccepted {
             seq: appended.first,

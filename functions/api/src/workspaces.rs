@@ -172,11 +172,10 @@ impl ChatApi {
         &self,
         org: &str,
         workspace_id: &str,
-        kind: &str,
-        event: serde_json::Value,
+        event: &spool_domain::FeedEvent,
     ) -> Result<(), ApiError> {
         let now = rfc3339_ms(self.clock.now_ms());
-        spool_domain::manage::announce(self.log.as_ref(), org, workspace_id, kind, event, &now).await?;
+        spool_domain::manage::announce(self.log.as_ref(), org, workspace_id, event, &now).await?;
         Ok(())
     }
 }

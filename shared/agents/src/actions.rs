@@ -138,8 +138,12 @@ impl ActionContext<'_> {
         };
         spool_domain::workspace::check_name("task title", &task.title).map_err(store)?;
         self.metadata.create_task(self.org, &task).await.map_err(store)?;
-        let event = json!({ "task_id": task.id, "title": task.title, "session_id": self.session_id });
-        manage::announce(self.log, self.org, workspace, "task.created", event, self.now_rfc3339)
+        let event = spool_domain::FeedEvent::TaskCreated {
+            task_id: task.id.clone(),
+            title: task.title.clone(),
+            session_id: self.session_id.to_owned(),
+        };
+        manage::announce(self.log, self.org, workspace, &event, self.now_rfc3339)
             .await
             .map_err(store)?;
         Ok(json!({ "task_id": task.id, "title": task.title }))

@@ -34,10 +34,16 @@ use std::{
     time::Duration,
 };
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use spool_domain::chat::event::EndReason;
 use spool_domain::{
-    Agent, Clock, Error, Event, EventDraft, EventKind, Metadata, Offset, OpenRequest, ProducerClaim, RequestKind,
-    SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome, WorkspaceRoots,
+    Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, Metadata, Offset, OpenRequest,
+    ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
+    WorkspaceRoots,
+    chat::event::{
+        AgentEnd, AgentStart, AskQuestion, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
+        PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
+    },
     clock::rfc3339_ms,
     manage::announce,
     session::{append_events, preview, read_events},
@@ -58,27 +64,6 @@ pub const HISTORY_WINDOW: u64 = 2000;
 
 /// The capability that lets a client's context into the prompt.
 pub const CONTEXT_CAPABILITY: &str = "context_for_query";
-
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
-    /// The agent answered without calling more tools.
-    Complete,
-    /// A person aborted it.
-    Aborted,
-    /// It failed; a `system` event says why.
-    Error,
-}
-
-impl EndReason {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Aborted => "aborted",
-            Self::Error => "error",
-        }
-    }
-}
 
 /// What a step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +228,7 @@ impl Engine {
             return Ok(());
         }
         step.system(
-            "error",
+            Level::Error,
             &format!("This turn failed {attempt} times and was given up: {reason}. Send your message again to retry."),
         )
         .await?;
@@ -318,14 +303,13 @@ impl Step<'_> {
         self.record(TurnStatus::InProgress, None).await?;
         let runtime = self.engine.runtimes.pick(self.agent.as_ref(), &self.session);
         if !state.started {
-            let trigger = self.events.iter().find(|e| e.seq == start_seq).cloned();
-            let blank = trigger.as_ref().is_none_or(|e| {
-                e.kind_type != "user_message_submitted"
-                    || e.payload["content"].as_str().is_none_or(|c| c.trim().is_empty())
-            });
+            let trigger = self.events.iter().find(|e| e.seq == start_seq);
+            let blank = !trigger.is_some_and(
+                |e| matches!(&e.event, ChatEvent::UserMessageSubmitted(m) if !m.content.trim().is_empty()),
+            );
             if blank {
                 // An agent never runs on empty input.
-                self.system("error", "There is no message to answer; the turn did not start.")
+                self.system(Level::Error, "There is no message to answer; the turn did not start.")
                     .await?;
                 return self.finish(EndReason::Error, Some("no input")).await;
             }
@@ -333,17 +317,20 @@ impl Step<'_> {
                 Ok(runtime) => runtime.describe(&self.runtime_request(Vec::new())),
                 Err(_) => "none".to_owned(),
             };
-            let payload = json!({
-                "runtime": described,
-                "agent_id": self.agent.as_ref().map(|a| &a.id),
-                "agent_name": self.agent.as_ref().map_or("Spool", |a| a.name.as_str()),
-                "trigger_seq": self.job.trigger_seq,
-            });
-            self.append(vec![self.harness("agent_start", payload)]).await?;
-            self.announce(
-                "chat.processing_started",
-                json!({ "session_id": self.session.id, "turn_id": self.job.turn_id }),
-            )
+            let start = AgentStart {
+                runtime: described,
+                agent_id: self.agent.as_ref().map(|a| a.id.clone()),
+                agent_name: self
+                    .agent
+                    .as_ref()
+                    .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
+                trigger_seq: self.job.trigger_seq,
+            };
+            self.append(vec![self.draft(ChatEvent::AgentStart(start))]).await?;
+            self.announce(FeedEvent::ProcessingStarted {
+                session_id: self.session.id.clone(),
+                turn_id: self.job.turn_id.clone(),
+            })
             .await?;
         } else {
             self.close_interrupted(&state).await?;
@@ -351,7 +338,7 @@ impl Step<'_> {
         let runtime = match runtime {
             Ok(runtime) => runtime,
             Err(reason) => {
-                self.system("error", &reason).await?;
+                self.system(Level::Error, &reason).await?;
                 return self.finish(EndReason::Error, Some(&reason)).await;
             }
         };
@@ -375,14 +362,14 @@ impl Step<'_> {
             }
             if state.replies >= self.engine.settings.max_replies {
                 let reason = format!("the agent made {} replies without finishing; stopped", state.replies);
-                self.system("error", &reason).await?;
+                self.system(Level::Error, &reason).await?;
                 return self.finish(EndReason::Error, Some(&reason)).await;
             }
             match self.reply(runtime.as_ref()).await? {
                 Replied::Done => {}
                 Replied::Aborted => return self.finish(EndReason::Aborted, None).await,
                 Replied::Failed(reason) => {
-                    self.system("error", &format!("The agent could not answer: {reason}"))
+                    self.system(Level::Error, &format!("The agent could not answer: {reason}"))
                         .await?;
                     return self.finish(EndReason::Error, Some(&reason)).await;
                 }
@@ -396,31 +383,36 @@ impl Step<'_> {
         self.events
             .iter()
             .rev()
-            .find(|e| e.turn_id.as_deref() == Some(&*self.job.turn_id) && e.kind_type == "message_end")
-            .is_some_and(|e| e.payload["one_shot"] == true)
+            .find_map(|e| match &e.event {
+                ChatEvent::MessageEnd(end) if e.turn_id.as_deref() == Some(&*self.job.turn_id) => Some(end.one_shot),
+                _ => None,
+            })
+            .unwrap_or(false)
     }
 
     /// Ends what a previous delivery left open: its message as far as it got, its tools.
     async fn close_interrupted(&mut self, state: &TurnState) -> Result<(), Error> {
         let mut drafts = Vec::new();
         if let Some(open) = &state.open_message {
-            drafts.push(self.harness(
-                "message_end",
-                json!({ "message_id": open.id, "text": open.text, "tool_calls": [], "interrupted": true }),
-            ));
+            drafts.push(self.draft(ChatEvent::MessageEnd(MessageEnd {
+                message_id: open.id.clone(),
+                text: open.text.clone(),
+                interrupted: true,
+                ..MessageEnd::default()
+            })));
         }
         for (call_id, tool) in &state.open_tools {
-            drafts.push(self.harness(
-                "tool_end",
-                json!({ "tool_call_id": call_id, "tool": tool, "error": "interrupted: the worker stopped while it ran" }),
-            ));
+            drafts.push(self.draft(tool_failed(
+                call_id,
+                tool,
+                "interrupted: the worker stopped while it ran",
+            )));
         }
         if !drafts.is_empty() {
-            drafts.push(system_draft(
-                &self.job.turn_id,
-                "info",
+            drafts.push(self.draft(ChatEvent::system(
+                Level::Info,
                 "The worker running this turn stopped; it was picked up again.",
-            ));
+            )));
             self.append(drafts).await?;
         }
         Ok(())
@@ -438,25 +430,21 @@ impl Step<'_> {
         match tools::kind(&call.name) {
             Some(Kind::Question) => {
                 if !state.requested.contains(&call.id) {
-                    self.request(
-                        RequestKind::Question,
-                        &call.id,
-                        "ask_question",
-                        json!({ "question_id": call.id, "question": text_arg("question") }),
-                    )
-                    .await?;
+                    let asked = ChatEvent::AskQuestion(AskQuestion {
+                        question_id: call.id.clone(),
+                        question: text_arg("question"),
+                    });
+                    self.request(RequestKind::Question, &call.id, asked).await?;
                 }
                 Ok(Resolution::Wait)
             }
             Some(Kind::Plan) => {
                 if !state.requested.contains(&call.id) {
-                    self.request(
-                        RequestKind::Plan,
-                        &call.id,
-                        "plan_approval_required",
-                        json!({ "plan_id": call.id, "plan": text_arg("plan") }),
-                    )
-                    .await?;
+                    let asked = ChatEvent::PlanApprovalRequired(PlanApprovalRequired {
+                        plan_id: call.id.clone(),
+                        plan: text_arg("plan"),
+                    });
+                    self.request(RequestKind::Plan, &call.id, asked).await?;
                 }
                 Ok(Resolution::Wait)
             }
@@ -466,22 +454,24 @@ impl Step<'_> {
                 match state.answers.get(&call.id) {
                     Some(Answer::Approval(true)) => self.run_action(call).await,
                     Some(Answer::Approval(false)) => {
-                        let end = json!({
-                            "tool_call_id": call.id, "tool": call.name, "declined": true,
-                            "error": "declined by the person; not run",
-                        });
-                        self.append(vec![self.harness("tool_end", end)]).await?;
+                        let end = ToolEnd {
+                            tool_call_id: call.id.clone(),
+                            tool: call.name.clone(),
+                            result: None,
+                            error: Some("declined by the person; not run".to_owned()),
+                            declined: true,
+                        };
+                        self.append(vec![self.draft(ChatEvent::ToolEnd(end))]).await?;
                         Ok(Resolution::Done)
                     }
                     _ => {
                         if !state.requested.contains(&call.id) {
-                            self.request(
-                                RequestKind::Approval,
-                                &call.id,
-                                "tool_approval_required",
-                                json!({ "tool_call_id": call.id, "tool": call.name, "arguments": call.arguments }),
-                            )
-                            .await?;
+                            let asked = ChatEvent::ToolApprovalRequired(ToolApprovalRequired {
+                                tool_call_id: call.id.clone(),
+                                tool: call.name.clone(),
+                                arguments: call.arguments.clone(),
+                            });
+                            self.request(RequestKind::Approval, &call.id, asked).await?;
                         }
                         Ok(Resolution::Wait)
                     }
@@ -490,9 +480,9 @@ impl Step<'_> {
             Some(Kind::Action { .. }) => self.run_action(call).await,
             None => {
                 let error = format!("there is no tool or action `{}`", call.name);
-                let end = json!({ "tool_call_id": call.id, "tool": call.name, "error": error });
-                let note = system_draft(&self.job.turn_id, "error", &format!("The agent asked for {error}."));
-                self.append(vec![self.harness("tool_end", end), note]).await?;
+                let note = ChatEvent::system(Level::Error, format!("The agent asked for {error}."));
+                let end = tool_failed(&call.id, &call.name, &error);
+                self.append(vec![self.draft(end), self.draft(note)]).await?;
                 Ok(Resolution::Done)
             }
         }
@@ -500,7 +490,7 @@ impl Step<'_> {
 
     /// Opens a request the person must answer, then announces it. The request is opened first,
     /// so a crash in between leaves nothing an answer cannot find.
-    async fn request(&mut self, kind: RequestKind, id: &str, kind_type: &str, payload: Value) -> Result<(), Error> {
+    async fn request(&mut self, kind: RequestKind, id: &str, asked: ChatEvent) -> Result<(), Error> {
         let request = OpenRequest {
             id: id.to_owned(),
             kind,
@@ -516,13 +506,17 @@ impl Step<'_> {
             Ok(()) | Err(Error::Exists { .. }) => {}
             Err(e) => return Err(e),
         }
-        self.append(vec![self.harness(kind_type, payload)]).await?;
+        self.append(vec![self.draft(asked)]).await?;
         Ok(())
     }
 
     async fn run_action(&mut self, call: &ToolCall) -> Result<Resolution, Error> {
-        let start = json!({ "tool_call_id": call.id, "tool": call.name, "arguments": call.arguments });
-        self.append(vec![self.harness("tool_start", start)]).await?;
+        let start = ChatEvent::ToolStart(ToolStart {
+            tool_call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        self.append(vec![self.draft(start)]).await?;
         let (now_ms, now) = self.now();
         let context = ActionContext {
             metadata: self.engine.metadata.as_ref(),
@@ -539,21 +533,20 @@ impl Step<'_> {
         let mut drafts = Vec::new();
         match outcome {
             Ok(result) => {
-                drafts.push(self.harness(
-                    "tool_end",
-                    json!({ "tool_call_id": call.id, "tool": call.name, "result": result }),
-                ));
+                drafts.push(self.draft(ChatEvent::ToolEnd(ToolEnd {
+                    tool_call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    result: Some(result),
+                    error: None,
+                    declined: false,
+                })));
             }
             Err(error) => {
-                drafts.push(self.harness(
-                    "tool_end",
-                    json!({ "tool_call_id": call.id, "tool": call.name, "error": error }),
-                ));
-                drafts.push(system_draft(
-                    &self.job.turn_id,
-                    "error",
-                    &format!("The action `{}` failed: {error}", call.name),
-                ));
+                drafts.push(self.draft(tool_failed(&call.id, &call.name, &error)));
+                drafts.push(self.draft(ChatEvent::system(
+                    Level::Error,
+                    format!("The action `{}` failed: {error}", call.name),
+                )));
             }
         }
         self.append(drafts).await?;
@@ -651,7 +644,7 @@ impl Step<'_> {
                     Some(delta) = rx.recv() => {
                         if !started {
                             started = true;
-                            self.append(vec![self.harness("message_start", json!({ "message_id": message_id }))]).await?;
+                            self.append(vec![self.draft(message_start(&message_id))]).await?;
                             ticker.reset();
                         }
                         buffer.push_str(&delta);
@@ -665,8 +658,7 @@ impl Step<'_> {
         while let Ok(delta) = rx.try_recv() {
             if !started {
                 started = true;
-                self.append(vec![self.harness("message_start", json!({ "message_id": message_id }))])
-                    .await?;
+                self.append(vec![self.draft(message_start(&message_id))]).await?;
             }
             buffer.push_str(&delta);
         }
@@ -674,17 +666,26 @@ impl Step<'_> {
         match outcome {
             None => {
                 if started {
-                    let end = json!({ "message_id": message_id, "text": written, "tool_calls": [], "aborted": true });
-                    self.append(vec![self.harness("message_end", end)]).await?;
+                    let end = MessageEnd {
+                        message_id,
+                        text: written,
+                        aborted: true,
+                        ..MessageEnd::default()
+                    };
+                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
                 }
                 Ok(Replied::Aborted)
             }
             Some(Err(runtime::Error::Store(e))) => Err(e),
             Some(Err(runtime::Error::Failed(reason))) => {
                 if started {
-                    let end =
-                        json!({ "message_id": message_id, "text": written, "tool_calls": [], "interrupted": true });
-                    self.append(vec![self.harness("message_end", end)]).await?;
+                    let end = MessageEnd {
+                        message_id,
+                        text: written,
+                        interrupted: true,
+                        ..MessageEnd::default()
+                    };
+                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
                 }
                 Ok(Replied::Failed(reason))
             }
@@ -701,23 +702,29 @@ impl Step<'_> {
         }
         let delta = std::mem::take(buffer);
         written.push_str(&delta);
-        let update = json!({ "message_id": message_id, "delta": delta });
-        self.append(vec![self.harness("message_update", update)]).await?;
+        let update = ChatEvent::MessageUpdate(MessageUpdate {
+            message_id: message_id.to_owned(),
+            delta,
+        });
+        self.append(vec![self.draft(update)]).await?;
         Ok(())
     }
 
     async fn record_reply(&mut self, message_id: &str, started: bool, reply: Reply) -> Result<(), Error> {
         let mut drafts = Vec::new();
         if !started {
-            drafts.push(self.harness("message_start", json!({ "message_id": message_id })));
+            drafts.push(self.draft(message_start(message_id)));
         }
-        let mut end = json!({ "message_id": message_id, "text": reply.text, "tool_calls": reply.tool_calls });
-        if reply.one_shot {
-            end["one_shot"] = Value::Bool(true);
-        }
-        drafts.push(self.harness("message_end", end));
+        let end = MessageEnd {
+            message_id: message_id.to_owned(),
+            text: reply.text.clone(),
+            tool_calls: reply.tool_calls,
+            one_shot: reply.one_shot,
+            ..MessageEnd::default()
+        };
+        drafts.push(self.draft(ChatEvent::MessageEnd(end)));
         if let Some(usage) = reply.usage {
-            drafts.push(self.harness("usage", serde_json::to_value(usage).unwrap_or_default()));
+            drafts.push(self.draft(ChatEvent::Usage(usage)));
         }
         self.append(drafts).await?;
         if !reply.text.trim().is_empty() {
@@ -728,8 +735,12 @@ impl Step<'_> {
                 .touch_session(&self.job.org, &self.session.id, now_ms, &text)
                 .await?;
             let seq = self.events.last().map_or(0, |e| e.seq);
-            let event = json!({ "session_id": self.session.id, "seq": seq, "preview": text });
-            self.announce("chat.message_added", event).await?;
+            self.announce(FeedEvent::MessageAdded {
+                session_id: self.session.id.clone(),
+                seq,
+                preview: text,
+            })
+            .await?;
         }
         // A long turn seals its full pages as it goes (a no-op until a page is full).
         self.seal(SealMode::Full).await;
@@ -745,10 +756,10 @@ impl Step<'_> {
     }
 
     async fn end(&mut self, reason: EndReason, error: Option<&str>) -> Result<(), Error> {
-        let mut payload = json!({ "reason": reason.as_str() });
-        if let Some(error) = error {
-            payload["error"] = Value::String(error.to_owned());
-        }
+        let ended = ChatEvent::AgentEnd(AgentEnd {
+            reason,
+            error: error.map(str::to_owned),
+        });
         // The chat is free (and its turn recorded as ended) before `agent_end` is written, so
         // a client that sends its next message on seeing it is never refused (the next turn still runs after this step:
         // the queue holds the chat's group until this job is acknowledged). Requests of this
@@ -767,9 +778,13 @@ impl Step<'_> {
             EndReason::Complete | EndReason::Aborted => TurnStatus::Completed,
         };
         self.record(status, Some(reason.as_str().to_owned())).await?;
-        self.append(vec![self.harness("agent_end", payload)]).await?;
-        let event = json!({ "session_id": self.session.id, "turn_id": self.job.turn_id, "reason": reason.as_str() });
-        self.announce("chat.processing_finished", event).await?;
+        self.append(vec![self.draft(ended)]).await?;
+        self.announce(FeedEvent::ProcessingFinished {
+            session_id: self.session.id.clone(),
+            turn_id: self.job.turn_id.clone(),
+            reason,
+        })
+        .await?;
         self.seal(SealMode::Final).await;
         Ok(())
     }
@@ -799,26 +814,21 @@ impl Step<'_> {
         Ok(())
     }
 
-    async fn announce(&self, kind: &str, event: Value) -> Result<(), Error> {
+    async fn announce(&self, event: FeedEvent) -> Result<(), Error> {
         let Some(ws) = &self.session.workspace_id else {
             return Ok(());
         };
         let (_, now) = self.now();
-        announce(self.engine.log.as_ref(), &self.job.org, ws, kind, event, &now).await
+        announce(self.engine.log.as_ref(), &self.job.org, ws, &event, &now).await
     }
 
-    async fn system(&mut self, level: &str, message: &str) -> Result<(), Error> {
-        self.append(vec![system_draft(&self.job.turn_id, level, message)]).await
+    async fn system(&mut self, level: Level, message: &str) -> Result<(), Error> {
+        self.append(vec![self.draft(ChatEvent::system(level, message))]).await
     }
 
-    fn harness(&self, kind_type: &str, payload: Value) -> EventDraft {
-        EventDraft {
-            kind: EventKind::Harness,
-            kind_type: kind_type.to_owned(),
-            payload,
-            client_message_id: None,
-            turn_id: Some(self.job.turn_id.clone()),
-        }
+    /// An event of this turn.
+    fn draft(&self, event: ChatEvent) -> EventDraft {
+        EventDraft::new(event, Some(self.job.turn_id.clone()))
     }
 
     /// Appends events with the step's next producer claim and keeps them in [`Self::events`].
@@ -850,9 +860,8 @@ impl Step<'_> {
                 seq,
                 ts: now.clone(),
                 session_id: self.session.id.clone(),
-                kind: draft.kind,
-                kind_type: draft.kind_type,
-                payload: draft.payload,
+                kind: draft.event.kind(),
+                event: draft.event,
                 client_message_id: draft.client_message_id,
                 turn_id: draft.turn_id,
             });
@@ -861,14 +870,23 @@ impl Step<'_> {
     }
 }
 
-fn system_draft(turn_id: &str, level: &str, message: &str) -> EventDraft {
-    EventDraft {
-        kind: EventKind::System,
-        kind_type: "system".to_owned(),
-        payload: json!({ "level": level, "message": message }),
-        client_message_id: None,
-        turn_id: Some(turn_id.to_owned()),
-    }
+/// `message_start` of an agent message.
+fn message_start(message_id: &str) -> ChatEvent {
+    ChatEvent::MessageStart(MessageStart {
+        message_id: message_id.to_owned(),
+        role: Role::Assistant,
+    })
+}
+
+/// `tool_end` of a call that failed or never ran.
+fn tool_failed(call_id: &str, tool: &str, error: &str) -> ChatEvent {
+    ChatEvent::ToolEnd(ToolEnd {
+        tool_call_id: call_id.to_owned(),
+        tool: tool.to_owned(),
+        result: None,
+        error: Some(error.to_owned()),
+        declined: false,
+    })
 }
 
 /// A sink that hands deltas to the engine's loop.
@@ -897,10 +915,10 @@ async fn watch_abort(
     loop {
         match read_events(log.as_ref(), &path, after, 1000).await {
             Ok(page) => {
-                let aborted = page
-                    .events
-                    .iter()
-                    .any(|e| e.kind_type == "control_submitted" && e.payload["action"] == "abort" && e.seq > start_seq);
+                let aborted = page.events.iter().any(|e| {
+                    e.seq > start_seq
+                        && matches!(&e.event, ChatEvent::ControlSubmitted(c) if c.action == ControlAction::Abort)
+                });
                 if aborted {
                     return;
                 }

@@ -11,6 +11,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+/// A tool call and token counts are the events' own types.
+pub use spool_domain::chat::event::{ToolCall, Usage};
 
 /// One message of the conversation a runtime answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,17 +45,6 @@ pub enum Message {
         /// The text.
         text: String,
     },
-}
-
-/// A tool the agent wants called.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The call's id, unique in the turn.
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// Its arguments (a JSON object).
-    pub arguments: Value,
 }
 
 /// A tool a runtime may call.
@@ -101,15 +92,6 @@ pub struct TurnContext {
     pub working_dir: Option<String>,
     /// Whether the agent is the workspace's built-in one (which may manage the workspace).
     pub builtin: bool,
-}
-
-/// Token counts, as the provider reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens read.
-    pub input_tokens: u64,
-    /// Tokens written.
-    pub output_tokens: u64,
 }
 
 /// A runtime's answer.

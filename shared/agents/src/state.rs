@@ -8,7 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use spool_domain::Event;
+use spool_domain::{
+    ChatEvent, Event,
+    chat::event::{ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
+};
 
 use crate::runtime::{Message, ToolCall};
 
@@ -73,10 +76,9 @@ impl TurnState {
 
     /// Takes one more event of the chat into account.
     pub fn apply(&mut self, event: &Event, turn_id: &str) {
-        let p = &event.payload;
-        let text = |key: &str| p.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        if event.kind_type == "control_submitted"
-            && text("action") == "abort"
+        if let ChatEvent::ControlSubmitted(ControlSubmitted {
+            action: ControlAction::Abort,
+        }) = &event.event
             && self.start_seq.is_some_and(|start| event.seq > start)
             && !self.ended
             && self.abort_seq.is_none()
@@ -89,62 +91,65 @@ impl TurnState {
         if self.start_seq.is_none() {
             self.start_seq = Some(event.seq);
         }
-        match event.kind_type.as_str() {
-            "agent_start" => self.started = true,
-            "agent_end" => self.ended = true,
-            "message_start" => {
+        match &event.event {
+            ChatEvent::AgentStart(_) => self.started = true,
+            ChatEvent::AgentEnd(_) => self.ended = true,
+            ChatEvent::MessageStart(start) => {
                 self.open_message = Some(OpenMessage {
-                    id: text("message_id"),
+                    id: start.message_id.clone(),
                     text: String::new(),
                 });
             }
-            "message_update" => {
+            ChatEvent::MessageUpdate(update) => {
                 if let Some(open) = &mut self.open_message {
-                    open.text.push_str(&text("delta"));
+                    open.text.push_str(&update.delta);
                 }
             }
-            "message_end" => {
+            ChatEvent::MessageEnd(end) => {
                 self.open_message = None;
                 // A message cut short by a dying worker is no reply: the step asks again.
-                if p["interrupted"] != true {
+                if !end.interrupted {
                     self.replies += 1;
-                    self.last_calls = calls_of(p);
+                    self.last_calls.clone_from(&end.tool_calls);
                 }
             }
-            "tool_start" => self.open_tools.push((text("tool_call_id"), text("tool"))),
-            "tool_end" => {
-                let id = text("tool_call_id");
-                self.open_tools.retain(|(open, _)| *open != id);
-                self.resolved.insert(id);
+            ChatEvent::ToolStart(start) => self.open_tools.push((start.tool_call_id.clone(), start.tool.clone())),
+            ChatEvent::ToolEnd(end) => {
+                self.open_tools.retain(|(open, _)| *open != end.tool_call_id);
+                self.resolved.insert(end.tool_call_id.clone());
             }
-            "tool_approval_required" => {
-                self.requested.insert(text("tool_call_id"));
+            ChatEvent::ToolApprovalRequired(asked) => {
+                self.requested.insert(asked.tool_call_id.clone());
             }
-            "ask_question" => {
-                self.requested.insert(text("question_id"));
+            ChatEvent::AskQuestion(asked) => {
+                self.requested.insert(asked.question_id.clone());
             }
-            "plan_approval_required" => {
-                self.requested.insert(text("plan_id"));
+            ChatEvent::PlanApprovalRequired(asked) => {
+                self.requested.insert(asked.plan_id.clone());
             }
-            "approval_submitted" => {
+            ChatEvent::ApprovalSubmitted(answer) => {
+                self.answers.insert(
+                    answer.tool_call_id.clone(),
+                    Answer::Approval(answer.decision == Decision::Approve),
+                );
+            }
+            ChatEvent::QuestionAnswered(answer) => {
                 self.answers
-                    .insert(text("tool_call_id"), Answer::Approval(text("decision") == "approve"));
+                    .insert(answer.question_id.clone(), Answer::Question(answer.answer.clone()));
             }
-            "question_answered" => {
-                self.answers
-                    .insert(text("question_id"), Answer::Question(text("answer")));
+            ChatEvent::PlanSubmitted(answer) => {
+                self.answers.insert(
+                    answer.plan_id.clone(),
+                    Answer::Plan(answer.action == PlanAction::Approve, answer.feedback.clone()),
+                );
             }
-            "plan_submitted" => {
-                let feedback = p.get("feedback").and_then(Value::as_str).map(str::to_owned);
-                self.answers
-                    .insert(text("plan_id"), Answer::Plan(text("action") == "approve", feedback));
-            }
-            "tool_output_submitted" => {
-                let output = match p.get("error").and_then(Value::as_str) {
+            ChatEvent::ToolOutputSubmitted(out) => {
+                let output = match &out.error {
                     Some(error) => serde_json::json!({ "error": error }),
-                    None => p.get("output").cloned().unwrap_or(Value::Null),
+                    None => out.output.clone().unwrap_or(Value::Null),
                 };
-                self.answers.insert(text("tool_call_id"), Answer::ToolOutput(output));
+                self.answers
+                    .insert(out.tool_call_id.clone(), Answer::ToolOutput(output));
             }
             _ => {}
         }
@@ -167,19 +172,11 @@ impl TurnState {
     }
 }
 
-fn calls_of(payload: &Value) -> Vec<ToolCall> {
-    payload
-        .get("tool_calls")
-        .cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
-}
-
 /// The text a person's message shows a runtime: its content, and the context a client attached
 /// when the chat has the `context_for_query` capability.
-fn user_text(payload: &Value, with_context: bool) -> String {
-    let content = payload.get("content").and_then(Value::as_str).unwrap_or_default();
-    match payload.get("client_context").filter(|_| with_context) {
+fn user_text(message: &UserMessage, with_context: bool) -> String {
+    let content = &message.content;
+    match message.client_context.as_ref().filter(|_| with_context) {
         Some(context) if !context.is_null() => {
             let context = match context {
                 Value::String(s) => s.clone(),
@@ -187,7 +184,7 @@ fn user_text(payload: &Value, with_context: bool) -> String {
             };
             format!("{content}\n\n<client_context>\n{context}\n</client_context>")
         }
-        _ => content.to_owned(),
+        _ => content.clone(),
     }
 }
 
@@ -226,60 +223,53 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
         }
     };
     for event in events {
-        let p = &event.payload;
-        let text = |key: &str| p.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        match event.kind_type.as_str() {
-            "user_message_submitted" => {
+        match &event.event {
+            ChatEvent::UserMessageSubmitted(message) => {
                 close(&mut messages, &mut open_calls);
                 messages.push(Message::User {
-                    text: user_text(p, with_context),
+                    text: user_text(message, with_context),
                 });
             }
-            "agent_message" => {
+            ChatEvent::AgentMessage(message) => {
                 close(&mut messages, &mut open_calls);
                 messages.push(Message::User {
-                    text: format!("[{}] {}", text("author"), text("text")),
+                    text: format!("[{}] {}", message.author, message.text),
                 });
             }
-            "message_end" if p["interrupted"] == true => {}
-            "message_end" => {
+            ChatEvent::MessageEnd(end) if end.interrupted => {}
+            ChatEvent::MessageEnd(end) => {
                 close(&mut messages, &mut open_calls);
-                let tool_calls = calls_of(p);
-                open_calls = tool_calls.iter().map(|c| (c.id.clone(), c.name.clone())).collect();
+                open_calls = end.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone())).collect();
                 messages.push(Message::Assistant {
-                    text: text("text"),
-                    tool_calls,
+                    text: end.text.clone(),
+                    tool_calls: end.tool_calls.clone(),
                 });
             }
-            "tool_end" => {
-                let content = match p.get("error").and_then(Value::as_str) {
+            ChatEvent::ToolEnd(end) => {
+                let content = match &end.error {
                     Some(error) => format!("error: {error}"),
-                    None => p.get("result").map(Value::to_string).unwrap_or_default(),
+                    None => end.result.as_ref().map(Value::to_string).unwrap_or_default(),
                 };
-                result(&mut messages, &mut open_calls, &text("tool_call_id"), content);
+                result(&mut messages, &mut open_calls, &end.tool_call_id, content);
             }
-            "question_answered" => {
-                let answer = Answer::Question(text("answer"));
-                result(
-                    &mut messages,
-                    &mut open_calls,
-                    &text("question_id"),
-                    answer_text(&answer),
-                );
+            ChatEvent::QuestionAnswered(answer) => {
+                let text = answer_text(&Answer::Question(answer.answer.clone()));
+                result(&mut messages, &mut open_calls, &answer.question_id, text);
             }
-            "plan_submitted" => {
-                let feedback = p.get("feedback").and_then(Value::as_str).map(str::to_owned);
-                let answer = Answer::Plan(text("action") == "approve", feedback);
-                result(&mut messages, &mut open_calls, &text("plan_id"), answer_text(&answer));
+            ChatEvent::PlanSubmitted(answer) => {
+                let decision = Answer::Plan(answer.action == PlanAction::Approve, answer.feedback.clone());
+                result(&mut messages, &mut open_calls, &answer.plan_id, answer_text(&decision));
             }
-            "tool_output_submitted" => {
-                let output = match p.get("error").and_then(Value::as_str) {
+            ChatEvent::ToolOutputSubmitted(out) => {
+                let output = match &out.error {
                     Some(error) => format!("error: {error}"),
-                    None => p.get("output").map(Value::to_string).unwrap_or_default(),
+                    None => out.output.as_ref().map(Value::to_string).unwrap_or_default(),
                 };
-                result(&mut messages, &mut open_calls, &text("tool_call_id"), output);
+                result(&mut messages, &mut open_calls, &out.tool_call_id, output);
             }
-            "system" => messages.push(Message::System { text: text("message") }),
+            ChatEvent::System(note) => messages.push(Message::System {
+                text: note.message.clone(),
+            }),
             _ => {}
         }
     }
@@ -289,22 +279,25 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use spool_domain::EventKind;
 
     use super::*;
 
     fn event(seq: u64, kind_type: &str, turn: Option<&str>, payload: Value) -> Event {
+        let event: ChatEvent = serde_json::from_value(json!({ "type": kind_type, "payload": payload })).unwrap();
         Event {
             v: 1,
             seq,
             ts: String::new(),
             session_id: "ses_1".to_owned(),
-            kind: EventKind::Harness,
-            kind_type: kind_type.to_owned(),
-            payload,
+            kind: event.kind(),
+            event,
             client_message_id: None,
             turn_id: turn.map(str::to_owned),
         }
+    }
+
+    fn start() -> Value {
+        json!({ "runtime": "scripted", "agent_id": null, "agent_name": "Spool", "trigger_seq": 1 })
     }
 
     #[test]
@@ -313,8 +306,13 @@ mod tests {
         let t = Some("t1");
         let call = json!([{ "id": "c1", "name": "ask_user", "arguments": { "question": "Color?" } }]);
         let events = [
-            event(1, "user_message_submitted", t, json!({ "content": "hi" })),
-            event(2, "agent_start", t, json!({})),
+            event(
+                1,
+                "user_message_submitted",
+                t,
+                json!({ "content": "hi", "author": "p" }),
+            ),
+            event(2, "agent_start", t, start()),
             event(3, "message_start", t, json!({ "message_id": "m1" })),
             event(4, "message_update", t, json!({ "message_id": "m1", "delta": "One " })),
             event(
@@ -360,8 +358,13 @@ mod tests {
     fn a_crash_mid_message_leaves_it_open_and_an_abort_is_seen() {
         let t = Some("t1");
         let events = [
-            event(1, "user_message_submitted", t, json!({ "content": "hi" })),
-            event(2, "agent_start", t, json!({})),
+            event(
+                1,
+                "user_message_submitted",
+                t,
+                json!({ "content": "hi", "author": "p" }),
+            ),
+            event(2, "agent_start", t, start()),
             event(3, "message_start", t, json!({ "message_id": "m1" })),
             event(4, "message_update", t, json!({ "message_id": "m1", "delta": "Hel" })),
             event(5, "control_submitted", None, json!({ "action": "abort" })),
@@ -382,10 +385,20 @@ mod tests {
                 1,
                 "user_message_submitted",
                 t,
-                json!({ "content": "hi", "client_context": "on page 3" }),
+                json!({ "content": "hi", "author": "p", "client_context": "on page 3" }),
             ),
-            event(2, "message_end", t, json!({ "text": "ok", "tool_calls": calls })),
-            event(3, "user_message_submitted", Some("t2"), json!({ "content": "next" })),
+            event(
+                2,
+                "message_end",
+                t,
+                json!({ "message_id": "m1", "text": "ok", "tool_calls": calls }),
+            ),
+            event(
+                3,
+                "user_message_submitted",
+                Some("t2"),
+                json!({ "content": "next", "author": "p" }),
+            ),
         ];
         let messages = conversation(&events, true);
         assert!(matches!(&messages[0], Message::User { text } if text.contains("on page 3")));

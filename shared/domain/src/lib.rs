@@ -13,6 +13,7 @@
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
+//! - [`chat`]: a chat's typed event vocabulary ([`chat::event::ChatEvent`]) and feed events;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
@@ -21,6 +22,7 @@
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
 //! - [`clock`] and [`failpoint`]: injected time and crash points, so tests can be exact.
 
+pub mod chat;
 pub mod claim;
 pub mod clock;
 pub mod confine;
@@ -42,6 +44,7 @@ pub mod stream;
 pub mod turns;
 pub mod workspace;
 
+pub use chat::event::{ChatEvent, FeedEvent};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use confine::WorkspaceRoots;
 pub use directory::{ApiKeyRecord, Directory, Org};

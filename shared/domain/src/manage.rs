@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::{
-    Agent, Append, ContentType, CreateStream, Error, Metadata, StreamLog, StreamPath,
+    Agent, Append, ContentType, CreateStream, Error, FeedEvent, Metadata, StreamLog, StreamPath,
     workspace::{CliType, MAX_AGENTS, Runtime, new_id, plan_reorder},
 };
 
@@ -19,17 +19,16 @@ pub fn feed_path(org: &str, workspace_id: &str) -> Result<StreamPath, Error> {
     StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
 }
 
-/// Appends a list-level event of `kind` to a workspace's feed (made on first use for
-/// workspaces older than feeds).
+/// Appends a list-level event to a workspace's feed (made on first use for workspaces older
+/// than feeds), with its time as `ts`.
 pub async fn announce(
     log: &dyn StreamLog,
     org: &str,
     workspace_id: &str,
-    kind: &str,
-    mut event: Value,
+    event: &FeedEvent,
     now_rfc3339: &str,
 ) -> Result<(), Error> {
-    event["type"] = Value::String(kind.to_owned());
+    let mut event = serde_json::to_value(event).map_err(|e| Error::unavailable("encode a feed event", e))?;
     event["ts"] = Value::String(now_rfc3339.to_owned());
     let path = feed_path(org, workspace_id)?;
     let body = Bytes::from(event.to_string());

@@ -13,10 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::{
-    Append, Error, ProducerClaim, StreamLog, StreamPath,
+    Append, ChatEvent, Error, ProducerClaim, StreamLog, StreamPath,
     workspace::{CliType, check_name},
 };
 
@@ -272,16 +271,23 @@ pub enum EventKind {
 /// An event before it is written: everything but its `seq` and `ts`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventDraft {
-    /// Who wrote it.
-    pub kind: EventKind,
-    /// What it is, e.g. `user_message_submitted`.
-    pub kind_type: String,
-    /// Its data.
-    pub payload: Value,
+    /// What happened.
+    pub event: ChatEvent,
     /// The client's id for a submission, which makes retries safe.
     pub client_message_id: Option<String>,
     /// The turn it belongs to.
     pub turn_id: Option<String>,
+}
+
+impl EventDraft {
+    /// `event`, of `turn` when given.
+    pub fn new(event: ChatEvent, turn_id: Option<String>) -> Self {
+        Self {
+            event,
+            client_message_id: None,
+            turn_id,
+        }
+    }
 }
 
 /// An event as stored and read.
@@ -299,11 +305,9 @@ pub struct Event {
     pub session_id: String,
     /// Who wrote it.
     pub kind: EventKind,
-    /// What it is.
-    #[serde(rename = "type")]
-    pub kind_type: String,
-    /// Its data.
-    pub payload: Value,
+    /// What happened: the envelope's `type` and `payload`.
+    #[serde(flatten)]
+    pub event: ChatEvent,
     /// The client's id for a submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_message_id: Option<String>,
@@ -356,9 +360,8 @@ pub async fn append_events(
                     seq,
                     ts: now_rfc3339.to_owned(),
                     session_id: session_id.to_owned(),
-                    kind: draft.kind,
-                    kind_type: draft.kind_type.clone(),
-                    payload: draft.payload.clone(),
+                    kind: draft.event.kind(),
+                    event: draft.event.clone(),
                     client_message_id: draft.client_message_id.clone(),
                     turn_id: draft.turn_id.clone(),
                 };
@@ -456,20 +459,23 @@ mod tests {
 
     #[test]
     fn the_envelope_is_stable() {
+        let message = crate::chat::event::UserMessage {
+            content: "hi".to_owned(),
+            author: "key:k1".to_owned(),
+            ..Default::default()
+        };
         let event = Event {
             v: EVENT_VERSION,
             seq: 7,
             ts: "2026-11-22T23:00:00Z".to_owned(),
             session_id: "ses_1".to_owned(),
             kind: EventKind::Submit,
-            kind_type: "user_message_submitted".to_owned(),
-            payload: serde_json::json!({ "content": "hi" }),
+            event: ChatEvent::UserMessageSubmitted(message),
             client_message_id: Some("c1".to_owned()),
             turn_id: None,
         };
-        assert_eq!(
-            serde_json::to_string(&event).unwrap(),
-            r#"{"v":1,"seq":7,"ts":"2026-11-22T23:00:00Z","session_id":"ses_1","kind":"submit","type":"user_message_submitted","payload":{"content":"hi"},"client_message_id":"c1"}"#
-        );
+        let json = r#"{"v":1,"seq":7,"ts":"2026-11-22T23:00:00Z","session_id":"ses_1","kind":"submit","type":"user_message_submitted","payload":{"content":"hi","author":"key:k1"},"client_message_id":"c1"}"#;
+        assert_eq!(serde_json::to_string(&event).unwrap(), json);
+        assert_eq!(serde_json::from_str::<Event>(json).unwrap(), event);
     }
 }

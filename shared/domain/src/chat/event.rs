@@ -1,0 +1,689 @@
+//! # A chat's events: one typed vocabulary
+//!
+//! Everything that happens in a chat is one [`ChatEvent`] in its stream, written inside the
+//! envelope `{"v", "seq", "ts", "session_id", "kind", "type", "payload", "client_message_id"?,
+//! "turn_id"?}` ([`crate::Event`]). The enum's tag is the envelope's `type` and its content the
+//! `payload`, so writers build variants and readers match on them, and no event type is spelled
+//! anywhere else. `kind` says who wrote it: a person or client (`submit`), an agent runtime
+//! (`harness`), or Spool itself (`system`); each variant has one.
+//!
+//! The feed events of a workspace's feed stream are [`FeedEvent`]s.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::session::EventKind;
+
+/// What happened in a chat.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload", rename_all = "snake_case")]
+pub enum ChatEvent {
+    /// A person's message (it starts a turn, unless it answers an agent's question).
+    UserMessageSubmitted(UserMessage),
+    /// A control: an abort.
+    ControlSubmitted(ControlSubmitted),
+    /// The output of a tool the client ran.
+    ToolOutputSubmitted(ToolOutputSubmitted),
+    /// A person's decision on a tool call that needed approval.
+    ApprovalSubmitted(ApprovalSubmitted),
+    /// A person's answer to an agent's question.
+    QuestionAnswered(QuestionAnswered),
+    /// A person's decision on a plan.
+    PlanSubmitted(PlanSubmitted),
+    /// A message an outside agent posted (the global chat's agent-first messages).
+    AgentMessage(AgentMessage),
+    /// A turn started, with the runtime that answers.
+    AgentStart(AgentStart),
+    /// An agent message started.
+    MessageStart(MessageStart),
+    /// More text of an agent message.
+    MessageUpdate(MessageUpdate),
+    /// An agent message ended, with its text and the tools it called.
+    MessageEnd(MessageEnd),
+    /// A tool (an action Spool runs) started.
+    ToolStart(ToolStart),
+    /// A tool ended: its result, its error, or its refusal.
+    ToolEnd(ToolEnd),
+    /// A tool call waits for a person's approval.
+    ToolApprovalRequired(ToolApprovalRequired),
+    /// An agent asks a person a question and waits.
+    AskQuestion(AskQuestion),
+    /// An agent proposes a plan and waits for a person's decision.
+    PlanApprovalRequired(PlanApprovalRequired),
+    /// What a reply cost, as the provider counted it.
+    Usage(Usage),
+    /// A turn ended.
+    AgentEnd(AgentEnd),
+    /// Spool's own note: an error or a notice.
+    System(SystemNote),
+}
+
+impl ChatEvent {
+    /// Who writes events of this type.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Self::UserMessageSubmitted(_)
+            | Self::ControlSubmitted(_)
+            | Self::ToolOutputSubmitted(_)
+            | Self::ApprovalSubmitted(_)
+            | Self::QuestionAnswered(_)
+            | Self::PlanSubmitted(_) => EventKind::Submit,
+            Self::AgentMessage(_)
+            | Self::AgentStart(_)
+            | Self::MessageStart(_)
+            | Self::MessageUpdate(_)
+            | Self::MessageEnd(_)
+            | Self::ToolStart(_)
+            | Self::ToolEnd(_)
+            | Self::ToolApprovalRequired(_)
+            | Self::AskQuestion(_)
+            | Self::PlanApprovalRequired(_)
+            | Self::Usage(_)
+            | Self::AgentEnd(_) => EventKind::Harness,
+            Self::System(_) => EventKind::System,
+        }
+    }
+
+    /// The event's type, as the envelope's `type` spells it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::UserMessageSubmitted(_) => "user_message_submitted",
+            Self::ControlSubmitted(_) => "control_submitted",
+            Self::ToolOutputSubmitted(_) => "tool_output_submitted",
+            Self::ApprovalSubmitted(_) => "approval_submitted",
+            Self::QuestionAnswered(_) => "question_answered",
+            Self::PlanSubmitted(_) => "plan_submitted",
+            Self::AgentMessage(_) => "agent_message",
+            Self::AgentStart(_) => "agent_start",
+            Self::MessageStart(_) => "message_start",
+            Self::MessageUpdate(_) => "message_update",
+            Self::MessageEnd(_) => "message_end",
+            Self::ToolStart(_) => "tool_start",
+            Self::ToolEnd(_) => "tool_end",
+            Self::ToolApprovalRequired(_) => "tool_approval_required",
+            Self::AskQuestion(_) => "ask_question",
+            Self::PlanApprovalRequired(_) => "plan_approval_required",
+            Self::Usage(_) => "usage",
+            Self::AgentEnd(_) => "agent_end",
+            Self::System(_) => "system",
+        }
+    }
+
+    /// A `system` event.
+    pub fn system(level: Level, message: impl Into<String>) -> Self {
+        Self::System(SystemNote {
+            level,
+            message: message.into(),
+        })
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A person's message.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// The text.
+    pub content: String,
+    /// Who sent it (the token's subject).
+    pub author: String,
+    /// Attachments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Value>,
+    /// The client's own data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Context from the person's local companion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_context: Option<Value>,
+    /// The agent's question this message answers (in the global chat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<String>,
+}
+
+/// What a control asks.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlAction {
+    /// Stop the running turn.
+    Abort,
+}
+
+/// A control.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlSubmitted {
+    /// What it asks.
+    pub action: ControlAction,
+}
+
+/// A tool's output from the client.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutputSubmitted {
+    /// The tool.
+    pub tool: String,
+    /// The call it answers.
+    pub tool_call_id: String,
+    /// Its output (or `error`).
+    pub output: Option<Value>,
+    /// Its error (or `output`).
+    pub error: Option<String>,
+}
+
+/// An approval decision.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it.
+    Approve,
+    /// Never run it.
+    Decline,
+}
+
+/// A decision on a tool call.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalSubmitted {
+    /// The decision.
+    pub decision: Decision,
+    /// The call it decides.
+    pub tool_call_id: String,
+}
+
+/// An answer to a question.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionAnswered {
+    /// The question.
+    pub question_id: String,
+    /// The answer.
+    pub answer: String,
+}
+
+/// A decision on a plan.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanAction {
+    /// Go ahead.
+    Approve,
+    /// Do not; see the feedback.
+    Reject,
+}
+
+/// A person's decision on a plan.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanSubmitted {
+    /// The plan.
+    pub plan_id: String,
+    /// The decision.
+    pub action: PlanAction,
+    /// What to change.
+    pub feedback: Option<String>,
+}
+
+/// A message an outside agent posted.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentMessage {
+    /// The agent's name.
+    pub author: String,
+    /// The text.
+    pub text: String,
+    /// Whether it asks the people a question (answered by the next message).
+    pub ask: bool,
+    /// The credential that posted it.
+    #[serde(default)]
+    pub posted_by: String,
+    /// The question's id, when it asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_id: Option<String>,
+}
+
+/// A turn's start.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStart {
+    /// What answers (`scripted`, `openai:gpt-4o-mini`, `cli:claude`, `none`).
+    pub runtime: String,
+    /// The agent.
+    pub agent_id: Option<String>,
+    /// Its name.
+    pub agent_name: String,
+    /// The event that started the turn.
+    pub trigger_seq: u64,
+}
+
+/// Who speaks in an agent message: always the assistant (the first source design's role).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The agent.
+    #[default]
+    Assistant,
+}
+
+/// An agent message's start.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageStart {
+    /// The message.
+    pub message_id: String,
+    /// Who speaks.
+    #[serde(default)]
+    pub role: Role,
+}
+
+/// More text of an agent message.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageUpdate {
+    /// The message.
+    pub message_id: String,
+    /// The text added.
+    pub delta: String,
+}
+
+/// A tool the agent wants called.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id, unique in the turn.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
+}
+
+/// An agent message's end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageEnd {
+    /// The message.
+    pub message_id: String,
+    /// Its whole text.
+    pub text: String,
+    /// The tools it called, in order.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// A CLI agent's actions: they ran at once, and this was the turn's last reply.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub one_shot: bool,
+    /// Stopped by an abort, as far as it got.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub aborted: bool,
+    /// Cut short (a failure, or a worker that stopped), as far as it got.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interrupted: bool,
+}
+
+/// A tool's start.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolStart {
+    /// The call.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// A tool's end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEnd {
+    /// The call.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its result, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Why it failed, or did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A person declined it: it never ran.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub declined: bool,
+}
+
+/// A tool call waiting for approval.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolApprovalRequired {
+    /// The call.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// A question for a person.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskQuestion {
+    /// The question's id, which the answer names.
+    pub question_id: String,
+    /// The question.
+    pub question: String,
+}
+
+/// A plan for a person to decide on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanApprovalRequired {
+    /// The plan's id, which the decision names.
+    pub plan_id: String,
+    /// The plan, in markdown.
+    pub plan: String,
+}
+
+/// Token counts, as the provider reports them.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read.
+    pub input_tokens: u64,
+    /// Tokens written.
+    pub output_tokens: u64,
+}
+
+/// How a turn ended.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The agent answered without calling more tools.
+    Complete,
+    /// A person aborted it.
+    Aborted,
+    /// It failed; a `system` event says why.
+    Error,
+}
+
+impl EndReason {
+    /// The reason's name, as the events and turn records spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Aborted => "aborted",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// A turn's end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnd {
+    /// How it ended.
+    pub reason: EndReason,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How much a system note matters.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// For information.
+    Info,
+    /// Something failed; the message says what to do.
+    Error,
+}
+
+/// Spool's own note.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemNote {
+    /// How much it matters.
+    pub level: Level,
+    /// What happened, and what to do.
+    pub message: String,
+}
+
+/// A list-level event on a workspace's feed (`/v1/stream/workspaces/{id}/feed`), so lists can
+/// update without reading chats.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum FeedEvent {
+    /// A message (a person's or an agent's) was added to a chat.
+    #[serde(rename = "chat.message_added")]
+    MessageAdded {
+        /// The chat.
+        session_id: String,
+        /// The message's event.
+        seq: u64,
+        /// The start of its text.
+        preview: String,
+    },
+    /// A turn started in a chat.
+    #[serde(rename = "chat.processing_started")]
+    ProcessingStarted {
+        /// The chat.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+    },
+    /// A turn ended in a chat.
+    #[serde(rename = "chat.processing_finished")]
+    ProcessingFinished {
+        /// The chat.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// How it ended.
+        reason: EndReason,
+    },
+    /// An agent created a task.
+    #[serde(rename = "task.created")]
+    TaskCreated {
+        /// The task.
+        task_id: String,
+        /// Its title.
+        title: String,
+        /// The chat it came from.
+        session_id: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every variant's JSON, pinned: the wire format clients read.
+    #[test]
+    fn every_variant_has_its_pinned_json() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "rename_chat".into(),
+            arguments: json!({ "title": "T" }),
+        };
+        let cases: Vec<(ChatEvent, Value)> = vec![
+            (
+                ChatEvent::UserMessageSubmitted(UserMessage {
+                    content: "hi".into(),
+                    author: "key:k1".into(),
+                    ..UserMessage::default()
+                }),
+                json!({ "type": "user_message_submitted", "payload": { "content": "hi", "author": "key:k1" } }),
+            ),
+            (
+                ChatEvent::ControlSubmitted(ControlSubmitted {
+                    action: ControlAction::Abort,
+                }),
+                json!({ "type": "control_submitted", "payload": { "action": "abort" } }),
+            ),
+            (
+                ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {
+                    tool: "t".into(),
+                    tool_call_id: "c1".into(),
+                    output: Some(json!(1)),
+                    error: None,
+                }),
+                json!({ "type": "tool_output_submitted", "payload": { "tool": "t", "tool_call_id": "c1", "output": 1, "error": null } }),
+            ),
+            (
+                ChatEvent::ApprovalSubmitted(ApprovalSubmitted {
+                    decision: Decision::Decline,
+                    tool_call_id: "c1".into(),
+                }),
+                json!({ "type": "approval_submitted", "payload": { "decision": "decline", "tool_call_id": "c1" } }),
+            ),
+            (
+                ChatEvent::QuestionAnswered(QuestionAnswered {
+                    question_id: "q1".into(),
+                    answer: "blue".into(),
+                }),
+                json!({ "type": "question_answered", "payload": { "question_id": "q1", "answer": "blue" } }),
+            ),
+            (
+                ChatEvent::PlanSubmitted(PlanSubmitted {
+                    plan_id: "p1".into(),
+                    action: PlanAction::Reject,
+                    feedback: Some("shorter".into()),
+                }),
+                json!({ "type": "plan_submitted", "payload": { "plan_id": "p1", "action": "reject", "feedback": "shorter" } }),
+            ),
+            (
+                ChatEvent::AgentMessage(AgentMessage {
+                    author: "bot".into(),
+                    text: "hello".into(),
+                    ask: true,
+                    posted_by: "key:k2".into(),
+                    question_id: Some("q2".into()),
+                }),
+                json!({ "type": "agent_message", "payload": { "author": "bot", "text": "hello", "ask": true, "posted_by": "key:k2", "question_id": "q2" } }),
+            ),
+            (
+                ChatEvent::AgentStart(AgentStart {
+                    runtime: "scripted".into(),
+                    agent_id: None,
+                    agent_name: "Spool".into(),
+                    trigger_seq: 1,
+                }),
+                json!({ "type": "agent_start", "payload": { "runtime": "scripted", "agent_id": null, "agent_name": "Spool", "trigger_seq": 1 } }),
+            ),
+            (
+                ChatEvent::MessageStart(MessageStart {
+                    message_id: "m1".into(),
+                    role: Role::Assistant,
+                }),
+                json!({ "type": "message_start", "payload": { "message_id": "m1", "role": "assistant" } }),
+            ),
+            (
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "m1".into(),
+                    delta: "Hel".into(),
+                }),
+                json!({ "type": "message_update", "payload": { "message_id": "m1", "delta": "Hel" } }),
+            ),
+            (
+                ChatEvent::MessageEnd(MessageEnd {
+                    message_id: "m1".into(),
+                    text: "Hello".into(),
+                    tool_calls: vec![call],
+                    one_shot: true,
+                    ..MessageEnd::default()
+                }),
+                json!({ "type": "message_end", "payload": { "message_id": "m1", "text": "Hello",
+                    "tool_calls": [{ "id": "c1", "name": "rename_chat", "arguments": { "title": "T" } }], "one_shot": true } }),
+            ),
+            (
+                ChatEvent::ToolStart(ToolStart {
+                    tool_call_id: "c1".into(),
+                    tool: "rename_chat".into(),
+                    arguments: json!({ "title": "T" }),
+                }),
+                json!({ "type": "tool_start", "payload": { "tool_call_id": "c1", "tool": "rename_chat", "arguments": { "title": "T" } } }),
+            ),
+            (
+                ChatEvent::ToolEnd(ToolEnd {
+                    tool_call_id: "c1".into(),
+                    tool: "rename_chat".into(),
+                    result: None,
+                    error: Some("declined by the person; not run".into()),
+                    declined: true,
+                }),
+                json!({ "type": "tool_end", "payload": { "tool_call_id": "c1", "tool": "rename_chat",
+                    "error": "declined by the person; not run", "declined": true } }),
+            ),
+            (
+                ChatEvent::ToolApprovalRequired(ToolApprovalRequired {
+                    tool_call_id: "c1".into(),
+                    tool: "create_agent".into(),
+                    arguments: json!({}),
+                }),
+                json!({ "type": "tool_approval_required", "payload": { "tool_call_id": "c1", "tool": "create_agent", "arguments": {} } }),
+            ),
+            (
+                ChatEvent::AskQuestion(AskQuestion {
+                    question_id: "q1".into(),
+                    question: "Which?".into(),
+                }),
+                json!({ "type": "ask_question", "payload": { "question_id": "q1", "question": "Which?" } }),
+            ),
+            (
+                ChatEvent::PlanApprovalRequired(PlanApprovalRequired {
+                    plan_id: "p1".into(),
+                    plan: "1. go".into(),
+                }),
+                json!({ "type": "plan_approval_required", "payload": { "plan_id": "p1", "plan": "1. go" } }),
+            ),
+            (
+                ChatEvent::Usage(Usage {
+                    input_tokens: 3,
+                    output_tokens: 5,
+                }),
+                json!({ "type": "usage", "payload": { "input_tokens": 3, "output_tokens": 5 } }),
+            ),
+            (
+                ChatEvent::AgentEnd(AgentEnd {
+                    reason: EndReason::Error,
+                    error: Some("no input".into()),
+                }),
+                json!({ "type": "agent_end", "payload": { "reason": "error", "error": "no input" } }),
+            ),
+            (
+                ChatEvent::system(Level::Info, "picked up again"),
+                json!({ "type": "system", "payload": { "level": "info", "message": "picked up again" } }),
+            ),
+        ];
+        for (event, pinned) in cases {
+            assert_eq!(serde_json::to_value(&event).unwrap(), pinned, "{}", event.type_name());
+            assert_eq!(pinned["type"], event.type_name());
+            let back: ChatEvent = serde_json::from_value(pinned).unwrap();
+            assert_eq!(back, event);
+        }
+    }
+
+    #[test]
+    fn feed_events_are_flat() {
+        let event = FeedEvent::ProcessingFinished {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            reason: EndReason::Complete,
+        };
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            json!({ "type": "chat.processing_finished", "session_id": "s", "turn_id": "t", "reason": "complete" })
+        );
+    }
+}
