@@ -413,3 +413,79 @@ fn the_web_uis_event_types_are_the_documents() {
     assert_eq!(ui, documented);
     assert!(documented.len() >= 19, "{documented:?}");
 }
+
+/// The chat API and the stream function answer a domain error with the same status and code,
+/// and never with a 5xx for an error the caller caused (a walk through every variant).
+#[test]
+fn both_functions_answer_a_domain_error_the_same_way() {
+    use axum::response::IntoResponse;
+    use spool_domain::{Error, Offset, StreamPath};
+    let path = StreamPath::parse("a").unwrap();
+    let errors = || {
+        vec![
+            Error::NotFound { path: path.clone() },
+            Error::Gone { path: path.clone() },
+            Error::ConfigMismatch {
+                path: path.clone(),
+                reason: "r".into(),
+            },
+            Error::Closed {
+                path: path.clone(),
+                tail: Offset::START,
+            },
+            Error::ContentTypeMismatch {
+                expected: "a".into(),
+                got: "b".into(),
+            },
+            Error::StreamSeqConflict {
+                last: "b".into(),
+                got: "a".into(),
+            },
+            Error::StaleProducerEpoch { current: 2, got: 1 },
+            Error::InvalidProducerEpochSeq { epoch: 1, seq: 1 },
+            Error::ProducerSeqGap {
+                expected: 1,
+                received: 3,
+            },
+            Error::InvalidOffset {
+                value: "x".into(),
+                reason: "r",
+            },
+            Error::OffsetBeyondTail {
+                offset: Offset::after(9),
+                tail: Offset::START,
+            },
+            Error::PayloadTooLarge { size: 2, max: 1 },
+            Error::EmptyAppend,
+            Error::invalid("x", "y"),
+            Error::TailMismatch {
+                path: path.clone(),
+                expected: 1,
+                tail: 2,
+            },
+            Error::Missing { what: "x".into() },
+            Error::Exists { what: "x".into() },
+            Error::Contention { path: path.clone() },
+            Error::Corrupt { what: "x".into() },
+            Error::unavailable("x", "y"),
+            Error::Injected { point: "p" },
+        ]
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let answer = |response: axum::response::Response| {
+        let status = response.status();
+        let body = runtime
+            .block_on(axum::body::to_bytes(response.into_body(), 1 << 16))
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        (status, body["error"]["code"].as_str().unwrap().to_owned())
+    };
+    for (api, stream) in errors().into_iter().zip(errors()) {
+        let caller_error = api.is_client_error();
+        let label = api.to_string();
+        let from_api = answer(spool_api::ApiError::Store(api).into_response());
+        let from_stream = answer(spool_stream::ApiError::Log(stream).into_response());
+        assert_eq!(from_api, from_stream, "{label}");
+        assert_eq!(from_api.0.is_client_error(), caller_error, "{label}: {from_api:?}");
+    }
+}

@@ -5,11 +5,11 @@
 //! wrong and 503 when the store fails.
 
 use axum::{
-    http::{HeaderValue, StatusCode, header},
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 use spool_domain::Error;
-pub use spool_stream::ErrorBody;
+pub use spool_edge::ErrorBody;
 use utoipa::IntoResponses;
 
 /// The refusals every authenticated route may answer.
@@ -86,17 +86,7 @@ impl ApiError {
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Self::Store(e) => match e {
-                Error::Missing { .. } | Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-                Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
-                Error::TailMismatch { .. } => (StatusCode::CONFLICT, "conflict"),
-                Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
-                Error::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-                Error::Contention { .. } | Error::Unavailable { .. } => {
-                    (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-                }
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-            },
+            Self::Store(e) => spool_edge::status_of(e),
         }
     }
 }
@@ -104,27 +94,14 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if status.is_server_error() {
-            tracing::error!(error = %self, source = ?std::error::Error::source(&self), "API request failed");
-        } else {
-            tracing::debug!(error = %self, %status, "API request refused");
-        }
         let mut body = ErrorBody::new(code, self.to_string());
         if let Self::Busy { turn_id, .. } = &self {
             body.error.pending_turn_id = Some(turn_id.clone());
         }
-        let mut response = (status, axum::Json(body)).into_response();
-        let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if status == StatusCode::UNAUTHORIZED {
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
+        let mut headers = Vec::new();
         if let Self::RateLimited(limited) = &self {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(limited.retry_after_secs()));
+            headers.push((header::RETRY_AFTER, limited.retry_after_secs().to_string()));
         }
-        response
+        spool_edge::respond(status, body, headers)
     }
 }

@@ -42,9 +42,10 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
         {
             return Err(ApiError::Unauthorized(REVOKED.to_owned()));
         }
+        spool_edge::note_caller(&parts.extensions, caller.org());
         if !parts.method.is_safe() {
-            let address = spool_stream::client_address(&parts.extensions);
-            spool_stream::limit_write(&api.limiter, caller.org(), address, false)?;
+            let address = spool_edge::client_address(&parts.extensions);
+            spool_edge::limit_write(&api.limiter, caller.org(), address, false)?;
         }
         Ok(caller)
     }

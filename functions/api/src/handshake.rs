@@ -98,7 +98,7 @@ pub(crate) async fn handshake(
     extensions: axum::http::Extensions,
     BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    if let Some(address) = spool_stream::client_address(&extensions) {
+    if let Some(address) = spool_edge::client_address(&extensions) {
         api.limiter.check(Limit::HandshakeFromAddress, &address.to_string())?;
     }
     let request: HandshakeRequest = json_body(&body).map_err(|e| {
@@ -113,7 +113,11 @@ pub(crate) async fn handshake(
 
     let key = ApiKey::parse(&request.api_key).map_err(|_| refused())?;
     api.limiter.check(Limit::HandshakeWithKey, key.key_id())?;
-    let Some(record) = api.metadata.api_key(key.key_id()).await? else {
+    let found = api.metadata.api_key(key.key_id()).await?;
+    if let Some(record) = &found {
+        spool_edge::note_caller(&extensions, &record.org_id);
+    }
+    let Some(record) = found else {
         tracing::warn!(key_id = %key.key_id(), "handshake with an unknown API key");
         return Err(refused());
     };

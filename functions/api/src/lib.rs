@@ -118,7 +118,9 @@ pub fn router(api: ChatApi) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(spool_stream::browser_headers))
+        .layer(axum::middleware::from_fn(spool_edge::json_errors))
+        .layer(axum::middleware::from_fn(spool_edge::browser_headers))
+        .layer(axum::middleware::from_fn(spool_edge::trace_requests))
         .with_state(Arc::new(api))
 }
 

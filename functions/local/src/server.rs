@@ -21,7 +21,7 @@
 use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    Json, Router,
+    Router,
     extract::{ConnectInfo, Request},
     http::StatusCode,
     middleware::Next,
@@ -96,14 +96,15 @@ pub async fn deadline(limit: Duration, request: Request, next: Next) -> Response
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
-            let body = serde_json::json!({ "error": {
-                "code": "request_timeout",
-                "message": format!(
-                    "the request took longer than {} s from its headers to its answer (a body sent too slowly?); send it again",
-                    limit.as_secs_f64()
-                ),
-            }});
-            (StatusCode::REQUEST_TIMEOUT, Json(body)).into_response()
+            let message = format!(
+                "the request took longer than {} s from its headers to its answer (a body sent too slowly?); send it again",
+                limit.as_secs_f64()
+            );
+            spool_edge::respond(
+                StatusCode::REQUEST_TIMEOUT,
+                spool_edge::ErrorBody::new("request_timeout", message),
+                Vec::new(),
+            )
         }
     }
 }

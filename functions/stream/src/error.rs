@@ -6,49 +6,16 @@
 //! contract's JSON error, `{"error": {"code": "...", "message": "..."}}`.
 
 use axum::{
-    http::{HeaderName, HeaderValue, StatusCode, header},
+    http::{HeaderName, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde::Serialize;
 use spool_domain::Error;
-use utoipa::ToSchema;
 
 use crate::protocol::{
     PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET,
 };
 
-/// The contract's error body, `{"error": {"code", "message"}}`: the stream function's and the
-/// chat API's.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-}
-
-/// What went wrong, for programs (`code`) and for people (`message`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A stable, machine-readable code, e.g. `not_found`, `turn_pending`.
-    pub code: &'static str,
-    /// What happened and what to do next.
-    pub message: String,
-    /// With `turn_pending`: the turn the chat waits on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pending_turn_id: Option<String>,
-}
-
-impl ErrorBody {
-    /// An error body with `code` and `message`.
-    pub fn new(code: &'static str, message: String) -> Self {
-        Self {
-            error: ErrorDetail {
-                code,
-                message,
-                pending_turn_id: None,
-            },
-        }
-    }
-}
+pub use spool_edge::{ErrorBody, ErrorDetail};
 
 /// Why a stream request failed.
 #[derive(Debug, thiserror::Error)]
@@ -86,28 +53,7 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Self::Log(e) => match e {
-                Error::NotFound { .. } => (StatusCode::NOT_FOUND, "stream_not_found"),
-                Error::Gone { .. } => (StatusCode::GONE, "stream_gone"),
-                Error::ConfigMismatch { .. } => (StatusCode::CONFLICT, "stream_exists"),
-                Error::Closed { .. } => (StatusCode::CONFLICT, "stream_closed"),
-                Error::ContentTypeMismatch { .. } => (StatusCode::CONFLICT, "content_type_mismatch"),
-                Error::StreamSeqConflict { .. } => (StatusCode::CONFLICT, "stream_seq_conflict"),
-                Error::StaleProducerEpoch { .. } => (StatusCode::FORBIDDEN, "stale_producer_epoch"),
-                Error::InvalidProducerEpochSeq { .. } => (StatusCode::BAD_REQUEST, "invalid_producer_seq"),
-                Error::ProducerSeqGap { .. } => (StatusCode::CONFLICT, "producer_seq_gap"),
-                Error::InvalidOffset { .. } => (StatusCode::BAD_REQUEST, "invalid_offset"),
-                Error::OffsetBeyondTail { .. } => (StatusCode::BAD_REQUEST, "offset_beyond_tail"),
-                Error::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-                Error::EmptyAppend => (StatusCode::BAD_REQUEST, "empty_append"),
-                Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
-                Error::Missing { .. } => (StatusCode::NOT_FOUND, "not_found"),
-                Error::TailMismatch { .. } => (StatusCode::CONFLICT, "tail_mismatch"),
-                Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
-                Error::Contention { .. } => (StatusCode::SERVICE_UNAVAILABLE, "contention"),
-                Error::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-                Error::Corrupt { .. } | Error::Injected { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-            },
+            Self::Log(e) => spool_edge::status_of(e),
         }
     }
 
@@ -125,10 +71,6 @@ impl ApiError {
                 (HeaderName::from_static(PRODUCER_EXPECTED_SEQ), expected.to_string()),
                 (HeaderName::from_static(PRODUCER_RECEIVED_SEQ), received.to_string()),
             ],
-            Self::Log(Error::Contention { .. } | Error::Unavailable { .. }) => {
-                vec![(header::RETRY_AFTER, "1".to_owned())]
-            }
-            Self::Unauthorized(_) => vec![(header::WWW_AUTHENTICATE, "Bearer".to_owned())],
             Self::RateLimited(limited) => vec![(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
             _ => Vec::new(),
         }
@@ -138,20 +80,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if status.is_server_error() {
-            tracing::error!(error = %self, source = ?std::error::Error::source(&self), "stream request failed");
-        } else {
-            tracing::debug!(error = %self, %status, "stream request refused");
-        }
-        let body = ErrorBody::new(code, self.to_string());
-        let mut response = (status, axum::Json(body)).into_response();
-        let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        for (name, value) in self.headers() {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(name, value);
-            }
-        }
-        response
+        let headers = self.headers();
+        spool_edge::respond(status, ErrorBody::new(code, self.to_string()), headers)
     }
 }

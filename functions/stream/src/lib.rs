@@ -21,10 +21,9 @@ use std::sync::Arc;
 
 use axum::{
     Router,
-    extract::{DefaultBodyLimit, Request},
-    http::{HeaderMap, HeaderValue, Uri, header},
-    middleware::{self, Next},
-    response::{IntoResponse, Response},
+    extract::DefaultBodyLimit,
+    http::{HeaderMap, Uri, header},
+    middleware,
     routing::get,
 };
 pub use error::{ApiError, ErrorBody, ErrorDetail};
@@ -53,32 +52,6 @@ enum Intent {
     Read,
     Write,
     Create,
-}
-
-/// The address of a request's client, when the server that took it records one
-/// (`spool serve` does; on Lambda, API Gateway's throttling stands in for per-address limits).
-pub fn client_address(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
-    extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-}
-
-/// Takes one write of `org` (and of the client's address), and one creation if `create`.
-pub fn limit_write(
-    limiter: &spool_auth::RateLimiter,
-    org: &str,
-    address: Option<std::net::IpAddr>,
-    create: bool,
-) -> Result<(), spool_auth::Limited> {
-    use spool_auth::Limit;
-    limiter.check(Limit::WriteByOrg, org)?;
-    if let Some(address) = address {
-        limiter.check(Limit::WriteFromAddress, &address.to_string())?;
-    }
-    if create {
-        limiter.check(Limit::CreateByOrg, org)?;
-    }
-    Ok(())
 }
 
 /// Everything the stream function's handlers share.
@@ -167,6 +140,7 @@ impl StreamApi {
             ));
         }
         let org = caller.org;
+        spool_edge::note_caller(extensions, &org);
         let path = StreamPath::parse(raw)?;
         if intent != Intent::Read {
             let p = path.as_str();
@@ -222,84 +196,8 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(browser_headers))
+        .layer(middleware::from_fn(spool_edge::trace_requests))
         .with_state(Arc::new(api))
 }
 
-/// Refusals that axum makes before a handler runs (a body over the limit, a path that is not
-/// UTF-8, a method the route does not take) answer in plain text or with no body; this puts
-/// them, and any other error without a JSON body, in the contract's JSON. Answers to `HEAD`
-/// keep their empty bodies.
-pub async fn json_errors(request: Request, next: Next) -> Response {
-    let head = request.method() == axum::http::Method::HEAD;
-    let response = next.run(request).await;
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if head || is_json || !(status.is_client_error() || status.is_server_error()) {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&text).trim().to_owned();
-    let code = match status.as_u16() {
-        400 => "bad_request",
-        404 => "no_route",
-        405 => "method_not_allowed",
-        408 => "request_timeout",
-        413 => "payload_too_large",
-        415 => "unsupported_media_type",
-        _ if status.is_server_error() => "internal",
-        _ => "refused",
-    };
-    let message = match (text.is_empty(), status.canonical_reason()) {
-        (false, _) => text,
-        (true, Some(reason)) => reason.to_owned(),
-        (true, None) => status.to_string(),
-    };
-    parts.headers.remove(header::CONTENT_LENGTH);
-    parts
-        .headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let body = serde_json::to_vec(&ErrorBody::new(code, message)).unwrap_or_default();
-    Response::from_parts(parts, axum::body::Body::from(body))
-}
-
-/// CORS (any origin: requests carry bearer tokens, never cookies) and the headers of the
-/// protocol's section on browser security, on every answer; a CORS preflight (`OPTIONS` with
-/// `Access-Control-Request-Method`) is answered here, whatever the path. The chat API's router
-/// uses it too, so a UI on another origin (S3 behind CloudFront) can call both.
-pub async fn browser_headers(request: Request, next: Next) -> Response {
-    let preflight = request.method() == axum::http::Method::OPTIONS
-        && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    let mut response = if preflight {
-        axum::http::StatusCode::NO_CONTENT.into_response()
-    } else {
-        next.run(request).await
-    };
-    let headers = response.headers_mut();
-    let set = |h: &mut axum::http::HeaderMap, name: header::HeaderName, value: &'static str| {
-        h.insert(name, HeaderValue::from_static(value));
-    };
-    set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-    set(
-        headers,
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS",
-    );
-    set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, protocol::ALLOWED_HEADERS);
-    set(
-        headers,
-        header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        protocol::EXPOSED_HEADERS,
-    );
-    set(headers, header::ACCESS_CONTROL_MAX_AGE, "86400");
-    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    headers.insert(
-        header::HeaderName::from_static("cross-origin-resource-policy"),
-        HeaderValue::from_static("cross-origin"),
-    );
-    response
-}
+pub use spool_edge::{browser_headers, client_address, json_errors, limit_write};

@@ -43,14 +43,8 @@ pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
 /// On a producer sequence gap: the sequence it received.
 pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
 
-/// Request headers a browser may send (CORS).
-pub const ALLOWED_HEADERS: &str = "content-type, authorization, if-none-match, last-event-id, stream-seq, stream-ttl, \
-    stream-expires-at, stream-closed, producer-id, producer-epoch, producer-seq, stream-forked-from, \
-    stream-fork-offset, stream-fork-sub-offset";
-/// Response headers a browser may read (CORS).
-pub const EXPOSED_HEADERS: &str = "stream-next-offset, stream-cursor, stream-up-to-date, stream-closed, \
-    stream-sse-data-encoding, stream-ttl, stream-expires-at, producer-epoch, producer-seq, producer-expected-seq, \
-    producer-received-seq, etag, location, content-type, retry-after";
+/// Request headers a browser may send, and response headers it may read (CORS).
+pub use spool_edge::headers::{ALLOWED_HEADERS, EXPOSED_HEADERS};
 
 /// The largest integer JavaScript represents exactly; the protocol's bound on producer numbers.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;

@@ -1,0 +1,97 @@
+//! # Headers every answer carries
+//!
+//! CORS for any origin (requests carry bearer tokens, never cookies), the browser security
+//! headers of the Durable Streams protocol, and the contract's JSON for refusals axum makes
+//! before a handler runs.
+
+use axum::{
+    extract::Request,
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use crate::error::{ErrorBody, respond};
+
+/// Request headers a browser may send (CORS).
+pub const ALLOWED_HEADERS: &str = "content-type, authorization, if-none-match, last-event-id, stream-seq, stream-ttl, \
+    stream-expires-at, stream-closed, producer-id, producer-epoch, producer-seq, stream-forked-from, \
+    stream-fork-offset, stream-fork-sub-offset";
+/// Response headers a browser may read (CORS).
+pub const EXPOSED_HEADERS: &str = "stream-next-offset, stream-cursor, stream-up-to-date, stream-closed, \
+    stream-sse-data-encoding, stream-ttl, stream-expires-at, producer-epoch, producer-seq, producer-expected-seq, \
+    producer-received-seq, etag, location, content-type, retry-after, x-request-id";
+
+/// CORS and the protocol's browser security headers on every answer; a CORS preflight
+/// (`OPTIONS` with `Access-Control-Request-Method`) is answered here, whatever the path.
+pub async fn browser_headers(request: Request, next: Next) -> Response {
+    let preflight =
+        request.method() == Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = if preflight {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    let set = |h: &mut axum::http::HeaderMap, name: header::HeaderName, value: &'static str| {
+        h.insert(name, HeaderValue::from_static(value));
+    };
+    set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    set(
+        headers,
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS",
+    );
+    set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, ALLOWED_HEADERS);
+    set(headers, header::ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED_HEADERS);
+    set(headers, header::ACCESS_CONTROL_MAX_AGE, "86400");
+    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    headers.insert(
+        header::HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("cross-origin"),
+    );
+    response
+}
+
+/// Refusals axum makes before a handler runs (a body over the limit, a path that is not
+/// UTF-8, a method a route does not take) answer in plain text or with no body; this puts them,
+/// and any other error without a JSON body, in the contract's JSON. Answers to `HEAD` keep their
+/// empty bodies.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let head = request.method() == Method::HEAD;
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if head || is_json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_owned();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        404 => "no_route",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        _ if status.is_server_error() => "internal",
+        _ => "refused",
+    };
+    let message = match (text.is_empty(), status.canonical_reason()) {
+        (false, _) => text,
+        (true, Some(reason)) => reason.to_owned(),
+        (true, None) => status.to_string(),
+    };
+    let kept = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| *name != header::CONTENT_LENGTH && *name != header::CONTENT_TYPE)
+        .filter_map(|(name, value)| Some((name.clone(), value.to_str().ok()?.to_owned())))
+        .collect();
+    respond(status, ErrorBody::new(code, message), kept)
+}
