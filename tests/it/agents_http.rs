@@ -140,19 +140,16 @@ pub(crate) async fn all_events(api: &Api, chat: &str) -> Vec<Value> {
     page["events"].as_array().unwrap().clone()
 }
 
-/// Waits (20 s at most) until the chat has an event of `kind_type` for `turn`; all events then.
+/// Waits until the chat has an event of `kind_type` for `turn`; all events then.
 pub(crate) async fn until(api: &Api, chat: &str, turn: &str, kind_type: &str) -> Vec<Value> {
-    for _ in 0..400 {
+    spool_tests::eventually(&format!("{kind_type} of {turn} in {chat}"), || async {
         let events = all_events(api, chat).await;
-        if events.iter().any(|e| e["turn_id"] == turn && e["type"] == kind_type) {
-            return events;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "no {kind_type} for {turn}: {:#}",
-        Value::Array(all_events(api, chat).await)
-    );
+        events
+            .iter()
+            .any(|e| e["turn_id"] == turn && e["type"] == kind_type)
+            .then_some(events)
+    })
+    .await
 }
 
 pub(crate) fn types_of(events: &[Value], turn: &str) -> Vec<String> {
@@ -263,16 +260,11 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     assert!(turns["turns"][0]["expires_at"].is_string());
     // AND the worker sealed the chat's pages to its end after the turn
     let path = spool_domain::Session::stream(&org_of(api), &chat).unwrap();
-    let mut sealed = false;
-    for _ in 0..100 {
+    spool_tests::eventually("the chat's pages sealed after agent_end", || async {
         let meta = stack.log.metadata(&path).await.unwrap();
-        if meta.sealed == meta.tail {
-            sealed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(sealed, "the chat's pages were not sealed after agent_end");
+        (meta.sealed == meta.tail).then_some(())
+    })
+    .await;
     // AND the workspace feed told the list
     let feed = api.get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1")).await;
     let feed: Vec<Value> = feed.json().await.unwrap();

@@ -238,12 +238,10 @@ wait"#;
     let chat = chat(&s, json!({ "name": "Slow", "runtime": "cli", "cli_type": "claude" })).await;
     let turn = send(api, &chat, "take your time").await;
     let pid_file = s.bin.path().join("child.pid");
-    for _ in 0..200 {
-        if pid_file.exists() && s.bin.path().join("cli.pid").exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    spool_tests::eventually("the CLI and its child started", || async {
+        (pid_file.exists() && s.bin.path().join("cli.pid").exists()).then_some(())
+    })
+    .await;
     let pids: Vec<String> = ["cli.pid", "child.pid"]
         .iter()
         .map(|f| std::fs::read_to_string(s.bin.path().join(f)).unwrap().trim().to_owned())

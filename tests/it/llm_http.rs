@@ -403,16 +403,10 @@ async fn an_abort_closes_the_providers_stream(provider: Provider) {
         .to_owned();
     assert!(text.starts_with("w0 ") && !text.contains("w99"), "{text}");
     // The provider sees its stream closed within a few of its writes.
-    for _ in 0..100 {
-        if *s.fake.disconnected.lock().unwrap() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the provider's stream was not closed; events: {:?}",
-        all_events(api, &s.chat).await.len()
-    );
+    spool_tests::eventually("the provider's stream closed", || async {
+        (*s.fake.disconnected.lock().unwrap()).then_some(())
+    })
+    .await;
 }
 
 /// A client's context reaches the prompt only in a chat with the `context_for_query`

@@ -29,16 +29,13 @@ async fn fill(log: &impl StreamWriter, path: &StreamPath) {
     }
 }
 
-/// Waits (at most 30 s) until some of the stream is sealed.
+/// Waits until some of the stream is sealed.
 async fn sealed_soon(log: &impl StreamReader, path: &StreamPath) -> u64 {
-    for _ in 0..300 {
+    spool_tests::eventually("some of the stream sealed", || async {
         let sealed = log.metadata(path).await.unwrap().sealed.seq();
-        if sealed > 0 {
-            return sealed;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("nothing was sealed within 30 s");
+        (sealed > 0).then_some(sealed)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,6 +60,30 @@ pub fn workspace_roots() -> spool_domain::WorkspaceRoots {
     spool_domain::WorkspaceRoots::new(&[workspace_root()], &[])
 }
 
+/// How long a test waits for something that happens in the background (a turn, a seal, a
+/// process dying) before it fails: long enough for a busy CI machine, short of hanging.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits until `check` answers `Some`, looking again every 20 ms, for at most [`PATIENCE`];
+/// panics naming `what` after that.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// An event of `turn`, from its envelope's `type` and `payload` as a fixture spells them.
 pub fn draft(kind_type: &str, payload: serde_json::Value, turn: Option<&str>) -> spool_domain::EventDraft {
     let event = serde_json::from_value(serde_json::json!({ "type": kind_type, "payload": payload }))

@@ -194,12 +194,6 @@ fn for_each(e: &Error, n: usize) -> Vec<Result<AppendAck, Error>> {
         .collect()
 }
 
-/// Sleeps before retry `attempt` (full jitter, 2 ms doubling to 200 ms).
-async fn backoff(attempt: u32) {
-    let cap = (2u64 << attempt.min(7)).min(200);
-    tokio::time::sleep(Duration::from_millis(fastrand::u64(1..=cap))).await;
-}
-
 impl AwsLog {
     /// A log over the table and bucket in `opts`.
     pub fn new(clients: AwsClients, opts: AwsLogOptions) -> Self {
@@ -575,7 +569,7 @@ impl Inner {
             if started.elapsed() > CONTENTION_BUDGET {
                 return for_each(&Error::Contention { path: path.clone() }, round.len());
             }
-            backoff(attempt).await;
+            spool_domain::retry::backoff(attempt).await;
             attempt += 1;
         }
     }
@@ -1124,7 +1118,7 @@ pub(crate) async fn batch_write(
                 .and_then(|mut m| m.remove(table))
                 .unwrap_or_default();
             if !requests.is_empty() {
-                backoff(attempt).await;
+                spool_domain::retry::backoff(attempt).await;
                 attempt += 1;
             }
         }
@@ -1367,7 +1361,7 @@ impl StreamWriter for AwsLog {
                     {
                         inner.delete_objects(vec![blob]).await;
                     }
-                    backoff(attempt).await;
+                    spool_domain::retry::backoff(attempt).await;
                 }
                 Err(e) => return Err(ddb("TransactWriteItems (create)", e)),
             }
@@ -1416,7 +1410,7 @@ impl StreamWriter for AwsLog {
                         return Ok(());
                     }
                     Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                        backoff(attempt).await;
+                        spool_domain::retry::backoff(attempt).await;
                         continue;
                     }
                     Err(e) => return Err(ddb("UpdateItem (soft delete)", e)),
@@ -1429,7 +1423,7 @@ impl StreamWriter for AwsLog {
                 return Ok(());
             }
             // Deleted, replaced or forked meanwhile: look again.
-            backoff(attempt).await;
+            spool_domain::retry::backoff(attempt).await;
         }
         Err(Error::Contention { path: path.clone() })
     }
@@ -1526,7 +1520,9 @@ impl PageStore for AwsLog {
                 Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 412 => return Ok(()),
                 // 409: a concurrent conditional write of the same key is under way; its outcome
                 // decides whether ours is needed.
-                Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 409 => backoff(attempt).await,
+                Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 409 => {
+                    spool_domain::retry::backoff(attempt).await
+                }
                 Err(e) => return Err(s3("PutObject (page)", e)),
             }
         }

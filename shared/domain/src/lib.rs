@@ -15,6 +15,7 @@
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`chat`]: a chat's typed event vocabulary ([`chat::event::ChatEvent`]) and feed events;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
+//! - [`retry`]: the one backoff of every retry loop;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
@@ -36,6 +37,7 @@ pub mod manage;
 pub mod notify;
 pub mod page;
 pub mod port;
+pub mod retry;
 pub mod revocation;
 pub mod seal;
 pub mod session;

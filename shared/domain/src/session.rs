@@ -8,8 +8,6 @@
 //! whose `seq` is the event's sequence number in the stream: writers append at the tail they
 //! expect ([`append_events`]), so the number written is the number given.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -397,9 +395,8 @@ pub async fn append_events(
             // The hint was out of date: read the tail, at once.
             Err(Error::TailMismatch { .. }) if hinted.is_some() => {}
             Err(Error::TailMismatch { .. }) if attempt < ATTEMPTS => {
+                crate::retry::backoff(attempt).await;
                 attempt += 1;
-                let jitter = fastrand::u64(0..=u64::from(attempt.min(10)) * 5);
-                tokio::time::sleep(Duration::from_millis(jitter)).await;
             }
             Err(Error::TailMismatch { path, .. }) => return Err(Error::Contention { path }),
             Err(e) => return Err(e),
