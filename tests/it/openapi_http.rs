@@ -387,12 +387,35 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
 
 on_both_backends!(openapi_http: every_answer_is_one_the_document_promises);
 
+/// Every route's document: the chat API's merged with the stream function's.
+fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = spool_api::openapi();
+    doc.merge(spool_stream::openapi());
+    doc
+}
+
+/// `docs/openapi.json`, which `GET /v1/openapi.json` serves, is the document the two functions'
+/// handlers describe; `SPOOL_BLESS=1` rewrites it after a change to a route.
+#[test]
+fn the_checked_in_document_is_the_routes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+    let made = format!("{}\n", document().to_pretty_json().unwrap());
+    if std::env::var_os("SPOOL_BLESS").is_some() {
+        std::fs::write(path, &made).unwrap();
+    }
+    let served = spool_api::OPENAPI_JSON;
+    assert!(
+        served == made,
+        "docs/openapi.json is not the routes' document: run `SPOOL_BLESS=1 cargo nextest run -p spool-tests the_checked_in_document` and commit it"
+    );
+}
+
 /// The web UI's event types are the document's: the `EventType` union of `web/src/api.ts` and
 /// the `type`s of the `ChatEvent` schema are the same set, so neither can add or rename an event
 /// without the other (TypeScript then checks that the UI only handles types of the union).
 #[test]
 fn the_web_uis_event_types_are_the_documents() {
-    let doc = serde_json::to_value(spool_api::openapi()).unwrap();
+    let doc = serde_json::to_value(document()).unwrap();
     let documented: std::collections::BTreeSet<String> = doc["components"]["schemas"]["ChatEvent"]["oneOf"]
         .as_array()
         .expect("the ChatEvent union")

@@ -1,7 +1,7 @@
 //! Sealing off the request path: the embedded store's background sealer, and on AWS the seal
 //! requests an append sends to the maintenance queue, run by the worker.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use spool_domain::{Append, ContentType, CreateStream, StreamPath, StreamReader, StreamWriter};
@@ -109,7 +109,7 @@ async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
         worker,
         clients.sqs.clone(),
         queue,
-        Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
     ));
     // WHEN a writer appends three pages' worth
     let path = unique_path("sqs-seal");

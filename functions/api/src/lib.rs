@@ -19,9 +19,9 @@ mod handshake;
 mod sessions;
 mod workspaces;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use axum::{Json, Router, body::Bytes, extract::DefaultBodyLimit, http::header, response::IntoResponse};
+use axum::{Json, Router, extract::DefaultBodyLimit, http::header, response::IntoResponse};
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
@@ -124,13 +124,15 @@ pub fn router(api: ChatApi) -> Router {
         .with_state(Arc::new(api))
 }
 
-/// The OpenAPI document of every route: the chat API's, generated from the handlers that serve
-/// them, and the stream function's (`spool_stream::openapi`).
+/// The OpenAPI document of the chat API's routes, generated from the handlers that serve them.
+/// `GET /v1/openapi.json` serves `docs/openapi.json`: this document merged with the stream
+/// function's, checked in and held to both by a test (`tests/it/openapi_http.rs`).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut doc = routes().into_openapi();
-    doc.merge(spool_stream::openapi());
-    doc
+    routes().into_openapi()
 }
+
+/// The document of every route Spool serves, as checked in.
+pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 
 /// The routes with their OpenAPI operations: a route is served and documented by the same
 /// `routes!` entry, so the two cannot disagree.
@@ -254,17 +256,15 @@ async fn health() -> Json<Health> {
     })
 }
 
-/// `GET /v1/openapi.json`: this API's OpenAPI 3.1 document, made once per process.
+/// `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route (`docs/openapi.json`).
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", security(()),
     responses((status = 200, description = "The OpenAPI 3.1 document of every route", content_type = "application/json")))]
 async fn openapi_json() -> impl IntoResponse {
-    static DOC: OnceLock<Bytes> = OnceLock::new();
-    let doc = DOC.get_or_init(|| Bytes::from(openapi().to_json().unwrap_or_default()));
     (
         [
             (header::CONTENT_TYPE, "application/json"),
             (header::CACHE_CONTROL, "public, max-age=300"),
         ],
-        doc.clone(),
+        OPENAPI_JSON,
     )
 }
