@@ -13,24 +13,19 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spool_domain::{
-    ChatEvent, ProducerClaim, RequestKind, Session,
+    ChatEvent, RequestKind,
     chat::event::{
-        ApprovalSubmitted, ControlAction, ControlSubmitted, Decision, PlanAction, PlanSubmitted, QuestionAnswered,
-        ToolOutputSubmitted,
+        ApprovalSubmitted, ControlAction, Decision, PlanAction, PlanSubmitted, QuestionAnswered, ToolOutputSubmitted,
     },
-    claim::Reconciled,
-    session::{EventDraft, append_events},
+    service::{self, Answered},
 };
 use utoipa::ToSchema;
 
 use crate::{
     ApiError, ChatApi, ErrorBody,
     error::Refusals,
-    extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
+    extract::{Caller, Id, JsonBody, PathOf},
 };
-
-/// How old a claim must be before an abort questions it.
-const ABORT_GRACE_MS: i64 = 5_000;
 
 /// The longest answer, feedback or tool output accepted, in characters.
 const MAX_ANSWER_CHARS: usize = 100_000;
@@ -80,9 +75,18 @@ pub(crate) struct PlanResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Submitted {
     /// The submit event's sequence number.
-    pub(crate) seq: u64,
+    seq: u64,
     /// The turn the answer resumes, if a turn waits on it.
-    pub(crate) turn_id: Option<String>,
+    turn_id: Option<String>,
+}
+
+impl From<service::Submitted> for Submitted {
+    fn from(s: service::Submitted) -> Self {
+        Self {
+            seq: s.seq,
+            turn_id: s.turn_id,
+        }
+    }
 }
 
 /// The session in a path.
@@ -114,23 +118,8 @@ fn kind_name(kind: RequestKind) -> &'static str {
 }
 
 impl ChatApi {
-    /// Appends one submit event to a session; its seq.
-    pub(crate) async fn submit(&self, caller: &Caller, session: &Session, event: ChatEvent) -> Result<u64, ApiError> {
-        let path = Session::stream(caller.org(), &session.id)?;
-        let now = rfc3339_ms(self.clock.now_ms());
-        let draft = EventDraft::new(event, None);
-        let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now, None).await?;
-        Ok(appended.first)
-    }
-
-    /// Records the answer to the session's open request `id` of `kind` and enqueues the waiting
-    /// turn; `409` when there is no such request, or it has another answer already.
-    ///
-    /// The answer's event is the record: it is appended under an idempotent producer named after
-    /// the request (`answer:{id}`), so of two racing answers the log keeps exactly one, and a
-    /// retried answer (a lost response, a crash before its request was closed) is recognised by
-    /// its payload and answered as the first time. The turn is queued, then the open request
-    /// closed; one that a crash left open is finished by the next answer to it.
+    /// The answer to the caller's session's open request `id` of `kind`: `409` when there is no
+    /// such request, or it has another answer already.
     pub(crate) async fn answer(
         &self,
         caller: &Caller,
@@ -140,67 +129,17 @@ impl ChatApi {
         answer: ChatEvent,
     ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
         let session = self.session_of(caller, session_id).await?;
-        let open = self.metadata.open_requests(caller.org(), session_id).await?;
-        let Some(request) = open.into_iter().find(|r| r.id == id && r.kind == kind) else {
-            return Err(ApiError::Conflict(format!(
+        match self.chats.answer(caller.org(), &session, kind, id, answer).await? {
+            Answered::Accepted(done) => Ok((StatusCode::ACCEPTED, Json(done.into()))),
+            Answered::NotOpen => Err(ApiError::Conflict(format!(
                 "session `{session_id}` has no open {} `{id}`: it was answered already, or never asked",
                 kind_name(kind)
-            )));
-        };
-        let path = Session::stream(caller.org(), &session.id)?;
-        let draft = EventDraft::new(answer.clone(), request.turn_id.clone());
-        let producer = ProducerClaim {
-            id: format!("answer:{id}"),
-            epoch: 0,
-            seq: 0,
-        };
-        let now = rfc3339_ms(self.clock.now_ms());
-        let appended = append_events(
-            self.log.as_ref(),
-            &path,
-            &session.id,
-            std::slice::from_ref(&draft),
-            Some(producer),
-            &now,
-            None,
-        )
-        .await?;
-        if appended.duplicate {
-            let first = spool_domain::session::read_events(self.log.as_ref(), &path, appended.first - 1, 1)
-                .await?
-                .events
-                .pop();
-            let same = first.is_some_and(|e| e.event == answer);
-            if !same {
-                // Another answer is the one recorded (its process may have died before closing
-                // the request and resuming the turn): finish that, and refuse this one.
-                if let Some(turn_id) = &request.turn_id {
-                    self.enqueue_turn(caller.org(), session_id, turn_id, appended.first)
-                        .await?;
-                }
-                self.metadata
-                    .take_request(caller.org(), session_id, id, Some(kind))
-                    .await?;
-                return Err(ApiError::AnsweredAlready(format!(
-                    "the {} `{id}` of session `{session_id}` has another answer already",
-                    kind_name(kind)
-                )));
-            }
+            ))),
+            Answered::Taken => Err(ApiError::AnsweredAlready(format!(
+                "the {} `{id}` of session `{session_id}` has another answer already",
+                kind_name(kind)
+            ))),
         }
-        // The turn is queued before the request is closed: a crash in between leaves the
-        // request open, so the client's retry (told nothing yet) queues it again.
-        let seq = appended.first;
-        if let Some(turn_id) = &request.turn_id {
-            self.enqueue_turn(caller.org(), session_id, turn_id, seq).await?;
-        }
-        self.metadata
-            .take_request(caller.org(), session_id, id, Some(kind))
-            .await?;
-        self.metadata
-            .touch_session(caller.org(), session_id, self.clock.now_ms(), &session.preview)
-            .await?;
-        let turn_id = request.turn_id;
-        Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id })))
     }
 }
 
@@ -216,30 +155,8 @@ pub(crate) async fn control(
     JsonBody(control): JsonBody<Control>,
 ) -> Result<impl IntoResponse, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let seq = api
-        .submit(
-            &caller,
-            &session,
-            ChatEvent::ControlSubmitted(ControlSubmitted { action: control.action }),
-        )
-        .await?;
-    // A turn that waits on a person runs nowhere to see the abort: its step is queued, to end
-    // it. (A running step sees the event itself; the queued one then finds the turn ended.) A
-    // claim with no turn behind it (a crash between a message's claim and its append) is
-    // released instead: a person aborts because the chat is stuck. (A claim of the last few
-    // seconds is left alone: its message may be on its way, and then its turn sees the abort.)
-    let mut turn_id = None;
-    if let Some(holder) = &session.pending_turn
-        && api
-            .reconcile_claim(caller.org(), &session.id, holder, ABORT_GRACE_MS)
-            .await?
-            != Reconciled::Released
-    {
-        api.enqueue_turn(caller.org(), &session.id, &holder.turn_id, seq)
-            .await?;
-        turn_id = Some(holder.turn_id.clone());
-    }
-    Ok((StatusCode::ACCEPTED, Json(Submitted { seq, turn_id })))
+    let done = api.chats.control(caller.org(), &session, control.action).await?;
+    Ok((StatusCode::ACCEPTED, Json(Submitted::from(done))))
 }
 
 /// `POST /v1/sessions/{id}/tool-output` `{tool, tool_call_id, output | error}`.

@@ -13,66 +13,19 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spool_domain::{
-    ChatEvent, ContentType, CreateStream, Error, Metadata, OpenRequest, RequestKind, Session, StreamLog,
-    chat::event,
-    session::{EventDraft, append_events, preview},
-    workspace::new_id,
-};
+use spool_domain::ChatEvent;
+use spool_domain::service::GLOBAL_SESSION;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     ApiError, ChatApi, ErrorBody,
     error::Refusals,
-    extract::{BodyBytes, Caller, Id, JsonBody, PathOf, QueryOf, json_body, rfc3339_ms},
-    sessions::NewMessage,
+    extract::{BodyBytes, Caller, Id, JsonBody, PathOf, QueryOf, json_body},
+    messages::{MAX_MESSAGE_CHARS, NewMessage},
 };
-
-/// The global chat's session id.
-pub const GLOBAL_SESSION: &str = "global";
 
 /// The capability agent-first posting needs.
 pub const AGENT_CAPABILITY: &str = "agent";
-
-/// Makes the organization's global chat unless it exists; returns it.
-pub async fn ensure_global_session(
-    metadata: &dyn Metadata,
-    log: &dyn StreamLog,
-    org: &str,
-    now_ms: i64,
-) -> Result<Session, Error> {
-    if let Some(session) = metadata.session(org, GLOBAL_SESSION).await? {
-        return Ok(session);
-    }
-    log.create(
-        &Session::stream(org, GLOBAL_SESSION)?,
-        CreateStream::new(ContentType::parse("application/json")?),
-    )
-    .await?;
-    let session = Session {
-        id: GLOBAL_SESSION.to_owned(),
-        workspace_id: None,
-        agent_id: None,
-        title: "Global chat".to_owned(),
-        cli_override: None,
-        global: true,
-        capabilities: Vec::new(),
-        created_ms: now_ms,
-        last_active_ms: now_ms,
-        preview: String::new(),
-        pending_turn: None,
-    };
-    match metadata.create_session(org, &session).await {
-        Ok(()) => Ok(session),
-        Err(Error::Exists { .. }) => metadata
-            .session(org, GLOBAL_SESSION)
-            .await?
-            .ok_or_else(|| Error::Missing {
-                what: "the global session".to_owned(),
-            }),
-        Err(e) => Err(e),
-    }
-}
 
 /// An agent's message.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -196,52 +149,28 @@ pub(crate) async fn agent_message(
             "`text` is blank; send the message's text".to_owned(),
         ));
     }
-    if message.text.chars().count() > crate::sessions::MAX_MESSAGE_CHARS {
+    if message.text.chars().count() > MAX_MESSAGE_CHARS {
         return Err(ApiError::BadRequest("`text` is too long".to_owned()));
     }
     let session = api.session_of(&caller, &id).await?;
-    let question_id = message.ask.then(|| new_id("q"));
-    let draft = EventDraft::new(
-        ChatEvent::AgentMessage(event::AgentMessage {
-            author: author.to_owned(),
-            text: message.text.clone(),
-            ask: message.ask,
-            // Which credential posted it, so readers can tell agents apart whatever they call
-            // themselves.
-            posted_by: caller.0.sub.clone(),
-            question_id: question_id.clone(),
-        }),
-        None,
-    );
-    let now = api.clock.now_ms();
-    let path = Session::stream(caller.org(), &session.id)?;
-    let appended = append_events(
-        api.log.as_ref(),
-        &path,
-        &session.id,
-        &[draft],
-        None,
-        &rfc3339_ms(now),
-        None,
-    )
-    .await?;
-    if let Some(q) = &question_id {
-        let request = OpenRequest {
-            id: q.clone(),
-            kind: RequestKind::Question,
-            turn_id: None,
-            opened_seq: appended.first,
-        };
-        api.metadata.open_request(caller.org(), &session.id, &request).await?;
-    }
-    api.metadata
-        .touch_session(caller.org(), &session.id, now, &preview(&message.text))
+    // Which credential posted it, so readers can tell agents apart whatever they call
+    // themselves.
+    let posted = api
+        .chats
+        .agent_message(
+            caller.org(),
+            &session,
+            author,
+            &message.text,
+            message.ask,
+            &caller.0.sub,
+        )
         .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(AgentMessageAccepted {
-            seq: appended.first,
-            question_id,
+            seq: posted.seq,
+            question_id: posted.question_id,
         }),
     ))
 }
@@ -256,8 +185,10 @@ pub(crate) async fn history(
     QueryOf(query): QueryOf<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
     let session = api.session_of(&caller, GLOBAL_SESSION).await?;
-    let path = Session::stream(caller.org(), &session.id)?;
-    let page = api.read_events(&path, query.after.unwrap_or(0), 1000).await?;
+    let page = api
+        .chats
+        .events(caller.org(), &session, query.after.unwrap_or(0), 1000)
+        .await?;
     let messages = page
         .events
         .into_iter()
@@ -309,7 +240,7 @@ pub(crate) async fn history(
 
 /// `POST /chat/user_message` `{text, client_message_id?}`: a person's message in the global chat.
 #[utoipa::path(post, path = "/chat/user_message", tag = "global", request_body = GlobalMessage,
-    responses((status = 202, description = "Appended; answers the agent's open question, if any, or queues a turn", body = crate::sessions::MessageAccepted),
+    responses((status = 202, description = "Appended; answers the agent's open question, if any, or queues a turn", body = crate::messages::MessageAccepted),
         (status = 409, description = "A turn is pending (`turn_pending`, naming it)", body = ErrorBody), Refusals))]
 pub(crate) async fn user_message(
     State(api): State<Arc<ChatApi>>,

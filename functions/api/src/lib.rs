@@ -13,10 +13,13 @@ mod answers;
 pub mod audit;
 mod capabilities;
 mod error;
+mod events;
 pub mod extract;
 pub mod global;
 mod handshake;
+mod messages;
 mod sessions;
+mod turns;
 mod workspaces;
 
 use std::sync::Arc;
@@ -25,7 +28,9 @@ use axum::{Json, Router, extract::DefaultBodyLimit, http::header, response::Into
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
-use spool_domain::{Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots, revocation::Revocations};
+use spool_domain::{
+    Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots, revocation::Revocations, service::ChatService,
+};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
     router::{OpenApiRouter, UtoipaMethodRouter},
@@ -47,9 +52,10 @@ pub struct Stores {
 
 /// Everything the API's handlers share.
 pub struct ChatApi {
+    /// The chat's write side.
+    chats: ChatService,
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
-    turns: Arc<dyn TurnQueue>,
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
@@ -68,9 +74,9 @@ impl ChatApi {
     /// verified with the same keys, or `--no-auth`'s open organization).
     pub fn new(stores: Stores, keys: TokenKeys, access: Access, clock: Arc<dyn Clock>) -> Self {
         Self {
+            chats: ChatService::new(stores.metadata.clone(), stores.log.clone(), stores.turns, clock.clone()),
             metadata: stores.metadata,
             log: stores.log,
-            turns: stores.turns,
             keys,
             access,
             clock,
@@ -159,12 +165,12 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
             sessions::delete_session
         ))
         .routes(limited(
-            routes!(sessions::post_message),
-            sessions::MAX_MESSAGE_BODY_BYTES,
+            routes!(messages::post_message),
+            messages::MAX_MESSAGE_BODY_BYTES,
         ))
-        .routes(routes!(sessions::list_events))
-        .routes(routes!(sessions::list_turns))
-        .routes(routes!(sessions::get_turn))
+        .routes(routes!(events::list_events))
+        .routes(routes!(turns::list_turns))
+        .routes(routes!(turns::get_turn))
         .routes(routes!(answers::control))
         .routes(routes!(answers::tool_output))
         .routes(routes!(answers::approval))

@@ -166,20 +166,6 @@ pub(crate) struct TaskList {
 
 pub(crate) use spool_domain::manage::feed_path;
 
-impl ChatApi {
-    /// Appends a list-level event to a workspace's feed.
-    pub(crate) async fn feed(
-        &self,
-        org: &str,
-        workspace_id: &str,
-        event: &spool_domain::FeedEvent,
-    ) -> Result<(), ApiError> {
-        let now = rfc3339_ms(self.clock.now_ms());
-        spool_domain::manage::announce(self.log.as_ref(), org, workspace_id, event, &now).await?;
-        Ok(())
-    }
-}
-
 fn not_found(what: &str, id: &str) -> ApiError {
     ApiError::Store(Error::Missing {
         what: format!("{what} `{id}`"),
@@ -323,7 +309,7 @@ pub(crate) async fn delete_workspace(
             break;
         }
         for chat in chats {
-            api.remove_session(caller.org(), &chat.id).await?;
+            api.chats.remove(caller.org(), &chat.id).await?;
         }
     }
     match api.log.delete(&feed_path(caller.org(), &id)?).await {

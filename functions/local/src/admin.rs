@@ -55,7 +55,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
                 .await
                 .context("cannot create the organization")?;
-            spool_api::global::ensure_global_session(
+            spool_domain::service::ensure_global_session(
                 services.metadata.as_ref(),
                 services.log.as_ref(),
                 &org.id,

@@ -180,7 +180,7 @@ pub(crate) fn now_ms() -> i64 {
 async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<String> {
     let directory = services.metadata.as_ref();
     spool_api::admin::ensure_local_org(directory, now_ms()).await?;
-    spool_api::global::ensure_global_session(directory, services.log.as_ref(), LOCAL_ORG, now_ms()).await?;
+    spool_domain::service::ensure_global_session(directory, services.log.as_ref(), LOCAL_ORG, now_ms()).await?;
     let file = config.data_dir.join("local-api-key");
     if let Ok(text) = std::fs::read_to_string(&file) {
         let key = spool_auth::ApiKey::parse(&text);

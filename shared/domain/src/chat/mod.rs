@@ -1,5 +1,31 @@
 //! # The chat half of the domain
 //!
-//! What a chat is made of, above the stream log: its events ([`event`]).
+//! What a chat is made of, above the stream log:
+//!
+//! - [`event`]: a chat's typed event vocabulary ([`event::ChatEvent`]) and feed events;
+//! - [`session`]: chat sessions, their event envelope and the port that stores their records;
+//! - [`service`]: the chat's write side (messages, answers, controls, agents' messages), over
+//!   ports only, for every HTTP function and tool to call;
+//! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
+//! - [`turns`]: the queue of agent turns between a submission and the worker;
+//! - [`workspace`]: workspaces and their agents, and the port that stores them;
+//! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
+//! - [`confine`]: where agents may run (working directories under configured roots);
+//! - [`directory`]: organizations and their API keys, and the port that stores them;
+//! - [`revocation`]: revoked API keys, whose tokens stop working within a bound.
+//!
+//! Invariants: every write is an event in the chat's stream before anything acts on it; a chat
+//! has at most one pending turn (its claim), and a claim a crash left behind is released or its
+//! turn requeued, never kept forever; an open request (a question, an approval) has exactly one
+//! recorded answer.
 
+pub mod claim;
+pub mod confine;
+pub mod directory;
 pub mod event;
+pub mod manage;
+pub mod revocation;
+pub mod service;
+pub mod session;
+pub mod turns;
+pub mod workspace;

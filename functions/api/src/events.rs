@@ -1,0 +1,73 @@
+//! # A chat's events, as pages
+//!
+//! `GET /v1/sessions/{id}/events?after=&limit=`: the history as JSON pages, for clients that
+//! do not read the chat's stream (`/v1/stream/sessions/{id}`, on the stream function).
+
+use std::sync::Arc;
+
+use axum::{Json, extract::State};
+use serde::{Deserialize, Serialize};
+use spool_domain::{Event, Session};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::{
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{Caller, Id, PathOf, QueryOf},
+    sessions::SESSION_ID,
+};
+
+/// Events returned by one history call at most, and by default.
+const MAX_EVENTS: usize = 1000;
+const DEFAULT_EVENTS: usize = 100;
+
+/// `GET /v1/sessions/{id}/events`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
+    /// Events with `seq` greater than this; without it, the last `limit` events.
+    #[serde(default)]
+    after: Option<u64>,
+    /// At most this many (1 to 1000, default 100).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// A page of a session's events.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EventList {
+    /// The events, oldest first.
+    events: Vec<Event>,
+    /// The `seq` of the last event returned (`after` of the next page).
+    last_seq: u64,
+    /// Whether the page reaches the stream's end.
+    up_to_date: bool,
+}
+
+/// `GET /v1/sessions/{id}/events?after=&limit=`: events with `seq > after`, oldest first (the
+/// last 100 when `after` is absent).
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "sessions", params(("id" = String, Path, description = SESSION_ID), EventsQuery),
+    responses((status = 200, description = "Events with `seq > after`, oldest first", body = EventList), (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
+pub(crate) async fn list_events(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+    QueryOf(query): QueryOf<EventsQuery>,
+) -> Result<Json<EventList>, ApiError> {
+    let session = api.session_of(&caller, &id).await?;
+    let path = Session::stream(caller.org(), &session.id)?;
+    let limit = query.limit.unwrap_or(DEFAULT_EVENTS).clamp(1, MAX_EVENTS);
+    let after = match query.after {
+        Some(after) => after,
+        None => {
+            let tail = api.log.metadata(&path).await?.tail.seq();
+            tail.saturating_sub(limit as u64)
+        }
+    };
+    let page = api.chats.events(caller.org(), &session, after, limit).await?;
+    Ok(Json(EventList {
+        up_to_date: page.next >= page.tail,
+        last_seq: page.next,
+        events: page.events,
+    }))
+}

@@ -1,0 +1,280 @@
+//! # The chat service: a chat's write side, over ports only
+//!
+//! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]), an
+//! answer to a request and a control ([`answer`]), an agent's message, a chat's creation and
+//! deletion — lives here, once, and takes only the ports it needs: session records, the stream
+//! log, the turn queue and a clock. It returns domain results ([`Posted`], [`Answered`]); the
+//! HTTP functions parse a request, call one method, and map the result to a response.
+//!
+//! Every method keeps the chat's invariants: a write is an event in the chat's stream before
+//! anything acts on it; a chat has at most one pending turn; a retried write (the same
+//! `client_message_id`, the same answer) is recognised and answered as the first time; a step
+//! a crash interrupts is finished by the next caller (see [`crate::claim`]).
+
+mod answer;
+mod message;
+
+use std::sync::Arc;
+
+pub use answer::{Answered, Submitted};
+pub use message::{Accepted, Message, Posted};
+
+use crate::{
+    Agent, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, OpenRequest, PendingTurn, RequestKind,
+    Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
+    claim::{self, ClaimStores, Reconciled},
+    clock::rfc3339_ms,
+    session::{Event, EventDraft, EventPage, append_events, preview},
+    workspace::new_id,
+};
+
+/// The global chat's session id: every organization has one chat outside workspaces that
+/// always exists, where agents may write first.
+pub const GLOBAL_SESSION: &str = "global";
+
+/// How old a claim must be before an abort questions it.
+const ABORT_GRACE_MS: i64 = 5_000;
+
+/// A chat's write side over its ports.
+#[derive(Clone)]
+pub struct ChatService {
+    metadata: Arc<dyn Metadata>,
+    log: Arc<dyn StreamLog>,
+    turns: Arc<dyn TurnQueue>,
+    clock: Arc<dyn Clock>,
+}
+
+/// What a new chat is.
+#[derive(Debug, Clone, Default)]
+pub struct NewChat {
+    /// Its workspace (the agent's, when an agent is given).
+    pub workspace_id: Option<String>,
+    /// The agent it talks to.
+    pub agent: Option<Agent>,
+    /// Its title ("New chat" when absent).
+    pub title: Option<String>,
+}
+
+/// An agent's message, accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentPosted {
+    /// Its event's seq.
+    pub seq: u64,
+    /// With `ask`: the question the next person's message answers.
+    pub question_id: Option<String>,
+}
+
+impl ChatService {
+    /// The service over its ports.
+    pub fn new(
+        metadata: Arc<dyn Metadata>,
+        log: Arc<dyn StreamLog>,
+        turns: Arc<dyn TurnQueue>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            metadata,
+            log,
+            turns,
+            clock,
+        }
+    }
+
+    /// The organization's session `id` ([`Error::Missing`] if it has none; the global chat is
+    /// made on first use).
+    pub async fn session(&self, org: &str, id: &str) -> Result<Session, Error> {
+        if id == GLOBAL_SESSION {
+            let now = self.clock.now_ms();
+            return ensure_global_session(self.metadata.as_ref(), self.log.as_ref(), org, now).await;
+        }
+        self.metadata.session(org, id).await?.ok_or_else(|| Error::Missing {
+            what: format!("session `{id}`"),
+        })
+    }
+
+    /// Makes a chat: its stream, then its record.
+    pub async fn create(&self, org: &str, new: NewChat) -> Result<Session, Error> {
+        let now = self.clock.now_ms();
+        let session = Session {
+            id: new_id("ses"),
+            workspace_id: new.agent.as_ref().map(|a| a.workspace_id.clone()).or(new.workspace_id),
+            agent_id: new.agent.map(|a| a.id),
+            title: new.title.map_or_else(|| "New chat".to_owned(), |t| t.trim().to_owned()),
+            cli_override: None,
+            global: false,
+            capabilities: Vec::new(),
+            created_ms: now,
+            last_active_ms: now,
+            preview: String::new(),
+            pending_turn: None,
+        };
+        session.validate()?;
+        let json = ContentType::parse("application/json")?;
+        self.log
+            .create(&Session::stream(org, &session.id)?, CreateStream::new(json))
+            .await?;
+        self.metadata.create_session(org, &session).await?;
+        tracing::info!(org, session = %session.id, "session created");
+        Ok(session)
+    }
+
+    /// Deletes a chat: its stream, then its record.
+    pub async fn remove(&self, org: &str, id: &str) -> Result<(), Error> {
+        match self.log.delete(&Session::stream(org, id)?).await {
+            Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.metadata.delete_session(org, id).await
+    }
+
+    /// Appends a `control_submitted`. A turn that waits on a person runs nowhere to see an
+    /// abort: its step is queued, to end it (a running step sees the event itself; the queued
+    /// one then finds the turn ended). A claim with no turn behind it (a crash between a
+    /// message's claim and its append) is released instead: a person aborts because the chat
+    /// is stuck. (A claim of the last few seconds is left alone: its message may be on its way,
+    /// and then its turn sees the abort.) Names the pending turn it aborts, if any.
+    pub async fn control(&self, org: &str, session: &Session, action: ControlAction) -> Result<Submitted, Error> {
+        let event = ChatEvent::ControlSubmitted(ControlSubmitted { action });
+        let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        let mut turn_id = None;
+        if let Some(holder) = &session.pending_turn
+            && self.reconcile_claim(org, &session.id, holder, ABORT_GRACE_MS).await? != Reconciled::Released
+        {
+            self.enqueue_turn(org, &session.id, &holder.turn_id, seq).await?;
+            turn_id = Some(holder.turn_id.clone());
+        }
+        Ok(Submitted { seq, turn_id })
+    }
+
+    /// Appends an agent's message (`agent_message`); with `ask`, it opens a question that the
+    /// next person's message answers.
+    pub async fn agent_message(
+        &self,
+        org: &str,
+        session: &Session,
+        author: &str,
+        text: &str,
+        ask: bool,
+        posted_by: &str,
+    ) -> Result<AgentPosted, Error> {
+        let question_id = ask.then(|| new_id("q"));
+        let event = ChatEvent::AgentMessage(AgentMessage {
+            author: author.to_owned(),
+            text: text.to_owned(),
+            ask,
+            posted_by: posted_by.to_owned(),
+            question_id: question_id.clone(),
+        });
+        let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        if let Some(q) = &question_id {
+            let request = OpenRequest {
+                id: q.clone(),
+                kind: RequestKind::Question,
+                turn_id: None,
+                opened_seq: seq,
+            };
+            self.metadata.open_request(org, &session.id, &request).await?;
+        }
+        self.metadata
+            .touch_session(org, &session.id, self.clock.now_ms(), &preview(text))
+            .await?;
+        Ok(AgentPosted { seq, question_id })
+    }
+
+    /// Up to `limit` events of a chat after `after` (a seq), oldest first.
+    pub async fn events(&self, org: &str, session: &Session, after: u64, limit: usize) -> Result<EventPage, Error> {
+        let path = Session::stream(org, &session.id)?;
+        crate::session::read_events(self.log.as_ref(), &path, after, limit).await
+    }
+
+    /// Reconciles the chat's claim `holder` ([`crate::claim`]), if it is older than `grace_ms`.
+    pub async fn reconcile_claim(
+        &self,
+        org: &str,
+        session_id: &str,
+        holder: &PendingTurn,
+        grace_ms: i64,
+    ) -> Result<Reconciled, Error> {
+        let stores = ClaimStores {
+            sessions: self.metadata.as_ref(),
+            log: self.log.as_ref(),
+            turns: self.turns.as_ref(),
+        };
+        claim::reconcile(&stores, org, session_id, holder, self.clock.now_ms(), grace_ms).await
+    }
+
+    /// Asks the worker for the turn `turn_id` of a chat, triggered by event `seq`: recorded as
+    /// queued (unless it is further along already: a resume, a retried message), then queued.
+    pub async fn enqueue_turn(&self, org: &str, session_id: &str, turn_id: &str, seq: u64) -> Result<(), Error> {
+        let job = TurnJob {
+            org: org.to_owned(),
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            trigger_seq: seq,
+        };
+        let record = TurnRecord::at(turn_id, seq, TurnStatus::Queued, None, self.clock.now_ms());
+        self.metadata.record_turn(org, session_id, &record).await?;
+        self.turns.enqueue(&job).await
+    }
+
+    /// Appends one event to a chat; its seq.
+    async fn append(&self, org: &str, session: &Session, draft: EventDraft) -> Result<u64, Error> {
+        let path = Session::stream(org, &session.id)?;
+        let now = rfc3339_ms(self.clock.now_ms());
+        let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now, None).await?;
+        Ok(appended.first)
+    }
+
+    /// The event with sequence number `seq` of a chat stream.
+    async fn event_at(&self, path: &StreamPath, seq: u64) -> Result<Option<Event>, Error> {
+        let page = crate::session::read_events(self.log.as_ref(), path, seq.saturating_sub(1), 1).await?;
+        Ok(page.events.into_iter().next())
+    }
+
+    /// Announces a list-level event on a workspace's feed.
+    async fn feed(&self, org: &str, workspace_id: &str, event: &FeedEvent) -> Result<(), Error> {
+        let now = rfc3339_ms(self.clock.now_ms());
+        crate::manage::announce(self.log.as_ref(), org, workspace_id, event, &now).await
+    }
+}
+
+/// Makes the organization's global chat unless it exists; returns it.
+pub async fn ensure_global_session(
+    metadata: &dyn Metadata,
+    log: &dyn StreamLog,
+    org: &str,
+    now_ms: i64,
+) -> Result<Session, Error> {
+    if let Some(session) = metadata.session(org, GLOBAL_SESSION).await? {
+        return Ok(session);
+    }
+    log.create(
+        &Session::stream(org, GLOBAL_SESSION)?,
+        CreateStream::new(ContentType::parse("application/json")?),
+    )
+    .await?;
+    let session = Session {
+        id: GLOBAL_SESSION.to_owned(),
+        workspace_id: None,
+        agent_id: None,
+        title: "Global chat".to_owned(),
+        cli_override: None,
+        global: true,
+        capabilities: Vec::new(),
+        created_ms: now_ms,
+        last_active_ms: now_ms,
+        preview: String::new(),
+        pending_turn: None,
+    };
+    match metadata.create_session(org, &session).await {
+        Ok(()) => Ok(session),
+        Err(Error::Exists { .. }) => metadata
+            .session(org, GLOBAL_SESSION)
+            .await?
+            .ok_or_else(|| Error::Missing {
+                what: "the global session".to_owned(),
+            }),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,30 @@
+//! # The log half of the domain
+//!
+//! The primitive everything stands on: an append-only stream of messages with one gapless
+//! order, durable once acknowledged and readable from any offset.
+//!
+//! - [`stream`]: paths, content types, offsets, expiry and the request/response types;
+//! - [`state`]: a stream's persisted head and the one function that validates and applies an
+//!   append ([`state::apply_append`]), shared by every adapter so both backends agree;
+//! - [`page`]: the byte format of sealed pages and of message frames;
+//! - [`seal`]: the deterministic rule that cuts runs of messages into pages;
+//! - [`port`]: the traits the storage adapters implement;
+//! - [`limits`]: the log's configured bounds (append size, live-read settings);
+//! - [`notify`]: wakes live readers when a stream moves;
+//! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
+//! - [`jobs`]: maintenance work (sealing) carried off the request path.
+//!
+//! Invariants: a stream's offsets only grow and are never reused; an acknowledged append is in
+//! the head (and later in exactly one sealed page) before it is acknowledged; every adapter
+//! validates an append with [`state::apply_append`], so both backends refuse the same things
+//! the same way.
+
+pub mod group_commit;
+pub mod jobs;
+pub mod limits;
+pub mod notify;
+pub mod page;
+pub mod port;
+pub mod seal;
+pub mod state;
+pub mod stream;
