@@ -21,8 +21,8 @@ use spool_domain::{
 };
 
 use crate::{
+    errors::ddb,
     items::{Item, n, s},
-    log::ddb,
     metadata::{AwsMetadata, number, string},
 };
 

@@ -283,3 +283,32 @@ pub(crate) fn producer_to_item(sid: &str, producer: &str, p: ProducerState, ttl:
 pub(crate) fn request_token() -> String {
     uuid::Uuid::now_v7().to_string()
 }
+
+/// `BatchWriteItem` of up to 25 requests at a time, resending unprocessed requests with backoff.
+pub(crate) async fn batch_write(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+) -> Result<(), Error> {
+    for chunk in requests.chunks(25) {
+        let mut requests = chunk.to_vec();
+        let mut attempt = 0;
+        while !requests.is_empty() {
+            let out = dynamodb
+                .batch_write_item()
+                .request_items(table, requests)
+                .send()
+                .await
+                .map_err(|e| crate::errors::ddb("BatchWriteItem", e))?;
+            requests = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(table))
+                .unwrap_or_default();
+            if !requests.is_empty() {
+                spool_domain::retry::backoff(attempt).await;
+                attempt += 1;
+            }
+        }
+    }
+    Ok(())
+}

@@ -7,6 +7,7 @@
 //! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
 
 pub mod directory;
+mod errors;
 pub mod faults;
 pub mod items;
 pub mod log;

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemErro
 use spool_domain::Error;
 
 use crate::{
+    errors::ddb,
     items::{Item, s},
-    log::ddb,
 };
 
 /// The metadata store on DynamoDB; cheap to clone.

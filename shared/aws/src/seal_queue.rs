@@ -38,7 +38,7 @@ impl SealScheduler for SqsSealScheduler {
             .message_body(body)
             .send()
             .await
-            .map_err(|e| Error::unavailable("SQS SendMessage (seal job)", crate::log::describe(&e)))?;
+            .map_err(|e| Error::unavailable("SQS SendMessage (seal job)", crate::errors::describe(&e)))?;
         Ok(())
     }
 }

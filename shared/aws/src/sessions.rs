@@ -20,8 +20,8 @@ use aws_sdk_dynamodb::{
 use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord};
 
 use crate::{
+    errors::ddb,
     items::{Item, n, s},
-    log::ddb,
     metadata::{AwsMetadata, number, string},
 };
 

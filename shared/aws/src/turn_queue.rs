@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use spool_domain::{Delivery, Error, Receive, TurnJob, TurnQueue};
 
-use crate::log::describe;
+use crate::errors::describe;
 
 /// The turns queue on SQS.
 #[derive(Debug, Clone)]

@@ -25,8 +25,9 @@ use spool_domain::{Agent, Error, Task, Workspace, Workspaces};
 
 use crate::{
     directory::org_pk,
+    errors::ddb,
+    items::batch_write,
     items::{Item, n, s},
-    log::{batch_write, ddb},
     metadata::{AwsMetadata, number, string},
 };
 

@@ -22,7 +22,7 @@ pub mod log;
 pub mod retry;
 
 pub use chat::{claim, confine, directory, manage, revocation, service, session, turns, workspace};
-pub use log::{group_commit, jobs, limits, notify, page, port, seal, state, stream};
+pub use log::{group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 
 pub use chat::event::{ChatEvent, FeedEvent};
 pub use clock::{Clock, ManualClock, SystemClock};

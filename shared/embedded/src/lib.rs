@@ -39,7 +39,7 @@ use spool_domain::{
     Append, AppendAck, Chunk, Clock, CreateStream, Created, Error, FailPoints, LogLimits, Offset, Position, SealMode,
     SealReport, SeqRange, StreamMeta, StreamPath, StreamReader, StreamSealer, StreamWriter, SystemClock, WaitOutcome,
     notify::{Notifier, TailProbe, wait_for_data},
-    page::take_up_to,
+    read::{Fetch, StoredRead},
     seal::{PageStore, seal_stream},
     state::StreamState,
 };
@@ -293,7 +293,7 @@ fn read_snapshot(
 }
 
 /// The stored messages of `state` after `start` (about `max_bytes` of them), and whether they
-/// can never change (they came from sealed pages, or a fork inherited them).
+/// can never change: the domain's read path ([`StoredRead`]), fetched inside one snapshot.
 pub(crate) fn read_stored(
     conn: &Connection,
     pages: &PageFiles,
@@ -301,66 +301,28 @@ pub(crate) fn read_stored(
     start: u64,
     max_bytes: usize,
 ) -> Result<(Vec<Bytes>, bool), Error> {
-    // A fork's read goes on across the runs it inherited, into its own messages.
-    let mut out: Vec<Bytes> = Vec::new();
-    let mut immutable = true;
-    let mut at = start;
-    let mut bytes = 0;
-    while at < state.tail && bytes < max_bytes {
-        let inherited = state.inherited_run(at).is_some();
-        let (piece, fixed) = read_run(conn, pages, state, at, max_bytes - bytes)?;
-        at += piece.len() as u64;
-        bytes += piece.iter().map(Bytes::len).sum::<usize>();
-        immutable &= fixed;
-        out.extend(piece);
-        if !inherited {
-            break;
+    let mut read = StoredRead::new(state, start, max_bytes);
+    while let Some(fetch) = read.next_fetch() {
+        match fetch {
+            Fetch::Hot {
+                sid,
+                after,
+                through,
+                max_bytes,
+            } => read.hot(db::read_messages(conn, &sid, after, through, max_bytes)?),
+            Fetch::Page { sid, seq } => {
+                let page = match pages.find_containing(&sid, seq)? {
+                    Some(range) => Some(pages.read(&sid, range)?),
+                    None => None,
+                };
+                read.page(page)?;
+            }
         }
     }
-    // An empty answer (at the tail) is never immutable.
-    Ok((out, immutable && at > start))
-}
-
-/// The messages after `start` from one storage run: an inherited one, the sealed pages or the
-/// hot tail.
-fn read_run(
-    conn: &Connection,
-    pages: &PageFiles,
-    state: &StreamState,
-    start: u64,
-    max_bytes: usize,
-) -> Result<(Vec<Bytes>, bool), Error> {
-    if start >= state.tail {
-        return Ok((Vec::new(), false));
-    }
-    if let Some(run) = state.inherited_run(start) {
-        // A fork's inherited messages: the source's hot rows, or its pages once sealed.
-        let hot = db::read_messages(conn, &run.sid, start, run.upto, max_bytes)?;
-        if !hot.is_empty() {
-            return Ok((hot, true));
-        }
-        let range = pages
-            .find_containing(&run.sid, start + 1)?
-            .ok_or_else(|| state.missing_page(start + 1))?;
-        let page = pages.read(&run.sid, range)?;
-        let after = page.messages_after(start);
-        let within = (run.upto - start).min(after.len() as u64) as usize;
-        return Ok((take_up_to(&after[..within], max_bytes), true));
-    }
-    if start < state.sealed {
-        let range = pages
-            .find_containing(&state.sid, start + 1)?
-            .ok_or_else(|| state.missing_page(start + 1))?;
-        let page = pages.read(&state.sid, range)?;
-        return Ok((take_up_to(page.messages_after(start), max_bytes), true));
-    }
-    let messages = db::read_messages(conn, &state.sid, start, state.tail, max_bytes)?;
-    if messages.is_empty() {
-        return Err(Error::Corrupt {
-            what: format!("message {} of `{}` is missing from the hot tail", start + 1, state.path),
-        });
-    }
-    Ok((messages, false))
+    // In one snapshot the head and the hot tail agree: a message missing from both is lost.
+    read.finish().ok_or_else(|| Error::Corrupt {
+        what: format!("message {} of `{}` is missing from the hot tail", start + 1, state.path),
+    })
 }
 
 #[async_trait]

@@ -258,19 +258,14 @@ fn create(
                     path: fork.source.clone(),
                 })?;
             let plan = source.plan_fork(path, fork)?;
-            let mut own = Vec::with_capacity(req.initial.len() + 1);
-            if let Some((seq, bytes)) = plan.cut {
-                let (next, _) = crate::read_stored(conn, &shared.pages, &source, seq - 1, 1)?;
-                let message = next.into_iter().next().ok_or_else(|| source.missing_page(seq))?;
-                if bytes > message.len() {
-                    return Err(Error::invalid(
-                        "fork sub-offset",
-                        format!("{bytes} is past the end of the next message ({} bytes)", message.len()),
-                    ));
-                }
-                own.push(message.slice(..bytes));
-            }
-            own.extend(req.initial.iter().cloned());
+            let cut = match plan.cut {
+                Some((seq, _)) => crate::read_stored(conn, &shared.pages, &source, seq - 1, 1)?
+                    .0
+                    .into_iter()
+                    .next(),
+                None => None,
+            };
+            let own = plan.own_messages(cut, &req.initial)?;
             let state = StreamState::fork_of(&source, path.clone(), req, &plan, &own, now, &shared.limits)?;
             db::insert_state(conn, &state)?;
             db::insert_messages(conn, &state.sid, plan.at + 1, &own)?;

@@ -230,7 +230,7 @@ mod tests {
     }
 
     fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("spool-confine-{}", uuid::Uuid::new_v4().simple()));
+        let dir = std::env::temp_dir().join(format!("spool-confine-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -9,6 +9,8 @@
 //! - [`page`]: the byte format of sealed pages and of message frames;
 //! - [`seal`]: the deterministic rule that cuts runs of messages into pages;
 //! - [`port`]: the traits the storage adapters implement;
+//! - [`read`]: the one read path: which run (inherited, sealed, hot) holds a message, and how
+//!   far a read goes, without I/O, for every adapter to drive;
 //! - [`limits`]: the log's configured bounds (append size, live-read settings);
 //! - [`notify`]: wakes live readers when a stream moves;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
@@ -25,6 +27,7 @@ pub mod limits;
 pub mod notify;
 pub mod page;
 pub mod port;
+pub mod read;
 pub mod seal;
 pub mod state;
 pub mod stream;

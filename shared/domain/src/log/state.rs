@@ -96,6 +96,29 @@ pub struct ForkPlan {
     pub cut: Option<(u64, usize)>,
 }
 
+impl ForkPlan {
+    /// The fork's own first messages: the first bytes of the source's message that `cut`
+    /// names (`cut_message`, which the caller reads from the source), then the create
+    /// request's `initial` messages. A sub-offset past the end of that message is invalid.
+    pub fn own_messages(&self, cut_message: Option<Bytes>, initial: &[Bytes]) -> Result<Vec<Bytes>, Error> {
+        let mut own = Vec::with_capacity(initial.len() + 1);
+        if let Some((seq, bytes)) = self.cut {
+            let message = cut_message.ok_or_else(|| Error::Corrupt {
+                what: format!("message {seq} of a fork's source could not be read"),
+            })?;
+            if bytes > message.len() {
+                return Err(Error::invalid(
+                    "fork sub-offset",
+                    format!("{bytes} is past the end of the next message ({} bytes)", message.len()),
+                ));
+            }
+            own.push(message.slice(..bytes));
+        }
+        own.extend(initial.iter().cloned());
+        Ok(own)
+    }
+}
+
 /// The last batch an idempotent producer got accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerState {

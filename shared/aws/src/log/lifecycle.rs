@@ -1,0 +1,377 @@
+//! # A stream's life: creation, forks, deletion and garbage
+//!
+//! A stream is created (or forked) with one transaction that puts its head (and the first
+//! batch, and one fork more on a fork's source); deleted softly while forks read it, else by
+//! deleting its head, after which everything stored under its incarnation's `sid` is
+//! unreachable and collected (hot items, producers, blobs, pages). Releasing a fork releases
+//! its source in turn.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::transact_write_items::TransactWriteItemsError,
+    types::{AttributeValue, Delete, Put, TransactWriteItem, Update, WriteRequest},
+};
+use spool_domain::{
+    Append, CreateStream, Created, Error, SeqRange, StreamPath,
+    state::{ForkOrigin, StreamState},
+};
+
+use super::{
+    Inner,
+    append::{Conflict, Expected, batches, put},
+    pages::page_key,
+};
+use crate::{
+    errors::ddb,
+    items::{Head, Item, ItemExt, batch_sk, batch_write, head_key, log_pk, n, s, ttl_attribute},
+};
+
+impl Inner {
+    /// Creates a stream (or a fork of one), or finds it as it is; replaces an expired one.
+    pub(super) async fn create(&self, path: &StreamPath, req: CreateStream) -> Result<Created, Error> {
+        let inner = self;
+        for attempt in 0..5u32 {
+            let now = inner.now();
+            let existing = inner.fetch_head(path).await?;
+            if let Some(head) = &existing
+                && (head.state.deleted || head.state.is_retained(now))
+            {
+                return Err(Error::ConfigMismatch {
+                    path: path.clone(),
+                    reason: "a deleted stream at this path is kept for its forks".to_owned(),
+                });
+            }
+            let replaced = match existing {
+                Some(head) if !head.state.is_expired(now) => {
+                    head.state.check_same_config(&req)?;
+                    return Ok(Created::Existing(head.state.meta()));
+                }
+                Some(head) => Some(head.state),
+                None => None,
+            };
+            let (state, own, source) = match &req.fork {
+                None => (
+                    StreamState::new(path.clone(), &req, now, &inner.opts.limits)?,
+                    req.initial.clone(),
+                    None,
+                ),
+                Some(fork) => {
+                    let source = inner
+                        .fetch_head(&fork.source)
+                        .await?
+                        .filter(|h| !h.state.is_expired(now))
+                        .ok_or_else(|| Error::NotFound {
+                            path: fork.source.clone(),
+                        })?;
+                    let plan = source.state.plan_fork(path, fork)?;
+                    let cut = match plan.cut {
+                        Some((seq, _)) => Some(inner.message(&source.state, seq).await?),
+                        None => None,
+                    };
+                    let own = plan.own_messages(cut, &req.initial)?;
+                    let state =
+                        StreamState::fork_of(&source.state, path.clone(), &req, &plan, &own, now, &inner.opts.limits)?;
+                    (state, own, Some(source.state))
+                }
+            };
+            let first = state.sealed + 1;
+            let head = Head { state, ver: 0 };
+            let prepared = if own.is_empty() {
+                None
+            } else {
+                Some(inner.prepare(Append::messages(own.iter().cloned())).await?)
+            };
+            let mut tx = Vec::new();
+            let mut head_put = Put::builder()
+                .table_name(&inner.opts.table)
+                .set_item(Some(head.to_item()));
+            head_put = match &replaced {
+                Some(old) => head_put
+                    .condition_expression("sid = :old")
+                    .expression_attribute_values(":old", s(&old.sid)),
+                None => head_put.condition_expression("attribute_not_exists(pk)"),
+            };
+            tx.push(
+                TransactWriteItem::builder()
+                    .put(head_put.build().map_err(|e| Error::unavailable("put", e))?)
+                    .build(),
+            );
+            if let Some(source) = &source {
+                // One fork more on the source, which must still be this live incarnation.
+                let hold = Update::builder()
+                    .table_name(&inner.opts.table)
+                    .set_key(Some(head_key(&source.path)))
+                    .update_expression("SET nf = if_not_exists(nf, :zero) + :one")
+                    .condition_expression("sid = :sid AND (attribute_not_exists(del) OR del = :false)")
+                    .expression_attribute_values(":zero", n(0))
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":false", AttributeValue::Bool(false))
+                    .expression_attribute_values(":sid", s(&source.sid))
+                    .build()
+                    .map_err(|e| Error::unavailable("update", e))?;
+                tx.push(TransactWriteItem::builder().update(hold).build());
+            }
+            if let Some(prep) = &prepared {
+                let range = SeqRange {
+                    first,
+                    last: first + own.len() as u64 - 1,
+                };
+                let ttl = match head.state.expiry {
+                    spool_domain::Expiry::At { .. } => ttl_attribute(head.state.expires_at_ms()),
+                    _ => None,
+                };
+                for batch in batches(&[(range, prep)]) {
+                    tx.push(
+                        put(
+                            &inner.opts.table,
+                            batch.to_item(&head.state.sid, ttl.clone()),
+                            Some(Expected::Absent),
+                        )
+                        .map_err(|c| match c {
+                            Conflict::Failed(e) => e,
+                            _ => Error::unavailable("put", "batch item"),
+                        })?,
+                    );
+                }
+            }
+            let sent = inner
+                .clients
+                .dynamodb
+                .transact_write_items()
+                .client_request_token(crate::items::request_token())
+                .set_transact_items(Some(tx))
+                .send()
+                .await;
+            match sent {
+                Ok(_) => {
+                    if let Some(old) = replaced {
+                        inner.collect_garbage(&old.sid).await;
+                        inner.release_source(old.origin).await?;
+                    }
+                    if let Some(source) = &source {
+                        inner.forget_head(&source.path);
+                    }
+                    let meta = head.state.meta();
+                    let closed = head.state.closed;
+                    let crossed = head.state.crossed_page_boundary(0, 0, &inner.opts.limits);
+                    inner.remember_head(head, HashMap::new());
+                    inner.notifier.publish(path, None);
+                    if (closed || crossed)
+                        && let Some(scheduler) = &inner.opts.scheduler
+                        && let Err(e) = scheduler.schedule(path).await
+                    {
+                        tracing::warn!(%path, error = %e, "cannot schedule sealing");
+                    }
+                    return Ok(Created::New(meta));
+                }
+                Err(SdkError::ServiceError(e))
+                    if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
+                {
+                    // Someone created (or replaced) it first: look again.
+                    if let Some(prep) = prepared
+                        && let Some(blob) = prep.blob
+                    {
+                        inner.delete_objects(vec![blob]).await;
+                    }
+                    spool_domain::retry::backoff(attempt).await;
+                }
+                Err(e) => return Err(ddb("TransactWriteItems (create)", e)),
+            }
+        }
+        Err(Error::Contention { path: path.clone() })
+    }
+
+    /// Deletes a stream: softly while forks read it, else its head and then its data.
+    pub(super) async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
+        let inner = self;
+        for attempt in 0..5u32 {
+            let head = inner.live_head(path).await?;
+            if head.state.forks > 0 {
+                // Soft delete: gone for clients, kept for the forks that read it. `ver` moves so
+                // writers holding the old head re-read it.
+                let marked = inner
+                    .clients
+                    .dynamodb
+                    .update_item()
+                    .table_name(&inner.opts.table)
+                    .set_key(Some(head_key(path)))
+                    .update_expression("SET del = :true, ver = ver + :one")
+                    .condition_expression("sid = :sid AND nf > :zero AND (attribute_not_exists(del) OR del = :false)")
+                    .expression_attribute_values(":true", AttributeValue::Bool(true))
+                    .expression_attribute_values(":false", AttributeValue::Bool(false))
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":zero", n(0))
+                    .expression_attribute_values(":sid", s(&head.state.sid))
+                    .send()
+                    .await;
+                inner.forget_head(path);
+                match marked {
+                    Ok(_) => {
+                        inner.notifier.publish(path, None);
+                        return Ok(());
+                    }
+                    Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                        spool_domain::retry::backoff(attempt).await;
+                        continue;
+                    }
+                    Err(e) => return Err(ddb("UpdateItem (soft delete)", e)),
+                }
+            }
+            if inner.remove_head(&head, None).await? {
+                inner.notifier.publish(path, None);
+                inner.collect_garbage(&head.state.sid).await;
+                inner.release_source(head.state.origin.clone()).await?;
+                return Ok(());
+            }
+            // Deleted, replaced or forked meanwhile: look again.
+            spool_domain::retry::backoff(attempt).await;
+        }
+        Err(Error::Contention { path: path.clone() })
+    }
+
+    /// After a stream with this origin was removed: one fork fewer on its source; a source that
+    /// was deleted (or expired) and has no fork left is removed too, and so on up the chain.
+    pub(super) async fn release_source(&self, mut origin: Option<ForkOrigin>) -> Result<(), Error> {
+        while let Some(o) = origin.take() {
+            let updated = self
+                .clients
+                .dynamodb
+                .update_item()
+                .table_name(&self.opts.table)
+                .set_key(Some(head_key(&o.source)))
+                .update_expression("SET nf = nf - :one")
+                .condition_expression("sid = :sid AND nf > :zero")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":sid", s(&o.source_sid))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                .send()
+                .await;
+            let source = match updated {
+                Ok(out) => match out.attributes {
+                    Some(item) => Head::from_item(&item)?,
+                    None => return Ok(()),
+                },
+                // The source is gone or was replaced: nothing holds it any more.
+                Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => return Ok(()),
+                Err(e) => return Err(ddb("UpdateItem (release a fork's source)", e)),
+            };
+            self.forget_head(&o.source);
+            let st = &source.state;
+            if st.forks == 0 && (st.deleted || st.is_expired(self.now())) && self.remove_head(&source, None).await? {
+                self.notifier.publish(&st.path, None);
+                self.collect_garbage(&st.sid).await;
+                origin.clone_from(&st.origin);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a head that has no fork left (on the condition that it is still this incarnation
+    /// with no fork), releasing `also` in the same transaction when given. False when the
+    /// condition failed.
+    pub(super) async fn remove_head(&self, head: &Head, also: Option<TransactWriteItem>) -> Result<bool, Error> {
+        let delete = Delete::builder()
+            .table_name(&self.opts.table)
+            .set_key(Some(head_key(&head.state.path)))
+            .condition_expression("sid = :sid AND (attribute_not_exists(nf) OR nf = :zero)")
+            .expression_attribute_values(":sid", s(&head.state.sid))
+            .expression_attribute_values(":zero", n(0))
+            .build()
+            .map_err(|e| Error::unavailable("delete", e))?;
+        let mut items = vec![TransactWriteItem::builder().delete(delete).build()];
+        items.extend(also);
+        let sent = self
+            .clients
+            .dynamodb
+            .transact_write_items()
+            .client_request_token(crate::items::request_token())
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        self.forget_head(&head.state.path);
+        match sent {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb("TransactWriteItems (delete)", e)),
+        }
+    }
+
+    /// Removes everything stored under a stream incarnation: hot items, producers, blobs and
+    /// pages. Best effort: what it misses is unreachable (keys carry the incarnation's `sid`).
+    pub(super) async fn collect_garbage(&self, sid: &str) {
+        if let Err(e) = self.delete_hot(sid, None).await {
+            tracing::warn!(sid, error = %e, "cannot delete a removed stream's items; they are unreachable garbage");
+        }
+        match self.list_pages(sid, None).await {
+            Ok(pages) => {
+                let keys = pages.into_iter().map(|r| page_key(sid, r)).collect();
+                self.delete_objects(keys).await;
+            }
+            Err(e) => tracing::warn!(sid, error = %e, "cannot list a removed stream's pages"),
+        }
+        self.pages.lock().unwrap_or_else(|e| e.into_inner()).remove(sid);
+    }
+
+    /// Deletes hot-tail items of `sid` whose last message is at most `through` (every item of
+    /// the incarnation, producers included, when `None`), and their blobs.
+    pub(super) async fn delete_hot(&self, sid: &str, through: Option<u64>) -> Result<(), Error> {
+        let mut start_key: Option<Item> = None;
+        loop {
+            let mut query = self
+                .clients
+                .dynamodb
+                .query()
+                .table_name(&self.opts.table)
+                .projection_expression("pk, sk, #blob")
+                .expression_attribute_names("#blob", "blob")
+                .expression_attribute_values(":pk", s(log_pk(sid)))
+                .consistent_read(true)
+                .set_exclusive_start_key(start_key.take());
+            query = match through {
+                Some(through) => query
+                    .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+                    .expression_attribute_values(":from", s(batch_sk(0)))
+                    .expression_attribute_values(":to", s(batch_sk(through))),
+                None => query.key_condition_expression("pk = :pk"),
+            };
+            let page = query.send().await.map_err(|e| ddb("Query (release)", e))?;
+            let blobs: Vec<String> = page
+                .items()
+                .iter()
+                .filter_map(|i| i.opt_str("blob").map(str::to_owned))
+                .collect();
+            for chunk in page.items().chunks(25) {
+                let requests: Vec<WriteRequest> = chunk
+                    .iter()
+                    .filter_map(|item| {
+                        let key: Item = item
+                            .iter()
+                            .filter(|(k, _)| *k == "pk" || *k == "sk")
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
+                            .set_key(Some(key))
+                            .build()
+                            .ok()?;
+                        Some(WriteRequest::builder().delete_request(delete).build())
+                    })
+                    .collect();
+                batch_write(&self.clients.dynamodb, &self.opts.table, requests).await?;
+            }
+            if !blobs.is_empty() {
+                self.delete_objects(blobs).await;
+            }
+            match page.last_evaluated_key {
+                Some(key) => start_key = Some(key),
+                None => return Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! # The stream log on DynamoDB and S3
+//!
+//! - **Order.** An append is one `TransactWriteItems`: update the stream head (new tail, next
+//!   `ver`) on the condition that `sid` and `ver` are what this writer read, plus a put of the
+//!   batch item (and of the producer's state). Two writers can never both commit from the same
+//!   `ver`, so they can never take the same sequence number, and since a batch is written in
+//!   the same transaction as the tail that counts it, no number is ever skipped. The loser
+//!   re-reads the head and retries with backoff.
+//! - **Cost.** Writers keep the head they last committed, so an uncontended append costs one
+//!   write request (the transaction) and no read. Concurrent appends from one process are
+//!   merged by [`GroupCommit`] into one transaction (and one item, if they fit).
+//! - **Large appends.** A batch whose frames exceed an item's room goes to S3 first
+//!   (`blobs/{uuid}`); its item holds the key.
+//! - **Pages.** Sealing writes `streams/{sid}/pages/{first:020}-{last:020}` create-only
+//!   (`If-None-Match: *`), records it in the head, then deletes the hot items it covers.
+//! - **Reads** stitch pages (for `seq <= sealed`) and the hot tail, retrying if sealing moved
+//!   the boundary between reading the head and reading the items.
+//!
+//! The adapter's parts: [`head`] (reading, caching and touching a stream's head), [`append`]
+//! (group commit into transactions), [`read`] (the domain's read path over items and pages),
+//! [`pages`] (sealed pages in S3, and sealing) and [`lifecycle`] (creating, forking and
+//! deleting streams, and collecting what a removed stream leaves).
+
+mod append;
+mod head;
+mod lifecycle;
+mod pages;
+mod read;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use spool_domain::{
+    Append, AppendAck, Clock, CreateStream, Created, Error, FailPoints, LogLimits, SealScheduler, SeqRange, StreamPath,
+    StreamWriter, SystemClock, group_commit::GroupCommit, notify::Notifier, page::page_name, state::ProducerState,
+};
+
+use crate::{AwsClients, items::Head};
+use append::{Prepared, TRANSACTION_APPENDS_MAX};
+use pages::page_key;
+
+/// How an [`AwsLog`] is set up.
+#[derive(Clone)]
+pub struct AwsLogOptions {
+    /// The streams table (`SPOOL_STREAMS_TABLE`).
+    pub table: String,
+    /// The pages bucket (`SPOOL_PAGES_BUCKET`).
+    pub bucket: String,
+    /// Size limits and page geometry.
+    pub limits: LogLimits,
+    /// The clock expiry is decided by.
+    pub clock: Arc<dyn Clock>,
+    /// Crash points for tests.
+    pub fail_points: Arc<FailPoints>,
+    /// How often a live reader re-reads a stream head to see other processes' appends.
+    pub poll_interval: Duration,
+    /// Where to ask for sealing when a page's worth of messages is waiting.
+    pub scheduler: Option<Arc<dyn SealScheduler>>,
+}
+
+impl AwsLogOptions {
+    /// Options with default limits, the system clock and no seal scheduler.
+    pub fn new(table: impl Into<String>, bucket: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            bucket: bucket.into(),
+            limits: LogLimits::default(),
+            clock: Arc::new(SystemClock),
+            fail_points: Arc::new(FailPoints::default()),
+            poll_interval: Duration::from_millis(500),
+            scheduler: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for AwsLogOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsLogOptions")
+            .field("table", &self.table)
+            .field("bucket", &self.bucket)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    clients: AwsClients,
+    opts: AwsLogOptions,
+    notifier: Notifier,
+    heads: Mutex<HashMap<StreamPath, Remembered>>,
+    pages: Mutex<HashMap<String, BTreeMap<u64, SeqRange>>>,
+    commits: Arc<GroupCommit<StreamPath, Prepared, AppendAck>>,
+}
+
+/// The head this process last committed, with the producer states it committed with it.
+/// Producers are written only by the transaction that moves the head, so while the head is
+/// unchanged (which the next transaction checks) so are they: an append on a remembered head
+/// need not read them.
+#[derive(Clone)]
+struct Remembered {
+    head: Head,
+    producers: HashMap<String, Option<ProducerState>>,
+}
+
+/// The AWS stream log; cheap to clone.
+#[derive(Clone)]
+pub struct AwsLog {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AwsLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsLog").field("opts", &self.inner.opts).finish()
+    }
+}
+
+impl AwsLog {
+    /// A log over the table and bucket in `opts`.
+    pub fn new(clients: AwsClients, opts: AwsLogOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                clients,
+                opts,
+                notifier: Notifier::default(),
+                heads: Mutex::new(HashMap::new()),
+                pages: Mutex::new(HashMap::new()),
+                commits: GroupCommit::new(TRANSACTION_APPENDS_MAX),
+            }),
+        }
+    }
+
+    /// The SDK clients this log uses.
+    pub fn clients(&self) -> &AwsClients {
+        &self.inner.clients
+    }
+
+    /// The raw bytes of every sealed page of the stream at `path`, by page name (for tests and
+    /// tools that check what sealing wrote).
+    pub async fn page_files(&self, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error> {
+        let Some(head) = self.inner.fetch_head(path).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for range in self.inner.list_pages(&head.state.sid, None).await? {
+            let key = page_key(&head.state.sid, range);
+            out.push((page_name(range), self.inner.get_object(&key).await?));
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl StreamWriter for AwsLog {
+    async fn create(&self, path: &StreamPath, req: CreateStream) -> Result<Created, Error> {
+        self.inner.create(path, req).await
+    }
+
+    async fn append(&self, path: &StreamPath, req: Append) -> Result<AppendAck, Error> {
+        let prepared = self.inner.prepare(req).await?;
+        let inner = Arc::clone(&self.inner);
+        let key = path.clone();
+        self.inner
+            .commits
+            .submit(key.clone(), prepared, move |group| {
+                Arc::clone(&inner).commit(key.clone(), group)
+            })
+            .await
+    }
+
+    async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
+        self.inner.delete(path).await
+    }
+}

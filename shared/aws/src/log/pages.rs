@@ -1,0 +1,244 @@
+//! # Sealed pages in S3, and sealing
+//!
+//! A page is `streams/{sid}/pages/{first:020}-{last:020}`, written create-only
+//! (`If-None-Match: *`) and never changed, so a process indexes the pages it has listed and
+//! lists again only past the last one it knows. Sealing itself is the domain's
+//! ([`seal_stream`]); this part is its [`PageStore`].
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
+use spool_domain::{
+    Error, SealMode, SealReport, SeqRange, StreamPath, StreamSealer,
+    page::{page_name, parse_page_name},
+    seal::{PageStore, seal_stream},
+    state::StreamState,
+};
+
+use super::{AwsLog, Inner};
+use crate::{
+    errors::{ddb, s3},
+    items::{head_key, n, s},
+};
+
+/// The S3 key of a sealed page: `streams/{sid}/pages/{first:020}-{last:020}`.
+pub(super) fn page_key(sid: &str, range: SeqRange) -> String {
+    format!("streams/{sid}/pages/{}", page_name(range))
+}
+
+impl Inner {
+    pub(super) async fn get_object(&self, key: &str) -> Result<Bytes, Error> {
+        let out = self
+            .clients
+            .s3
+            .get_object()
+            .bucket(&self.opts.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| s3("GetObject", e))?;
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| Error::unavailable(format!("S3 GetObject {key}: reading the body"), e))?;
+        Ok(body.into_bytes())
+    }
+
+    pub(super) async fn delete_objects(&self, keys: Vec<String>) {
+        use aws_sdk_s3::types::{Delete as S3Delete, ObjectIdentifier};
+        for chunk in keys.chunks(1000) {
+            let objects: Vec<ObjectIdentifier> = chunk
+                .iter()
+                .filter_map(|k| ObjectIdentifier::builder().key(k).build().ok())
+                .collect();
+            let Ok(delete) = S3Delete::builder().set_objects(Some(objects)).quiet(true).build() else {
+                continue;
+            };
+            if let Err(e) = self
+                .clients
+                .s3
+                .delete_objects()
+                .bucket(&self.opts.bucket)
+                .delete(delete)
+                .send()
+                .await
+            {
+                tracing::warn!(error = %s3("DeleteObjects", e), "cannot delete objects; they are unreachable garbage");
+            }
+        }
+    }
+
+    /// Lists pages of `sid` after the key `start_after` and adds them to the index.
+    pub(super) async fn list_pages(&self, sid: &str, start_after: Option<String>) -> Result<Vec<SeqRange>, Error> {
+        let prefix = format!("streams/{sid}/pages/");
+        let mut found = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .clients
+                .s3
+                .list_objects_v2()
+                .bucket(&self.opts.bucket)
+                .prefix(&prefix)
+                .set_start_after(start_after.clone())
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| s3("ListObjectsV2 (pages)", e))?;
+            for object in out.contents() {
+                if let Some(range) = object
+                    .key()
+                    .and_then(|k| k.strip_prefix(&prefix))
+                    .and_then(parse_page_name)
+                {
+                    found.push(range);
+                }
+            }
+            match out.next_continuation_token {
+                Some(next) if out.is_truncated == Some(true) => token = Some(next),
+                _ => break,
+            }
+        }
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        if pages.len() > 10_000 {
+            pages.clear();
+        }
+        let index = pages.entry(sid.to_owned()).or_default();
+        for range in &found {
+            index.insert(range.first, *range);
+        }
+        Ok(found)
+    }
+
+    pub(super) fn cached_page(&self, sid: &str, seq: u64) -> Option<SeqRange> {
+        let pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, range) = pages.get(sid)?.range(..=seq).next_back()?;
+        range.contains(seq).then_some(*range)
+    }
+
+    /// The page holding message `seq`: from the index, else after listing the pages past the
+    /// last one known (pages are immutable, so the index only ever grows).
+    pub(super) async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<SeqRange>, Error> {
+        if let Some(range) = self.cached_page(sid, seq) {
+            return Ok(Some(range));
+        }
+        let last_known = {
+            let pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+            pages
+                .get(sid)
+                .and_then(|index| index.values().next_back().copied())
+                .map(|range| format!("streams/{sid}/pages/{}", page_name(range)))
+        };
+        self.list_pages(sid, last_known).await?;
+        Ok(self.cached_page(sid, seq))
+    }
+}
+
+#[async_trait]
+impl StreamSealer for AwsLog {
+    async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error> {
+        let limits = self.inner.opts.limits;
+        seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await
+    }
+}
+
+#[async_trait]
+impl PageStore for AwsLog {
+    async fn load_state(&self, path: &StreamPath) -> Result<Option<StreamState>, Error> {
+        match self.inner.live_head(path).await {
+            Ok(head) => Ok(Some(head.state)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn find_page_starting_at(&self, sid: &str, first: u64) -> Result<Option<SeqRange>, Error> {
+        let prefix = format!("streams/{sid}/pages/{first:020}-");
+        let out = self
+            .inner
+            .clients
+            .s3
+            .list_objects_v2()
+            .bucket(&self.inner.opts.bucket)
+            .prefix(&prefix)
+            .send()
+            .await
+            .map_err(|e| s3("ListObjectsV2 (page)", e))?;
+        Ok(out
+            .contents()
+            .iter()
+            .filter_map(|o| o.key()?.rsplit('/').next().and_then(parse_page_name))
+            .filter(|r| r.first == first)
+            .max())
+    }
+
+    async fn read_hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error> {
+        self.inner.hot_messages(sid, after, through, max_bytes).await
+    }
+
+    async fn write_page(&self, state: &StreamState, range: SeqRange, page: Bytes) -> Result<(), Error> {
+        let key = page_key(&state.sid, range);
+        for attempt in 0..8 {
+            let result = self
+                .inner
+                .clients
+                .s3
+                .put_object()
+                .bucket(&self.inner.opts.bucket)
+                .key(&key)
+                .if_none_match("*")
+                .content_type("application/vnd.spool.page")
+                .cache_control("public, max-age=31536000, immutable")
+                .body(ByteStream::from(page.clone()))
+                .send()
+                .await;
+            match result {
+                Ok(_) => return Ok(()),
+                // 412: the page exists, and pages are a pure function of their messages, so it
+                // is this very page.
+                Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 412 => return Ok(()),
+                // 409: a concurrent conditional write of the same key is under way; its outcome
+                // decides whether ours is needed.
+                Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 409 => {
+                    spool_domain::retry::backoff(attempt).await
+                }
+                Err(e) => return Err(s3("PutObject (page)", e)),
+            }
+        }
+        Err(Error::unavailable(
+            "S3 PutObject (page)",
+            format!("{key}: concurrent writes kept conflicting"),
+        ))
+    }
+
+    async fn commit_sealed(&self, state: &StreamState, from: u64, to: u64) -> Result<bool, Error> {
+        let result = self
+            .inner
+            .clients
+            .dynamodb
+            .update_item()
+            .table_name(&self.inner.opts.table)
+            .set_key(Some(head_key(&state.path)))
+            .update_expression("SET sealed = :to")
+            .condition_expression("sid = :sid AND sealed = :from")
+            .expression_attribute_values(":sid", s(&state.sid))
+            .expression_attribute_values(":from", n(from))
+            .expression_attribute_values(":to", n(to))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
+            Err(e) => Err(ddb("UpdateItem (sealed)", e)),
+        }
+    }
+
+    async fn release_hot(&self, state: &StreamState, through: u64) -> Result<(), Error> {
+        if through == 0 {
+            return Ok(());
+        }
+        self.inner.delete_hot(&state.sid, Some(through)).await
+    }
+}
