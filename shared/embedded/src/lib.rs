@@ -39,7 +39,8 @@ use spool_domain::{
     Append, AppendAck, Chunk, Clock, CreateStream, Created, Error, FailPoints, LogLimits, Offset, Position, SealMode,
     SealReport, SeqRange, StreamMeta, StreamPath, StreamReader, StreamSealer, StreamWriter, SystemClock, WaitOutcome,
     notify::{Notifier, TailProbe, wait_for_data},
-    read::{Fetch, StoredRead},
+    page::Page,
+    read::{StoredRuns, read_stored_now},
     seal::{PageStore, seal_stream},
     state::StreamState,
 };
@@ -287,42 +288,29 @@ fn read_snapshot(
     let state = db::load_state(conn, path)?.ok_or_else(|| Error::NotFound { path: path.clone() })?;
     state.check_live(now)?;
     let start = state.read_start(from)?;
-    let (messages, from_pages) = read_stored(conn, pages, &state, start, max_bytes)?;
+    let (messages, from_pages) = read_stored_now(&Snapshot { conn, pages }, &state, start, max_bytes)?;
     let chunk = state.chunk(start, messages, from_pages);
     Ok((chunk, state.needs_touch(now).then(|| state.sid.clone())))
 }
 
-/// The stored messages of `state` after `start` (about `max_bytes` of them), and whether they
-/// can never change: the domain's read path ([`StoredRead`]), fetched inside one snapshot.
-pub(crate) fn read_stored(
-    conn: &Connection,
-    pages: &PageFiles,
-    state: &StreamState,
-    start: u64,
-    max_bytes: usize,
-) -> Result<(Vec<Bytes>, bool), Error> {
-    let mut read = StoredRead::new(state, start, max_bytes);
-    while let Some(fetch) = read.next_fetch() {
-        match fetch {
-            Fetch::Hot {
-                sid,
-                after,
-                through,
-                max_bytes,
-            } => read.hot(db::read_messages(conn, &sid, after, through, max_bytes)?),
-            Fetch::Page { sid, seq } => {
-                let page = match pages.find_containing(&sid, seq)? {
-                    Some(range) => Some(pages.read(&sid, range)?),
-                    None => None,
-                };
-                read.page(page)?;
-            }
+/// A read's view of the store: one SQLite snapshot and the page files, fetched without
+/// waiting ([`read_stored_now`]).
+pub(crate) struct Snapshot<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) pages: &'a PageFiles,
+}
+
+impl StoredRuns for Snapshot<'_> {
+    async fn hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error> {
+        db::read_messages(self.conn, sid, after, through, max_bytes)
+    }
+
+    async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<Page>, Error> {
+        match self.pages.find_containing(sid, seq)? {
+            Some(range) => Ok(Some(self.pages.read(sid, range)?)),
+            None => Ok(None),
         }
     }
-    // In one snapshot the head and the hot tail agree: a message missing from both is lost.
-    read.finish().ok_or_else(|| Error::Corrupt {
-        what: format!("message {} of `{}` is missing from the hot tail", start + 1, state.path),
-    })
 }
 
 #[async_trait]

@@ -11,6 +11,7 @@ use std::sync::{Arc, mpsc};
 use rusqlite::Connection;
 use spool_domain::{
     Append, AppendAck, CreateStream, Created, Error, Offset, StreamPath,
+    read::read_stored_now,
     state::{StreamState, apply_append},
 };
 use tokio::sync::oneshot;
@@ -259,10 +260,18 @@ fn create(
                 })?;
             let plan = source.plan_fork(path, fork)?;
             let cut = match plan.cut {
-                Some((seq, _)) => crate::read_stored(conn, &shared.pages, &source, seq - 1, 1)?
-                    .0
-                    .into_iter()
-                    .next(),
+                Some((seq, _)) => read_stored_now(
+                    &crate::Snapshot {
+                        conn,
+                        pages: &shared.pages,
+                    },
+                    &source,
+                    seq - 1,
+                    1,
+                )?
+                .0
+                .into_iter()
+                .next(),
                 None => None,
             };
             let own = plan.own_messages(cut, &req.initial)?;

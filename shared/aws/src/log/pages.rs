@@ -120,7 +120,7 @@ impl Inner {
 
     /// The page holding message `seq`: from the index, else after listing the pages past the
     /// last one known (pages are immutable, so the index only ever grows).
-    pub(super) async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<SeqRange>, Error> {
+    pub(super) async fn page_range_containing(&self, sid: &str, seq: u64) -> Result<Option<SeqRange>, Error> {
         if let Some(range) = self.cached_page(sid, seq) {
             return Ok(Some(range));
         }

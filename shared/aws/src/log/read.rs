@@ -1,6 +1,6 @@
 //! # Reads: the domain's read path over items and pages
 //!
-//! [`spool_domain::read::StoredRead`] decides which run holds the next messages (a fork's
+//! [`spool_domain::read::read_stored`] decides which run holds the next messages (a fork's
 //! inherited runs, the sealed pages, the hot tail); this part fetches them: hot items with a
 //! strongly consistent `Query`, pages with a `GetObject`. A read that finds the hot items
 //! released by sealing after it read the head reads the head again.
@@ -12,8 +12,9 @@ use bytes::Bytes;
 use spool_domain::{
     Chunk, Error, Offset, Position, StreamMeta, StreamPath, StreamReader, WaitOutcome,
     notify::wait_for_data,
+    page::Page,
     page::{decode_frames, decode_page},
-    read::{Fetch, StoredRead},
+    read::{self, StoredRuns, read_stored},
     state::StreamState,
 };
 
@@ -102,7 +103,7 @@ impl Inner {
         let head = self.live_head(path).await?;
         let state = &head.state;
         let start = state.read_start(from)?;
-        let Some((messages, from_pages)) = self.read_stored(state, start, max_bytes).await? else {
+        let Some((messages, from_pages)) = read_stored(self, state, start, max_bytes).await? else {
             return Ok(None);
         };
         if state.needs_touch(now) {
@@ -110,42 +111,27 @@ impl Inner {
         }
         Ok(Some(state.chunk(start, messages, from_pages)))
     }
+}
 
-    /// The stored messages of `state` after `start` (about `max_bytes` of them), and whether
-    /// they can never change: the domain's read path ([`StoredRead`]). `None` when sealing
-    /// released the hot items between the head and the item reads: read again.
-    pub(super) async fn read_stored(
-        &self,
-        state: &StreamState,
-        start: u64,
-        max_bytes: usize,
-    ) -> Result<Option<(Vec<Bytes>, bool)>, Error> {
-        let mut read = StoredRead::new(state, start, max_bytes);
-        while let Some(fetch) = read.next_fetch() {
-            match fetch {
-                Fetch::Hot {
-                    sid,
-                    after,
-                    through,
-                    max_bytes,
-                } => read.hot(self.hot_messages(&sid, after, through, max_bytes).await?),
-                Fetch::Page { sid, seq } => {
-                    let page = match self.page_containing(&sid, seq).await? {
-                        Some(range) => Some(decode_page(self.get_object(&page_key(&sid, range)).await?, range)?),
-                        None => None,
-                    };
-                    read.page(page)?;
-                }
-            }
-        }
-        Ok(read.finish())
+impl StoredRuns for Inner {
+    async fn hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error> {
+        self.hot_messages(sid, after, through, max_bytes).await
     }
 
+    async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<Page>, Error> {
+        match self.page_range_containing(sid, seq).await? {
+            Some(range) => Ok(Some(decode_page(self.get_object(&page_key(sid, range)).await?, range)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Inner {
     /// Message `seq` of a stream, for a fork's byte sub-offset.
     pub(super) async fn message(&self, state: &StreamState, seq: u64) -> Result<Bytes, Error> {
         for _ in 0..5 {
-            if let Some((messages, _)) = self.read_stored(state, seq - 1, 1).await? {
-                return messages.into_iter().next().ok_or_else(|| state.missing_page(seq));
+            if let Some(message) = read::message(self, state, seq).await? {
+                return Ok(message);
             }
         }
         Err(Error::Contention {

@@ -6,11 +6,20 @@
 //! the stream's own messages, about `max_bytes` in all), and which answers can never change
 //! are decided here, once, for every adapter.
 //!
-//! The rule is written without I/O ([`StoredRead`]): it says what to fetch next ([`Fetch`]),
-//! the adapter fetches it from its storage (a SQLite snapshot, DynamoDB and S3) and hands it
-//! back, until the read is done. So the embedded adapter reads inside one snapshot without
-//! an `await`, and the AWS adapter with as many round trips as the read needs, and both read
-//! the same messages.
+//! An adapter says only how to fetch a run ([`StoredRuns`]: a hot tail's messages, the page
+//! holding a message) and calls [`read_stored`]. The embedded adapter fetches inside one
+//! SQLite snapshot, without waiting ([`read_stored_now`]); the AWS adapter with as many
+//! DynamoDB and S3 round trips as the read needs. Both read the same messages.
+//!
+//! Invariants: a read never returns a message twice or skips one; an answer is marked
+//! immutable only when every message in it came from a sealed page or an inherited run; a
+//! sealed message missing from the pages is corruption, never an empty answer.
+
+use std::{
+    future::Future,
+    pin::pin,
+    task::{Context, Poll, Waker},
+};
 
 use bytes::Bytes;
 
@@ -22,7 +31,7 @@ use crate::{
 
 /// What a read needs next from storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fetch {
+enum Fetch {
     /// Messages of the storage id `sid` after `after` and up to `through` from its hot tail:
     /// at least one if any, about `max_bytes` in all. Hand them to [`StoredRead::hot`].
     Hot {
@@ -48,7 +57,7 @@ pub enum Fetch {
 /// One read of a stream's stored messages after `start`: ask [`StoredRead::next_fetch`] what to
 /// fetch, hand it back, and [`StoredRead::finish`] when it says the read is done.
 #[derive(Debug)]
-pub struct StoredRead<'a> {
+struct StoredRead<'a> {
     state: &'a StreamState,
     start: u64,
     at: u64,
@@ -69,7 +78,7 @@ pub struct StoredRead<'a> {
 impl<'a> StoredRead<'a> {
     /// A read of `state`'s messages after `start`, about `max_bytes` of them (at least one, if
     /// any).
-    pub fn new(state: &'a StreamState, start: u64, max_bytes: usize) -> Self {
+    fn new(state: &'a StreamState, start: u64, max_bytes: usize) -> Self {
         Self {
             state,
             start,
@@ -86,7 +95,7 @@ impl<'a> StoredRead<'a> {
     }
 
     /// What to fetch next; `None` when the read is done.
-    pub fn next_fetch(&mut self) -> Option<Fetch> {
+    fn next_fetch(&mut self) -> Option<Fetch> {
         if self.done || self.at >= self.state.tail || self.bytes >= self.max_bytes {
             self.done = true;
             return None;
@@ -126,7 +135,7 @@ impl<'a> StoredRead<'a> {
     }
 
     /// The hot messages a [`Fetch::Hot`] asked for.
-    pub fn hot(&mut self, messages: Vec<Bytes>) {
+    fn hot(&mut self, messages: Vec<Bytes>) {
         let inherited = self.state.inherited_run(self.at).is_some();
         self.asked = None;
         if messages.is_empty() {
@@ -144,7 +153,7 @@ impl<'a> StoredRead<'a> {
 
     /// The page a [`Fetch::Page`] asked for; `None` when storage has no page holding it, which
     /// is corruption (a sealed message is always in a page).
-    pub fn page(&mut self, page: Option<Page>) -> Result<(), Error> {
+    fn page(&mut self, page: Option<Page>) -> Result<(), Error> {
         let seq = self.at + 1;
         let Some(Fetch::Page { .. }) = self.asked.take() else {
             return Err(Error::Corrupt {
@@ -184,7 +193,7 @@ impl<'a> StoredRead<'a> {
     /// The messages read, and whether they can never change (all from sealed pages or
     /// inherited runs). `None` when the stream's own hot tail was released by sealing after its
     /// head was read and nothing was read before: read the head again.
-    pub fn finish(self) -> Option<(Vec<Bytes>, bool)> {
+    fn finish(self) -> Option<(Vec<Bytes>, bool)> {
         if self.raced && self.out.is_empty() {
             return None;
         }
@@ -192,6 +201,70 @@ impl<'a> StoredRead<'a> {
         let immutable = self.immutable && self.at > self.start;
         Some((self.out, immutable))
     }
+}
+
+/// How an adapter fetches the runs a read needs. Each adapter calls [`read_stored`] with its
+/// own concrete type, so the futures are as `Send` as that adapter's.
+#[allow(async_fn_in_trait)]
+pub trait StoredRuns {
+    /// Messages of the storage id `sid` after `after` and up to `through` from its hot tail:
+    /// at least one if any, about `max_bytes` in all; empty when sealing released them.
+    async fn hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error>;
+
+    /// The sealed page of the storage id `sid` that holds message `seq`, if any.
+    async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<Page>, Error>;
+}
+
+/// The stored messages of `state` after `start` (about `max_bytes` of them, at least one if
+/// any), and whether they can never change. `None` when the stream's own hot tail was
+/// released by sealing after `state` was read and nothing was read before: read the head
+/// again.
+pub async fn read_stored<S: StoredRuns + ?Sized>(
+    runs: &S,
+    state: &StreamState,
+    start: u64,
+    max_bytes: usize,
+) -> Result<Option<(Vec<Bytes>, bool)>, Error> {
+    let mut read = StoredRead::new(state, start, max_bytes);
+    while let Some(fetch) = read.next_fetch() {
+        match fetch {
+            Fetch::Hot {
+                sid,
+                after,
+                through,
+                max_bytes,
+            } => read.hot(runs.hot(&sid, after, through, max_bytes).await?),
+            Fetch::Page { sid, seq } => read.page(runs.page_containing(&sid, seq).await?)?,
+        }
+    }
+    Ok(read.finish())
+}
+
+/// [`read_stored`] over runs that never wait (reads inside one snapshot), without a runtime.
+/// In one snapshot the head and the hot tail agree, so a message missing from both is lost.
+pub fn read_stored_now<S: StoredRuns + ?Sized>(
+    runs: &S,
+    state: &StreamState,
+    start: u64,
+    max_bytes: usize,
+) -> Result<(Vec<Bytes>, bool), Error> {
+    let read = pin!(read_stored(runs, state, start, max_bytes));
+    let Poll::Ready(read) = read.poll(&mut Context::from_waker(Waker::noop())) else {
+        return Err(Error::Corrupt {
+            what: "a snapshot read waited: its store must fetch without waiting".to_owned(),
+        });
+    };
+    read?.ok_or_else(|| Error::Corrupt {
+        what: format!("message {} of `{}` is missing from the hot tail", start + 1, state.path),
+    })
+}
+
+/// Message `seq` of a stream, for a fork's byte sub-offset; `None` as in [`read_stored`].
+pub async fn message<S: StoredRuns + ?Sized>(runs: &S, state: &StreamState, seq: u64) -> Result<Option<Bytes>, Error> {
+    Ok(match read_stored(runs, state, seq - 1, 1).await? {
+        Some((messages, _)) => Some(messages.into_iter().next().ok_or_else(|| state.missing_page(seq))?),
+        None => None,
+    })
 }
 
 #[cfg(test)]
@@ -223,50 +296,67 @@ mod tests {
         decode_page(data, SeqRange { first, last }).unwrap()
     }
 
-    /// Drives a read against a store of `sid`'s pages (`pages`) and hot messages (`hot`).
-    fn drive(
-        read: &mut StoredRead<'_>,
-        pages: &[(&str, u64, u64)],
-        hot: &[(&str, u64, u64)],
-    ) -> Result<Vec<Fetch>, Error> {
-        let mut asked = Vec::new();
-        while let Some(fetch) = read.next_fetch() {
-            asked.push(fetch.clone());
-            match fetch {
-                Fetch::Hot {
-                    sid, after, through, ..
-                } => {
-                    let found = hot
-                        .iter()
-                        .filter(|(s, _, _)| *s == sid)
-                        .flat_map(|&(_, first, last)| messages(first.max(after + 1)..=last.min(through)))
-                        .collect();
-                    read.hot(found);
-                }
-                Fetch::Page { sid, seq } => {
-                    let found = pages
-                        .iter()
-                        .find(|&&(s, first, last)| s == sid && (first..=last).contains(&seq))
-                        .map(|&(_, first, last)| page(first, last));
-                    read.page(found)?;
-                }
-            }
+    /// A store of `sid`'s pages (`pages`) and hot messages (`hot`) that counts its fetches.
+    #[derive(Default)]
+    struct Store<'a> {
+        pages: &'a [(&'a str, u64, u64)],
+        hot: &'a [(&'a str, u64, u64)],
+        fetches: std::cell::Cell<usize>,
+    }
+
+    impl StoredRuns for Store<'_> {
+        async fn hot(&self, sid: &str, after: u64, through: u64, _: usize) -> Result<Vec<Bytes>, Error> {
+            self.fetches.set(self.fetches.get() + 1);
+            Ok(self
+                .hot
+                .iter()
+                .filter(|(s, _, _)| *s == sid)
+                .flat_map(|&(_, first, last)| messages(first.max(after + 1)..=last.min(through)))
+                .collect())
         }
-        Ok(asked)
+
+        async fn page_containing(&self, sid: &str, seq: u64) -> Result<Option<Page>, Error> {
+            self.fetches.set(self.fetches.get() + 1);
+            Ok(self
+                .pages
+                .iter()
+                .find(|&&(s, first, last)| s == sid && (first..=last).contains(&seq))
+                .map(|&(_, first, last)| page(first, last)))
+        }
+    }
+
+    /// Runs a future of the test store, which never waits.
+    fn now<F: Future>(future: F) -> F::Output {
+        match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(output) => output,
+            Poll::Pending => unreachable!("the test store never waits"),
+        }
+    }
+
+    fn read(
+        store: &Store<'_>,
+        state: &StreamState,
+        start: u64,
+        max_bytes: usize,
+    ) -> Result<Option<(Vec<Bytes>, bool)>, Error> {
+        now(read_stored(store, state, start, max_bytes))
     }
 
     #[test]
     fn a_read_takes_pages_then_stops_at_the_end_of_its_own_run() {
         let s = state(10, 6, vec![]);
-        let mut read = StoredRead::new(&s, 0, usize::MAX);
         let sid = s.sid.clone();
-        drive(&mut read, &[(&sid, 1, 3), (&sid, 4, 6)], &[(&sid, 7, 10)]).unwrap();
-        let (got, immutable) = read.finish().unwrap();
+        let pages = [(sid.as_str(), 1, 3), (sid.as_str(), 4, 6)];
+        let hot = [(sid.as_str(), 7, 10)];
+        let store = Store {
+            pages: &pages,
+            hot: &hot,
+            ..Store::default()
+        };
+        let (got, immutable) = read(&store, &s, 0, usize::MAX).unwrap().unwrap();
         assert_eq!(got, messages(1..=3), "one page per read");
         assert!(immutable);
-        let mut read = StoredRead::new(&s, 6, usize::MAX);
-        drive(&mut read, &[], &[(&sid, 7, 10)]).unwrap();
-        let (got, immutable) = read.finish().unwrap();
+        let (got, immutable) = read(&store, &s, 6, usize::MAX).unwrap().unwrap();
         assert_eq!(got, messages(7..=10));
         assert!(
             !immutable,
@@ -290,39 +380,46 @@ mod tests {
         ];
         let s = state(9, 7, lineage);
         let sid = s.sid.clone();
-        let mut read = StoredRead::new(&s, 2, usize::MAX);
-        let asked = drive(&mut read, &[("a", 1, 6)], &[("b", 5, 9), (&sid, 8, 9)]).unwrap();
-        let (got, immutable) = read.finish().unwrap();
+        let pages = [("a", 1, 6)];
+        let hot = [("b", 5, 9), (sid.as_str(), 8, 9)];
+        let store = Store {
+            pages: &pages,
+            hot: &hot,
+            ..Store::default()
+        };
+        let (got, immutable) = read(&store, &s, 2, usize::MAX).unwrap().unwrap();
         assert_eq!(
             got,
             messages(3..=9),
             "across both inherited runs, within each run's bounds"
         );
         assert!(!immutable, "it ends in the fork's own hot tail");
-        assert_eq!(
-            asked.len(),
-            4,
-            "a's hot tail, a's page, b's hot tail, its own: {asked:?}"
-        );
-        let mut read = StoredRead::new(&s, 0, 4);
-        drive(&mut read, &[("a", 1, 6)], &[]).unwrap();
-        let (got, immutable) = read.finish().unwrap();
+        assert_eq!(store.fetches.get(), 4, "a's hot tail, a's page, b's hot tail, its own");
+        let (got, immutable) = read(&store, &s, 0, 4).unwrap().unwrap();
         assert_eq!(got, messages(1..=2), "about max_bytes");
         assert!(immutable, "inherited messages never change");
+        let cut = now(message(&store, &s, 5)).unwrap();
+        assert_eq!(cut, Some(Bytes::from("m5")), "one message, for a fork's cut");
     }
 
     #[test]
     fn a_missing_page_is_corruption_and_a_released_hot_tail_a_race() {
         let s = state(6, 3, vec![]);
-        let mut read = StoredRead::new(&s, 0, usize::MAX);
-        let err = drive(&mut read, &[], &[]).unwrap_err();
+        let store = Store::default();
+        let err = read(&store, &s, 0, usize::MAX).unwrap_err();
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
-        let mut read = StoredRead::new(&s, 3, usize::MAX);
-        drive(&mut read, &[], &[]).unwrap();
-        assert!(read.finish().is_none(), "read the head again");
-        let mut read = StoredRead::new(&s, 6, usize::MAX);
-        assert!(read.next_fetch().is_none());
-        let (got, immutable) = read.finish().unwrap();
+        assert!(
+            read(&store, &s, 3, usize::MAX).unwrap().is_none(),
+            "read the head again"
+        );
+        let err = read_stored_now(&store, &s, 3, usize::MAX).unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt { .. }),
+            "in one snapshot the race is loss: {err}"
+        );
+        let before = store.fetches.get();
+        let (got, immutable) = read(&store, &s, 6, usize::MAX).unwrap().unwrap();
         assert!(got.is_empty() && !immutable, "at the tail: nothing, and not final");
+        assert_eq!(store.fetches.get(), before, "nothing fetched at the tail");
     }
 }
