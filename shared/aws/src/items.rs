@@ -284,6 +284,24 @@ pub(crate) fn request_token() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// One `TransactWriteItems` of `items`, with a fresh [`request_token`] so the SDK's retries of
+/// it are idempotent. The caller reads a cancellation's reasons.
+pub(crate) async fn transact(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    items: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+) -> Result<
+    (),
+    aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>,
+> {
+    dynamodb
+        .transact_write_items()
+        .client_request_token(request_token())
+        .set_transact_items(Some(items))
+        .send()
+        .await
+        .map(drop)
+}
+
 /// `BatchWriteItem` of up to 25 requests at a time, resending unprocessed requests with backoff.
 pub(crate) async fn batch_write(
     dynamodb: &aws_sdk_dynamodb::Client,

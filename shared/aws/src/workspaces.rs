@@ -116,14 +116,7 @@ impl AwsMetadata {
     }
 
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Option<Vec<bool>>, Error> {
-        match self
-            .dynamodb
-            .transact_write_items()
-            .client_request_token(crate::items::request_token())
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
+        match crate::items::transact(&self.dynamodb, items).await {
             Ok(_) => Ok(None),
             Err(e) => cancelled(e).map(Some),
         }

@@ -368,15 +368,7 @@ impl Inner {
                 Some(expected),
             )?);
         }
-        match self
-            .clients
-            .dynamodb
-            .transact_write_items()
-            .client_request_token(crate::items::request_token())
-            .set_transact_items(Some(tx))
-            .send()
-            .await
-        {
+        match crate::items::transact(&self.clients.dynamodb, tx).await {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(e)) => match e.err() {
                 TransactWriteItemsError::TransactionCanceledException(c) => {

@@ -136,14 +136,7 @@ impl Inner {
                     );
                 }
             }
-            let sent = inner
-                .clients
-                .dynamodb
-                .transact_write_items()
-                .client_request_token(crate::items::request_token())
-                .set_transact_items(Some(tx))
-                .send()
-                .await;
+            let sent = crate::items::transact(&inner.clients.dynamodb, tx).await;
             match sent {
                 Ok(_) => {
                     if let Some(old) = replaced {
@@ -283,14 +276,7 @@ impl Inner {
             .map_err(|e| Error::unavailable("delete", e))?;
         let mut items = vec![TransactWriteItem::builder().delete(delete).build()];
         items.extend(also);
-        let sent = self
-            .clients
-            .dynamodb
-            .transact_write_items()
-            .client_request_token(crate::items::request_token())
-            .set_transact_items(Some(items))
-            .send()
-            .await;
+        let sent = crate::items::transact(&self.clients.dynamodb, items).await;
         self.forget_head(&head.state.path);
         match sent {
             Ok(_) => Ok(true),

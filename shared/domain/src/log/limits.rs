@@ -18,6 +18,18 @@ pub struct LogLimits {
 }
 
 impl LogLimits {
+    /// Refuses an append (or a creation's initial messages) of `size` bytes over the limit;
+    /// passes `size` on otherwise.
+    pub fn check_append(&self, size: usize) -> Result<usize, crate::Error> {
+        if size > self.max_append_bytes {
+            return Err(crate::Error::PayloadTooLarge {
+                size,
+                max: self.max_append_bytes,
+            });
+        }
+        Ok(size)
+    }
+
     /// 16 MiB: far above any chat event, below what one Lambda invocation can carry in.
     pub const DEFAULT_MAX_APPEND_BYTES: usize = 16 * 1024 * 1024;
     /// 1 MiB per read keeps responses quick to first byte and cheap to cache.

@@ -150,13 +150,7 @@ pub fn new_sid() -> String {
 impl StreamState {
     /// The state of a stream created by `req` at `now_ms`, with its initial messages.
     pub fn new(path: StreamPath, req: &CreateStream, now_ms: i64, limits: &LogLimits) -> Result<Self, Error> {
-        let size: usize = req.initial.iter().map(bytes::Bytes::len).sum();
-        if size > limits.max_append_bytes {
-            return Err(Error::PayloadTooLarge {
-                size,
-                max: limits.max_append_bytes,
-            });
-        }
+        let size = limits.check_append(req.initial.iter().map(Bytes::len).sum())?;
         Ok(Self {
             path,
             sid: new_sid(),
@@ -253,13 +247,7 @@ impl StreamState {
             .fork
             .as_ref()
             .ok_or_else(|| Error::invalid("fork", "the request names no source"))?;
-        let size: usize = own.iter().map(Bytes::len).sum();
-        if size > limits.max_append_bytes {
-            return Err(Error::PayloadTooLarge {
-                size,
-                max: limits.max_append_bytes,
-            });
-        }
+        let size = limits.check_append(own.iter().map(Bytes::len).sum())?;
         Ok(Self {
             path,
             sid: new_sid(),
@@ -486,13 +474,7 @@ pub fn apply_append(
     limits: &LogLimits,
 ) -> Result<Applied, Error> {
     state.check_live(now_ms)?;
-    let size = req.size();
-    if size > limits.max_append_bytes {
-        return Err(Error::PayloadTooLarge {
-            size,
-            max: limits.max_append_bytes,
-        });
-    }
+    let size = limits.check_append(req.size())?;
     let unchanged = |state: &StreamState, duplicate: bool, producer: Option<ProducerAck>| Applied {
         ack: AppendAck {
             next_offset: state.tail_offset(),
