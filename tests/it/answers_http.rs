@@ -9,12 +9,7 @@ use serde_json::{Value, json};
 use spool_domain::{OpenRequest, RequestKind, Sessions};
 use spool_tests::Harness;
 
-use crate::workspaces_http::{Api, setup};
-
-pub(crate) fn org_of(api: &Api) -> String {
-    let keys = spool_auth::TokenKeys::new(crate::handshake::SECRET).unwrap();
-    keys.verify(api.token.as_deref().unwrap()).unwrap().org
-}
+use crate::support::{Api, org_of, setup};
 
 fn request(id: &str, kind: RequestKind, seq: u64) -> OpenRequest {
     OpenRequest {

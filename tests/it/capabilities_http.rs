@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use spool_domain::{Clock, SystemClock};
 use spool_tests::Harness;
 
-use crate::{answers_http::org_of, handshake::handshake, workspaces_http::setup};
+use crate::support::{handshake, org_of, setup};
 
 /// Enabled when the token is the organization's and the library's; rejected otherwise.
 pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness: &H) {

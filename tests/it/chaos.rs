@@ -23,11 +23,7 @@ use spool_aws::{AwsClients, AwsLog, AwsMetadata, FaultInjector, FaultPlan, SqsTu
 use spool_domain::{Metadata, StreamLog, TurnQueue};
 use spool_tests::AwsHarness;
 
-use crate::{
-    agents_http::{engine_with, test_poll},
-    handshake::serve,
-    workspaces_http::{Api, setup_on},
-};
+use crate::support::{Api, engine_with, serve, setup_on, test_poll};
 
 const SCRIPT: &str = r#"{"word_delay_ms": 10, "rules": [
   {"match": ["ask"], "rounds": [

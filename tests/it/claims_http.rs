@@ -14,17 +14,10 @@ use spool_domain::{
 };
 use spool_tests::Harness;
 
-use crate::{
-    agents_http::{Stack, abort, all_events, chat_with, stack_with, until},
-    answers_http::org_of,
-};
+use crate::support::{Stack, abort, all_events, chat_with, org_of, stack, until};
 
 fn script() -> Value {
     json!({ "word_delay_ms": 5, "default": [{ "say": "one two three four five six seven eight" }] })
-}
-
-async fn stack<H: Harness>(harness: &H) -> Stack {
-    stack_with(harness, spool_agents::Runtimes::scripted_only()).await
 }
 
 async fn post(stack: &Stack, chat: &str, body: Value) -> (reqwest::StatusCode, Value) {

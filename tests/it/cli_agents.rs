@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use spool_agents::{Runtimes, cli::CliAgents};
 use spool_tests::EmbeddedHarness;
 
-use crate::agents_http::{Stack, abort, one, send, stack_with, until};
+use crate::support::{Stack, abort, one, send, stack_with, until};
 
 /// Writes an executable shell script `name` into `dir`.
 fn script(dir: &Path, name: &str, body: &str) {
@@ -328,7 +328,7 @@ async fn a_cli_sees_only_the_allow_list_in_a_private_folder_of_its_organization_
     let chats = s.work.path().join("chats").canonicalize().unwrap();
     let mut folders = Vec::new();
     for api in [&s.stack.api, &s.stack.other] {
-        let org = crate::answers_http::org_of(api);
+        let org = crate::support::org_of(api);
         let folder = chats.join(&org).join("global");
         assert_eq!(mode(&folder), 0o700, "{}", folder.display());
         assert_eq!(mode(&chats.join(&org)), 0o700);

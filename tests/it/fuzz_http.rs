@@ -8,10 +8,7 @@ use serde_json::{Value, json};
 use spool_domain::{Clock, SystemClock};
 use spool_tests::Harness;
 
-use crate::{
-    answers_http::org_of,
-    workspaces_http::{Api, setup},
-};
+use crate::support::{org_of, setup, snapshot};
 
 /// A body that is not a valid request for any route.
 fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str) {
@@ -111,27 +108,6 @@ fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str)
     }
 }
 
-/// What organization A has, as its API shows it, plus what only the stores show.
-pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
-    let mut state = json!({});
-    for (key, path) in [
-        ("workspaces", "/v1/workspaces".to_owned()),
-        ("workspace", format!("/v1/workspaces/{ws}")),
-        ("agents", format!("/v1/workspaces/{ws}/agents")),
-        ("tasks", format!("/v1/workspaces/{ws}/tasks")),
-        ("sessions", format!("/v1/sessions?workspace_id={ws}")),
-        ("loose", "/v1/sessions".to_owned()),
-        ("session", format!("/v1/sessions/{session}")),
-        ("events", format!("/v1/sessions/{session}/events?after=0")),
-        ("global", "/chat/history?after=0".to_owned()),
-    ] {
-        state[key] = api.ok(Method::GET, &path, None).await;
-    }
-    let audit = api.get("/v1/stream/audit?offset=-1").await;
-    state["audit"] = audit.json().await.unwrap_or(Value::Null);
-    state
-}
-
 /// Every route, every kind of hostile input: 4xx only, nothing changed.
 pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harness: &H) {
     let (api, _, anonymous) = setup(harness).await;
@@ -177,7 +153,7 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
     let _ = SystemClock.now_ms();
 
     // Every operation of the document that takes a JSON body, on A's own ids.
-    let spec = crate::spec::Spec::fetch(&api).await;
+    let spec = crate::support::spec::Spec::fetch(&api).await;
     let operations = spec.operations();
     let id_for = |template: &str| -> String {
         if template.starts_with("/v1/workspaces/") {
@@ -251,7 +227,7 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
     for id in odd_ids {
         for op in operations.iter().filter(|op| op.template.contains("{id}")) {
             let path = op.path(|_| id.to_owned());
-            let body = crate::spec::valid_body(op, &|name| match name {
+            let body = crate::support::spec::valid_body(op, &|name| match name {
                 "jwt" => api.token.clone().unwrap(),
                 _ => ws.clone(),
             });

@@ -4,13 +4,9 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{Clock, SystemClock};
 use spool_tests::Harness;
 
-use crate::{
-    answers_http::org_of,
-    workspaces_http::{Api, setup},
-};
+use crate::support::{agent_client, setup};
 
 fn texts(history: &Value) -> Vec<(u64, String, String)> {
     history["messages"]
@@ -25,25 +21,6 @@ fn texts(history: &Value) -> Vec<(u64, String, String)> {
             )
         })
         .collect()
-}
-
-/// A client for an agent of `person`'s organization: a key with the `agent` capability.
-pub(crate) async fn agent_client<H: Harness>(harness: &H, person: &Api) -> Api {
-    let org = org_of(person);
-    let metadata = harness.metadata().await;
-    let (_, key) = spool_api::admin::create_api_key(&metadata, &org, &["agent".to_owned()], SystemClock.now_ms())
-        .await
-        .unwrap();
-    let body: Value = crate::handshake::handshake(&person.http, &person.base, json!({ "api_key": key.reveal() }))
-        .await
-        .json()
-        .await
-        .unwrap();
-    Api {
-        http: person.http.clone(),
-        base: person.base.clone(),
-        token: Some(body["jwt"].as_str().unwrap().to_owned()),
-    }
 }
 
 /// An agent asks first; a person's next message answers it, and the following one starts a turn.
@@ -121,7 +98,7 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
     // AND the same chat is `/chat/stream`, the session's events
     let response = person.get("/chat/stream?after=1").await;
     assert_eq!(response.status(), 200);
-    let events = crate::sessions_http::sse_events(response, 2).await;
+    let events = crate::support::sse_events(response, 2).await;
     assert_eq!(events.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [2, 3]);
 
     // AND it cannot be deleted; it lists among the chats outside workspaces

@@ -6,39 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys};
-use spool_domain::{Clock, Directory, LiveSettings, Metadata, Position, StreamLog, StreamPath, SystemClock, TurnQueue};
-use spool_tests::{Harness, unique_id};
+use spool_domain::{Clock, Position, StreamLog, StreamPath, SystemClock};
+use spool_tests::Harness;
 
-pub(crate) const SECRET: &[u8] = b"the handshake test's signing secret";
-
-/// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
-pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, turns: Arc<dyn TurnQueue>) -> String {
-    let keys = TokenKeys::new(SECRET).unwrap();
-    let streams = spool_stream::StreamApi::new(
-        log.clone(),
-        spool_stream::Access::Tokens(Box::new(keys.clone())),
-        LiveSettings::default(),
-    );
-    let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
-    let stores = spool_api::Stores { metadata, log, turns };
-    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
-        .with_workspace_roots(spool_tests::workspace_roots());
-    let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
-    spool_tests::serve_on_loopback(app).await
-}
-
-/// A fresh organization with one key granting `capabilities`: (org id, whole key).
-pub(crate) async fn provision(directory: &dyn Directory, capabilities: &[&str]) -> (String, String) {
-    let now = SystemClock.now_ms();
-    let org = spool_api::admin::create_org(directory, Some(&unique_id("org")), "Handshake test", now)
-        .await
-        .unwrap();
-    let capabilities: Vec<String> = capabilities.iter().map(|c| (*c).to_owned()).collect();
-    let (_, key) = spool_api::admin::create_api_key(directory, &org.id, &capabilities, now)
-        .await
-        .unwrap();
-    (org.id, key.reveal())
-}
+use crate::support::{SECRET, handshake, provision, serve};
 
 async fn audit_events(log: &dyn StreamLog, org: &str) -> Vec<Value> {
     let path = StreamPath::parse(format!("o/{org}/audit")).unwrap();
@@ -51,14 +22,6 @@ async fn audit_events(log: &dyn StreamLog, org: &str) -> Vec<Value> {
         Err(spool_domain::Error::NotFound { .. }) => Vec::new(),
         Err(e) => panic!("reading the audit stream: {e}"),
     }
-}
-
-pub(crate) async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::Response {
-    http.post(format!("{base}/v1/handshake"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// A valid key gets a day's token for its organization, which the stream function accepts.

@@ -10,12 +10,9 @@ use serde_json::{Value, json};
 use spool_domain::Workspaces;
 use spool_tests::Harness;
 
-use crate::{
-    answers_http::org_of,
-    fuzz_http::snapshot,
-    global_http::agent_client,
+use crate::support::{
+    Api, agent_client, org_of, setup, snapshot,
     spec::{Spec, valid_body},
-    workspaces_http::{Api, setup},
 };
 
 /// What A has, made through A's own token.
@@ -163,7 +160,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
         let text = if live {
             // A live stream of B's own (the global chat): its first events, then let go.
-            crate::sessions_http::sse_events(response, 0).await;
+            crate::support::sse_events(response, 0).await;
             String::new()
         } else {
             response.text().await.unwrap()

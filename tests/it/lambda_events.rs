@@ -10,7 +10,7 @@ use serde_json::Value;
 use spool_domain::{Metadata, StreamLog, SystemClock};
 use spool_tests::Harness;
 
-use crate::handshake::{SECRET, provision};
+use crate::support::{SECRET, provision};
 
 /// Runs one event through the Router as the Lambda runtime would; the serialized response.
 async fn invoke(router: &axum::Router, fixture: &str, replace: &[(&str, &str)]) -> Value {

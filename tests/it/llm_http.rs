@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use spool_agents::{Runtimes, anthropic::Anthropic, openai::OpenAi};
 use spool_tests::EmbeddedHarness;
 
-use crate::agents_http::{Stack, abort, all_events, one, send, stack_with, types_of, until};
+use crate::support::{Stack, abort, all_events, one, send, stack_with, types_of, until};
 
 /// What the fake provider answers to one request.
 #[derive(Debug, Clone)]
@@ -424,13 +424,13 @@ async fn client_context_needs_the_capability(provider: Provider) {
     let sent = post("without").await;
     until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
     // WHEN a companion enables it
-    let org = crate::answers_http::org_of(api);
+    let org = crate::support::org_of(api);
     let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
     let capabilities = ["context_for_query".to_owned()];
     let (_, key) = spool_api::admin::create_api_key(s.stack.metadata.as_ref(), &org, &capabilities, now)
         .await
         .unwrap();
-    let token = crate::handshake::handshake(
+    let token = crate::support::handshake(
         &api.http,
         &api.base,
         json!({ "api_key": key.reveal(), "library_id": "companion-1" }),

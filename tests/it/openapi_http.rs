@@ -11,11 +11,9 @@ use serde_json::{Value, json};
 use spool_domain::{OpenRequest, RequestKind, Sessions};
 use spool_tests::Harness;
 
-use crate::{
-    answers_http::org_of,
-    global_http::agent_client,
+use crate::support::{
+    agent_client, org_of, setup,
     spec::{Checked, Spec},
-    workspaces_http::setup,
 };
 
 fn id(value: &Value) -> String {

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use spool_tests::Harness;
 
-use crate::workspaces_http::{Api, setup};
+use crate::support::{Api, setup, sse_events};
 
 async fn events(api: &Api, id: &str, query: &str) -> Value {
     api.ok(Method::GET, &format!("/v1/sessions/{id}/events{query}"), None)
@@ -300,7 +300,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     );
 
     // WHEN the worker finishes the pending turn, the next message starts a new one
-    let org = crate::answers_http::org_of(&api);
+    let org = crate::support::org_of(&api);
     {
         use spool_domain::Sessions;
         let metadata = harness.metadata().await;
@@ -407,37 +407,6 @@ pub(crate) async fn session_routes_are_isolated<H: Harness>(harness: &H) {
         events(&a, &id, "?after=0").await,
     );
     assert_eq!(after, before);
-}
-
-/// Reads SSE events from `response` until `count` events with ids arrived: (id, data) pairs.
-pub(crate) async fn sse_events(mut response: reqwest::Response, count: usize) -> Vec<(u64, Value)> {
-    let mut buffer = String::new();
-    let mut events = Vec::new();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    while events.len() < count {
-        let chunk = tokio::time::timeout_at(deadline, response.chunk())
-            .await
-            .expect("events in time")
-            .unwrap()
-            .expect("the stream stays open");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = Some(v.trim().parse::<u64>().unwrap());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                }
-            }
-            if let Some(id) = id {
-                events.push((id, serde_json::from_str(&data).unwrap()));
-            }
-        }
-    }
-    events
 }
 
 /// A chat's events as server-sent events: `id: <seq>`, live, resumable with Last-Event-ID.

@@ -2,104 +2,11 @@
 //! the routes, their errors (4xx, nothing changed) and tenant isolation (another
 //! organization's token gets 404 on every route and changes nothing).
 
-use std::sync::Arc;
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use spool_domain::{Metadata, StreamLog};
 use spool_tests::Harness;
 
-use crate::handshake::{handshake, provision, serve};
-
-/// A client of the API with one organization's token.
-pub(crate) struct Api {
-    pub(crate) http: reqwest::Client,
-    pub(crate) base: String,
-    pub(crate) token: Option<String>,
-}
-
-impl Api {
-    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    pub(crate) async fn raw(&self, method: Method, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    /// A `GET` with this client's token, answered as is (for streams and SSE).
-    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
-        let mut request = self.http.get(format!("{}{path}", self.base));
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        request.send().await.unwrap()
-    }
-
-    pub(crate) async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
-        let (status, value) = self.call(method.clone(), path, body).await;
-        assert!(status.is_success(), "{method} {path}: {status} {value}");
-        value
-    }
-}
-
-/// The API on a loopback port and clients of two organizations.
-pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
-    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
-    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log, metadata.clone(), harness.turns().await).await;
-    setup_on(metadata.as_ref(), &base).await
-}
-
-/// Clients of two new organizations (and one without a token) of the API at `base`.
-pub(crate) async fn setup_on(metadata: &dyn Metadata, base: &str) -> (Api, Api, Api) {
-    let (_, key_a) = provision(metadata, &[]).await;
-    let (_, key_b) = provision(metadata, &[]).await;
-    let http = reqwest::Client::new();
-    let mut clients = Vec::new();
-    for key in [Some(key_a), Some(key_b), None] {
-        let token = match key {
-            Some(key) => {
-                let body: Value = handshake(&http, base, json!({ "api_key": key }))
-                    .await
-                    .json()
-                    .await
-                    .unwrap();
-                Some(body["jwt"].as_str().unwrap().to_owned())
-            }
-            None => None,
-        };
-        clients.push(Api {
-            http: http.clone(),
-            base: base.to_owned(),
-            token,
-        });
-    }
-    let anonymous = clients.pop().unwrap();
-    let b = clients.pop().unwrap();
-    let a = clients.pop().unwrap();
-    (a, b, anonymous)
-}
+use crate::support::{Api, setup};
 
 fn names(list: &Value) -> Vec<String> {
     list["agents"]
@@ -252,7 +159,7 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
 
     // WHEN agents make tasks, they list newest first and read by id
     let metadata = harness.metadata().await;
-    let org = crate::answers_http::org_of(&api);
+    let org = crate::support::org_of(&api);
     for (n, at) in [(1, 1_000), (2, 2_000)] {
         let task = spool_domain::Task {
             id: format!("task_{n}_{id}"),

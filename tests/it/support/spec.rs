@@ -11,7 +11,7 @@ use std::{
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::workspaces_http::Api;
+use super::Api;
 
 /// One operation of the document: its method and path template.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -1,0 +1,216 @@
+//! A client of the chat API with one organization's token, and a served Spool to point it at:
+//! the API and the stream function on a loopback port, organizations and their keys, the
+//! handshake and server-sent events.
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use spool_auth::TokenKeys;
+use spool_domain::{Clock, Directory, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue};
+use spool_tests::{Harness, unique_id};
+
+pub(crate) const SECRET: &[u8] = b"the handshake test's signing secret";
+
+/// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
+pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, turns: Arc<dyn TurnQueue>) -> String {
+    let keys = TokenKeys::new(SECRET).unwrap();
+    let streams = spool_stream::StreamApi::new(
+        log.clone(),
+        spool_stream::Access::Tokens(Box::new(keys.clone())),
+        LiveSettings::default(),
+    );
+    let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
+    let stores = spool_api::Stores { metadata, log, turns };
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
+        .with_workspace_roots(spool_tests::workspace_roots());
+    let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
+    spool_tests::serve_on_loopback(app).await
+}
+
+/// A fresh organization with one key granting `capabilities`: (org id, whole key).
+pub(crate) async fn provision(directory: &dyn Directory, capabilities: &[&str]) -> (String, String) {
+    let now = SystemClock.now_ms();
+    let org = spool_api::admin::create_org(directory, Some(&unique_id("org")), "Handshake test", now)
+        .await
+        .unwrap();
+    let capabilities: Vec<String> = capabilities.iter().map(|c| (*c).to_owned()).collect();
+    let (_, key) = spool_api::admin::create_api_key(directory, &org.id, &capabilities, now)
+        .await
+        .unwrap();
+    (org.id, key.reveal())
+}
+
+pub(crate) async fn handshake(http: &reqwest::Client, base: &str, body: Value) -> reqwest::Response {
+    http.post(format!("{base}/v1/handshake"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A client of the API with one organization's token.
+pub(crate) struct Api {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: Option<String>,
+}
+
+impl Api {
+    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub(crate) async fn raw(&self, method: Method, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A `GET` with this client's token, answered as is (for streams and SSE).
+    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap()
+    }
+
+    pub(crate) async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.call(method.clone(), path, body).await;
+        assert!(status.is_success(), "{method} {path}: {status} {value}");
+        value
+    }
+}
+
+/// The API on a loopback port and clients of two organizations.
+pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(log, metadata.clone(), harness.turns().await).await;
+    setup_on(metadata.as_ref(), &base).await
+}
+
+/// Clients of two new organizations (and one without a token) of the API at `base`.
+pub(crate) async fn setup_on(metadata: &dyn Metadata, base: &str) -> (Api, Api, Api) {
+    let (_, key_a) = provision(metadata, &[]).await;
+    let (_, key_b) = provision(metadata, &[]).await;
+    let http = reqwest::Client::new();
+    let mut clients = Vec::new();
+    for key in [Some(key_a), Some(key_b), None] {
+        let token = match key {
+            Some(key) => {
+                let body: Value = handshake(&http, base, json!({ "api_key": key }))
+                    .await
+                    .json()
+                    .await
+                    .unwrap();
+                Some(body["jwt"].as_str().unwrap().to_owned())
+            }
+            None => None,
+        };
+        clients.push(Api {
+            http: http.clone(),
+            base: base.to_owned(),
+            token,
+        });
+    }
+    let anonymous = clients.pop().unwrap();
+    let b = clients.pop().unwrap();
+    let a = clients.pop().unwrap();
+    (a, b, anonymous)
+}
+
+pub(crate) fn org_of(api: &Api) -> String {
+    let keys = spool_auth::TokenKeys::new(SECRET).unwrap();
+    keys.verify(api.token.as_deref().unwrap()).unwrap().org
+}
+
+/// Reads SSE events from `response` until `count` events with ids arrived: (id, data) pairs.
+pub(crate) async fn sse_events(mut response: reqwest::Response, count: usize) -> Vec<(u64, Value)> {
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while events.len() < count {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("events in time")
+            .unwrap()
+            .expect("the stream stays open");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().parse::<u64>().unwrap());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                }
+            }
+            if let Some(id) = id {
+                events.push((id, serde_json::from_str(&data).unwrap()));
+            }
+        }
+    }
+    events
+}
+
+/// A client for an agent of `person`'s organization: a key with the `agent` capability.
+pub(crate) async fn agent_client<H: Harness>(harness: &H, person: &Api) -> Api {
+    let org = org_of(person);
+    let metadata = harness.metadata().await;
+    let (_, key) = spool_api::admin::create_api_key(&metadata, &org, &["agent".to_owned()], SystemClock.now_ms())
+        .await
+        .unwrap();
+    let body: Value = handshake(&person.http, &person.base, json!({ "api_key": key.reveal() }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    Api {
+        http: person.http.clone(),
+        base: person.base.clone(),
+        token: Some(body["jwt"].as_str().unwrap().to_owned()),
+    }
+}
+
+/// What organization A has, as its API shows it, plus what only the stores show.
+pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
+    let mut state = json!({});
+    for (key, path) in [
+        ("workspaces", "/v1/workspaces".to_owned()),
+        ("workspace", format!("/v1/workspaces/{ws}")),
+        ("agents", format!("/v1/workspaces/{ws}/agents")),
+        ("tasks", format!("/v1/workspaces/{ws}/tasks")),
+        ("sessions", format!("/v1/sessions?workspace_id={ws}")),
+        ("loose", "/v1/sessions".to_owned()),
+        ("session", format!("/v1/sessions/{session}")),
+        ("events", format!("/v1/sessions/{session}/events?after=0")),
+        ("global", "/chat/history?after=0".to_owned()),
+    ] {
+        state[key] = api.ok(Method::GET, &path, None).await;
+    }
+    let audit = api.get("/v1/stream/audit?offset=-1").await;
+    state["audit"] = audit.json().await.unwrap_or(Value::Null);
+    state
+}

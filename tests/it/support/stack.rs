@@ -1,0 +1,101 @@
+//! A whole Spool on loopback: the API and the stream function with a worker draining the turn
+//! queue, as `spool serve` runs them, over one harness's stores.
+
+use std::{sync::Arc, time::Duration};
+
+use spool_agents::{Engine, Runtimes, Settings};
+use spool_domain::{Metadata, StreamLog, SystemClock};
+use spool_tests::Harness;
+
+use super::{Api, serve, setup_on};
+
+/// The engine settings of the tests: quick flushes, working directories under the tests' root.
+pub(crate) fn test_settings() -> Settings {
+    Settings {
+        flush_every: Duration::from_millis(50),
+        abort_wait: Duration::from_secs(2),
+        workspace_roots: spool_tests::workspace_roots(),
+        ..Settings::default()
+    }
+}
+
+/// The engine the tests' worker runs: `runtimes`, [`test_settings`].
+pub(crate) fn engine_with(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, runtimes: Runtimes) -> Arc<Engine> {
+    engine_configured(log, metadata, runtimes, test_settings())
+}
+
+pub(crate) fn engine_configured(
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    runtimes: Runtimes,
+    settings: Settings,
+) -> Arc<Engine> {
+    Arc::new(Engine::new(
+        log,
+        metadata,
+        Arc::new(runtimes),
+        Arc::new(SystemClock),
+        settings,
+    ))
+}
+
+pub(crate) fn engine(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>) -> Arc<Engine> {
+    engine_with(log, metadata, Runtimes::scripted_only())
+}
+
+/// The API and the stream function on a loopback port, with a worker draining the turn queue.
+pub(crate) struct Stack {
+    /// A client of one organization.
+    pub(crate) api: Api,
+    /// A client of another.
+    pub(crate) other: Api,
+    pub(crate) metadata: Arc<dyn Metadata>,
+    pub(crate) log: Arc<dyn StreamLog>,
+}
+
+pub(crate) async fn stack<H: Harness>(harness: &H) -> Stack {
+    stack_with(harness, Runtimes::scripted_only()).await
+}
+
+/// [`stack`] with other runtimes.
+pub(crate) async fn stack_with<H: Harness>(harness: &H, runtimes: Runtimes) -> Stack {
+    stack_configured(harness, runtimes, test_settings()).await
+}
+
+/// How the tests' worker polls: 30-second leases, 1-second receives, 4 turns at once.
+pub(crate) fn test_poll() -> spool_worker::PollSettings {
+    spool_worker::PollSettings {
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(1),
+        concurrency: 4,
+        ..spool_worker::PollSettings::default()
+    }
+}
+
+/// [`stack`] with other runtimes and engine settings.
+pub(crate) async fn stack_configured<H: Harness>(harness: &H, runtimes: Runtimes, settings: Settings) -> Stack {
+    stack_polling(harness, runtimes, settings, test_poll()).await
+}
+
+/// [`stack`] with other runtimes, engine settings and worker settings.
+pub(crate) async fn stack_polling<H: Harness>(
+    harness: &H,
+    runtimes: Runtimes,
+    settings: Settings,
+    poll: spool_worker::PollSettings,
+) -> Stack {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let turns = harness.turns().await;
+    let engine = engine_configured(log.clone(), metadata.clone(), runtimes, settings);
+    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine, 3);
+    tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
+    let base = serve(log.clone(), metadata.clone(), turns).await;
+    let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
+    Stack {
+        api,
+        other,
+        metadata,
+        log,
+    }
+}
