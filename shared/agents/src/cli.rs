@@ -274,11 +274,12 @@ struct GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pid) = self.pid.take() {
-            // Its children (a shell's `sleep`, a node process) are in the group too.
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pid}")])
-                .stderr(Stdio::null())
-                .status();
+            // Its children (a shell's `sleep`, a node process) are in the group too. The group
+            // may be gone already (ESRCH): nothing is left to kill.
+            let group = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
         }
     }
 }
