@@ -1,0 +1,190 @@
+//! A step's tool calls: what a crashed step left open is ended, a call that needs a
+//! person is asked (and the step waits), an approved or one-shot call and every action run.
+
+use super::*;
+
+impl Step<'_> {
+    /// Ends what a previous delivery left open: its message as far as it got, its tools.
+    pub(super) async fn close_interrupted(&mut self, state: &TurnState) -> Result<(), Error> {
+        let mut drafts = Vec::new();
+        if let Some(open) = &state.open_message {
+            drafts.push(self.draft(ChatEvent::MessageEnd(MessageEnd {
+                message_id: open.id.clone(),
+                text: open.text.clone(),
+                interrupted: true,
+                ..MessageEnd::default()
+            })));
+        }
+        for (call_id, tool) in &state.open_tools {
+            drafts.push(self.draft(tool_failed(
+                call_id,
+                tool,
+                "interrupted: the worker stopped while it ran",
+            )));
+        }
+        if !drafts.is_empty() {
+            drafts.push(self.draft(ChatEvent::system(
+                Level::Info,
+                "The worker running this turn stopped; it was picked up again.",
+            )));
+            self.append(drafts).await?;
+        }
+        Ok(())
+    }
+
+    /// Resolves one call of the latest reply: asks a person, or runs it.
+    pub(super) async fn resolve(
+        &mut self,
+        call: &ToolCall,
+        state: &TurnState,
+        one_shot: bool,
+    ) -> Result<Resolution, Error> {
+        let text_arg = |key: &str| {
+            call.arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match tools::kind(&call.name) {
+            Some(Kind::Question) => {
+                if !state.requested.contains(&call.id) {
+                    let asked = ChatEvent::AskQuestion(AskQuestion {
+                        question_id: call.id.clone(),
+                        question: text_arg("question"),
+                    });
+                    self.request(RequestKind::Question, &call.id, asked).await?;
+                }
+                Ok(Resolution::Wait)
+            }
+            Some(Kind::Plan) => {
+                if !state.requested.contains(&call.id) {
+                    let asked = ChatEvent::PlanApprovalRequired(PlanApprovalRequired {
+                        plan_id: call.id.clone(),
+                        plan: text_arg("plan"),
+                    });
+                    self.request(RequestKind::Plan, &call.id, asked).await?;
+                }
+                Ok(Resolution::Wait)
+            }
+            Some(Kind::Action { needs_approval, .. })
+                if needs_approval && (!one_shot || tools::always_needs_approval(call)) =>
+            {
+                match state.answers.get(&call.id) {
+                    Some(Answer::Approval(true)) => self.run_action(call).await,
+                    Some(Answer::Approval(false)) => {
+                        let end = ToolEnd {
+                            tool_call_id: call.id.clone(),
+                            tool: call.name.clone(),
+                            result: None,
+                            error: Some("declined by the person; not run".to_owned()),
+                            declined: true,
+                        };
+                        self.append(vec![self.draft(ChatEvent::ToolEnd(end))]).await?;
+                        Ok(Resolution::Done)
+                    }
+                    _ => {
+                        if !state.requested.contains(&call.id) {
+                            let asked = ChatEvent::ToolApprovalRequired(ToolApprovalRequired {
+                                tool_call_id: call.id.clone(),
+                                tool: call.name.clone(),
+                                arguments: call.arguments.clone(),
+                            });
+                            self.request(RequestKind::Approval, &call.id, asked).await?;
+                        }
+                        Ok(Resolution::Wait)
+                    }
+                }
+            }
+            Some(Kind::Action { .. }) => self.run_action(call).await,
+            None => {
+                let error = format!("there is no tool or action `{}`", call.name);
+                let note = ChatEvent::system(Level::Error, format!("The agent asked for {error}."));
+                let end = tool_failed(&call.id, &call.name, &error);
+                self.append(vec![self.draft(end), self.draft(note)]).await?;
+                Ok(Resolution::Done)
+            }
+        }
+    }
+
+    /// Opens a request the person must answer, then announces it. The request is opened first,
+    /// so a crash in between leaves nothing an answer cannot find.
+    pub(super) async fn request(&mut self, kind: RequestKind, id: &str, asked: ChatEvent) -> Result<(), Error> {
+        let request = OpenRequest {
+            id: id.to_owned(),
+            kind,
+            turn_id: Some(self.job.turn_id.clone()),
+            opened_seq: self.events.last().map_or(0, |e| e.seq) + 1,
+        };
+        match self
+            .engine
+            .metadata
+            .open_request(&self.job.org, &self.session.id, &request)
+            .await
+        {
+            Ok(()) | Err(Error::Exists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.append(vec![self.draft(asked)]).await?;
+        Ok(())
+    }
+
+    pub(super) async fn run_action(&mut self, call: &ToolCall) -> Result<Resolution, Error> {
+        let start = ChatEvent::ToolStart(ToolStart {
+            tool_call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        self.append(vec![self.draft(start)]).await?;
+        let (now_ms, now) = self.now();
+        let context = ActionContext {
+            metadata: self.engine.metadata.as_ref(),
+            log: self.engine.log.as_ref(),
+            org: &self.job.org,
+            session_id: &self.session.id,
+            workspace_id: self.session.workspace_id.as_deref(),
+            builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
+            now_ms,
+            now_rfc3339: &now,
+            roots: &self.engine.settings.workspace_roots,
+        };
+        let outcome = context.run(&call.name, &call.arguments).await;
+        let mut drafts = Vec::new();
+        match outcome {
+            Ok(result) => {
+                drafts.push(self.draft(ChatEvent::ToolEnd(ToolEnd {
+                    tool_call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    result: Some(result),
+                    error: None,
+                    declined: false,
+                })));
+            }
+            Err(error) => {
+                drafts.push(self.draft(tool_failed(&call.id, &call.name, &error)));
+                drafts.push(self.draft(ChatEvent::system(
+                    Level::Error,
+                    format!("The action `{}` failed: {error}", call.name),
+                )));
+            }
+        }
+        self.append(drafts).await?;
+        if call.name == "rename_chat"
+            && let Some(session) = self.engine.metadata.session(&self.job.org, &self.session.id).await?
+        {
+            self.session = session;
+        }
+        Ok(Resolution::Done)
+    }
+}
+
+/// `tool_end` of a call that failed or never ran.
+pub(super) fn tool_failed(call_id: &str, tool: &str, error: &str) -> ChatEvent {
+    ChatEvent::ToolEnd(ToolEnd {
+        tool_call_id: call_id.to_owned(),
+        tool: tool.to_owned(),
+        result: None,
+        error: Some(error.to_owned()),
+        declined: false,
+    })
+}

@@ -1,0 +1,128 @@
+//! The end of a step and of a turn, and how a step appends: with its producer claim, so a
+//! retried append is written once and a superseded step is fenced off.
+
+use super::*;
+
+impl Step<'_> {
+    /// Ends the turn and does its bookkeeping.
+    pub(super) async fn finish(&mut self, reason: EndReason, error: Option<&str>) -> Result<Outcome, Error> {
+        let state = self.state();
+        self.close_interrupted(&state).await?;
+        self.end(reason, error).await?;
+        Ok(Outcome::Ended(reason))
+    }
+
+    pub(super) async fn end(&mut self, reason: EndReason, error: Option<&str>) -> Result<(), Error> {
+        let ended = ChatEvent::AgentEnd(AgentEnd {
+            reason,
+            error: error.map(str::to_owned),
+        });
+        // The chat is free (and its turn recorded as ended) before `agent_end` is written, so
+        // a client that sends its next message on seeing it is never refused (the next turn still runs after this step:
+        // the queue holds the chat's group until this job is acknowledged). Requests of this
+        // turn that were never answered can no longer be.
+        let metadata = &self.engine.metadata;
+        for request in metadata.open_requests(&self.job.org, &self.session.id).await? {
+            if request.turn_id.as_deref() == Some(&*self.job.turn_id) {
+                metadata
+                    .take_request(&self.job.org, &self.session.id, &request.id, None)
+                    .await?;
+            }
+        }
+        self.release().await?;
+        let status = match reason {
+            EndReason::Error => TurnStatus::Failed,
+            EndReason::Complete | EndReason::Aborted => TurnStatus::Completed,
+        };
+        self.record(status, Some(reason.as_str().to_owned())).await?;
+        self.append(vec![self.draft(ended)]).await?;
+        self.announce(FeedEvent::ProcessingFinished {
+            session_id: self.session.id.clone(),
+            turn_id: self.job.turn_id.clone(),
+            reason,
+        })
+        .await?;
+        self.seal(SealMode::Final).await;
+        Ok(())
+    }
+
+    /// Seals the chat's pages; idempotent, and a failure only waits for the next seal.
+    pub(super) async fn seal(&self, mode: SealMode) {
+        if let Err(e) = self.engine.log.seal(&self.path, mode).await {
+            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
+        }
+    }
+
+    /// Records where the turn is, for `GET /v1/sessions/{id}/turns`.
+    pub(super) async fn record(&self, status: TurnStatus, detail: Option<String>) -> Result<(), Error> {
+        let start = self.state().start_seq.unwrap_or(self.job.trigger_seq);
+        let record = TurnRecord::at(&self.job.turn_id, start, status, detail, self.engine.clock.now_ms());
+        self.engine
+            .metadata
+            .record_turn(&self.job.org, &self.session.id, &record)
+            .await
+    }
+
+    pub(super) async fn release(&self) -> Result<(), Error> {
+        self.engine
+            .metadata
+            .release_turn(&self.job.org, &self.session.id, &self.job.turn_id)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn announce(&self, event: FeedEvent) -> Result<(), Error> {
+        let Some(ws) = &self.session.workspace_id else {
+            return Ok(());
+        };
+        let (_, now) = self.now();
+        announce(self.engine.log.as_ref(), &self.job.org, ws, &event, &now).await
+    }
+
+    pub(super) async fn system(&mut self, level: Level, message: &str) -> Result<(), Error> {
+        self.append(vec![self.draft(ChatEvent::system(level, message))]).await
+    }
+
+    /// An event of this turn.
+    pub(super) fn draft(&self, event: ChatEvent) -> EventDraft {
+        EventDraft::new(event, Some(self.job.turn_id.clone()))
+    }
+
+    /// Appends events with the step's next producer claim and keeps them in [`Self::events`].
+    pub(super) async fn append(&mut self, drafts: Vec<EventDraft>) -> Result<(), Error> {
+        let claim = ProducerClaim {
+            id: self.writer.producer.clone(),
+            epoch: self.writer.epoch,
+            seq: self.writer.seq,
+        };
+        self.writer.seq += 1;
+        let (_, now) = self.now();
+        let appended = append_events(
+            self.engine.log.as_ref(),
+            &self.path,
+            &self.session.id,
+            &drafts,
+            Some(claim),
+            &now,
+            // Where the step's last read or append left the tail: the append need not read it.
+            Some(self.events.last().map_or(self.read_tail, |e| e.seq)),
+        )
+        .await?;
+        if !appended.duplicate && self.own_tail.load(Ordering::Acquire) + 1 == appended.first {
+            self.own_tail.store(appended.last, Ordering::Release);
+        }
+        for (draft, seq) in drafts.into_iter().zip(appended.first..) {
+            self.events.push(Event {
+                v: spool_domain::session::EVENT_VERSION,
+                seq,
+                ts: now.clone(),
+                session_id: self.session.id.clone(),
+                kind: draft.event.kind(),
+                event: draft.event,
+                client_message_id: draft.client_message_id,
+                turn_id: draft.turn_id,
+            });
+        }
+        Ok(())
+    }
+}

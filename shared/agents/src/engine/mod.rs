@@ -1,0 +1,399 @@
+//! # The engine: one step of a turn, as events
+//!
+//! The worker hands the engine a [`TurnJob`]: a turn and the event that asked for this step of
+//! it (the person's message, or an answer that resumes it). The engine replays the chat's
+//! events into the turn's state ([`TurnState`]), then carries the turn forward:
+//!
+//! - `agent_start` (with the runtime that answers) the first time;
+//! - the tool calls the last reply left unresolved: a question, a plan or a call that needs
+//!   approval is asked (`ask_question`, `plan_approval_required`, `tool_approval_required`,
+//!   plus an open request the answer must name) and the step ends, **waiting**: nothing is
+//!   kept in memory, the answer's event re-enqueues the turn; an approved call runs, a declined
+//!   one never does; actions run at once (`tool_start`, `tool_end`);
+//! - a reply from the runtime, streamed as `message_start`, `message_update` (deltas gathered
+//!   for [`Settings::flush_every`], so one chat writes at most about ten updates a second),
+//!   `message_end` (its text and tool calls), `usage`;
+//! - until a reply calls no tool: `agent_end{reason: complete}`.
+//!
+//! An abort (`control_submitted{abort}`) is watched for the whole step: the runtime's future is
+//! dropped (its HTTP stream closes, its subprocess is killed), the partial message is ended as
+//! it was, and the turn ends `aborted`. A runtime error becomes a `system` event and
+//! `agent_end{reason: error}`.
+//!
+//! Every append of a step carries an idempotent producer claim (`turn:{id}`, epoch from the
+//! trigger and the delivery attempt, seq per append): a retried append is recognised by the log
+//! and not written twice, and a step superseded by a newer delivery is fenced off. A
+//! redelivered step finds what its predecessor wrote in the stream: it ends an open message
+//! (`message_end{interrupted}`) and open tools, and carries on.
+//!
+//! This file holds the engine and a step's loop; `calls.rs` its tool calls, `reply.rs` the
+//! runtime's reply and the abort watch, `end.rs` the turn's end and the step's appends.
+
+mod calls;
+mod end;
+mod reply;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::Value;
+pub use spool_domain::chat::event::EndReason;
+use spool_domain::{
+    Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, Metadata, Offset, OpenRequest,
+    ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
+    WorkspaceRoots,
+    chat::event::{
+        AgentEnd, AgentStart, AskQuestion, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
+        PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
+    },
+    clock::rfc3339_ms,
+    manage::announce,
+    session::{append_events, preview, read_events},
+    workspace::new_id,
+};
+use tokio::sync::mpsc;
+
+use crate::{
+    actions::ActionContext,
+    runtime::{self, Reply, Request, Runtime, Sink, ToolCall, TurnContext},
+    runtimes::Runtimes,
+    state::{Answer, TurnState, conversation},
+    tools::{self, Kind},
+};
+
+/// How many events before a step's trigger it reads: the history its runtime sees.
+pub const HISTORY_WINDOW: u64 = 2000;
+
+/// The capability that lets a client's context into the prompt.
+pub const CONTEXT_CAPABILITY: &str = "context_for_query";
+
+/// What a step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The turn ended.
+    Ended(EndReason),
+    /// The turn waits for a person's answer.
+    Waiting,
+    /// Nothing to do: the chat is gone, the turn had ended, or a newer delivery took over.
+    Nothing,
+}
+
+/// The engine's knobs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How long text deltas are gathered into one `message_update`.
+    pub flush_every: Duration,
+    /// The most replies one turn may make.
+    pub max_replies: usize,
+    /// How long one wait for an abort lasts before it looks again.
+    pub abort_wait: Duration,
+    /// The turn's time limit: the longest one step may spend in its runtime (model calls, a
+    /// CLI, a script's pauses), all replies together; past it the reply is stopped and the
+    /// turn ends with an error.
+    pub step_timeout: Duration,
+    /// Where a workspace's working directory may be (an agent's `update_workspace` is
+    /// confined like a person's request).
+    pub workspace_roots: WorkspaceRoots,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            flush_every: Duration::from_millis(100),
+            max_replies: 12,
+            abort_wait: Duration::from_secs(10),
+            step_timeout: Duration::from_secs(600),
+            workspace_roots: WorkspaceRoots::none(),
+        }
+    }
+}
+
+/// Runs turns.
+pub struct Engine {
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    runtimes: Arc<Runtimes>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over the stores, answering with `runtimes`.
+    pub fn new(
+        log: Arc<dyn StreamLog>,
+        metadata: Arc<dyn Metadata>,
+        runtimes: Arc<Runtimes>,
+        clock: Arc<dyn Clock>,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            log,
+            metadata,
+            runtimes,
+            clock,
+            settings,
+        }
+    }
+
+    /// Runs one step of a turn; `attempt` counts the job's deliveries, this one included.
+    pub async fn run(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
+        let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
+            return Ok(Outcome::Nothing);
+        };
+        let path = Session::stream(&job.org, &session.id)?;
+        let events = match self.recent_events(&path, job).await {
+            Ok(events) => events,
+            Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(Outcome::Nothing),
+            Err(e) => return Err(e),
+        };
+        let agent = match &session.agent_id {
+            Some(id) => self.metadata.agent(&job.org, id).await?,
+            None => None,
+        };
+        let read = events.last().map_or(0, |e| e.seq);
+        let mut turn = Step {
+            engine: self,
+            job,
+            writer: Writer {
+                producer: format!("turn:{}", job.turn_id),
+                epoch: job.trigger_seq.saturating_mul(1024) + u64::from(attempt.min(1023)),
+                seq: 0,
+            },
+            session,
+            agent,
+            path,
+            read_tail: read,
+            own_tail: Arc::new(AtomicU64::new(read)),
+            events,
+            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+        };
+        match turn.drive().await {
+            Err(Error::StaleProducerEpoch { .. }) => {
+                tracing::info!(turn = %job.turn_id, "a newer delivery of this step took over");
+                Ok(Outcome::Nothing)
+            }
+            other => other,
+        }
+    }
+
+    /// The chat's events a step needs: the last [`HISTORY_WINDOW`] before its trigger and all
+    /// after, so a step costs the same in a chat of a million events as in a new one. When the
+    /// turn began before that window (a very long turn), from the start.
+    async fn recent_events(&self, path: &StreamPath, job: &TurnJob) -> Result<Vec<Event>, Error> {
+        let from = job.trigger_seq.saturating_sub(HISTORY_WINDOW);
+        let events = read_events(self.log.as_ref(), path, from, usize::MAX).await?.events;
+        let starts_inside = events
+            .iter()
+            .find(|e| e.turn_id.as_deref() == Some(&*job.turn_id))
+            .is_some_and(|e| e.kind == EventKind::Submit);
+        if from == 0 || starts_inside {
+            return Ok(events);
+        }
+        Ok(read_events(self.log.as_ref(), path, 0, usize::MAX).await?.events)
+    }
+
+    /// Ends a turn whose job failed for the last time (it goes to the dead-letter queue): a
+    /// `system` event with the reason and `agent_end{reason: error}`, so the chat is not left
+    /// waiting.
+    pub async fn give_up(&self, job: &TurnJob, attempt: u32, reason: &str) -> Result<(), Error> {
+        let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
+            return Ok(());
+        };
+        let path = Session::stream(&job.org, &session.id)?;
+        let events = self.recent_events(&path, job).await?;
+        let read = events.last().map_or(0, |e| e.seq);
+        let mut step = Step {
+            engine: self,
+            job,
+            writer: Writer {
+                producer: format!("turn:{}", job.turn_id),
+                epoch: job.trigger_seq.saturating_mul(1024) + 1023,
+                seq: 0,
+            },
+            session,
+            agent: None,
+            path,
+            read_tail: read,
+            own_tail: Arc::new(AtomicU64::new(read)),
+            events,
+            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+        };
+        if TurnState::replay(&step.events, &job.turn_id).ended {
+            return Ok(());
+        }
+        step.system(
+            Level::Error,
+            &format!("This turn failed {attempt} times and was given up: {reason}. Send your message again to retry."),
+        )
+        .await?;
+        step.end(EndReason::Error, Some(reason)).await
+    }
+}
+
+/// Appends a step's events with its producer claims.
+struct Writer {
+    producer: String,
+    epoch: u64,
+    seq: u64,
+}
+
+/// How resolving a call went.
+enum Resolution {
+    Done,
+    Wait,
+}
+
+/// How a reply went.
+enum Replied {
+    Done,
+    Aborted,
+    Failed(String),
+}
+
+/// One step of one turn.
+struct Step<'a> {
+    engine: &'a Engine,
+    job: &'a TurnJob,
+    writer: Writer,
+    session: Session,
+    agent: Option<Agent>,
+    path: StreamPath,
+    /// The chat's events, including those this step appended.
+    events: Vec<Event>,
+    /// The last seq the step read from the stream itself: events of others (an abort) may lie
+    /// between it and the step's own appends.
+    read_tail: u64,
+    /// The seq through which everything after [`Self::read_tail`] is the step's own appends,
+    /// none of others' in between: the abort watcher need not read those.
+    own_tail: Arc<AtomicU64>,
+    /// When the step's runtime time runs out ([`Settings::step_timeout`]).
+    deadline: tokio::time::Instant,
+}
+
+impl Step<'_> {
+    fn state(&self) -> TurnState {
+        TurnState::replay(&self.events, &self.job.turn_id)
+    }
+
+    fn now(&self) -> (i64, String) {
+        let ms = self.engine.clock.now_ms();
+        (ms, rfc3339_ms(ms))
+    }
+
+    async fn drive(&mut self) -> Result<Outcome, Error> {
+        let state = self.state();
+        let Some(start_seq) = state.start_seq else {
+            // No event names this turn: nothing asked for it.
+            return Ok(Outcome::Nothing);
+        };
+        if state.ended {
+            // Finished by an earlier delivery, which may have died before its bookkeeping.
+            self.release().await?;
+            return Ok(Outcome::Nothing);
+        }
+        if state.abort_seq.is_some() {
+            return self.finish(EndReason::Aborted, None).await;
+        }
+        self.record(TurnStatus::InProgress, None).await?;
+        let runtime = self.engine.runtimes.pick(self.agent.as_ref(), &self.session);
+        if !state.started {
+            let trigger = self.events.iter().find(|e| e.seq == start_seq);
+            let blank = !trigger.is_some_and(
+                |e| matches!(&e.event, ChatEvent::UserMessageSubmitted(m) if !m.content.trim().is_empty()),
+            );
+            if blank {
+                // An agent never runs on empty input.
+                self.system(Level::Error, "There is no message to answer; the turn did not start.")
+                    .await?;
+                return self.finish(EndReason::Error, Some("no input")).await;
+            }
+            let described = match &runtime {
+                Ok(runtime) => runtime.describe(&self.runtime_request(Vec::new())),
+                Err(_) => "none".to_owned(),
+            };
+            let start = AgentStart {
+                runtime: described,
+                agent_id: self.agent.as_ref().map(|a| a.id.clone()),
+                agent_name: self
+                    .agent
+                    .as_ref()
+                    .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
+                trigger_seq: self.job.trigger_seq,
+            };
+            self.append(vec![self.draft(ChatEvent::AgentStart(start))]).await?;
+            self.announce(FeedEvent::ProcessingStarted {
+                session_id: self.session.id.clone(),
+                turn_id: self.job.turn_id.clone(),
+            })
+            .await?;
+        } else {
+            self.close_interrupted(&state).await?;
+        }
+        let runtime = match runtime {
+            Ok(runtime) => runtime,
+            Err(reason) => {
+                self.system(Level::Error, &reason).await?;
+                return self.finish(EndReason::Error, Some(&reason)).await;
+            }
+        };
+        loop {
+            let state = self.state();
+            if state.abort_seq.is_some() {
+                return self.finish(EndReason::Aborted, None).await;
+            }
+            let one_shot = self.last_reply_one_shot();
+            let pending: Vec<ToolCall> = state.unresolved().into_iter().cloned().collect();
+            for call in &pending {
+                if let Resolution::Wait = self.resolve(call, &state, one_shot).await? {
+                    let detail = format!("waiting for an answer to `{}`", call.id);
+                    self.record(TurnStatus::InProgress, Some(detail)).await?;
+                    return Ok(Outcome::Waiting);
+                }
+            }
+            let state = self.state();
+            if state.replies > 0 && (state.last_calls.is_empty() || one_shot) {
+                return self.finish(EndReason::Complete, None).await;
+            }
+            if state.replies >= self.engine.settings.max_replies {
+                let reason = format!("the agent made {} replies without finishing; stopped", state.replies);
+                self.system(Level::Error, &reason).await?;
+                return self.finish(EndReason::Error, Some(&reason)).await;
+            }
+            match self.reply(runtime.as_ref()).await? {
+                Replied::Done => {}
+                Replied::Aborted => return self.finish(EndReason::Aborted, None).await,
+                Replied::Failed(reason) => {
+                    self.system(Level::Error, &format!("The agent could not answer: {reason}"))
+                        .await?;
+                    return self.finish(EndReason::Error, Some(&reason)).await;
+                }
+            }
+        }
+    }
+
+    /// Whether the latest reply's calls are a CLI agent's actions: run at once, and the last
+    /// word of the turn.
+    fn last_reply_one_shot(&self) -> bool {
+        self.events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.event {
+                ChatEvent::MessageEnd(end) if e.turn_id.as_deref() == Some(&*self.job.turn_id) => Some(end.one_shot),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+}

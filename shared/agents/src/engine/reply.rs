@@ -1,0 +1,269 @@
+//! A reply from the runtime, streamed as events: deltas gathered for `flush_every`, the
+//! whole step watched for an abort, the runtime's future dropped when one comes.
+
+use super::*;
+
+impl Step<'_> {
+    pub(super) fn runtime_request(&self, messages: Vec<runtime::Message>) -> Request {
+        let builtin = self.agent.as_ref().is_none_or(|a| a.builtin);
+        Request {
+            instruction: self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default(),
+            messages,
+            tools: tools::specs(builtin && self.session.workspace_id.is_some()),
+            model: self.agent.as_ref().and_then(|a| a.model.clone()),
+            context: TurnContext {
+                org: self.job.org.clone(),
+                session_id: self.session.id.clone(),
+                title: self.session.title.clone(),
+                turn_id: self.job.turn_id.clone(),
+                agent_name: self
+                    .agent
+                    .as_ref()
+                    .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
+                workspace_id: self.session.workspace_id.clone(),
+                working_dir: None,
+                builtin,
+            },
+        }
+    }
+
+    /// One reply of the runtime, streamed into events, raced against an abort.
+    pub(super) async fn reply(&mut self, runtime: &dyn Runtime) -> Result<Replied, Error> {
+        let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
+        // The chat as it was when this turn's message came, and what this turn added since: a
+        // message queued behind it (`on_busy: enqueue`) is the next turn's to answer.
+        let start = self.state().start_seq.unwrap_or(0);
+        let seen: Vec<Event> = self
+            .events
+            .iter()
+            .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
+            .cloned()
+            .collect();
+        let mut request = self.runtime_request(conversation(&seen, with_context));
+        if let Some(ws) = &self.session.workspace_id {
+            request.context.working_dir = self
+                .engine
+                .metadata
+                .workspace(&self.job.org, ws)
+                .await?
+                .and_then(|w| w.working_dir);
+        }
+        let message_id = new_id("msg");
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let mut sink = ChannelSink(tx);
+        // From what the step last read, not from its own appends: an abort may have landed
+        // before them.
+        let after = self.read_tail;
+        let start_seq = self.state().start_seq.unwrap_or(after);
+        let abort = watch_abort(
+            self.engine.log.clone(),
+            self.path.clone(),
+            after,
+            start_seq,
+            self.engine.settings.abort_wait,
+            self.own_tail.clone(),
+        );
+        tokio::pin!(abort);
+        let mut started = false;
+        let mut buffer = String::new();
+        let mut written = String::new();
+        let mut ticker = tokio::time::interval(self.engine.settings.flush_every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let deadline = tokio::time::sleep_until(self.deadline);
+        tokio::pin!(deadline);
+        let outcome = {
+            let respond = runtime.respond(&request, &mut sink);
+            tokio::pin!(respond);
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut abort => break None,
+                    result = &mut respond => break Some(result),
+                    // Dropping the reply stops it (its HTTP stream closes, its process group
+                    // is killed).
+                    () = &mut deadline => {
+                        let limit = self.engine.settings.step_timeout.as_secs_f64();
+                        break Some(Err(runtime::Error::Failed(format!(
+                            "it ran longer than the turn's time limit ({limit:.0} s, SPOOL_TURN_TIMEOUT_MS) and was stopped"
+                        ))));
+                    }
+                    Some(delta) = rx.recv() => {
+                        if !started {
+                            started = true;
+                            self.append(vec![self.draft(message_start(&message_id))]).await?;
+                            ticker.reset();
+                        }
+                        buffer.push_str(&delta);
+                    }
+                    _ = ticker.tick(), if !buffer.is_empty() => {
+                        self.flush(&message_id, &mut buffer, &mut written).await?;
+                    }
+                }
+            }
+        };
+        while let Ok(delta) = rx.try_recv() {
+            if !started {
+                started = true;
+                self.append(vec![self.draft(message_start(&message_id))]).await?;
+            }
+            buffer.push_str(&delta);
+        }
+        self.flush(&message_id, &mut buffer, &mut written).await?;
+        match outcome {
+            None => {
+                if started {
+                    let end = MessageEnd {
+                        message_id,
+                        text: written,
+                        aborted: true,
+                        ..MessageEnd::default()
+                    };
+                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
+                }
+                Ok(Replied::Aborted)
+            }
+            Some(Err(runtime::Error::Store(e))) => Err(e),
+            Some(Err(runtime::Error::Failed(reason))) => {
+                if started {
+                    let end = MessageEnd {
+                        message_id,
+                        text: written,
+                        interrupted: true,
+                        ..MessageEnd::default()
+                    };
+                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
+                }
+                Ok(Replied::Failed(reason))
+            }
+            Some(Ok(reply)) => {
+                self.record_reply(&message_id, started, reply).await?;
+                Ok(Replied::Done)
+            }
+        }
+    }
+
+    pub(super) async fn flush(
+        &mut self,
+        message_id: &str,
+        buffer: &mut String,
+        written: &mut String,
+    ) -> Result<(), Error> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let delta = std::mem::take(buffer);
+        written.push_str(&delta);
+        let update = ChatEvent::MessageUpdate(MessageUpdate {
+            message_id: message_id.to_owned(),
+            delta,
+        });
+        self.append(vec![self.draft(update)]).await?;
+        Ok(())
+    }
+
+    pub(super) async fn record_reply(&mut self, message_id: &str, started: bool, reply: Reply) -> Result<(), Error> {
+        let mut drafts = Vec::new();
+        if !started {
+            drafts.push(self.draft(message_start(message_id)));
+        }
+        let end = MessageEnd {
+            message_id: message_id.to_owned(),
+            text: reply.text.clone(),
+            tool_calls: reply.tool_calls,
+            one_shot: reply.one_shot,
+            ..MessageEnd::default()
+        };
+        drafts.push(self.draft(ChatEvent::MessageEnd(end)));
+        if let Some(usage) = reply.usage {
+            drafts.push(self.draft(ChatEvent::Usage(usage)));
+        }
+        self.append(drafts).await?;
+        if !reply.text.trim().is_empty() {
+            let (now_ms, _) = self.now();
+            let text = preview(&reply.text);
+            self.engine
+                .metadata
+                .touch_session(&self.job.org, &self.session.id, now_ms, &text)
+                .await?;
+            let seq = self.events.last().map_or(0, |e| e.seq);
+            self.announce(FeedEvent::MessageAdded {
+                session_id: self.session.id.clone(),
+                seq,
+                preview: text,
+            })
+            .await?;
+        }
+        // A long turn seals its full pages as it goes (a no-op until a page is full).
+        self.seal(SealMode::Full).await;
+        Ok(())
+    }
+}
+
+/// `message_start` of an agent message.
+pub(super) fn message_start(message_id: &str) -> ChatEvent {
+    ChatEvent::MessageStart(MessageStart {
+        message_id: message_id.to_owned(),
+        role: Role::Assistant,
+    })
+}
+
+/// A sink that hands deltas to the engine's loop.
+pub(super) struct ChannelSink(mpsc::UnboundedSender<String>);
+
+#[async_trait::async_trait]
+impl Sink for ChannelSink {
+    async fn text(&mut self, delta: &str) -> Result<(), runtime::Error> {
+        if !delta.is_empty() {
+            // The receiver lives as long as the reply; a send after it is gone is moot.
+            let _ = self.0.send(delta.to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Resolves when an abort of the turn that started at `start_seq` appears after `after`.
+pub(super) async fn watch_abort(
+    log: Arc<dyn StreamLog>,
+    path: StreamPath,
+    mut after: u64,
+    start_seq: u64,
+    wait: Duration,
+    own_tail: Arc<AtomicU64>,
+) {
+    loop {
+        match read_events(log.as_ref(), &path, after, 1000).await {
+            Ok(page) => {
+                let aborted = page.events.iter().any(|e| {
+                    e.seq > start_seq
+                        && matches!(&e.event, ChatEvent::ControlSubmitted(c) if c.action == ControlAction::Abort)
+                });
+                if aborted {
+                    return;
+                }
+                after = page.next;
+                if page.next < page.tail {
+                    continue;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "cannot watch for aborts; looking again in a second");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        }
+        loop {
+            match log.wait(&path, Offset::after(after), wait).await {
+                // Only the step's own appends came: nothing to read.
+                Ok(WaitOutcome::Ready { tail, closed: false }) if tail.seq() <= own_tail.load(Ordering::Acquire) => {
+                    after = tail.seq();
+                }
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(%path, error = %e, "cannot wait for aborts; looking again in a second");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    break;
+                }
+            }
+        }
+    }
+}
