@@ -535,8 +535,8 @@ pub fn read_env_file(path: &std::path::Path) -> Result<Vec<(String, String)>, Er
         .collect())
 }
 
-/// Sets up `tracing` for a local process: human-readable lines on stderr, filtered by
-/// `RUST_LOG` (default `info`). Lambda functions use `lambda_runtime`'s subscriber instead,
+/// Sets up `tracing` for a local process: human-readable lines on stderr (coloured only on a
+/// terminal, so a log file or a pipe gets plain text), filtered by `RUST_LOG` (default `info`). Lambda functions use `lambda_runtime`'s subscriber instead,
 /// which honours `AWS_LAMBDA_LOG_FORMAT=JSON`.
 pub fn init_local_tracing() {
     use tracing_subscriber::EnvFilter;
@@ -545,6 +545,7 @@ pub fn init_local_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
