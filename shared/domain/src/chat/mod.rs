@@ -20,6 +20,7 @@
 //! recorded answer.
 
 pub mod claim;
+pub mod commands;
 pub mod confine;
 pub mod directory;
 pub mod event;
