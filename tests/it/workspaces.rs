@@ -179,7 +179,81 @@ pub(crate) async fn agents_are_ordered_changed_and_deleted<H: Harness>(harness: 
     assert_eq!(a.agent(&org, &y).await.unwrap(), Some(changed));
 }
 
+/// Commands are stored per organization and scope, replaced by name, and go with their
+/// workspace; another organization sees none of them.
+pub(crate) async fn slash_commands_are_stored_per_scope<H: Harness>(harness: &H) {
+    use spool_domain::commands::{CommandScope, Commands, StoredCommand};
+    let store = harness.metadata().await;
+    let (org, other) = (unique_id("org"), unique_id("org"));
+    let ws = unique_id("ws");
+    store
+        .create_workspace(&org, &workspace(&ws, 1), &agent(&unique_id("ag"), &ws, 0))
+        .await
+        .unwrap();
+    let scope = CommandScope::Workspace(ws.clone());
+    let command = |name: &str, md: &str, at: i64| StoredCommand {
+        name: name.to_owned(),
+        markdown: md.to_owned(),
+        updated_ms: at,
+    };
+    store
+        .put_command(&org, &CommandScope::Global, &command("review", "Global", 1))
+        .await
+        .unwrap();
+    store
+        .put_command(&org, &scope, &command("review", "Mine", 2))
+        .await
+        .unwrap();
+    store
+        .put_command(&org, &scope, &command("git:commit", "Commit", 3))
+        .await
+        .unwrap();
+    store
+        .put_command(&org, &scope, &command("review", "Mine, again", 4))
+        .await
+        .unwrap();
+    let listed = store.commands(&org, &scope).await.unwrap();
+    assert_eq!(
+        listed,
+        [command("git:commit", "Commit", 3), command("review", "Mine, again", 4)],
+        "by name, the newest markdown"
+    );
+    assert_eq!(
+        store.command(&org, &CommandScope::Global, "review").await.unwrap(),
+        Some(command("review", "Global", 1))
+    );
+    // Another organization sees and deletes nothing.
+    assert!(store.commands(&other, &CommandScope::Global).await.unwrap().is_empty());
+    assert!(store.commands(&other, &scope).await.unwrap().is_empty());
+    assert!(
+        !store
+            .delete_command(&other, &CommandScope::Global, "review")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete_command(&org, &CommandScope::Global, "review")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete_command(&org, &CommandScope::Global, "review")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.command(&org, &CommandScope::Global, "review").await.unwrap(),
+        None
+    );
+    // The workspace's commands go with it.
+    store.delete_workspace(&org, &ws).await.unwrap();
+    assert!(store.commands(&org, &scope).await.unwrap().is_empty());
+}
+
 on_both_backends!(workspaces:
     workspaces_live_and_die_with_their_agents,
     agents_are_ordered_changed_and_deleted,
+    slash_commands_are_stored_per_scope,
 );

@@ -131,7 +131,7 @@ impl AwsMetadata {
     }
 
     /// Every item of a partition whose sort key starts with `prefix` (all of them for "").
-    async fn query_prefix(&self, pk: String, prefix: &str) -> Result<Vec<Item>, Error> {
+    pub(crate) async fn query_prefix(&self, pk: String, prefix: &str) -> Result<Vec<Item>, Error> {
         let mut items = Vec::new();
         let mut start = None;
         loop {

@@ -1,6 +1,7 @@
 //! # The embedded metadata store: `metadata.db`
 //!
-//! Organizations, API keys, workspaces, agents, session records and the turn queue, in a SQLite
+//! Organizations, API keys, workspaces, agents, slash commands, session records and the turn
+//! queue, in a SQLite
 //! file beside `spool.db`, apart from
 //! the stream log's because its writes are few and small: one connection behind a mutex, each
 //! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
@@ -17,10 +18,22 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
+
+/// Version 3: slash commands, the organization's (`scope = 'global'`) and each workspace's
+/// (`scope = 'ws#{id}'`).
+const MIGRATION_3: &str = "
+CREATE TABLE IF NOT EXISTS slash_commands (
+    org        TEXT NOT NULL,
+    scope      TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    markdown   TEXT NOT NULL,
+    PRIMARY KEY (org, scope, name)
+);";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS orgs (
@@ -162,6 +175,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 2 {
             conn.execute_batch(MIGRATION_2)?;
+        }
+        if version < 3 {
+            conn.execute_batch(MIGRATION_3)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Task, Workspace, Workspaces};
+use spool_domain::{Agent, Error, Task, Workspace, Workspaces, commands::CommandScope};
 
 use crate::{
     db::sql,
@@ -154,14 +154,20 @@ impl Workspaces for EmbeddedMetadata {
     async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error> {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
-            // Its agents go with it (ON DELETE CASCADE).
-            let changed = conn
+            // Its agents go with it (ON DELETE CASCADE), its commands in the same transaction.
+            let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
+            let changed = tx
                 .execute("DELETE FROM workspaces WHERE org = ?1 AND id = ?2", params![org, id])
                 .map_err(|e| sql("delete a workspace", e))?;
             if changed == 0 {
                 return Err(missing("workspace", &id));
             }
-            Ok(())
+            tx.execute(
+                "DELETE FROM slash_commands WHERE org = ?1 AND scope = ?2",
+                params![org, CommandScope::Workspace(id.clone()).key()],
+            )
+            .map_err(|e| sql("delete a workspace's commands", e))?;
+            tx.commit().map_err(|e| sql("commit a workspace's deletion", e))
         })
         .await
     }
