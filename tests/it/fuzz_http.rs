@@ -231,6 +231,15 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
                 "jwt" => api.token.clone().unwrap(),
                 _ => ws.clone(),
             });
+            // A client resolves `..` before sending (as a browser does): a path that becomes
+            // another route of the document is that route's request, not an odd id.
+            let sent = reqwest::Url::parse(&format!("{}{path}", api.base)).unwrap();
+            if spec
+                .operation_of(&op.method(), sent.path())
+                .is_some_and(|other| other != *op)
+            {
+                continue;
+            }
             let (status, body) = api.call(op.method(), &path, body).await;
             assert!(status.is_client_error(), "{op} at {path}: {status} {body}");
             cases += 1;

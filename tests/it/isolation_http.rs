@@ -80,6 +80,21 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
             .unwrap();
         assert!(response.status().is_success(), "{}", response.status());
     }
+    for path in [
+        "/v1/slash-commands/a-secret".to_owned(),
+        format!("/v1/workspaces/{ws}/slash-commands/a-cmd"),
+    ] {
+        let response = a
+            .http
+            .put(format!("{}{path}", a.base))
+            .bearer_auth(token)
+            .header("content-type", "text/markdown")
+            .body("A's command")
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{path}: {}", response.status());
+    }
     Fixture {
         ws,
         agent,
@@ -108,6 +123,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         "A's global note",
         "A's task",
         "A's stream",
+        "A's command",
     ];
 
     let fill = |name: &str| -> String {
@@ -131,6 +147,8 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
             ("/v1/stream/{path}", "path") => "notes/a".to_owned(),
+            ("/v1/slash-commands/{name}", "name") => "a-secret".to_owned(),
+            (_, "name") => "a-cmd".to_owned(),
             (_, "turn_id") => mine.turn.clone(),
             (t, p) => panic!("{t}: no value for `{{{p}}}`"),
         });
@@ -150,6 +168,9 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             None if template == "/v1/stream/{path}" => request
                 .header("content-type", "application/json")
                 .body(r#"{"note":"B's"}"#),
+            None if template.contains("/slash-commands/{name}") && op.method == "put" => {
+                request.header("content-type", "text/markdown").body("B's command")
+            }
             None => request,
         };
         let response = request.send().await.unwrap();
@@ -165,8 +186,10 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         } else {
             response.text().await.unwrap()
         };
-        // PUT on a stream path makes B's own stream of that name: B's namespace, not A's stream.
-        let own_stream = template == "/v1/stream/{path}" && op.method == "put";
+        // PUT on a stream path makes B's own stream of that name: B's namespace, not A's stream;
+        // so does PUT of a global command of A's name.
+        let own_stream =
+            (template == "/v1/stream/{path}" || template == "/v1/slash-commands/{name}") && op.method == "put";
         if names_a && !own_stream {
             assert_eq!(status, 404, "{op} as B on A's {path}: {text}");
         } else {

@@ -34,6 +34,7 @@ mod capabilities_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;
+mod commands_http;
 mod contract;
 mod directory;
 mod fuzz_http;

@@ -358,6 +358,93 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(Method::DELETE, &format!("/v1/agents/{helper}"), None).await;
     api.refused(404, Method::DELETE, &format!("/v1/agents/{helper}"), None)
         .await;
+    // Slash commands: stored (as markdown), listed, resolved, previewed, invoked.
+    let markdown = |method: Method, path: &str, body: &'static str| {
+        a.http
+            .request(method, format!("{}{path}", a.base))
+            .header("content-type", "text/markdown")
+            .body(body)
+    };
+    for path in [
+        "/v1/slash-commands/git:commit".to_owned(),
+        format!("/v1/workspaces/{ws}/slash-commands/review"),
+    ] {
+        let (status, _, _) = api
+            .raw(
+                markdown(Method::PUT, &path, "---\ndescription: D\n---\nDo $1"),
+                Method::PUT,
+                &path,
+            )
+            .await;
+        assert_eq!(status, 200, "{path}");
+        let (status, _, body) = api
+            .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, &path)
+            .await;
+        assert_eq!(
+            (status.as_u16(), &body[..]),
+            (200, &b"---\ndescription: D\n---\nDo $1"[..])
+        );
+        let (status, _, _) = api
+            .raw(
+                markdown(Method::PUT, &path, "---\naction: nope\n---\n"),
+                Method::PUT,
+                &path,
+            )
+            .await;
+        assert_eq!(status, 400, "{path}");
+    }
+    api.ok(Method::GET, "/v1/slash-commands", None).await;
+    let listed = api
+        .ok(Method::GET, &format!("/v1/workspaces/{ws}/slash-commands"), None)
+        .await;
+    assert!(
+        listed["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "review"),
+        "{listed}"
+    );
+    let input = json!({ "input": "/review src/lib.rs" });
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/slash-commands/resolve"),
+        Some(input.clone()),
+    )
+    .await;
+    api.refused(
+        404,
+        Method::POST,
+        &format!("/v1/sessions/{chat}/slash-commands/resolve"),
+        Some(json!({ "input": "/nope" })),
+    )
+    .await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/slash-commands/preview"),
+        Some(input),
+    )
+    .await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/slash-commands/invoke"),
+        Some(json!({ "input": "/rename Commands" })),
+    )
+    .await;
+    api.refused(
+        400,
+        Method::POST,
+        &format!("/v1/sessions/{chat}/slash-commands/invoke"),
+        Some(json!({ "input": "/mode" })),
+    )
+    .await;
+    for path in [
+        "/v1/slash-commands/git:commit".to_owned(),
+        format!("/v1/workspaces/{ws}/slash-commands/review"),
+    ] {
+        api.ok(Method::DELETE, &path, None).await;
+        api.refused(404, Method::DELETE, &path, None).await;
+    }
     api.refused(409, Method::DELETE, "/v1/sessions/global", None).await;
     api.ok(Method::DELETE, &format!("/v1/sessions/{chat}"), None).await;
     api.refused(404, Method::GET, &format!("/v1/sessions/{chat}"), None)

@@ -10,6 +10,8 @@ fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
         agent_id: Some("ag_1".to_owned()),
         title: format!("Chat {id}"),
         cli_override: None,
+        model: None,
+        mode: None,
         global: false,
         capabilities: Vec::new(),
         created_ms: at,

@@ -73,7 +73,9 @@ export type EventType =
   | "plan_approval_required"
   | "usage"
   | "agent_end"
-  | "system";
+  | "system"
+  | "slash_command_invoked"
+  | "slash_command_failed";
 
 /** One chat event: the envelope of the HTTP contract. */
 export interface ChatEvent {

@@ -62,6 +62,12 @@ pub enum ApiError {
     /// A body larger than the route takes.
     #[error("{0}")]
     TooLarge(String),
+    /// A body of a type the route does not take.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A slash command that does not exist (the message names the closest ones).
+    #[error("{0}")]
+    UnknownCommand(String),
     /// No route at this path.
     #[error("{0}")]
     NoRoute(String),
@@ -83,6 +89,8 @@ impl ApiError {
             Self::Busy { .. } => (StatusCode::CONFLICT, "turn_pending"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            Self::UnknownCommand(_) => (StatusCode::NOT_FOUND, "unknown_command"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),

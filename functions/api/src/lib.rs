@@ -12,6 +12,7 @@ pub mod admin;
 mod answers;
 pub mod audit;
 mod capabilities;
+mod commands;
 mod error;
 mod events;
 pub mod extract;
@@ -112,6 +113,7 @@ impl ChatApi {
     /// default: agents then run only in folders of each chat's own).
     #[must_use]
     pub fn with_workspace_roots(mut self, roots: WorkspaceRoots) -> Self {
+        self.chats = self.chats.with_workspace_roots(roots.clone());
         self.workspace_roots = roots;
         self
     }
@@ -177,6 +179,23 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(answers::question))
         .routes(routes!(answers::plan))
         .routes(routes!(capabilities::put_capabilities))
+        .routes(routes!(commands::list_global))
+        .routes(limited(
+            routes!(commands::get_global, commands::put_global, commands::delete_global),
+            commands::MAX_BODY_BYTES,
+        ))
+        .routes(routes!(commands::list_workspace))
+        .routes(limited(
+            routes!(
+                commands::get_workspace,
+                commands::put_workspace,
+                commands::delete_workspace
+            ),
+            commands::MAX_BODY_BYTES,
+        ))
+        .routes(routes!(commands::resolve))
+        .routes(routes!(commands::preview))
+        .routes(routes!(commands::invoke))
         .routes(routes!(global::agent_message))
         .routes(routes!(global::history))
         .routes(routes!(global::user_message))
@@ -209,6 +228,7 @@ fn limited(
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),
+        (name = "commands", description = "Slash commands: stored, listed, resolved, previewed and invoked"),
         (name = "streams", description = "Reads (and, outside sessions, writes) of streams"),
         (name = "meta", description = "Health and this document"),
     )

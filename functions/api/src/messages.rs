@@ -112,6 +112,7 @@ impl NewMessage {
             client_message_id: self.client_message_id,
             queue_if_busy: matches!(self.on_busy, Some(OnBusy::Enqueue)),
             client_context: self.client_context,
+            command: None,
         })
     }
 }
@@ -141,7 +142,7 @@ impl From<Accepted> for MessageAccepted {
     }
 }
 
-fn check_client_message_id(id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_client_message_id(id: &str) -> Result<(), ApiError> {
     let ok = (1..=128).contains(&id.len())
         && id
             .bytes()

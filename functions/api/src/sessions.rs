@@ -29,6 +29,10 @@ pub(crate) struct SessionView {
     agent_name: Option<String>,
     title: String,
     cli_type: Option<CliType>,
+    /// The model answers use instead of the agent's (`/model`).
+    model: Option<String>,
+    /// The mode the agent is told of (`/mode`).
+    mode: Option<String>,
     global: bool,
     capabilities: Vec<String>,
     #[schema(format = DateTime)]
@@ -56,6 +60,8 @@ impl SessionView {
             agent_name,
             title: s.title,
             cli_type: s.cli_override,
+            model: s.model,
+            mode: s.mode,
             global: s.global,
             capabilities: s.capabilities,
             last_message_preview: s.preview,
@@ -116,7 +122,7 @@ impl ChatApi {
         Ok(self.chats.session(caller.org(), id).await?)
     }
 
-    async fn view(&self, caller: &Caller, session: Session) -> Result<SessionView, ApiError> {
+    pub(crate) async fn view(&self, caller: &Caller, session: Session) -> Result<SessionView, ApiError> {
         let name = match &session.agent_id {
             Some(id) => self.metadata.agent(caller.org(), id).await?.map(|a| a.name),
             None => None,
@@ -168,6 +174,7 @@ pub(crate) async fn create_session(
         workspace_id: new.workspace_id.map(String::from),
         agent,
         title: new.title,
+        id: None,
     };
     let session = api.chats.create(caller.org(), new).await?;
     let view = SessionView::new(session, name);

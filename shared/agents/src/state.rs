@@ -11,6 +11,7 @@ use serde_json::Value;
 use spool_domain::{
     ChatEvent, Event,
     chat::event::{ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
+    commands::CommandAction,
 };
 
 use crate::runtime::{Message, ToolCall};
@@ -88,7 +89,9 @@ impl TurnState {
         if event.turn_id.as_deref() != Some(turn_id) {
             return;
         }
-        if self.start_seq.is_none() {
+        // A prompt command's `slash_command_invoked` names the turn its prompt starts; the
+        // turn starts at the prompt.
+        if self.start_seq.is_none() && !matches!(event.event, ChatEvent::SlashCommandInvoked(_)) {
             self.start_seq = Some(event.seq);
         }
         match &event.event {
@@ -235,6 +238,11 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
                 messages.push(Message::User {
                     text: format!("[{}] {}", message.author, message.text),
                 });
+            }
+            // `/clear`: the agent starts afresh; the chat keeps every event.
+            ChatEvent::SlashCommandInvoked(invoked) if invoked.action == Some(CommandAction::ClearContext) => {
+                messages.clear();
+                open_calls.clear();
             }
             ChatEvent::MessageEnd(end) if end.interrupted => {}
             ChatEvent::MessageEnd(end) => {
@@ -404,5 +412,43 @@ mod tests {
         assert!(matches!(&messages[0], Message::User { text } if text.contains("on page 3")));
         assert!(matches!(&messages[2], Message::Tool { call_id, .. } if call_id == "c1"));
         assert!(matches!(&conversation(&events, false)[0], Message::User { text } if text == "hi"));
+    }
+
+    #[test]
+    fn clear_starts_the_agent_afresh_and_keeps_the_chat() {
+        let events = [
+            event(
+                1,
+                "user_message_submitted",
+                Some("t1"),
+                json!({ "content": "old", "author": "p" }),
+            ),
+            event(
+                2,
+                "message_end",
+                Some("t1"),
+                json!({ "message_id": "m1", "text": "old answer" }),
+            ),
+            event(
+                3,
+                "slash_command_invoked",
+                None,
+                json!({ "name": "clear", "invoked_as": "/clear", "arguments": "", "source": "builtin", "kind": "action", "action": "clear_context", "author": "p" }),
+            ),
+            event(
+                4,
+                "user_message_submitted",
+                Some("t2"),
+                json!({ "content": "new", "author": "p" }),
+            ),
+        ];
+        let messages = conversation(&events, false);
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(matches!(&messages[0], Message::User { text } if text == "new"));
+        assert_eq!(
+            conversation(&events[..2], false).len(),
+            2,
+            "before the clear, all of it"
+        );
     }
 }

@@ -207,6 +207,8 @@ pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
         ("session", format!("/v1/sessions/{session}")),
         ("events", format!("/v1/sessions/{session}/events?after=0")),
         ("global", "/chat/history?after=0".to_owned()),
+        ("commands", "/v1/slash-commands".to_owned()),
+        ("workspace_commands", format!("/v1/workspaces/{ws}/slash-commands")),
     ] {
         state[key] = api.ok(Method::GET, &path, None).await;
     }

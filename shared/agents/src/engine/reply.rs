@@ -6,11 +6,22 @@ use super::*;
 impl Step<'_> {
     pub(super) fn runtime_request(&self, messages: Vec<runtime::Message>) -> Request {
         let builtin = self.agent.as_ref().is_none_or(|a| a.builtin);
+        let mut instruction = self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default();
+        if let Some(mode) = &self.session.mode {
+            instruction.push_str(&mode_note(mode));
+        }
+        // The model: the turn's command's, else the chat's (`/model`), else the agent's.
+        let command_model = self.events.iter().rev().find_map(|e| match &e.event {
+            ChatEvent::SlashCommandInvoked(c) if e.turn_id.as_deref() == Some(&self.job.turn_id) => c.model.clone(),
+            _ => None,
+        });
         Request {
-            instruction: self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default(),
+            instruction,
             messages,
             tools: tools::specs(builtin && self.session.workspace_id.is_some()),
-            model: self.agent.as_ref().and_then(|a| a.model.clone()),
+            model: command_model
+                .or_else(|| self.session.model.clone())
+                .or_else(|| self.agent.as_ref().and_then(|a| a.model.clone())),
             context: TurnContext {
                 org: self.job.org.clone(),
                 session_id: self.session.id.clone(),
@@ -205,6 +216,15 @@ pub(super) fn message_start(message_id: &str) -> ChatEvent {
         message_id: message_id.to_owned(),
         role: Role::Assistant,
     })
+}
+
+/// What an agent is told of the chat's mode (`/mode`).
+pub(super) fn mode_note(mode: &str) -> String {
+    let mut note = format!("\n\nThis chat is in `{mode}` mode (the person set it with /mode).");
+    if mode.eq_ignore_ascii_case("plan") {
+        note.push_str(" Propose a plan (propose_plan) and wait for the person's approval before you act.");
+    }
+    note
 }
 
 /// A sink that hands deltas to the engine's loop.

@@ -12,7 +12,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::session::EventKind;
+use crate::{
+    commands::{CommandAction, CommandKind, CommandSource},
+    session::EventKind,
+};
 
 /// What happened in a chat.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -57,6 +60,10 @@ pub enum ChatEvent {
     AgentEnd(AgentEnd),
     /// Spool's own note: an error or a notice.
     System(SystemNote),
+    /// A person invoked a slash command (before it acts).
+    SlashCommandInvoked(SlashCommandInvoked),
+    /// A slash command could not run.
+    SlashCommandFailed(SlashCommandFailed),
 }
 
 impl ChatEvent {
@@ -68,7 +75,8 @@ impl ChatEvent {
             | Self::ToolOutputSubmitted(_)
             | Self::ApprovalSubmitted(_)
             | Self::QuestionAnswered(_)
-            | Self::PlanSubmitted(_) => EventKind::Submit,
+            | Self::PlanSubmitted(_)
+            | Self::SlashCommandInvoked(_) => EventKind::Submit,
             Self::AgentMessage(_)
             | Self::AgentStart(_)
             | Self::MessageStart(_)
@@ -81,7 +89,7 @@ impl ChatEvent {
             | Self::PlanApprovalRequired(_)
             | Self::Usage(_)
             | Self::AgentEnd(_) => EventKind::Harness,
-            Self::System(_) => EventKind::System,
+            Self::System(_) | Self::SlashCommandFailed(_) => EventKind::System,
         }
     }
 
@@ -107,6 +115,8 @@ impl ChatEvent {
             Self::Usage(_) => "usage",
             Self::AgentEnd(_) => "agent_end",
             Self::System(_) => "system",
+            Self::SlashCommandInvoked(_) => "slash_command_invoked",
+            Self::SlashCommandFailed(_) => "slash_command_failed",
         }
     }
 
@@ -456,6 +466,45 @@ pub struct SystemNote {
     pub message: String,
 }
 
+/// A slash command, as invoked.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlashCommandInvoked {
+    /// The command's name (`review`, `git:commit`).
+    pub name: String,
+    /// What the person typed (`/review src/lib.rs`).
+    pub invoked_as: String,
+    /// The raw arguments.
+    pub arguments: String,
+    /// Where the command comes from.
+    pub source: CommandSource,
+    /// Whether it runs an action or prompts the agent.
+    pub kind: CommandKind,
+    /// The action it runs, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<CommandAction>,
+    /// The model a prompt command's turn uses (its front matter's `model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The chat `/new` makes, named before it is made, so a retry makes no second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_session_id: Option<String>,
+    /// Who invoked it (the token's subject).
+    pub author: String,
+}
+
+/// A slash command that could not run, and what to do about it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlashCommandFailed {
+    /// The name the person typed.
+    pub name: String,
+    /// What the person typed.
+    pub invoked_as: String,
+    /// Why it failed, for the person.
+    pub reason: String,
+}
+
 /// A list-level event on a workspace's feed (`/v1/stream/workspaces/{id}/feed`), so lists can
 /// update without reading chats.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -664,6 +713,28 @@ mod tests {
             (
                 ChatEvent::system(Level::Info, "picked up again"),
                 json!({ "type": "system", "payload": { "level": "info", "message": "picked up again" } }),
+            ),
+            (
+                ChatEvent::SlashCommandInvoked(SlashCommandInvoked {
+                    name: "model".into(),
+                    invoked_as: "/model small".into(),
+                    arguments: "small".into(),
+                    source: CommandSource::Builtin,
+                    kind: CommandKind::Action,
+                    action: Some(CommandAction::SetModel),
+                    model: None,
+                    new_session_id: None,
+                    author: "key:k1".into(),
+                }),
+                json!({ "type": "slash_command_invoked", "payload": { "name": "model", "invoked_as": "/model small", "arguments": "small", "source": "builtin", "kind": "action", "action": "set_model", "author": "key:k1" } }),
+            ),
+            (
+                ChatEvent::SlashCommandFailed(SlashCommandFailed {
+                    name: "reveiw".into(),
+                    invoked_as: "/reveiw".into(),
+                    reason: "no command `/reveiw`; did you mean /review?".into(),
+                }),
+                json!({ "type": "slash_command_failed", "payload": { "name": "reveiw", "invoked_as": "/reveiw", "reason": "no command `/reveiw`; did you mean /review?" } }),
             ),
         ];
         for (event, pinned) in cases {

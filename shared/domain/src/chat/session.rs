@@ -38,6 +38,12 @@ pub struct Session {
     /// The CLI to use instead of the agent's.
     #[serde(default)]
     pub cli_override: Option<CliType>,
+    /// The model to use instead of the agent's (`/model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The mode the runtimes are told of (`/mode`: `plan`, `act`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// Whether this is the organization's global, agent-first chat.
     #[serde(default)]
     pub global: bool,

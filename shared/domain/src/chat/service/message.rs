@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::{Answered, ChatService};
 use crate::{
     Error, FeedEvent, OpenRequest, PendingTurn, ProducerClaim, RequestKind, Session,
-    chat::event::{ChatEvent, QuestionAnswered, UserMessage},
+    chat::event::{ChatEvent, QuestionAnswered, SlashCommandInvoked, UserMessage},
     claim::{CLAIM_GRACE_MS, Reconciled},
     clock::rfc3339_ms,
     session::{EventDraft, append_events, preview},
@@ -35,6 +35,8 @@ pub struct Message {
     pub queue_if_busy: bool,
     /// Context from the person's local companion.
     pub client_context: Option<Value>,
+    /// The slash command it is the prompt of: appended just before it, in the same write.
+    pub command: Option<SlashCommandInvoked>,
 }
 
 /// A message accepted: its event's seq and the turn it starts.
@@ -65,6 +67,8 @@ impl ChatService {
         let open = self.metadata.open_requests(org, &session.id).await?;
         // In the global chat, a plain window onto the agent-first chat, the next message answers
         // Spool's own open question too (elsewhere clients answer with `POST …/question`).
+        // A command is never an answer.
+        let open = if message.command.is_some() { Vec::new() } else { open };
         if session.global
             && let Some(question) = open
                 .iter()
@@ -127,11 +131,25 @@ impl ChatService {
             client_context: message.client_context.filter(|c| !c.is_null()),
             answers: answers.as_ref().map(|q| q.id.clone()),
         };
-        let draft = EventDraft {
+        let preview_of = message
+            .command
+            .as_ref()
+            .map_or_else(|| message.content.clone(), |c| c.invoked_as.clone());
+        let mut drafts = Vec::with_capacity(2);
+        if let Some(command) = message.command {
+            drafts.push(EventDraft {
+                event: ChatEvent::SlashCommandInvoked(command),
+                client_message_id: message.client_message_id.clone(),
+                turn_id: turn_id.clone(),
+            });
+        }
+        // The message's place in the write: after its command, if it has one.
+        let offset = drafts.len() as u64;
+        drafts.push(EventDraft {
             event: ChatEvent::UserMessageSubmitted(content),
             client_message_id: message.client_message_id.clone(),
             turn_id: turn_id.clone(),
-        };
+        });
         let producer = message.client_message_id.as_ref().map(|cmid| ProducerClaim {
             id: format!("msg:{cmid}"),
             epoch: 0,
@@ -143,7 +161,7 @@ impl ChatService {
             self.log.as_ref(),
             &path,
             &session.id,
-            std::slice::from_ref(&draft),
+            &drafts,
             producer,
             &rfc3339_ms(now),
             None,
@@ -172,30 +190,32 @@ impl ChatService {
             // A retry: the first attempt answered whatever it answered.
             self.reopen(org, session, answers.as_ref()).await?;
             if let Some(turn_id) = &turn {
-                self.enqueue_turn(org, &session.id, turn_id, appended.first).await?;
+                self.enqueue_turn(org, &session.id, turn_id, appended.first + offset)
+                    .await?;
             }
             return Ok(Posted::Accepted(Accepted {
-                seq: appended.first,
+                seq: appended.first + offset,
                 turn_id: turn,
                 duplicate: true,
                 answers: None,
             }));
         }
+        let seq = appended.first + offset;
         if let Some(turn_id) = &turn_id {
-            self.enqueue_turn(org, &session.id, turn_id, appended.first).await?;
+            self.enqueue_turn(org, &session.id, turn_id, seq).await?;
         }
-        let preview = preview(&message.content);
+        let preview = preview(&preview_of);
         self.metadata.touch_session(org, &session.id, now, &preview).await?;
         if let Some(ws) = &session.workspace_id {
             let event = FeedEvent::MessageAdded {
                 session_id: session.id.clone(),
-                seq: appended.first,
+                seq,
                 preview,
             };
             self.feed(org, ws, &event).await?;
         }
         Ok(Posted::Accepted(Accepted {
-            seq: appended.first,
+            seq,
             turn_id,
             duplicate: false,
             answers: answers.map(|q| q.id),

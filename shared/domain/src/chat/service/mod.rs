@@ -12,11 +12,13 @@
 //! a crash interrupts is finished by the next caller (see [`crate::claim`]).
 
 mod answer;
+mod command;
 mod message;
 
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
+pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Preview, Resolution};
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
@@ -43,6 +45,8 @@ pub struct ChatService {
     log: Arc<dyn StreamLog>,
     turns: Arc<dyn TurnQueue>,
     clock: Arc<dyn Clock>,
+    /// Where workspaces' working directories may be (their command files are read there).
+    roots: crate::WorkspaceRoots,
 }
 
 /// What a new chat is.
@@ -54,6 +58,9 @@ pub struct NewChat {
     pub agent: Option<Agent>,
     /// Its title ("New chat" when absent).
     pub title: Option<String>,
+    /// Its id, when the caller named it beforehand (`/new`); a chat of that id that exists
+    /// already is the answer.
+    pub id: Option<String>,
 }
 
 /// An agent's message, accepted.
@@ -78,7 +85,15 @@ impl ChatService {
             log,
             turns,
             clock,
+            roots: crate::WorkspaceRoots::none(),
         }
+    }
+
+    /// The service, reading workspaces' command files only under `roots`.
+    #[must_use]
+    pub fn with_workspace_roots(mut self, roots: crate::WorkspaceRoots) -> Self {
+        self.roots = roots;
+        self
     }
 
     /// The organization's session `id` ([`Error::Missing`] if it has none; the global chat is
@@ -96,12 +111,19 @@ impl ChatService {
     /// Makes a chat: its stream, then its record.
     pub async fn create(&self, org: &str, new: NewChat) -> Result<Session, Error> {
         let now = self.clock.now_ms();
+        if let Some(id) = &new.id
+            && let Some(existing) = self.metadata.session(org, id).await?
+        {
+            return Ok(existing);
+        }
         let session = Session {
-            id: new_id("ses"),
+            id: new.id.clone().unwrap_or_else(|| new_id("ses")),
             workspace_id: new.agent.as_ref().map(|a| a.workspace_id.clone()).or(new.workspace_id),
             agent_id: new.agent.map(|a| a.id),
             title: new.title.map_or_else(|| "New chat".to_owned(), |t| t.trim().to_owned()),
             cli_override: None,
+            model: None,
+            mode: None,
             global: false,
             capabilities: Vec::new(),
             created_ms: now,
@@ -260,6 +282,8 @@ pub async fn ensure_global_session(
         agent_id: None,
         title: "Global chat".to_owned(),
         cli_override: None,
+        model: None,
+        mode: None,
         global: true,
         capabilities: Vec::new(),
         created_ms: now_ms,

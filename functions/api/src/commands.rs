@@ -1,0 +1,613 @@
+//! # Slash commands over HTTP
+//!
+//! The organization's global commands (`/v1/slash-commands/{name}`) and each workspace's
+//! (`/v1/workspaces/{id}/slash-commands/{name}`) are markdown files, sent and answered as
+//! `text/markdown`; a workspace's list is every command its chats see, with where each comes
+//! from. A chat resolves, previews and invokes what a person typed
+//! (`/v1/sessions/{id}/slash-commands/{resolve,preview,invoke}`); the chat service decides.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::{Deserialize, Serialize};
+use spool_domain::{
+    commands::{
+        CommandAction, CommandKind, CommandScope, CommandSource, SlashCommand, StoredCommand, check_name,
+        registry::Entry,
+    },
+    service::{ActionDone, CommandRequest, Failure, Invoked, Preview, Resolution},
+};
+use utoipa::ToSchema;
+
+use crate::{
+    ApiError, ChatApi, ErrorBody,
+    error::Refusals,
+    extract::{BodyBytes, Caller, Id, JsonBody, PathOf},
+    messages::{OnBusy, check_client_message_id},
+    sessions::{SESSION_ID, SessionView},
+};
+
+/// The largest command file a route takes (the domain's limit, plus room).
+pub(crate) const MAX_BODY_BYTES: usize = 128 * 1024;
+
+/// The longest input a person may invoke.
+const MAX_INPUT_CHARS: usize = 20_000;
+
+const NAME: &str = "The command's name (`review`, `git:commit`)";
+const WORKSPACE_ID: &str = "The workspace";
+
+/// A stored command.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StoredView {
+    /// Its name.
+    name: String,
+    /// What it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// What its arguments are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argument_hint: Option<String>,
+    /// Prompt or action.
+    kind: CommandKind,
+    /// The action it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<CommandAction>,
+    /// When it was saved (RFC 3339).
+    updated_at: String,
+}
+
+impl StoredView {
+    fn new(stored: &StoredCommand, command: &SlashCommand) -> Self {
+        Self {
+            name: stored.name.clone(),
+            description: command.description.clone(),
+            argument_hint: command.argument_hint.clone(),
+            kind: command.kind(),
+            action: command.action,
+            updated_at: spool_domain::clock::rfc3339_ms(stored.updated_ms),
+        }
+    }
+}
+
+/// Stored commands.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StoredList {
+    commands: Vec<StoredView>,
+}
+
+/// A command as a chat sees it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EntryView {
+    /// Its name.
+    name: String,
+    /// What it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// What its arguments are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argument_hint: Option<String>,
+    /// Where it comes from.
+    source: CommandSource,
+    /// Prompt or action (absent when its file does not parse).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<CommandKind>,
+    /// The action it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<CommandAction>,
+    /// The source of the command of the same name it hides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overrides: Option<CommandSource>,
+    /// The file it was read from, relative to the working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    /// Why its file does not parse (it cannot run until fixed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl From<&Entry> for EntryView {
+    fn from(e: &Entry) -> Self {
+        Self {
+            name: e.name.clone(),
+            description: e.command.as_ref().and_then(|c| c.description.clone()),
+            argument_hint: e.command.as_ref().and_then(|c| c.argument_hint.clone()),
+            source: e.source,
+            kind: e.kind(),
+            action: e.command.as_ref().and_then(|c| c.action),
+            overrides: e.overrides,
+            file: e.file.clone(),
+            error: e.error.clone(),
+        }
+    }
+}
+
+/// The commands of a workspace's chats.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct EntryList {
+    commands: Vec<EntryView>,
+}
+
+/// What a person typed.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommandInput {
+    /// `/name arguments`.
+    input: String,
+}
+
+/// What a person typed, to run.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommandInvocation {
+    /// `/name arguments`.
+    input: String,
+    /// The client's id for this invocation: a retry with the same id runs nothing again.
+    #[serde(default)]
+    client_message_id: Option<String>,
+    /// What to do when a prompt command meets a pending turn (`reject` by default).
+    #[serde(default)]
+    on_busy: Option<OnBusy>,
+}
+
+/// The command an input names.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Resolved {
+    /// The command's name.
+    name: String,
+    /// The raw arguments.
+    arguments: String,
+    /// The arguments as words (quoted ones whole).
+    words: Vec<String>,
+    /// Where it comes from.
+    source: CommandSource,
+    /// Prompt or action.
+    kind: CommandKind,
+    /// The action it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<CommandAction>,
+    /// What it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// What its arguments are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argument_hint: Option<String>,
+}
+
+/// What invoking an input would do.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Previewed {
+    /// The command's name.
+    name: String,
+    /// Prompt or action.
+    kind: CommandKind,
+    /// A prompt command's turn input, exactly as the agent gets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<String>,
+    /// The model a prompt command's turn uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    /// An action command's action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<CommandAction>,
+    /// What the action would do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect: Option<String>,
+}
+
+/// An invocation that ran.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub(crate) struct InvokeAccepted {
+    /// The `slash_command_invoked` event's seq.
+    seq: u64,
+    /// Whether it was a retry (nothing ran again).
+    duplicate: bool,
+    /// The turn a prompt command started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<String>,
+    /// The action that ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<CommandAction>,
+    /// `/new`: the chat it made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new_session: Option<SessionView>,
+    /// `/model`, `/mode`, `/rename`: the chat as changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<SessionView>,
+    /// `/help`: the chat's commands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commands: Option<Vec<EntryView>>,
+}
+
+fn name_of(name: &str) -> Result<String, ApiError> {
+    check_name(name)?;
+    Ok(name.to_owned())
+}
+
+/// The markdown of a PUT: `text/markdown` (or `text/plain`), UTF-8.
+fn markdown_of(headers: &HeaderMap, body: &Bytes) -> Result<String, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if content_type != "text/markdown" && content_type != "text/plain" {
+        return Err(ApiError::UnsupportedMediaType(
+            "send the command's markdown file itself, as `Content-Type: text/markdown`".to_owned(),
+        ));
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| ApiError::BadRequest("the command file is not UTF-8".to_owned()))
+}
+
+fn markdown_response(stored: &StoredCommand) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+        stored.markdown.clone(),
+    )
+        .into_response()
+}
+
+impl ChatApi {
+    async fn scope_of(&self, caller: &Caller, workspace: Option<&str>) -> Result<CommandScope, ApiError> {
+        Ok(match workspace {
+            Some(id) => CommandScope::Workspace(self.workspace_of(caller, id).await?.id),
+            None => CommandScope::Global,
+        })
+    }
+
+    async fn stored_list(&self, caller: &Caller, scope: &CommandScope) -> Result<StoredList, ApiError> {
+        let stored = self.metadata.commands(caller.org(), scope).await?;
+        let commands = stored
+            .iter()
+            .filter_map(|s| {
+                SlashCommand::parse(&s.name, &s.markdown)
+                    .ok()
+                    .map(|c| StoredView::new(s, &c))
+            })
+            .collect();
+        Ok(StoredList { commands })
+    }
+
+    async fn get_stored(&self, caller: &Caller, scope: &CommandScope, name: &str) -> Result<Response, ApiError> {
+        let name = name_of(name)?;
+        match self.metadata.command(caller.org(), scope, &name).await? {
+            Some(stored) => Ok(markdown_response(&stored)),
+            None => Err(missing(&name)),
+        }
+    }
+
+    async fn put_stored(
+        &self,
+        caller: &Caller,
+        scope: &CommandScope,
+        name: &str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Result<Json<StoredView>, ApiError> {
+        let name = name_of(name)?;
+        let markdown = markdown_of(headers, body)?;
+        let command = SlashCommand::parse(&name, &markdown)?;
+        let stored = StoredCommand {
+            name,
+            markdown,
+            updated_ms: self.clock.now_ms(),
+        };
+        self.metadata.put_command(caller.org(), scope, &stored).await?;
+        Ok(Json(StoredView::new(&stored, &command)))
+    }
+
+    async fn delete_stored(&self, caller: &Caller, scope: &CommandScope, name: &str) -> Result<StatusCode, ApiError> {
+        let name = name_of(name)?;
+        if self.metadata.delete_command(caller.org(), scope, &name).await? {
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(missing(&name))
+        }
+    }
+}
+
+fn missing(name: &str) -> ApiError {
+    ApiError::Store(spool_domain::Error::Missing {
+        what: format!("slash command `{name}`"),
+    })
+}
+
+/// `GET /v1/slash-commands`: the organization's global commands.
+#[utoipa::path(get, path = "/v1/slash-commands", tag = "commands",
+    responses((status = 200, description = "The organization's global commands", body = StoredList), Refusals))]
+pub(crate) async fn list_global(State(api): State<Arc<ChatApi>>, caller: Caller) -> Result<Json<StoredList>, ApiError> {
+    Ok(Json(api.stored_list(&caller, &CommandScope::Global).await?))
+}
+
+/// `GET /v1/slash-commands/{name}`: a global command's markdown file.
+#[utoipa::path(get, path = "/v1/slash-commands/{name}", tag = "commands", params(("name" = String, Path, description = NAME)),
+    responses((status = 200, description = "The markdown file", content_type = "text/markdown", body = String),
+        (status = 404, description = "No such global command", body = ErrorBody), Refusals))]
+pub(crate) async fn get_global(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(name): PathOf<String>,
+) -> Result<Response, ApiError> {
+    api.get_stored(&caller, &CommandScope::Global, &name).await
+}
+
+/// `PUT /v1/slash-commands/{name}` with the markdown file: stores a global command.
+#[utoipa::path(put, path = "/v1/slash-commands/{name}", tag = "commands", params(("name" = String, Path, description = NAME)),
+    request_body(content = String, content_type = "text/markdown", description = "The command's markdown file"),
+    responses((status = 200, description = "Stored", body = StoredView),
+        (status = 400, description = "A bad name or front matter, or an unknown action (the message says which)", body = ErrorBody),
+        (status = 415, description = "Not `text/markdown`", body = ErrorBody), Refusals))]
+pub(crate) async fn put_global(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(name): PathOf<String>,
+    headers: HeaderMap,
+    BodyBytes(body): BodyBytes,
+) -> Result<Json<StoredView>, ApiError> {
+    api.put_stored(&caller, &CommandScope::Global, &name, &headers, &body)
+        .await
+}
+
+/// `DELETE /v1/slash-commands/{name}`.
+#[utoipa::path(delete, path = "/v1/slash-commands/{name}", tag = "commands", params(("name" = String, Path, description = NAME)),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such global command", body = ErrorBody), Refusals))]
+pub(crate) async fn delete_global(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(name): PathOf<String>,
+) -> Result<StatusCode, ApiError> {
+    api.delete_stored(&caller, &CommandScope::Global, &name).await
+}
+
+/// `GET /v1/workspaces/{id}/slash-commands`: every command its chats see (built-in, global,
+/// stored in the workspace, files in its working directory), with where each comes from.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/slash-commands", tag = "commands", params(("id" = String, Path, description = WORKSPACE_ID)),
+    responses((status = 200, description = "The workspace's commands, by name", body = EntryList),
+        (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
+pub(crate) async fn list_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+) -> Result<Json<EntryList>, ApiError> {
+    let ws = api.workspace_of(&caller, &id).await?;
+    let registry = api.chats.commands(caller.org(), Some(&ws.id)).await?;
+    Ok(Json(EntryList {
+        commands: registry.entries().map(EntryView::from).collect(),
+    }))
+}
+
+/// `GET /v1/workspaces/{id}/slash-commands/{name}`: a stored workspace command's file.
+#[utoipa::path(get, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands",
+    params(("id" = String, Path, description = WORKSPACE_ID), ("name" = String, Path, description = NAME)),
+    responses((status = 200, description = "The markdown file", content_type = "text/markdown", body = String),
+        (status = 404, description = "No such workspace or command", body = ErrorBody), Refusals))]
+pub(crate) async fn get_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf((id, name)): PathOf<(Id, String)>,
+) -> Result<Response, ApiError> {
+    let scope = api.scope_of(&caller, Some(&id)).await?;
+    api.get_stored(&caller, &scope, &name).await
+}
+
+/// `PUT /v1/workspaces/{id}/slash-commands/{name}` with the markdown file.
+#[utoipa::path(put, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands",
+    params(("id" = String, Path, description = WORKSPACE_ID), ("name" = String, Path, description = NAME)),
+    request_body(content = String, content_type = "text/markdown", description = "The command's markdown file"),
+    responses((status = 200, description = "Stored", body = StoredView),
+        (status = 400, description = "A bad name or front matter, or an unknown action", body = ErrorBody),
+        (status = 404, description = "No such workspace", body = ErrorBody),
+        (status = 415, description = "Not `text/markdown`", body = ErrorBody), Refusals))]
+pub(crate) async fn put_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf((id, name)): PathOf<(Id, String)>,
+    headers: HeaderMap,
+    BodyBytes(body): BodyBytes,
+) -> Result<Json<StoredView>, ApiError> {
+    let scope = api.scope_of(&caller, Some(&id)).await?;
+    api.put_stored(&caller, &scope, &name, &headers, &body).await
+}
+
+/// `DELETE /v1/workspaces/{id}/slash-commands/{name}`.
+#[utoipa::path(delete, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands",
+    params(("id" = String, Path, description = WORKSPACE_ID), ("name" = String, Path, description = NAME)),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such workspace or command", body = ErrorBody), Refusals))]
+pub(crate) async fn delete_workspace(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf((id, name)): PathOf<(Id, String)>,
+) -> Result<StatusCode, ApiError> {
+    let scope = api.scope_of(&caller, Some(&id)).await?;
+    api.delete_stored(&caller, &scope, &name).await
+}
+
+fn checked_input(input: &str) -> Result<(), ApiError> {
+    if input.chars().count() > MAX_INPUT_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "a command's input is at most {MAX_INPUT_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /v1/sessions/{id}/slash-commands/resolve` `{input}`: which command and arguments.
+#[utoipa::path(post, path = "/v1/sessions/{id}/slash-commands/resolve", tag = "commands", params(("id" = String, Path, description = SESSION_ID)),
+    request_body = CommandInput,
+    responses((status = 200, description = "The command the input names", body = Resolved),
+        (status = 400, description = "Not a command (no `/`), or its file does not parse", body = ErrorBody),
+        (status = 404, description = "No such session, or no such command (`unknown_command`, naming the closest)", body = ErrorBody), Refusals))]
+pub(crate) async fn resolve(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+    JsonBody(body): JsonBody<CommandInput>,
+) -> Result<Json<Resolved>, ApiError> {
+    checked_input(&body.input)?;
+    let session = api.session_of(&caller, &id).await?;
+    let found = found(api.chats.resolve(caller.org(), &session, &body.input).await?)?;
+    Ok(Json(Resolved {
+        name: found.command.name.clone(),
+        words: spool_domain::commands::args::split(&found.invocation.arguments),
+        arguments: found.invocation.arguments,
+        source: found.source,
+        kind: found.command.kind(),
+        action: found.command.action,
+        description: found.command.description,
+        argument_hint: found.command.argument_hint,
+    }))
+}
+
+fn found(resolution: Resolution) -> Result<spool_domain::service::Found, ApiError> {
+    match resolution {
+        Resolution::Found(found) => Ok(found),
+        Resolution::Unknown { invocation, closest } => {
+            Err(ApiError::UnknownCommand(unknown(&invocation.name, &closest)))
+        }
+        Resolution::Broken { invocation, error } => Err(ApiError::BadRequest(format!(
+            "`/{}` cannot run: {error}; fix its file",
+            invocation.name
+        ))),
+    }
+}
+
+fn unknown(name: &str, closest: &[String]) -> String {
+    if closest.is_empty() {
+        format!("there is no command `/{name}`; type / to see the commands")
+    } else {
+        let names: Vec<String> = closest.iter().map(|n| format!("/{n}")).collect();
+        format!("there is no command `/{name}`; did you mean {}?", names.join(", "))
+    }
+}
+
+/// `POST /v1/sessions/{id}/slash-commands/preview` `{input}`: the prompt exactly as the agent
+/// would get it, or what the action would do. Nothing is appended.
+#[utoipa::path(post, path = "/v1/sessions/{id}/slash-commands/preview", tag = "commands", params(("id" = String, Path, description = SESSION_ID)),
+    request_body = CommandInput,
+    responses((status = 200, description = "What invoking it would do", body = Previewed),
+        (status = 400, description = "Not a command, or its file does not parse", body = ErrorBody),
+        (status = 404, description = "No such session, or no such command", body = ErrorBody), Refusals))]
+pub(crate) async fn preview(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+    JsonBody(body): JsonBody<CommandInput>,
+) -> Result<Json<Previewed>, ApiError> {
+    checked_input(&body.input)?;
+    let session = api.session_of(&caller, &id).await?;
+    let found = found(api.chats.resolve(caller.org(), &session, &body.input).await?)?;
+    let mut view = Previewed {
+        name: found.command.name.clone(),
+        kind: found.command.kind(),
+        prompt: None,
+        model: None,
+        action: None,
+        effect: None,
+    };
+    match api.chats.preview(&session, &found) {
+        Preview::Prompt { prompt, model } => {
+            view.prompt = Some(prompt);
+            view.model = model;
+        }
+        Preview::Action { action, effect } => {
+            view.action = Some(action);
+            view.effect = Some(effect);
+        }
+    }
+    Ok(Json(view))
+}
+
+/// `POST /v1/sessions/{id}/slash-commands/invoke` `{input, client_message_id?, on_busy?}`:
+/// appends `slash_command_invoked`, then runs the action or starts the turn with the prompt.
+/// A command that cannot run appends `slash_command_failed` and is answered 4xx.
+#[utoipa::path(post, path = "/v1/sessions/{id}/slash-commands/invoke", tag = "commands", params(("id" = String, Path, description = SESSION_ID)),
+    request_body = CommandInvocation,
+    responses((status = 202, description = "Invoked: the action ran, or the prompt's turn is queued", body = InvokeAccepted),
+        (status = 400, description = "Bad arguments, or a command file that does not parse (`slash_command_failed` says why)", body = ErrorBody),
+        (status = 404, description = "No such session, or no such command (`unknown_command`)", body = ErrorBody),
+        (status = 409, description = "A turn is pending (`turn_pending`), or nothing runs to stop", body = ErrorBody), Refusals))]
+pub(crate) async fn invoke(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+    JsonBody(body): JsonBody<CommandInvocation>,
+) -> Result<(StatusCode, Json<InvokeAccepted>), ApiError> {
+    checked_input(&body.input)?;
+    if let Some(cmid) = &body.client_message_id {
+        check_client_message_id(cmid)?;
+    }
+    let session = api.session_of(&caller, &id).await?;
+    let request = CommandRequest {
+        input: body.input,
+        author: caller.0.sub.clone(),
+        client_message_id: body.client_message_id,
+        queue_if_busy: matches!(body.on_busy, Some(OnBusy::Enqueue)),
+    };
+    let mut view = InvokeAccepted::default();
+    match api.chats.invoke(caller.org(), &session, request).await? {
+        Invoked::Prompt {
+            seq,
+            turn_id,
+            duplicate,
+        } => {
+            view.seq = seq;
+            view.turn_id = turn_id;
+            view.duplicate = duplicate;
+        }
+        Invoked::Action { seq, done, duplicate } => {
+            view.seq = seq;
+            view.duplicate = duplicate;
+            match done {
+                ActionDone::NewSession(made) => {
+                    view.action = Some(CommandAction::NewSession);
+                    view.new_session = Some(api.view(&caller, *made).await?);
+                }
+                ActionDone::Stopped { turn_id } => {
+                    view.action = Some(CommandAction::StopStream);
+                    view.turn_id = turn_id;
+                }
+                ActionDone::Model(_) | ActionDone::Mode(_) | ActionDone::Renamed(_) => {
+                    view.action = Some(match done {
+                        ActionDone::Model(_) => CommandAction::SetModel,
+                        ActionDone::Mode(_) => CommandAction::SwitchMode,
+                        _ => CommandAction::Rename,
+                    });
+                    let changed = api.session_of(&caller, &id).await?;
+                    view.session = Some(api.view(&caller, changed).await?);
+                }
+                ActionDone::Cleared => view.action = Some(CommandAction::ClearContext),
+                ActionDone::Help(entries) => {
+                    view.action = Some(CommandAction::Help);
+                    view.commands = Some(entries.iter().map(EntryView::from).collect());
+                }
+            }
+        }
+        Invoked::Busy(holder) => {
+            return Err(ApiError::Busy {
+                message: format!(
+                    "turn `{}` is still pending in this chat; wait for its agent_end, /stop it, \
+                     or invoke with \"on_busy\": \"enqueue\"",
+                    holder.turn_id
+                ),
+                turn_id: holder.turn_id,
+            });
+        }
+        Invoked::Failed { failure, reason, .. } => {
+            return Err(match failure {
+                Failure::Unknown => ApiError::UnknownCommand(reason),
+                Failure::Invalid => ApiError::BadRequest(reason),
+                Failure::Conflict => ApiError::Conflict(reason),
+            });
+        }
+    }
+    Ok((StatusCode::ACCEPTED, Json(view)))
+}

@@ -1,0 +1,480 @@
+//! # Slash commands in a chat
+//!
+//! A person's `/name arguments` is resolved against the chat's commands ([`Registry`]),
+//! previewed, or invoked. Invoking appends `slash_command_invoked` before anything acts; a
+//! prompt command then becomes the turn's input (its rendered template, wrapped in
+//! `<slash-command>`), appended in the same write and under the same one-pending-turn rule as
+//! a message; an action runs. A command that cannot run appends `slash_command_failed` with
+//! the reason. With a `client_message_id` a retry appends nothing and answers as the first
+//! attempt did (`/new` names its chat in the invoked event, so a retry makes no second one).
+
+use super::{ChatService, Message, NewChat, Posted};
+use crate::{
+    Error, PendingTurn, Session,
+    chat::event::{ChatEvent, ControlAction, SlashCommandFailed, SlashCommandInvoked},
+    commands::{
+        CommandAction, CommandScope, CommandSource, SlashCommand,
+        args::{Invocation, render, wrap},
+        registry::{Entry, Registry, read_files},
+    },
+    session::EventDraft,
+    workspace::new_id,
+};
+
+/// A command invocation, checked by the caller (its length, its `client_message_id`'s form).
+#[derive(Debug, Clone, Default)]
+pub struct CommandRequest {
+    /// What the person typed: `/name arguments`.
+    pub input: String,
+    /// Who invokes it (the token's subject).
+    pub author: String,
+    /// The client's id for it: a retry with the same id answers the first result.
+    pub client_message_id: Option<String>,
+    /// Queue a prompt behind a pending turn instead of refusing it.
+    pub queue_if_busy: bool,
+}
+
+/// A command found for an input.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The command.
+    pub command: SlashCommand,
+    /// Where it comes from.
+    pub source: CommandSource,
+    /// The input, parsed.
+    pub invocation: Invocation,
+}
+
+/// What an input names.
+#[derive(Debug, Clone)]
+pub enum Resolution {
+    /// A command that can run.
+    Found(Found),
+    /// No command of that name: the closest names.
+    Unknown {
+        /// The input, parsed.
+        invocation: Invocation,
+        /// What the person probably meant.
+        closest: Vec<String>,
+    },
+    /// A command file that does not parse.
+    Broken {
+        /// The input, parsed.
+        invocation: Invocation,
+        /// Why.
+        error: String,
+    },
+}
+
+/// What invoking a command would do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preview {
+    /// The turn's input, exactly as the agent gets it.
+    Prompt {
+        /// The wrapped prompt.
+        prompt: String,
+        /// The model the turn uses, if the command names one.
+        model: Option<String>,
+    },
+    /// An action, and what it would do.
+    Action {
+        /// The action.
+        action: CommandAction,
+        /// What it would do, for the person.
+        effect: String,
+    },
+}
+
+/// Why a command could not run: what the HTTP edge answers (404, 400 or 409).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No such command.
+    Unknown,
+    /// Its arguments or its file are wrong.
+    Invalid,
+    /// The chat is not in a state it can act on.
+    Conflict,
+}
+
+/// What an action did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionDone {
+    /// `/new`: the chat made.
+    NewSession(Box<Session>),
+    /// `/stop`: the turn aborted.
+    Stopped {
+        /// The aborted turn.
+        turn_id: Option<String>,
+    },
+    /// `/model`: the chat's model now (none: the agent's).
+    Model(Option<String>),
+    /// `/mode`: the chat's mode now.
+    Mode(Option<String>),
+    /// `/rename`: the chat's title now.
+    Renamed(String),
+    /// `/clear`: the agent starts afresh from here.
+    Cleared,
+    /// `/help`: the chat's commands.
+    Help(Vec<Entry>),
+}
+
+/// What became of an invocation.
+#[derive(Debug, Clone)]
+pub enum Invoked {
+    /// A prompt command: its turn is queued.
+    Prompt {
+        /// The `slash_command_invoked` event's seq (the prompt is the next event).
+        seq: u64,
+        /// The turn it starts.
+        turn_id: Option<String>,
+        /// Whether it was a retry.
+        duplicate: bool,
+    },
+    /// An action ran.
+    Action {
+        /// The `slash_command_invoked` event's seq.
+        seq: u64,
+        /// What it did.
+        done: ActionDone,
+        /// Whether it was a retry.
+        duplicate: bool,
+    },
+    /// Another turn is pending (nothing was appended).
+    Busy(PendingTurn),
+    /// It could not run; `slash_command_failed` says why.
+    Failed {
+        /// The failure event's seq.
+        seq: u64,
+        /// Which kind of failure.
+        failure: Failure,
+        /// Why, for the person.
+        reason: String,
+    },
+}
+
+/// The longest model or mode name.
+const MAX_SETTING_CHARS: usize = 100;
+
+impl ChatService {
+    /// The commands of chats in `workspace_id` (or outside workspaces): built-in, global, the
+    /// workspace's stored ones and its working directory's files, when it has one under the
+    /// allowed roots.
+    pub async fn commands(&self, org: &str, workspace_id: Option<&str>) -> Result<Registry, Error> {
+        let global = self.metadata.commands(org, &CommandScope::Global).await?;
+        let (stored, files) = match workspace_id {
+            Some(ws) => {
+                let stored = self
+                    .metadata
+                    .commands(org, &CommandScope::Workspace(ws.to_owned()))
+                    .await?;
+                let dir = self
+                    .metadata
+                    .workspace(org, ws)
+                    .await?
+                    .and_then(|w| w.working_dir)
+                    .and_then(|d| self.roots.check(&d).ok());
+                let files = match dir {
+                    Some(dir) => tokio::task::spawn_blocking(move || read_files(&dir))
+                        .await
+                        .map_err(|e| Error::unavailable("read the workspace's command files", e))?,
+                    None => Vec::new(),
+                };
+                (stored, files)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok(Registry::build(&global, &stored, files))
+    }
+
+    /// What `input` names in `session`.
+    pub async fn resolve(&self, org: &str, session: &Session, input: &str) -> Result<Resolution, Error> {
+        let invocation = Invocation::parse(input)?;
+        let registry = self.commands(org, session.workspace_id.as_deref()).await?;
+        Ok(match registry.get(&invocation.name) {
+            Some(Entry {
+                command: Some(command),
+                source,
+                ..
+            }) => Resolution::Found(Found {
+                command: command.clone(),
+                source: *source,
+                invocation,
+            }),
+            Some(entry) => Resolution::Broken {
+                error: entry.error.clone().unwrap_or_default(),
+                invocation,
+            },
+            None => Resolution::Unknown {
+                closest: registry.closest(&invocation.name),
+                invocation,
+            },
+        })
+    }
+
+    /// Runs `request` in `session`.
+    pub async fn invoke(&self, org: &str, session: &Session, request: CommandRequest) -> Result<Invoked, Error> {
+        let found = match self.resolve(org, session, &request.input).await? {
+            Resolution::Found(found) => found,
+            Resolution::Unknown { invocation, closest } => {
+                let reason = unknown_reason(&invocation.name, &closest);
+                return self.failed(org, session, &invocation, Failure::Unknown, reason).await;
+            }
+            Resolution::Broken { invocation, error } => {
+                let reason = format!("`/{}` cannot run: {error}; fix its file", invocation.name);
+                return self.failed(org, session, &invocation, Failure::Invalid, reason).await;
+            }
+        };
+        let invoked = SlashCommandInvoked {
+            name: found.command.name.clone(),
+            invoked_as: found.invocation.invoked_as(),
+            arguments: found.invocation.arguments.clone(),
+            source: found.source,
+            kind: found.command.kind(),
+            action: found.command.action,
+            model: found.command.model.clone(),
+            new_session_id: (found.command.action == Some(CommandAction::NewSession)).then(|| new_id("ses")),
+            author: request.author.clone(),
+        };
+        let Some(action) = found.command.action else {
+            let prompt = render(&found.command.body, &found.invocation.arguments);
+            let message = Message {
+                content: wrap(&invoked.name, &invoked.invoked_as, &prompt),
+                author: request.author,
+                client_message_id: request.client_message_id,
+                queue_if_busy: request.queue_if_busy,
+                command: Some(invoked),
+                ..Message::default()
+            };
+            return Ok(match self.post_message(org, session, message).await? {
+                Posted::Accepted(accepted) => Invoked::Prompt {
+                    seq: accepted.seq - 1,
+                    turn_id: accepted.turn_id,
+                    duplicate: accepted.duplicate,
+                },
+                Posted::Busy(holder) => Invoked::Busy(holder),
+            });
+        };
+        let arguments = if found.command.pass_arguments {
+            found.invocation.arguments.clone()
+        } else {
+            String::new()
+        };
+        // Checked before the invoked event, so a refused action leaves only its failure.
+        if let Err(reason) = check_action(action, session, &arguments) {
+            return self
+                .failed(org, session, &found.invocation, Failure::Invalid, reason)
+                .await;
+        }
+        let draft = EventDraft {
+            event: ChatEvent::SlashCommandInvoked(invoked.clone()),
+            client_message_id: request.client_message_id.clone(),
+            turn_id: None,
+        };
+        let (seq, duplicate) = self
+            .append_once(org, session, draft, request.client_message_id.as_deref())
+            .await?;
+        let first = if duplicate {
+            match self.event_at(&Session::stream(org, &session.id)?, seq).await? {
+                Some(crate::Event {
+                    event: ChatEvent::SlashCommandInvoked(first),
+                    ..
+                }) => first,
+                _ => invoked,
+            }
+        } else {
+            invoked
+        };
+        let done = match self.act(org, session, action, &arguments, &first, duplicate).await {
+            Ok(done) => done,
+            Err(Error::Invalid { reason, .. }) => {
+                return self
+                    .failed(org, session, &found.invocation, Failure::Invalid, reason)
+                    .await;
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Invoked::Action { seq, done, duplicate })
+    }
+
+    /// What invoking `found` would do.
+    pub fn preview(&self, session: &Session, found: &Found) -> Preview {
+        match found.command.action {
+            None => Preview::Prompt {
+                prompt: wrap(
+                    &found.command.name,
+                    &found.invocation.invoked_as(),
+                    &render(&found.command.body, &found.invocation.arguments),
+                ),
+                model: found.command.model.clone(),
+            },
+            Some(action) => {
+                let arguments = if found.command.pass_arguments {
+                    found.invocation.arguments.as_str()
+                } else {
+                    ""
+                };
+                let effect = match check_action(action, session, arguments) {
+                    Err(reason) => format!("It would fail: {reason}"),
+                    Ok(()) => effect(action, arguments),
+                };
+                Preview::Action { action, effect }
+            }
+        }
+    }
+
+    /// Runs an action whose invoked event is appended.
+    async fn act(
+        &self,
+        org: &str,
+        session: &Session,
+        action: CommandAction,
+        arguments: &str,
+        invoked: &SlashCommandInvoked,
+        duplicate: bool,
+    ) -> Result<ActionDone, Error> {
+        let mut changed = session.clone();
+        Ok(match action {
+            CommandAction::NewSession => {
+                let agent = match &session.agent_id {
+                    Some(id) => self.metadata.agent(org, id).await?,
+                    None => None,
+                };
+                let new = NewChat {
+                    workspace_id: session.workspace_id.clone(),
+                    agent,
+                    title: None,
+                    id: invoked.new_session_id.clone(),
+                };
+                ActionDone::NewSession(Box::new(self.create(org, new).await?))
+            }
+            CommandAction::StopStream => {
+                if duplicate {
+                    // The first attempt aborted (or the turn ended meanwhile).
+                    ActionDone::Stopped { turn_id: None }
+                } else {
+                    let submitted = self.control(org, session, ControlAction::Abort).await?;
+                    ActionDone::Stopped {
+                        turn_id: submitted.turn_id,
+                    }
+                }
+            }
+            CommandAction::SetModel => {
+                changed.model = (!arguments.is_empty()).then(|| arguments.to_owned());
+                self.metadata.update_session(org, &changed).await?;
+                ActionDone::Model(changed.model)
+            }
+            CommandAction::SwitchMode => {
+                changed.mode = Some(arguments.to_owned());
+                self.metadata.update_session(org, &changed).await?;
+                ActionDone::Mode(changed.mode)
+            }
+            CommandAction::Rename => {
+                changed.title = arguments.to_owned();
+                changed.validate()?;
+                self.metadata.update_session(org, &changed).await?;
+                ActionDone::Renamed(changed.title)
+            }
+            CommandAction::ClearContext => ActionDone::Cleared,
+            CommandAction::Help => {
+                let registry = self.commands(org, session.workspace_id.as_deref()).await?;
+                ActionDone::Help(registry.entries().cloned().collect())
+            }
+        })
+    }
+
+    /// Appends `slash_command_failed` and answers the failure.
+    async fn failed(
+        &self,
+        org: &str,
+        session: &Session,
+        invocation: &Invocation,
+        failure: Failure,
+        reason: String,
+    ) -> Result<Invoked, Error> {
+        let event = ChatEvent::SlashCommandFailed(SlashCommandFailed {
+            name: invocation.name.clone(),
+            invoked_as: invocation.invoked_as(),
+            reason: reason.clone(),
+        });
+        let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        Ok(Invoked::Failed { seq, failure, reason })
+    }
+
+    /// Appends one event under the producer of `client_message_id`, if any: (its seq, whether
+    /// it was a retry of an earlier write).
+    async fn append_once(
+        &self,
+        org: &str,
+        session: &Session,
+        draft: EventDraft,
+        client_message_id: Option<&str>,
+    ) -> Result<(u64, bool), Error> {
+        let path = Session::stream(org, &session.id)?;
+        let now = crate::clock::rfc3339_ms(self.clock.now_ms());
+        let producer = client_message_id.map(|cmid| crate::ProducerClaim {
+            id: format!("msg:{cmid}"),
+            epoch: 0,
+            seq: 0,
+        });
+        let appended =
+            crate::session::append_events(self.log.as_ref(), &path, &session.id, &[draft], producer, &now, None)
+                .await?;
+        Ok((appended.first, appended.duplicate))
+    }
+}
+
+/// Why an action cannot run in `session` with `arguments`, for the person.
+fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Result<(), String> {
+    let setting = |what: &str, value: &str| {
+        if value.chars().count() > MAX_SETTING_CHARS || value.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            Err(format!(
+                "a {what} is one word of at most {MAX_SETTING_CHARS} characters, not `{value}`"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    match action {
+        CommandAction::NewSession if session.workspace_id.is_none() => {
+            Err("/new makes a chat in a workspace; this chat is in none: open a workspace's chat first".to_owned())
+        }
+        CommandAction::StopStream if session.pending_turn.is_none() => {
+            Err("nothing is running in this chat to stop".to_owned())
+        }
+        CommandAction::SetModel => setting("model", arguments),
+        CommandAction::SwitchMode if arguments.is_empty() => {
+            Err("name a mode, as in `/mode plan` or `/mode act`".to_owned())
+        }
+        CommandAction::SwitchMode => setting("mode", arguments),
+        CommandAction::Rename if arguments.trim().is_empty() => {
+            Err("give the new title, as in `/rename Q3 plan`".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What an action does, for a preview.
+fn effect(action: CommandAction, arguments: &str) -> String {
+    match action {
+        CommandAction::NewSession => "Opens a new chat with the same agent.".to_owned(),
+        CommandAction::StopStream => "Stops the answer that is running.".to_owned(),
+        CommandAction::SetModel if arguments.is_empty() => "Goes back to the agent's own model.".to_owned(),
+        CommandAction::SetModel => format!("Answers in this chat use the model `{arguments}`."),
+        CommandAction::SwitchMode => format!("The agent works in `{arguments}` mode in this chat."),
+        CommandAction::Rename => format!("Renames this chat to “{arguments}”."),
+        CommandAction::ClearContext => {
+            "The agent starts afresh: the messages before this stay in the chat, outside its context.".to_owned()
+        }
+        CommandAction::Help => "Lists this chat's commands.".to_owned(),
+    }
+}
+
+fn unknown_reason(name: &str, closest: &[String]) -> String {
+    match closest {
+        [] => format!("there is no command `/{name}`; type / to see the commands"),
+        names => format!(
+            "there is no command `/{name}`; did you mean {}?",
+            names.iter().map(|n| format!("/{n}")).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
