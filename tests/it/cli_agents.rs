@@ -148,6 +148,32 @@ async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
     assert!(!events.iter().any(|e| e["type"] == "tool_approval_required"));
 }
 
+/// A prompt command reaches a CLI agent: its input file holds the wrapped prompt as the
+/// person's message, and the chat's mode in the instruction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_prompt_command_reaches_a_cli_in_its_input_file() {
+    let s = setup(&[("claude", GOOD)], Duration::from_secs(20)).await;
+    let api = &s.stack.api;
+    let chat = chat(&s, json!({ "name": "Coder", "runtime": "cli", "cli_type": "claude" })).await;
+    let invoke = |input: &str| {
+        let path = format!("/v1/sessions/{chat}/slash-commands/invoke");
+        let body = json!({ "input": input });
+        async move { api.ok(Method::POST, &path, Some(body)).await }
+    };
+    invoke("/mode plan").await;
+    let sent = invoke("/summarize the build").await;
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    let input = std::fs::read_to_string(s.bin.path().join("last-input.md")).unwrap();
+    assert!(
+        input.contains(r#"<slash-command name=\"summarize\" invokedAs=\"/summarize the build\">"#),
+        "{input}"
+    );
+    assert!(input.contains("what comes next. the build"), "{input}");
+    assert!(input.contains("`plan` mode"), "{input}");
+}
+
 /// The chat's CLI override wins over the agent's CLI; the built-in agent takes the first
 /// installed CLI in the order claude → gemini → codex → opencode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -462,6 +462,66 @@ async fn client_context_needs_the_capability(provider: Provider) {
     assert_eq!(events[0]["payload"]["client_context"]["file"], "main.rs");
 }
 
+/// A prompt command's wrapped prompt is the provider's last user message, with the command's
+/// model; the chat's `/mode` is in the instruction, and `/model` picks the model otherwise.
+async fn prompt_commands_reach_the_model(provider: Provider) {
+    let answer = || provider.stream(&["ok"], &[], QUICK, true);
+    let s = setup(provider, vec![answer(), answer()]).await;
+    let api = &s.stack.api;
+    let invoke = |input: &str| {
+        let path = format!("/v1/sessions/{}/slash-commands/invoke", s.chat);
+        let body = json!({ "input": input });
+        async move { api.ok(Method::POST, &path, Some(body)).await }
+    };
+    let response = api
+        .http
+        .put(format!("{}/v1/workspaces/{}/slash-commands/explain", api.base, s.ws))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .header("content-type", "text/markdown")
+        .body("---\nmodel: m-explain\n---\nExplain $1 briefly.")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    invoke("/mode plan").await;
+    let sent = invoke("/explain \"the cache\"").await;
+    until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
+    invoke("/model m-chat").await;
+    let sent = invoke("/summarize").await;
+    until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
+    let requests = s.fake.requests.lock().unwrap().clone();
+    let (models, systems, lasts): (Vec<Value>, Vec<String>, Vec<String>) = requests
+        .iter()
+        .map(|(_, body)| {
+            let (system, messages) = match provider {
+                Provider::OpenAi => (
+                    body["messages"][0]["content"].as_str().unwrap_or_default().to_owned(),
+                    body["messages"].as_array().unwrap().clone(),
+                ),
+                Provider::Anthropic => (
+                    body["system"].as_str().unwrap_or_default().to_owned(),
+                    body["messages"].as_array().unwrap().clone(),
+                ),
+            };
+            let last = messages.last().unwrap()["content"].to_string();
+            (body["model"].clone(), system, last)
+        })
+        .fold((vec![], vec![], vec![]), |(mut m, mut sy, mut l), (a, b, c)| {
+            m.push(a);
+            sy.push(b);
+            l.push(c);
+            (m, sy, l)
+        });
+    assert_eq!(models, [json!("m-explain"), json!("m-chat")]);
+    assert!(systems.iter().all(|s| s.contains("`plan` mode")), "{systems:?}");
+    assert!(
+        lasts[0].contains("<slash-command name=\\\"explain\\\"") && lasts[0].contains("Explain the cache briefly."),
+        "{}",
+        lasts[0]
+    );
+    assert!(lasts[1].contains("Summarize this chat so far"), "{}", lasts[1]);
+}
+
 macro_rules! for_both_providers {
     ($($test:ident),+ $(,)?) => {
         mod openai {
@@ -489,4 +549,5 @@ for_both_providers!(
     errors_and_dropped_streams_end_the_turn,
     an_abort_closes_the_providers_stream,
     client_context_needs_the_capability,
+    prompt_commands_reach_the_model,
 );
