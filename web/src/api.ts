@@ -205,14 +205,16 @@ export class Client {
   private async send(method: string, url: string, body?: unknown, init: RequestInit = {}): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.jwt) headers.authorization = `Bearer ${this.jwt}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
+    // A command's markdown file goes as itself; everything else as JSON.
+    const markdown = body instanceof Markdown;
+    if (body !== undefined) headers["content-type"] = markdown ? "text/markdown" : "application/json";
     let response: Response;
     try {
       response = await fetch(url, {
         ...init,
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : markdown ? body.text : JSON.stringify(body),
       });
     } catch (e) {
       if (e instanceof DOMException && e.name === "AbortError") throw e;
@@ -266,6 +268,61 @@ export class Client {
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/question`, { question_id, answer });
   plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/plan`, { plan_id, action, feedback });
+
+  // Slash commands
+  commands = (ws: string) =>
+    this.request<{ commands: CommandEntry[] }>("GET", `/v1/workspaces/${enc(ws)}/slash-commands`).then((r) => r.commands);
+  commandFile = async (ws: string, name: string): Promise<string> => {
+    const response = await this.send("GET", `${this.endpoints.api}/v1/workspaces/${enc(ws)}/slash-commands/${enc(name)}`);
+    return await response.text();
+  };
+  saveCommand = (ws: string, name: string, markdown: string) =>
+    this.request<unknown>("PUT", `/v1/workspaces/${enc(ws)}/slash-commands/${enc(name)}`, new Markdown(markdown));
+  deleteCommand = (ws: string, name: string) =>
+    this.request<void>("DELETE", `/v1/workspaces/${enc(ws)}/slash-commands/${enc(name)}`);
+  previewCommand = (id: string, input: string) =>
+    this.request<CommandPreview>("POST", `/v1/sessions/${enc(id)}/slash-commands/preview`, { input });
+  invokeCommand = (id: string, input: string, client_message_id: string) =>
+    this.request<CommandInvoked>("POST", `/v1/sessions/${enc(id)}/slash-commands/invoke`, { input, client_message_id });
+}
+
+/** A command's markdown file, sent as `text/markdown`. */
+class Markdown {
+  constructor(readonly text: string) {}
+}
+
+/** A command as a chat sees it (`GET /v1/workspaces/{id}/slash-commands`). */
+export interface CommandEntry {
+  name: string;
+  description?: string;
+  argument_hint?: string;
+  source: "builtin" | "global" | "workspace";
+  kind?: "prompt" | "action";
+  action?: string;
+  overrides?: "builtin" | "global" | "workspace";
+  file?: string;
+  error?: string;
+}
+
+/** What invoking an input would do. */
+export interface CommandPreview {
+  name: string;
+  kind: "prompt" | "action";
+  prompt?: string;
+  model?: string;
+  action?: string;
+  effect?: string;
+}
+
+/** An invocation that ran. */
+export interface CommandInvoked {
+  seq: number;
+  duplicate: boolean;
+  turn_id?: string;
+  action?: string;
+  new_session?: Session;
+  session?: Session;
+  commands?: CommandEntry[];
 }
 
 export interface AgentFields {

@@ -6,6 +6,7 @@ import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, Client, type Handshake, loadEndpoints, type Workspace } from "./api";
 import { forgetAll } from "./cache";
 import { AgentsTab } from "./agents";
+import { CommandsTab } from "./commands";
 import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
 import { TasksTab } from "./tasks";
@@ -244,6 +245,9 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
             <a href={href({ page: "tasks", ws })} aria-current={route.page === "tasks" ? "page" : undefined}>
               Tasks
             </a>
+            <a href={href({ page: "commands", ws })} aria-current={route.page === "commands" ? "page" : undefined}>
+              Commands
+            </a>
           </nav>
           {route.page === "chats" && (
             <>
@@ -262,6 +266,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
             </>
           )}
           {route.page === "agents" && <AgentsTab key={ws} client={client} ws={ws} notify={notify} />}
+          {route.page === "commands" && <CommandsTab key={ws} client={client} ws={ws} notify={notify} />}
           {route.page === "tasks" && <TasksTab key={ws} client={client} ws={ws} notify={notify} highlight={route.task} />}
         </main>
       ) : workspaces && workspaces.length === 0 ? (

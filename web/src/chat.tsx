@@ -2,12 +2,12 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type Session } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CommandEntry, type CommandPreview, type Session } from "./api";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
-import { href } from "./route";
+import { go, href } from "./route";
 import { relative, useTick } from "./time";
 import { type Action, apply, createdTask, EMPTY, type Item, open, type Timeline } from "./timeline";
 import { type Notify, Toasts } from "./toasts";
@@ -106,7 +106,15 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         onClose={page ? undefined : () => dialog.current?.close()}
       />
       <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} />
-      <Composer client={client} session={session} sessionId={sessionId} timeline={timeline} notify={notify} />
+      <Composer
+        client={client}
+        session={session}
+        sessionId={sessionId}
+        workspaceId={workspaceId}
+        timeline={timeline}
+        notify={notify}
+        onSession={setSession}
+      />
     </>
   );
   if (page) return <section class="chat-window page">{body}</section>;
@@ -307,6 +315,21 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
       );
     case "note":
       return <li class="note">{item.text}</li>;
+    case "command":
+      return (
+        <li class="message user command" aria-label="Command">
+          <div class="bubble">
+            <code>{item.invokedAs}</code>
+          </div>
+          <time dateTime={item.ts}>{relative(item.ts, now)}</time>
+        </li>
+      );
+    case "command_failed":
+      return (
+        <li class="system error command-failed" role="alert">
+          <code>{item.invokedAs}</code> failed: {item.reason}
+        </li>
+      );
     case "approval":
       return <ApprovalCard item={item} client={client} sessionId={sessionId} notify={notify} />;
     case "question":
@@ -461,10 +484,27 @@ function PlanCard({ item, client, sessionId, notify }: CardProps<"plan">) {
   );
 }
 
-function Composer({ client, session, sessionId, timeline, notify }: { client: Client; session: Session | null; sessionId: string; timeline: Timeline; notify: Notify }) {
+function Composer(props: {
+  client: Client;
+  session: Session | null;
+  sessionId: string;
+  workspaceId?: string;
+  timeline: Timeline;
+  notify: Notify;
+  onSession: (s: Session) => void;
+}) {
+  const { client, session, sessionId, workspaceId, timeline, notify, onSession } = props;
   const [text, setText] = useState("");
   const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
   const [busy, setBusy] = useState(false);
+  const [commands, setCommands] = useState<CommandEntry[]>([]);
+  const [menuOpen, setMenuOpen] = useState(false);
+  const [selected, setSelected] = useState(0);
+  const [preview, setPreview] = useState<CommandPreview | null>(null);
+  // The workspace's commands, for the `/` menu.
+  useEffect(() => {
+    if (workspaceId) void client.commands(workspaceId).then(setCommands, () => setCommands([]));
+  }, [client, workspaceId]);
   // The sent message has arrived (its turn now shows in the timeline), or the store was reset.
   useEffect(() => {
     if (sent && (timeline.lastSeq >= sent.seq || timeline.lastSeq === 0)) setSent(null);
@@ -473,16 +513,51 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
   const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
   const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
 
+  // `/name` being typed: the commands that start with it.
+  const typing = /^\/(\S*)$/.exec(text);
+  const matches = typing ? commands.filter((c) => c.name.startsWith(typing[1] ?? "") && !c.error) : [];
+  const showMenu = menuOpen && matches.length > 0;
+  const command = /^\/(\S+)/.exec(text)?.[1];
+  const known = command !== undefined && commands.some((c) => c.name === command && !c.error);
+  // What the typed command would do, asked for once the person pauses.
+  useEffect(() => {
+    setPreview(null);
+    if (!known || showMenu) return;
+    const input = text.trim();
+    const timer = setTimeout(() => {
+      client.previewCommand(sessionId, input).then(setPreview, () => setPreview(null));
+    }, 250);
+    return () => clearTimeout(timer);
+  }, [client, sessionId, text, known, showMenu]);
+
+  const pick = (entry: CommandEntry) => {
+    setText(`/${entry.name} `);
+    setMenuOpen(false);
+    setSelected(0);
+  };
+
+  const invoke = async (input: string) => {
+    const done = await client.invokeCommand(sessionId, input, crypto.randomUUID());
+    if (done.turn_id && done.action === undefined) setSent({ turn: done.turn_id, seq: done.seq + 1 });
+    if (done.session) onSession(done.session);
+    if (done.new_session && workspaceId) go({ page: "chats", ws: workspaceId, chat: done.new_session.id });
+    if (done.commands) notify.info(`Commands: ${done.commands.map((c) => `/${c.name}`).join(" ")}`);
+  };
+
   const send = async (e?: Event) => {
     e?.preventDefault();
     const content = text.trim();
     if (!content || busy) return;
     setBusy(true);
     setText("");
+    setPreview(null);
     try {
       // A retry of this send (same id) would be recognised by the server, not stored twice.
-      const answer = await client.sendMessage(sessionId, content, crypto.randomUUID());
-      if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
+      if (content.startsWith("/") && !answersQuestion) await invoke(content);
+      else {
+        const answer = await client.sendMessage(sessionId, content, crypto.randomUUID());
+        if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
+      }
     } catch (err) {
       setText(content);
       notify.error(err);
@@ -497,8 +572,38 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
       notify.error(err);
     }
   };
+  // A command may run while a turn is pending (`/stop`, `/model`…); a prompt is refused then.
+  const canSend = !pending || text.trim().startsWith("/");
   return (
     <form class="composer" onSubmit={send}>
+      {showMenu && (
+        <ul class="command-menu" id="command-menu" role="listbox" aria-label="Commands">
+          {matches.map((c, i) => (
+            <li
+              key={c.name}
+              id={`command-${i}`}
+              role="option"
+              aria-selected={i === selected}
+              class={i === selected ? "selected" : ""}
+              onMouseDown={(e) => {
+                e.preventDefault();
+                pick(c);
+              }}
+            >
+              <span class="command-name">/{c.name}</span>
+              {c.argument_hint && <span class="command-hint">{c.argument_hint}</span>}
+              {c.description && <span class="command-description">{c.description}</span>}
+              {c.source !== "builtin" && <span class="badge">{c.file ? "file" : c.source}</span>}
+            </li>
+          ))}
+        </ul>
+      )}
+      {preview && (
+        <div class="command-preview" aria-live="polite">
+          <strong>{preview.kind === "prompt" ? "The agent will get:" : "This will:"}</strong>{" "}
+          {preview.kind === "prompt" ? <pre>{preview.prompt}</pre> : preview.effect}
+        </div>
+      )}
       <label for="composer-input" class="visually-hidden">
         Message
       </label>
@@ -506,17 +611,49 @@ function Composer({ client, session, sessionId, timeline, notify }: { client: Cl
         id="composer-input"
         rows={2}
         autoFocus
-        placeholder={answersQuestion ? "Your answer…" : "Write a message…  (Enter sends, Shift+Enter for a new line)"}
+        role="combobox"
+        aria-expanded={showMenu}
+        aria-controls="command-menu"
+        aria-autocomplete="list"
+        aria-activedescendant={showMenu ? `command-${selected}` : undefined}
+        placeholder={
+          answersQuestion ? "Your answer…" : "Write a message, or / for commands…  (Enter sends, Shift+Enter for a new line)"
+        }
         value={text}
-        onInput={(e) => setText(e.currentTarget.value)}
+        onInput={(e) => {
+          const value = e.currentTarget.value;
+          setText(value);
+          setMenuOpen(/^\/\S*$/.test(value));
+          setSelected(0);
+        }}
         onKeyDown={(e) => {
+          if (showMenu) {
+            if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+              e.preventDefault();
+              const by = e.key === "ArrowDown" ? 1 : -1;
+              setSelected((i) => (i + by + matches.length) % matches.length);
+              return;
+            }
+            if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && !e.isComposing)) {
+              e.preventDefault();
+              const entry = matches[selected];
+              if (entry) pick(entry);
+              return;
+            }
+            if (e.key === "Escape") {
+              e.preventDefault();
+              e.stopPropagation();
+              setMenuOpen(false);
+              return;
+            }
+          }
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
-            if (!pending) void send();
+            if (canSend) void send();
           }
         }}
       />
-      {pending ? (
+      {pending && !text.trim().startsWith("/") ? (
         <button type="button" class="stop" aria-label="Stop the agent" onClick={stop}>
           Stop
         </button>

@@ -1,12 +1,13 @@
 // The hash router: every view has an address, so reload and the back button work, and the
 // static files need no server-side routes (S3 serves them as they are).
 
-/** The place the hash names: `#/`, `#/global`, `#/w/{ws}/chats[/{id}]`, `#/w/{ws}/agents`, `#/w/{ws}/tasks[/{id}]`. */
+/** The place the hash names: `#/`, `#/global`, `#/w/{ws}/chats[/{id}]`, `#/w/{ws}/agents`, `#/w/{ws}/commands`, `#/w/{ws}/tasks[/{id}]`. */
 export type Route =
   | { page: "home" }
   | { page: "global" }
   | { page: "chats"; ws: string; chat?: string }
   | { page: "agents"; ws: string }
+  | { page: "commands"; ws: string }
   | { page: "tasks"; ws: string; task?: string };
 
 export function parseRoute(hash: string): Route {
@@ -20,6 +21,7 @@ export function parseRoute(hash: string): Route {
   if (parts[0] === "w" && parts[1]) {
     const ws = parts[1];
     if (parts[2] === "agents") return { page: "agents", ws };
+    if (parts[2] === "commands") return { page: "commands", ws };
     if (parts[2] === "tasks") return { page: "tasks", ws, task: parts[3] };
     return { page: "chats", ws, chat: parts[3] };
   }
@@ -36,6 +38,8 @@ export const href = (route: Route): string => {
       return `#/w/${encodeURIComponent(route.ws)}/chats${route.chat ? `/${encodeURIComponent(route.chat)}` : ""}`;
     case "agents":
       return `#/w/${encodeURIComponent(route.ws)}/agents`;
+    case "commands":
+      return `#/w/${encodeURIComponent(route.ws)}/commands`;
     case "tasks":
       return `#/w/${encodeURIComponent(route.ws)}/tasks${route.task ? `/${encodeURIComponent(route.task)}` : ""}`;
   }

@@ -26,6 +26,8 @@ export type Item =
     }
   | { kind: "system"; key: string; level: string; text: string; ts: string }
   | { kind: "note"; key: string; text: string; ts: string }
+  | { kind: "command"; key: string; invokedAs: string; commandKind: string; action?: string; ts: string }
+  | { kind: "command_failed"; key: string; invokedAs: string; reason: string; ts: string }
   | {
       kind: "approval";
       key: string;
@@ -98,7 +100,26 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
     const p = e.payload ?? {};
     const msgKey = `m:${text(p.message_id)}`;
     switch (e.type) {
+      case "slash_command_invoked":
+        push({
+          kind: "command",
+          key: `c:${e.seq}`,
+          invokedAs: text(p.invoked_as),
+          commandKind: text(p.kind),
+          action: typeof p.action === "string" ? p.action : undefined,
+          ts: e.ts,
+        });
+        if (e.turn_id) t.pendingTurn = e.turn_id;
+        break;
+      case "slash_command_failed":
+        push({ kind: "command_failed", key: `cf:${e.seq}`, invokedAs: text(p.invoked_as), reason: text(p.reason), ts: e.ts });
+        break;
       case "user_message_submitted":
+        // A prompt command's rendered prompt: the command item stands for it.
+        if (e.turn_id && t.items.some((i) => i.kind === "command" && i.key === `c:${e.seq - 1}`)) {
+          t.pendingTurn = e.turn_id;
+          break;
+        }
         push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts });
         // In the global chat a plain message answers the agent's open question.
         if (typeof p.answers === "string") update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));

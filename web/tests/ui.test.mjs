@@ -46,7 +46,7 @@ async function newChat(page, agent = /Spool/) {
   return page.url().split("/chats/")[1];
 }
 
-const composer = (page) => page.getByRole("textbox", { name: "Message", exact: true });
+const composer = (page) => page.getByRole("combobox", { name: "Message", exact: true });
 
 async function send(page, text) {
   await composer(page).fill(text);
@@ -163,6 +163,95 @@ test("the stop button aborts the turn and keeps the partial answer", async () =>
   assert.ok(!kept.payload.text.endsWith(DEMO_END), "the answer was cut short");
   await screenshot(page, "chat-aborted");
   assertNoErrors(page);
+});
+
+test("the / menu picks a command by keyboard, previews it, and the agent answers the prompt", async () => {
+  const { page } = await workspacePage("Commands");
+  const id = await newChat(page);
+  const box = composer(page);
+  await box.focus();
+  await page.keyboard.type("/");
+  const menu = page.getByRole("listbox", { name: "Commands" });
+  await menu.waitFor();
+  assert.ok((await menu.getByRole("option").count()) >= 8, "every built-in command is offered");
+  await page.keyboard.type("su");
+  assert.equal(await menu.getByRole("option").count(), 1, "filtered as typed");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Tab");
+  assert.equal(await box.inputValue(), "/summarize ");
+  assert.equal(await menu.count(), 0, "the menu closes on a pick");
+  await page.keyboard.type("the budget");
+  await page.locator(".command-preview", { hasText: "Summarize this chat so far" }).waitFor();
+  assert.ok((await page.locator(".command-preview pre").innerText()).includes("what comes next. the budget"));
+  // Escape closes the menu without leaving the chat.
+  await box.fill("");
+  await page.keyboard.type("/he");
+  await menu.waitFor();
+  await page.keyboard.press("Escape");
+  assert.equal(await menu.count(), 0);
+  await page.getByRole("dialog").waitFor();
+  await box.fill("/summarize the budget");
+  await page.keyboard.press("Enter");
+  await page.locator(".message.command", { hasText: "/summarize the budget" }).waitFor();
+  await agentMessages(page).first().getByText("Summary so far").waitFor();
+  const end = await turnEnded(id);
+  assert.equal(end.payload.reason, "complete");
+  const types = (await events(id)).map((e) => e.type);
+  assert.deepEqual(types.slice(0, 2), ["slash_command_invoked", "user_message_submitted"]);
+  assert.equal(await userMessages(page).filter({ hasText: "<slash-command" }).count(), 0, "the wrapper is not shown");
+  await screenshot(page, "chat-command");
+  assertNoErrors(page);
+});
+
+test("/new opens a new chat, /stop stops a running answer, and an unknown command says why", async () => {
+  const { page, ws } = await workspacePage("Actions");
+  const id = await newChat(page);
+  await send(page, "a long answer please");
+  await agentMessages(page).first().getByText(DEMO_START).waitFor();
+  await send(page, "/stop");
+  await page.locator(".message.agent .badge", { hasText: "stopped" }).waitFor();
+  assert.equal((await turnEnded(id)).payload.reason, "aborted");
+  await send(page, "/summarise");
+  await page.locator(".command-failed", { hasText: "did you mean /summarize" }).waitFor();
+  await send(page, "/new");
+  await page.waitForURL((url) => url.hash.includes("/chats/ses_") && !url.hash.endsWith(id));
+  const made = page.url().split("/chats/")[1];
+  assert.notEqual(made, id);
+  const chat = await call("GET", `/v1/sessions/${made}`);
+  assert.equal(chat.workspace_id, ws.id);
+  assertNoErrors(page);
+});
+
+test("a workspace's commands are created, listed with their source, and deleted", async () => {
+  const { page, ws } = await workspacePage("Command page");
+  await page.getByRole("link", { name: "Commands" }).click();
+  await page.getByRole("heading", { name: "Commands" }).waitFor();
+  await page.locator(".command-list li", { hasText: "/summarize" }).getByText("builtin").waitFor();
+  await page.getByRole("button", { name: "New command" }).click();
+  await page.getByRole("textbox", { name: "Name" }).fill("review");
+  await page.getByRole("textbox", { name: "Markdown file" }).fill("---\ndescription: Review a file\n---\nReview $1.");
+  await page.getByRole("button", { name: "Save" }).click();
+  const row = page.locator(".command-list li", { hasText: "/review" });
+  await row.getByText("Review a file").waitFor();
+  await row.getByText("workspace").waitFor();
+  // A bad file is refused with the reason, and nothing is stored.
+  await page.getByRole("button", { name: "New command" }).click();
+  await page.getByRole("textbox", { name: "Name" }).fill("bad");
+  await page.getByRole("textbox", { name: "Markdown file" }).fill("---\naction: explode\n---\n");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText(/not an action/).first().waitFor();
+  await page.getByRole("button", { name: "Cancel" }).click();
+  page.once("dialog", (d) => d.accept());
+  await row.getByRole("button", { name: "Delete /review" }).click();
+  await row.waitFor({ state: "detached" });
+  const left = (await call("GET", `/v1/workspaces/${ws.id}/slash-commands`)).commands.map((c) => c.name);
+  assert.ok(!left.includes("review") && !left.includes("bad"), left.join(" "));
+  // The refused save is the one error the browser logs (its 400).
+  assert.deepEqual(
+    page.errors.filter((e) => !/status of 400/.test(e)),
+    [],
+    "the page logged errors",
+  );
 });
 
 test("a tool call is approved inline and its action shows under its message", async () => {
