@@ -37,6 +37,7 @@ mod cli_agents;
 mod commands_http;
 mod contract;
 mod directory;
+mod files_http;
 mod fuzz_http;
 mod global_http;
 mod handshake;

@@ -358,6 +358,21 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(Method::DELETE, &format!("/v1/agents/{helper}"), None).await;
     api.refused(404, Method::DELETE, &format!("/v1/agents/{helper}"), None)
         .await;
+    // File search: 409 without a working directory, matches with one.
+    api.refused(409, Method::GET, &format!("/v1/workspaces/{ws}/files?q=lib"), None)
+        .await;
+    let dir = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "x").unwrap();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/workspaces/{ws}"),
+        Some(json!({ "working_dir": dir.path().to_str().unwrap() })),
+    )
+    .await;
+    let found = api
+        .ok(Method::GET, &format!("/v1/workspaces/{ws}/files?q=lib"), None)
+        .await;
+    assert_eq!(found["files"][0]["path"], "lib.rs");
     // Slash commands: stored (as markdown), listed, resolved, previewed, invoked.
     let markdown = |method: Method, path: &str, body: &'static str| {
         a.http

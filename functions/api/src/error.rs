@@ -68,6 +68,9 @@ pub enum ApiError {
     /// A slash command that does not exist (the message names the closest ones).
     #[error("{0}")]
     UnknownCommand(String),
+    /// A workspace without a working directory this process can read.
+    #[error("{0}")]
+    NoWorkingDirectory(String),
     /// No route at this path.
     #[error("{0}")]
     NoRoute(String),
@@ -91,6 +94,7 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             Self::UnknownCommand(_) => (StatusCode::NOT_FOUND, "unknown_command"),
+            Self::NoWorkingDirectory(_) => (StatusCode::CONFLICT, "no_working_directory"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),

@@ -16,6 +16,7 @@ mod commands;
 mod error;
 mod events;
 pub mod extract;
+mod files;
 pub mod global;
 mod handshake;
 mod messages;
@@ -159,6 +160,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(workspaces::reorder_agents))
         .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
         .routes(routes!(workspaces::list_tasks))
+        .routes(routes!(files::search_files))
         .routes(routes!(workspaces::get_task))
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(
