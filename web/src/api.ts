@@ -280,6 +280,11 @@ export class Client {
     this.request<unknown>("PUT", `/v1/workspaces/${enc(ws)}/slash-commands/${enc(name)}`, new Markdown(markdown));
   deleteCommand = (ws: string, name: string) =>
     this.request<void>("DELETE", `/v1/workspaces/${enc(ws)}/slash-commands/${enc(name)}`);
+  searchFiles = (ws: string, q: string) =>
+    this.request<{ files: { path: string; score: number }[]; truncated: boolean }>(
+      "GET",
+      `/v1/workspaces/${enc(ws)}/files?q=${encodeURIComponent(q)}&limit=8`,
+    ).then((r) => r.files.map((f) => f.path));
   previewCommand = (id: string, input: string) =>
     this.request<CommandPreview>("POST", `/v1/sessions/${enc(id)}/slash-commands/preview`, { input });
   invokeCommand = (id: string, input: string, client_message_id: string) =>

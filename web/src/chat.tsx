@@ -484,6 +484,17 @@ function PlanCard({ item, client, sessionId, notify }: CardProps<"plan">) {
   );
 }
 
+/** One choice of the composer's menu: a command, or a file to mention. */
+interface Option {
+  key: string;
+  label: string;
+  hint?: string;
+  description?: string;
+  badge?: string;
+  /** The composer's text once it is picked. */
+  text: string;
+}
+
 function Composer(props: {
   client: Client;
   session: Session | null;
@@ -501,6 +512,8 @@ function Composer(props: {
   const [menuOpen, setMenuOpen] = useState(false);
   const [selected, setSelected] = useState(0);
   const [preview, setPreview] = useState<CommandPreview | null>(null);
+  const [files, setFiles] = useState<string[]>([]);
+  const [filesNote, setFilesNote] = useState("");
   // The workspace's commands, for the `/` menu.
   useEffect(() => {
     if (workspaceId) void client.commands(workspaceId).then(setCommands, () => setCommands([]));
@@ -513,10 +526,40 @@ function Composer(props: {
   const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
   const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
 
-  // `/name` being typed: the commands that start with it.
+  // `/name` being typed: the commands that start with it; `@file` being typed: matching files.
   const typing = /^\/(\S*)$/.exec(text);
-  const matches = typing ? commands.filter((c) => c.name.startsWith(typing[1] ?? "") && !c.error) : [];
-  const showMenu = menuOpen && matches.length > 0;
+  const mention = /(^|\s)@(\S+)$/.exec(text)?.[2];
+  const options: Option[] = typing
+    ? commands
+        .filter((c) => c.name.startsWith(typing[1] ?? "") && !c.error)
+        .map((c) => ({
+          key: c.name,
+          label: `/${c.name}`,
+          hint: c.argument_hint,
+          description: c.description,
+          badge: c.source === "builtin" ? undefined : c.file ? "file" : c.source,
+          text: `/${c.name} `,
+        }))
+    : mention
+      ? files.map((path) => ({ key: path, label: `@${path}`, text: text.replace(/@\S+$/, `@${path} `) }))
+      : [];
+  const showMenu = menuOpen && options.length > 0;
+  // Files for an `@` mention, asked for once the person pauses.
+  useEffect(() => {
+    setFiles([]);
+    setFilesNote("");
+    if (!mention || !workspaceId) return;
+    const timer = setTimeout(() => {
+      client.searchFiles(workspaceId, mention).then(
+        (found) => {
+          setFiles(found);
+          setFilesNote(found.length === 0 ? `No file matches “${mention}”.` : "");
+        },
+        (err: unknown) => setFilesNote(err instanceof Error ? err.message : String(err)),
+      );
+    }, 150);
+    return () => clearTimeout(timer);
+  }, [client, workspaceId, mention]);
   const command = /^\/(\S+)/.exec(text)?.[1];
   const known = command !== undefined && commands.some((c) => c.name === command && !c.error);
   // What the typed command would do, asked for once the person pauses.
@@ -530,8 +573,8 @@ function Composer(props: {
     return () => clearTimeout(timer);
   }, [client, sessionId, text, known, showMenu]);
 
-  const pick = (entry: CommandEntry) => {
-    setText(`/${entry.name} `);
+  const pick = (option: Option) => {
+    setText(option.text);
     setMenuOpen(false);
     setSelected(0);
   };
@@ -577,26 +620,31 @@ function Composer(props: {
   return (
     <form class="composer" onSubmit={send}>
       {showMenu && (
-        <ul class="command-menu" id="command-menu" role="listbox" aria-label="Commands">
-          {matches.map((c, i) => (
+        <ul class="command-menu" id="command-menu" role="listbox" aria-label={typing ? "Commands" : "Files"}>
+          {options.map((o, i) => (
             <li
-              key={c.name}
+              key={o.key}
               id={`command-${i}`}
               role="option"
               aria-selected={i === selected}
               class={i === selected ? "selected" : ""}
               onMouseDown={(e) => {
                 e.preventDefault();
-                pick(c);
+                pick(o);
               }}
             >
-              <span class="command-name">/{c.name}</span>
-              {c.argument_hint && <span class="command-hint">{c.argument_hint}</span>}
-              {c.description && <span class="command-description">{c.description}</span>}
-              {c.source !== "builtin" && <span class="badge">{c.file ? "file" : c.source}</span>}
+              <span class="command-name">{o.label}</span>
+              {o.hint && <span class="command-hint">{o.hint}</span>}
+              {o.description && <span class="command-description">{o.description}</span>}
+              {o.badge && <span class="badge">{o.badge}</span>}
             </li>
           ))}
         </ul>
+      )}
+      {menuOpen && mention && filesNote && (
+        <div class="command-preview" role="status">
+          {filesNote}
+        </div>
       )}
       {preview && (
         <div class="command-preview" aria-live="polite">
@@ -623,7 +671,7 @@ function Composer(props: {
         onInput={(e) => {
           const value = e.currentTarget.value;
           setText(value);
-          setMenuOpen(/^\/\S*$/.test(value));
+          setMenuOpen(/^\/\S*$/.test(value) || /(^|\s)@\S+$/.test(value));
           setSelected(0);
         }}
         onKeyDown={(e) => {
@@ -631,13 +679,13 @@ function Composer(props: {
             if (e.key === "ArrowDown" || e.key === "ArrowUp") {
               e.preventDefault();
               const by = e.key === "ArrowDown" ? 1 : -1;
-              setSelected((i) => (i + by + matches.length) % matches.length);
+              setSelected((i) => (i + by + options.length) % options.length);
               return;
             }
             if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && !e.isComposing)) {
               e.preventDefault();
-              const entry = matches[selected];
-              if (entry) pick(entry);
+              const option = options[selected];
+              if (option) pick(option);
               return;
             }
             if (e.key === "Escape") {

@@ -3,15 +3,21 @@
 // checked against the chat's events through the API.
 
 import assert from "node:assert/strict";
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { api, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
 
 let spool;
 let browser;
 let call;
+/** Where workspaces' working directories may be. */
+let roots;
 
 before(async () => {
-  spool = await startSpool();
+  roots = await mkdtemp(join(tmpdir(), "spool-web-roots-"));
+  spool = await startSpool({ SPOOL_WORKSPACE_ROOTS: roots });
   browser = await startBrowser();
   call = await api(spool);
 });
@@ -219,6 +225,32 @@ test("/new opens a new chat, /stop stops a running answer, and an unknown comman
   assert.notEqual(made, id);
   const chat = await call("GET", `/v1/sessions/${made}`);
   assert.equal(chat.workspace_id, ws.id);
+  assertNoErrors(page);
+});
+
+test("typing @ offers the working directory's files and the message names the one picked", async () => {
+  const { page, ws } = await workspacePage("Mentions");
+  const dir = await mkdtemp(join(roots, "ws-"));
+  await mkdir(join(dir, "src"));
+  for (const f of ["src/lib.rs", "src/main.rs", "README.md"]) await writeFile(join(dir, f), "x");
+  await call("PATCH", `/v1/workspaces/${ws.id}`, { working_dir: dir });
+  const id = await newChat(page);
+  const box = composer(page);
+  await box.focus();
+  await page.keyboard.type("look at @srcl");
+  const menu = page.getByRole("listbox", { name: "Files" });
+  await menu.getByRole("option", { name: "@src/lib.rs" }).waitFor();
+  await page.keyboard.press("Enter");
+  assert.equal(await box.inputValue(), "look at @src/lib.rs ");
+  await page.keyboard.type("please");
+  await page.keyboard.press("Enter");
+  await userMessages(page).first().getByText("look at @src/lib.rs please").waitFor();
+  await turnEnded(id);
+  const sent = (await events(id)).find((e) => e.type === "user_message_submitted");
+  assert.equal(sent.payload.content, "look at @src/lib.rs please");
+  // A name nothing matches says so.
+  await page.keyboard.type("@zzzz");
+  await page.getByRole("status").getByText("No file matches").waitFor();
   assertNoErrors(page);
 });
 
