@@ -468,24 +468,14 @@ pub(crate) async fn resolve(
 }
 
 fn found(resolution: Resolution) -> Result<spool_domain::service::Found, ApiError> {
-    match resolution {
-        Resolution::Found(found) => Ok(found),
-        Resolution::Unknown { invocation, closest } => {
-            Err(ApiError::UnknownCommand(unknown(&invocation.name, &closest)))
-        }
-        Resolution::Broken { invocation, error } => Err(ApiError::BadRequest(format!(
-            "`/{}` cannot run: {error}; fix its file",
-            invocation.name
-        ))),
-    }
+    resolution.into_found().map_err(|r| refusal(r.failure, r.reason))
 }
 
-fn unknown(name: &str, closest: &[String]) -> String {
-    if closest.is_empty() {
-        format!("there is no command `/{name}`; type / to see the commands")
-    } else {
-        let names: Vec<String> = closest.iter().map(|n| format!("/{n}")).collect();
-        format!("there is no command `/{name}`; did you mean {}?", names.join(", "))
+fn refusal(failure: Failure, reason: String) -> ApiError {
+    match failure {
+        Failure::Unknown => ApiError::UnknownCommand(reason),
+        Failure::Invalid => ApiError::BadRequest(reason),
+        Failure::Conflict => ApiError::Conflict(reason),
     }
 }
 
@@ -601,13 +591,7 @@ pub(crate) async fn invoke(
                 turn_id: holder.turn_id,
             });
         }
-        Invoked::Failed { failure, reason, .. } => {
-            return Err(match failure {
-                Failure::Unknown => ApiError::UnknownCommand(reason),
-                Failure::Invalid => ApiError::BadRequest(reason),
-                Failure::Conflict => ApiError::Conflict(reason),
-            });
-        }
+        Invoked::Failed { failure, reason, .. } => return Err(refusal(failure, reason)),
     }
     Ok((StatusCode::ACCEPTED, Json(view)))
 }

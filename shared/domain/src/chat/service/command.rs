@@ -66,6 +66,36 @@ pub enum Resolution {
     },
 }
 
+/// An input that cannot run, and why.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The input, parsed.
+    pub invocation: Invocation,
+    /// Which kind of failure.
+    pub failure: Failure,
+    /// Why, for the person.
+    pub reason: String,
+}
+
+impl Resolution {
+    /// The command found, or why the input cannot run.
+    pub fn into_found(self) -> Result<Found, Refused> {
+        match self {
+            Self::Found(found) => Ok(found),
+            Self::Unknown { invocation, closest } => Err(Refused {
+                reason: unknown_reason(&invocation.name, &closest),
+                invocation,
+                failure: Failure::Unknown,
+            }),
+            Self::Broken { invocation, error } => Err(Refused {
+                reason: format!("`/{}` cannot run: {error}; fix its file", invocation.name),
+                invocation,
+                failure: Failure::Invalid,
+            }),
+        }
+    }
+}
+
 /// What invoking a command would do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Preview {
@@ -213,15 +243,12 @@ impl ChatService {
 
     /// Runs `request` in `session`.
     pub async fn invoke(&self, org: &str, session: &Session, request: CommandRequest) -> Result<Invoked, Error> {
-        let found = match self.resolve(org, session, &request.input).await? {
-            Resolution::Found(found) => found,
-            Resolution::Unknown { invocation, closest } => {
-                let reason = unknown_reason(&invocation.name, &closest);
-                return self.failed(org, session, &invocation, Failure::Unknown, reason).await;
-            }
-            Resolution::Broken { invocation, error } => {
-                let reason = format!("`/{}` cannot run: {error}; fix its file", invocation.name);
-                return self.failed(org, session, &invocation, Failure::Invalid, reason).await;
+        let found = match self.resolve(org, session, &request.input).await?.into_found() {
+            Ok(found) => found,
+            Err(refused) => {
+                return self
+                    .failed(org, session, &refused.invocation, refused.failure, refused.reason)
+                    .await;
             }
         };
         let invoked = SlashCommandInvoked {

@@ -18,7 +18,7 @@ mod message;
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
-pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Preview, Resolution};
+pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
