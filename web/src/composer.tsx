@@ -1,0 +1,238 @@
+// The message box of a chat: messages, `/` commands (a menu of the chat's commands, a preview of
+// what the typed one does, Enter to run it) and `@` mentions of the working directory's files.
+
+import { useEffect, useState } from "preact/hooks";
+import type { Client, CommandEntry, CommandPreview, Session } from "./api";
+import { go } from "./route";
+import { open, type Timeline } from "./timeline";
+import type { Notify } from "./toasts";
+
+/** One choice of the composer's menu: a command, or a file to mention. */
+interface Option {
+  key: string;
+  label: string;
+  hint?: string;
+  description?: string;
+  badge?: string;
+  /** The composer's text once it is picked. */
+  text: string;
+}
+
+export function Composer(props: {
+  client: Client;
+  session: Session | null;
+  sessionId: string;
+  workspaceId?: string;
+  timeline: Timeline;
+  notify: Notify;
+  onSession: (s: Session) => void;
+}) {
+  const { client, session, sessionId, workspaceId, timeline, notify, onSession } = props;
+  const [text, setText] = useState("");
+  const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [commands, setCommands] = useState<CommandEntry[]>([]);
+  const [menuOpen, setMenuOpen] = useState(false);
+  const [selected, setSelected] = useState(0);
+  const [preview, setPreview] = useState<CommandPreview | null>(null);
+  const [files, setFiles] = useState<string[]>([]);
+  const [filesNote, setFilesNote] = useState("");
+  // The workspace's commands, for the `/` menu.
+  useEffect(() => {
+    if (workspaceId) void client.commands(workspaceId).then(setCommands, () => setCommands([]));
+  }, [client, workspaceId]);
+  // The sent message has arrived (its turn now shows in the timeline), or the store was reset.
+  useEffect(() => {
+    if (sent && (timeline.lastSeq >= sent.seq || timeline.lastSeq === 0)) setSent(null);
+  }, [sent, timeline.lastSeq]);
+  // In the global chat a plain message answers the agent's open question.
+  const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
+  const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
+
+  // `/name` being typed: the commands that start with it; `@file` being typed: matching files.
+  const typing = /^\/(\S*)$/.exec(text);
+  const mention = /(^|\s)@(\S+)$/.exec(text)?.[2];
+  const options: Option[] = typing
+    ? commands
+        .filter((c) => c.name.startsWith(typing[1] ?? "") && !c.error)
+        .map((c) => ({
+          key: c.name,
+          label: `/${c.name}`,
+          hint: c.argument_hint,
+          description: c.description,
+          badge: c.source === "builtin" ? undefined : c.file ? "file" : c.source,
+          text: `/${c.name} `,
+        }))
+    : mention
+      ? files.map((path) => ({ key: path, label: `@${path}`, text: text.replace(/@\S+$/, `@${path} `) }))
+      : [];
+  const showMenu = menuOpen && options.length > 0;
+  // Files for an `@` mention, asked for once the person pauses.
+  useEffect(() => {
+    setFiles([]);
+    setFilesNote("");
+    if (!mention || !workspaceId) return;
+    const timer = setTimeout(() => {
+      client.searchFiles(workspaceId, mention).then(
+        (found) => {
+          setFiles(found);
+          setFilesNote(found.length === 0 ? `No file matches “${mention}”.` : "");
+        },
+        (err: unknown) => setFilesNote(err instanceof Error ? err.message : String(err)),
+      );
+    }, 150);
+    return () => clearTimeout(timer);
+  }, [client, workspaceId, mention]);
+  const command = /^\/(\S+)/.exec(text)?.[1];
+  const known = command !== undefined && commands.some((c) => c.name === command && !c.error);
+  // What the typed command would do, asked for once the person pauses.
+  useEffect(() => {
+    setPreview(null);
+    if (!known || showMenu) return;
+    const input = text.trim();
+    const timer = setTimeout(() => {
+      client.previewCommand(sessionId, input).then(setPreview, () => setPreview(null));
+    }, 250);
+    return () => clearTimeout(timer);
+  }, [client, sessionId, text, known, showMenu]);
+
+  const pick = (option: Option) => {
+    setText(option.text);
+    setMenuOpen(false);
+    setSelected(0);
+  };
+
+  const invoke = async (input: string) => {
+    const done = await client.invokeCommand(sessionId, input, crypto.randomUUID());
+    if (done.turn_id && done.action === undefined) setSent({ turn: done.turn_id, seq: done.seq + 1 });
+    if (done.session) onSession(done.session);
+    if (done.new_session && workspaceId) go({ page: "chats", ws: workspaceId, chat: done.new_session.id });
+    if (done.commands) notify.info(`Commands: ${done.commands.map((c) => `/${c.name}`).join(" ")}`);
+  };
+
+  const send = async (e?: Event) => {
+    e?.preventDefault();
+    const content = text.trim();
+    if (!content || busy) return;
+    setBusy(true);
+    setText("");
+    setPreview(null);
+    try {
+      // A retry of this send (same id) would be recognised by the server, not stored twice.
+      if (content.startsWith("/") && !answersQuestion) await invoke(content);
+      else {
+        const answer = await client.sendMessage(sessionId, content, crypto.randomUUID());
+        if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
+      }
+    } catch (err) {
+      setText(content);
+      notify.error(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const stop = async () => {
+    try {
+      await client.abort(sessionId);
+    } catch (err) {
+      notify.error(err);
+    }
+  };
+  // A command may run while a turn is pending (`/stop`, `/model`…); a prompt is refused then.
+  const canSend = !pending || text.trim().startsWith("/");
+  return (
+    <form class="composer" onSubmit={send}>
+      {showMenu && (
+        <ul class="command-menu" id="command-menu" role="listbox" aria-label={typing ? "Commands" : "Files"}>
+          {options.map((o, i) => (
+            <li
+              key={o.key}
+              id={`command-${i}`}
+              role="option"
+              aria-selected={i === selected}
+              class={i === selected ? "selected" : ""}
+              onMouseDown={(e) => {
+                e.preventDefault();
+                pick(o);
+              }}
+            >
+              <span class="command-name">{o.label}</span>
+              {o.hint && <span class="command-hint">{o.hint}</span>}
+              {o.description && <span class="command-description">{o.description}</span>}
+              {o.badge && <span class="badge">{o.badge}</span>}
+            </li>
+          ))}
+        </ul>
+      )}
+      {menuOpen && mention && filesNote && (
+        <div class="command-preview" role="status">
+          {filesNote}
+        </div>
+      )}
+      {preview && (
+        <div class="command-preview" aria-live="polite">
+          <strong>{preview.kind === "prompt" ? "The agent will get:" : "This will:"}</strong>{" "}
+          {preview.kind === "prompt" ? <pre>{preview.prompt}</pre> : preview.effect}
+        </div>
+      )}
+      <label for="composer-input" class="visually-hidden">
+        Message
+      </label>
+      <textarea
+        id="composer-input"
+        rows={2}
+        autoFocus
+        role="combobox"
+        aria-expanded={showMenu}
+        aria-controls="command-menu"
+        aria-autocomplete="list"
+        aria-activedescendant={showMenu ? `command-${selected}` : undefined}
+        placeholder={
+          answersQuestion ? "Your answer…" : "Write a message, or / for commands…  (Enter sends, Shift+Enter for a new line)"
+        }
+        value={text}
+        onInput={(e) => {
+          const value = e.currentTarget.value;
+          setText(value);
+          setMenuOpen(/^\/\S*$/.test(value) || /(^|\s)@\S+$/.test(value));
+          setSelected(0);
+        }}
+        onKeyDown={(e) => {
+          if (showMenu) {
+            if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+              e.preventDefault();
+              const by = e.key === "ArrowDown" ? 1 : -1;
+              setSelected((i) => (i + by + options.length) % options.length);
+              return;
+            }
+            if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && !e.isComposing)) {
+              e.preventDefault();
+              const option = options[selected];
+              if (option) pick(option);
+              return;
+            }
+            if (e.key === "Escape") {
+              e.preventDefault();
+              e.stopPropagation();
+              setMenuOpen(false);
+              return;
+            }
+          }
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            if (canSend) void send();
+          }
+        }}
+      />
+      {pending && !text.trim().startsWith("/") ? (
+        <button type="button" class="stop" aria-label="Stop the agent" onClick={stop}>
+          Stop
+        </button>
+      ) : (
+        <button type="submit" class="primary" disabled={busy || !text.trim()}>
+          Send
+        </button>
+      )}
+    </form>
+  );
+}
