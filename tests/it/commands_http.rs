@@ -166,6 +166,17 @@ pub(crate) async fn commands_override_by_source<H: Harness>(harness: &H) {
         assert_eq!(status, 400, "{body}");
         assert!(body["error"]["message"].as_str().unwrap().contains(says), "{body}");
     }
+    // A template that would render a huge prompt is refused when invoked, saying why
+    assert_eq!(put(api, &ws_path("big"), &"$1".repeat(30_000)).await.0, 200);
+    let (status, body) = invoke(api, &chat, json!({ "input": format!("/big {}", "x".repeat(19_000)) })).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over 100000 characters"),
+        "{body}"
+    );
     let (status, _) = put(api, &ws_path("bad:name:too:deep"), "x").await;
     assert_eq!(status, 400);
     let (status, _) = api.call(Method::PUT, &ws_path("json"), Some(json!({ "x": 1 }))).await;
@@ -281,7 +292,7 @@ pub(crate) async fn built_in_actions_act<H: Harness>(harness: &H) {
     );
     // /stop with nothing running fails, recorded; then it aborts a running answer
     let (status, body) = invoke(api, &chat, json!({ "input": "/stop" })).await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 409, "{body}");
     assert!(
         body["error"]["message"]
             .as_str()
@@ -290,7 +301,8 @@ pub(crate) async fn built_in_actions_act<H: Harness>(harness: &H) {
     );
     let turn = crate::support::send(api, &chat, "go").await;
     until(api, &chat, &turn, "message_update").await;
-    let (status, stopped) = invoke(api, &chat, json!({ "input": "/stop" })).await;
+    let stop = json!({ "input": "/stop", "client_message_id": "stop-1" });
+    let (status, stopped) = invoke(api, &chat, stop.clone()).await;
     assert_eq!(
         (status.as_u16(), stopped["turn_id"].clone()),
         (202, json!(turn)),
@@ -298,6 +310,18 @@ pub(crate) async fn built_in_actions_act<H: Harness>(harness: &H) {
     );
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
+    // A retry of that /stop, after the turn ended, answers as the first did and appends nothing
+    let (status, again) = invoke(api, &chat, stop).await;
+    assert_eq!(
+        (status.as_u16(), again["duplicate"].clone(), again["seq"].clone()),
+        (202, json!(true), stopped["seq"].clone()),
+        "{again}"
+    );
+    let aborts = of_type(&all_events(api, &chat).await, "control_submitted").len();
+    assert_eq!(aborts, 1, "one abort");
+    // A title a chat cannot have is refused before the command is recorded
+    let (status, body) = invoke(api, &chat, json!({ "input": format!("/rename {}", "t".repeat(300)) })).await;
+    assert_eq!(status, 400, "{body}");
     // An unknown command and bad arguments are recorded as failures, with what to do
     let (status, body) = invoke(api, &chat, json!({ "input": "/summarise" })).await;
     assert_eq!(status, 404);
@@ -312,7 +336,16 @@ pub(crate) async fn built_in_actions_act<H: Harness>(harness: &H) {
         .iter()
         .map(|e| e["payload"]["invoked_as"].as_str().unwrap())
         .collect();
-    assert_eq!(failed, ["/stop", "/summarise", "/mode"]);
+    assert!(
+        failed.len() == 4 && failed[0] == "/stop" && failed[1].starts_with("/rename "),
+        "{failed:?}"
+    );
+    assert_eq!(&failed[2..], ["/summarise", "/mode"]);
+    let renames = of_type(&events, "slash_command_invoked")
+        .iter()
+        .filter(|e| e["payload"]["name"] == "rename")
+        .count();
+    assert_eq!(renames, 1, "only the valid rename was recorded");
     // /clear is a marker in the chat; the agent starts afresh after it
     let (status, cleared) = invoke(api, &chat, json!({ "input": "/clear" })).await;
     assert_eq!(

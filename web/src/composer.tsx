@@ -36,6 +36,8 @@ export function Composer(props: {
   const [selected, setSelected] = useState(0);
   const [preview, setPreview] = useState<CommandPreview | null>(null);
   const [files, setFiles] = useState<string[]>([]);
+  /** The person moved through the menu with the arrows: Enter picks (else, for files, it sends). */
+  const [navigated, setNavigated] = useState(false);
   const [filesNote, setFilesNote] = useState("");
   // The workspace's commands, for the `/` menu.
   useEffect(() => {
@@ -72,16 +74,22 @@ export function Composer(props: {
     setFiles([]);
     setFilesNote("");
     if (!mention || !workspaceId) return;
+    // An answer that comes after the person typed on is dropped.
+    let current = true;
     const timer = setTimeout(() => {
       client.searchFiles(workspaceId, mention).then(
         (found) => {
+          if (!current) return;
           setFiles(found);
           setFilesNote(found.length === 0 ? `No file matches “${mention}”.` : "");
         },
-        (err: unknown) => setFilesNote(err instanceof Error ? err.message : String(err)),
+        (err: unknown) => current && setFilesNote(err instanceof Error ? err.message : String(err)),
       );
     }, 150);
-    return () => clearTimeout(timer);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
   }, [client, workspaceId, mention]);
   const command = /^\/(\S+)/.exec(text)?.[1];
   const known = command !== undefined && commands.some((c) => c.name === command && !c.error);
@@ -100,6 +108,7 @@ export function Composer(props: {
     setText(option.text);
     setMenuOpen(false);
     setSelected(0);
+    setNavigated(false);
   };
 
   const invoke = async (input: string) => {
@@ -119,9 +128,11 @@ export function Composer(props: {
     setPreview(null);
     try {
       // A retry of this send (same id) would be recognised by the server, not stored twice.
-      if (content.startsWith("/") && !answersQuestion) await invoke(content);
+      if (isCommand(content) && !answersQuestion) await invoke(content);
       else {
-        const answer = await client.sendMessage(sessionId, content, crypto.randomUUID());
+        // `//…` sends a message that starts with `/`.
+        const message = content.startsWith("//") ? content.slice(1) : content;
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID());
         if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
       }
     } catch (err) {
@@ -139,7 +150,7 @@ export function Composer(props: {
     }
   };
   // A command may run while a turn is pending (`/stop`, `/model`…); a prompt is refused then.
-  const canSend = !pending || text.trim().startsWith("/");
+  const canSend = !pending || isCommand(text.trim());
   return (
     <form class="composer" onSubmit={send}>
       {showMenu && (
@@ -196,6 +207,7 @@ export function Composer(props: {
           setText(value);
           setMenuOpen(/^\/\S*$/.test(value) || /(^|\s)@\S+$/.test(value));
           setSelected(0);
+          setNavigated(false);
         }}
         onKeyDown={(e) => {
           if (showMenu) {
@@ -203,9 +215,12 @@ export function Composer(props: {
               e.preventDefault();
               const by = e.key === "ArrowDown" ? 1 : -1;
               setSelected((i) => (i + by + options.length) % options.length);
+              setNavigated(true);
               return;
             }
-            if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && !e.isComposing)) {
+            // Tab always picks; Enter picks a command, and a file only once chosen with the
+            // arrows (a message that ends in `@word` still sends).
+            if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey && !e.isComposing && (typing || navigated))) {
               e.preventDefault();
               const option = options[selected];
               if (option) pick(option);
@@ -224,7 +239,7 @@ export function Composer(props: {
           }
         }}
       />
-      {pending && !text.trim().startsWith("/") ? (
+      {pending && !isCommand(text.trim()) ? (
         <button type="button" class="stop" aria-label="Stop the agent" onClick={stop}>
           Stop
         </button>
@@ -235,4 +250,13 @@ export function Composer(props: {
       )}
     </form>
   );
+}
+
+/**
+ * Whether the text is a command to run: `/name…` where the name could be a command's
+ * (letters, digits, `-`, `_`, `:`), so a message such as `/etc/hosts is wrong` is sent as a
+ * message; `//…` always is.
+ */
+function isCommand(text: string): boolean {
+  return /^\/[A-Za-z0-9][\w:-]*(\s|$)/.test(text);
 }

@@ -26,7 +26,7 @@ export type Item =
     }
   | { kind: "system"; key: string; level: string; text: string; ts: string }
   | { kind: "note"; key: string; text: string; ts: string }
-  | { kind: "command"; key: string; invokedAs: string; commandKind: string; action?: string; ts: string }
+  | { kind: "command"; key: string; invokedAs: string; commandKind: string; action?: string; turnId?: string; ts: string }
   | { kind: "command_failed"; key: string; invokedAs: string; reason: string; ts: string }
   | {
       kind: "approval";
@@ -107,6 +107,7 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           invokedAs: text(p.invoked_as),
           commandKind: text(p.kind),
           action: typeof p.action === "string" ? p.action : undefined,
+          turnId: e.turn_id ?? undefined,
           ts: e.ts,
         });
         if (e.turn_id) t.pendingTurn = e.turn_id;
@@ -115,8 +116,12 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         push({ kind: "command_failed", key: `cf:${e.seq}`, invokedAs: text(p.invoked_as), reason: text(p.reason), ts: e.ts });
         break;
       case "user_message_submitted":
-        // A prompt command's rendered prompt: the command item stands for it.
-        if (e.turn_id && t.items.some((i) => i.kind === "command" && i.key === `c:${e.seq - 1}`)) {
+        // A prompt command's rendered prompt (the event after it, in its turn): the command
+        // item stands for it.
+        if (
+          e.turn_id &&
+          t.items.some((i) => i.kind === "command" && i.key === `c:${e.seq - 1}` && i.commandKind === "prompt" && i.turnId === e.turn_id)
+        ) {
           t.pendingTurn = e.turn_id;
           break;
         }

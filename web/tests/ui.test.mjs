@@ -219,6 +219,13 @@ test("/new opens a new chat, /stop stops a running answer, and an unknown comman
   assert.equal((await turnEnded(id)).payload.reason, "aborted");
   await send(page, "/summarise");
   await page.locator(".command-failed", { hasText: "did you mean /summarize" }).waitFor();
+  // Text that only starts with a slash is a message; `//` sends one that starts with `/`.
+  await send(page, "/etc/hosts is wrong");
+  await userMessages(page).getByText("/etc/hosts is wrong").waitFor();
+  await turnEnded(id, 2);
+  await send(page, "//help is a command");
+  await userMessages(page).getByText("/help is a command").waitFor();
+  await turnEnded(id, 3);
   await send(page, "/new");
   await page.waitForURL((url) => url.hash.includes("/chats/ses_") && !url.hash.endsWith(id));
   const made = page.url().split("/chats/")[1];
@@ -240,7 +247,7 @@ test("typing @ offers the working directory's files and the message names the on
   await page.keyboard.type("look at @srcl");
   const menu = page.getByRole("listbox", { name: "Files" });
   await menu.getByRole("option", { name: "@src/lib.rs" }).waitFor();
-  await page.keyboard.press("Enter");
+  await page.keyboard.press("Tab");
   assert.equal(await box.inputValue(), "look at @src/lib.rs ");
   await page.keyboard.type("please");
   await page.keyboard.press("Enter");

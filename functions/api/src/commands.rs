@@ -503,7 +503,7 @@ pub(crate) async fn preview(
         action: None,
         effect: None,
     };
-    match api.chats.preview(&session, &found) {
+    match api.chats.preview(&session, &found)? {
         Preview::Prompt { prompt, model } => {
             view.prompt = Some(prompt);
             view.model = model;
@@ -542,8 +542,18 @@ pub(crate) async fn invoke(
         client_message_id: body.client_message_id,
         queue_if_busy: matches!(body.on_busy, Some(OnBusy::Enqueue)),
     };
+    let invoked = match api.chats.plan(caller.org(), &session, request).await? {
+        Ok(planned) => {
+            // A new chat counts against the organization's creations, as `POST /v1/sessions`.
+            if planned.action() == Some(CommandAction::NewSession) {
+                api.limit_create(&caller)?;
+            }
+            api.chats.run(caller.org(), &session, planned).await?
+        }
+        Err(failed) => failed,
+    };
     let mut view = InvokeAccepted::default();
-    match api.chats.invoke(caller.org(), &session, request).await? {
+    match invoked {
         Invoked::Prompt {
             seq,
             turn_id,

@@ -5,6 +5,10 @@
 
 use crate::Error;
 
+/// The longest prompt a command may render to (a message's own limit), so a template full of
+/// `$1`s cannot make a huge one.
+pub const MAX_PROMPT_CHARS: usize = 100_000;
+
 /// `/name arguments` parsed: the name and the raw arguments (trimmed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
@@ -76,13 +80,17 @@ pub fn split(arguments: &str) -> Vec<String> {
 
 /// The template with `$ARGUMENTS` (the whole argument string) and `$1`, `$2`, … (the words)
 /// filled in. A template that uses neither gets the arguments appended, as `ARGUMENTS: …`, so
-/// they are never lost.
-pub fn render(template: &str, arguments: &str) -> String {
+/// they are never lost. A prompt over [`MAX_PROMPT_CHARS`] is refused as it grows.
+pub fn render(template: &str, arguments: &str) -> Result<String, Error> {
     let words = split(arguments);
     let mut out = String::with_capacity(template.len() + arguments.len());
     let mut used = false;
     let mut rest = template;
     while let Some(at) = rest.find('$') {
+        // Bytes bound characters (at most four bytes each): cheap to check as it grows.
+        if out.len() > MAX_PROMPT_CHARS * 4 {
+            return Err(too_long());
+        }
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
         if let Some(tail) = after.strip_prefix("ARGUMENTS") {
@@ -108,7 +116,18 @@ pub fn render(template: &str, arguments: &str) -> String {
     if !used && !arguments.is_empty() {
         out = format!("{}\n\nARGUMENTS: {arguments}", out.trim_end());
     }
-    out.trim().to_owned()
+    let out = out.trim().to_owned();
+    if out.chars().count() > MAX_PROMPT_CHARS {
+        return Err(too_long());
+    }
+    Ok(out)
+}
+
+fn too_long() -> Error {
+    Error::invalid(
+        "command",
+        format!("its prompt would be over {MAX_PROMPT_CHARS} characters; shorten the arguments or the template"),
+    )
 }
 
 /// The prompt as the agent gets it: inside `<slash-command name="…" invokedAs="…">`.
@@ -153,16 +172,28 @@ mod tests {
 
     #[test]
     fn templates_take_whole_and_positional_arguments() {
-        assert_eq!(render("Fix $1 in $2.", r#"bug "src/a b.rs""#), "Fix bug in src/a b.rs.");
-        assert_eq!(render("All: $ARGUMENTS!", "x  y"), "All: x  y!");
-        assert_eq!(render("Missing: [$3] [$ARGUMENTS]", ""), "Missing: [] []");
-        assert_eq!(render("Cost $5.00 $0 $", "a b c d e"), "Cost e.00 $0 $");
-        assert_eq!(render("$1$2$10", "a b c d e f g h i j"), "abj");
         assert_eq!(
-            render("No placeholders.", "extra words"),
+            render("Fix $1 in $2.", r#"bug "src/a b.rs""#).unwrap(),
+            "Fix bug in src/a b.rs."
+        );
+        assert_eq!(render("All: $ARGUMENTS!", "x  y").unwrap(), "All: x  y!");
+        assert_eq!(render("Missing: [$3] [$ARGUMENTS]", "").unwrap(), "Missing: [] []");
+        assert_eq!(render("Cost $5.00 $0 $", "a b c d e").unwrap(), "Cost e.00 $0 $");
+        assert_eq!(render("$1$2$10", "a b c d e f g h i j").unwrap(), "abj");
+        assert_eq!(
+            render("No placeholders.", "extra words").unwrap(),
             "No placeholders.\n\nARGUMENTS: extra words"
         );
-        assert_eq!(render("No placeholders.", ""), "No placeholders.");
+        assert_eq!(render("No placeholders.", "").unwrap(), "No placeholders.");
+    }
+
+    #[test]
+    fn a_prompt_cannot_grow_past_the_limit() {
+        let template = "$1".repeat(30_000);
+        let err = render(&template, &"x".repeat(20_000)).unwrap_err();
+        assert!(err.to_string().contains("over 100000 characters"), "{err}");
+        assert!(render("$1", &"x".repeat(MAX_PROMPT_CHARS + 1)).is_err());
+        assert!(render("$1", &"x".repeat(MAX_PROMPT_CHARS)).is_ok());
     }
 
     #[test]

@@ -118,6 +118,10 @@ impl Registry {
     /// Up to three names close to `name` (sharing its start, or a few edits away), closest
     /// first: what a person probably meant.
     pub fn closest(&self, name: &str) -> Vec<String> {
+        // No command's name is longer; a long one is close to nothing (and costly to compare).
+        if name.len() > 64 {
+            return Vec::new();
+        }
         let mut scored: Vec<(usize, &String)> = self
             .entries
             .keys()
@@ -156,8 +160,14 @@ pub fn read_files(dir: &Path) -> Vec<FileCommand> {
     };
     let mut found = Vec::new();
     for folder in COMMAND_FOLDERS {
-        let base = root.join(folder);
-        walk(&root, &base, &base, 0, &mut found);
+        // The folder as it really is (it may be a link within the directory), so the files
+        // found under it are named relative to it.
+        let Ok(base) = root.join(folder).canonicalize() else {
+            continue;
+        };
+        if base.starts_with(&root) {
+            walk(&root, &base, &base, 0, &mut found);
+        }
     }
     found
 }
@@ -188,7 +198,8 @@ fn walk(root: &Path, base: &Path, dir: &Path, depth: usize, found: &mut Vec<File
             }
             continue;
         }
-        if path.extension().and_then(|e| e.to_str()) != Some("md") {
+        // Regular files only: a FIFO or a device would block the read.
+        if path.extension().and_then(|e| e.to_str()) != Some("md") || !real.is_file() {
             continue;
         }
         let Ok(relative) = path.strip_prefix(base) else {
@@ -266,6 +277,20 @@ mod tests {
         std::fs::write(dir.path().join(".claude/commands/review.md"), "From the file").unwrap();
         std::fs::write(dir.path().join(".claude/commands/broken.md"), "---\nno end").unwrap();
         std::fs::write(dir.path().join(".claude/commands/notes.txt"), "not a command").unwrap();
+        // A FIFO never blocks the listing.
+        let fifo = dir.path().join(".claude/commands/fifo.md");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        // A folder that is a link within the directory is read through it.
+        std::fs::create_dir_all(dir.path().join("shared-commands")).unwrap();
+        std::fs::write(dir.path().join("shared-commands/linked.md"), "Linked").unwrap();
+        std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("shared-commands"), dir.path().join(".agents/commands")).unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("leak.md"), "secret").unwrap();
         std::os::unix::fs::symlink(
@@ -303,6 +328,9 @@ mod tests {
             "a link out of the directory is not followed"
         );
         assert!(registry.get("notes").is_none());
+        assert!(registry.get("fifo").is_none(), "not a regular file");
+        assert_eq!(registry.get("linked").unwrap().command.as_ref().unwrap().body, "Linked");
+        assert!(registry.closest(&"x".repeat(20_000)).is_empty());
         assert_eq!(registry.get("new").unwrap().source, CommandSource::Builtin);
         assert_eq!(registry.closest("reveiw"), ["review"]);
         assert_eq!(registry.closest("sum")[0], "summarize");

@@ -185,6 +185,23 @@ pub enum Invoked {
 /// The longest model or mode name.
 const MAX_SETTING_CHARS: usize = 100;
 
+/// How many of a chat's last events a retried action is looked for in.
+const RETRY_WINDOW: u64 = 200;
+
+/// A command resolved and ready to run.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    found: Found,
+    request: CommandRequest,
+}
+
+impl Planned {
+    /// The action it runs, if it is not a prompt.
+    pub fn action(&self) -> Option<CommandAction> {
+        self.found.command.action
+    }
+}
+
 impl ChatService {
     /// The commands of chats in `workspace_id` (or outside workspaces): built-in, global, the
     /// workspace's stored ones and its working directory's files, when it has one under the
@@ -241,16 +258,34 @@ impl ChatService {
         })
     }
 
-    /// Runs `request` in `session`.
+    /// Runs `request` in `session`: [`Self::plan`], then [`Self::run`].
     pub async fn invoke(&self, org: &str, session: &Session, request: CommandRequest) -> Result<Invoked, Error> {
-        let found = match self.resolve(org, session, &request.input).await?.into_found() {
-            Ok(found) => found,
-            Err(refused) => {
-                return self
-                    .failed(org, session, &refused.invocation, refused.failure, refused.reason)
-                    .await;
-            }
-        };
+        match self.plan(org, session, request).await? {
+            Ok(planned) => self.run(org, session, planned).await,
+            Err(failed) => Ok(failed),
+        }
+    }
+
+    /// Resolves `request` to the command it runs; a command that does not exist (or whose file
+    /// does not parse) is recorded as failed and answered as such. The caller may look at
+    /// [`Planned::action`] (to limit chat creation, say) before it [`Self::run`]s it.
+    pub async fn plan(
+        &self,
+        org: &str,
+        session: &Session,
+        request: CommandRequest,
+    ) -> Result<Result<Planned, Invoked>, Error> {
+        match self.resolve(org, session, &request.input).await?.into_found() {
+            Ok(found) => Ok(Ok(Planned { found, request })),
+            Err(refused) => Ok(Err(self
+                .failed(org, session, &refused.invocation, refused.failure, refused.reason)
+                .await?)),
+        }
+    }
+
+    /// Runs a planned command.
+    pub async fn run(&self, org: &str, session: &Session, planned: Planned) -> Result<Invoked, Error> {
+        let Planned { found, request } = planned;
         let invoked = SlashCommandInvoked {
             name: found.command.name.clone(),
             invoked_as: found.invocation.invoked_as(),
@@ -263,7 +298,14 @@ impl ChatService {
             author: request.author.clone(),
         };
         let Some(action) = found.command.action else {
-            let prompt = render(&found.command.body, &found.invocation.arguments);
+            let prompt = match render(&found.command.body, &found.invocation.arguments) {
+                Ok(prompt) => prompt,
+                Err(e) => {
+                    return self
+                        .failed(org, session, &found.invocation, Failure::Invalid, reason_of(e))
+                        .await;
+                }
+            };
             let message = Message {
                 content: wrap(&invoked.name, &invoked.invoked_as, &prompt),
                 author: request.author,
@@ -273,8 +315,9 @@ impl ChatService {
                 ..Message::default()
             };
             return Ok(match self.post_message(org, session, message).await? {
+                // The prompt is the second event of its write: its command's is the one before.
                 Posted::Accepted(accepted) => Invoked::Prompt {
-                    seq: accepted.seq - 1,
+                    seq: accepted.seq.saturating_sub(1),
                     turn_id: accepted.turn_id,
                     duplicate: accepted.duplicate,
                 },
@@ -286,11 +329,20 @@ impl ChatService {
         } else {
             String::new()
         };
+        // A retry answers as its first attempt did, whatever the chat's state is now.
+        if let Some(cmid) = request.client_message_id.as_deref()
+            && let Some((seq, first)) = self.invoked_before(org, session, cmid).await?
+        {
+            let done = self.act(org, session, action, &arguments, &first, true).await?;
+            return Ok(Invoked::Action {
+                seq,
+                done,
+                duplicate: true,
+            });
+        }
         // Checked before the invoked event, so a refused action leaves only its failure.
-        if let Err(reason) = check_action(action, session, &arguments) {
-            return self
-                .failed(org, session, &found.invocation, Failure::Invalid, reason)
-                .await;
+        if let Err((failure, reason)) = check_action(action, session, &arguments) {
+            return self.failed(org, session, &found.invocation, failure, reason).await;
         }
         let draft = EventDraft {
             event: ChatEvent::SlashCommandInvoked(invoked.clone()),
@@ -311,26 +363,43 @@ impl ChatService {
         } else {
             invoked
         };
-        let done = match self.act(org, session, action, &arguments, &first, duplicate).await {
-            Ok(done) => done,
-            Err(Error::Invalid { reason, .. }) => {
-                return self
-                    .failed(org, session, &found.invocation, Failure::Invalid, reason)
-                    .await;
-            }
-            Err(e) => return Err(e),
-        };
+        let done = self.act(org, session, action, &arguments, &first, duplicate).await?;
         Ok(Invoked::Action { seq, done, duplicate })
     }
 
-    /// What invoking `found` would do.
-    pub fn preview(&self, session: &Session, found: &Found) -> Preview {
-        match found.command.action {
+    /// The `slash_command_invoked` of `client_message_id` among the chat's recent events, if
+    /// any: (its seq, its payload).
+    async fn invoked_before(
+        &self,
+        org: &str,
+        session: &Session,
+        client_message_id: &str,
+    ) -> Result<Option<(u64, SlashCommandInvoked)>, Error> {
+        let path = Session::stream(org, &session.id)?;
+        let tail = self.log.metadata(&path).await?.tail.seq();
+        let page = crate::session::read_events(
+            self.log.as_ref(),
+            &path,
+            tail.saturating_sub(RETRY_WINDOW),
+            RETRY_WINDOW as usize,
+        )
+        .await?;
+        Ok(page.events.into_iter().rev().find_map(|e| match e.event {
+            ChatEvent::SlashCommandInvoked(invoked) if e.client_message_id.as_deref() == Some(client_message_id) => {
+                Some((e.seq, invoked))
+            }
+            _ => None,
+        }))
+    }
+
+    /// What invoking `found` would do; [`Error::Invalid`] when its prompt would be too long.
+    pub fn preview(&self, session: &Session, found: &Found) -> Result<Preview, Error> {
+        Ok(match found.command.action {
             None => Preview::Prompt {
                 prompt: wrap(
                     &found.command.name,
                     &found.invocation.invoked_as(),
-                    &render(&found.command.body, &found.invocation.arguments),
+                    &render(&found.command.body, &found.invocation.arguments)?,
                 ),
                 model: found.command.model.clone(),
             },
@@ -341,12 +410,12 @@ impl ChatService {
                     ""
                 };
                 let effect = match check_action(action, session, arguments) {
-                    Err(reason) => format!("It would fail: {reason}"),
+                    Err((_, reason)) => format!("It would fail: {reason}"),
                     Ok(()) => effect(action, arguments),
                 };
                 Preview::Action { action, effect }
             }
-        }
+        })
     }
 
     /// Runs an action whose invoked event is appended.
@@ -374,15 +443,15 @@ impl ChatService {
                 };
                 ActionDone::NewSession(Box::new(self.create(org, new).await?))
             }
+            // A retry aborts again only if the turn still runs (its first attempt may have died
+            // before the abort); an abort twice is harmless.
+            CommandAction::StopStream if duplicate && session.pending_turn.is_none() => {
+                ActionDone::Stopped { turn_id: None }
+            }
             CommandAction::StopStream => {
-                if duplicate {
-                    // The first attempt aborted (or the turn ended meanwhile).
-                    ActionDone::Stopped { turn_id: None }
-                } else {
-                    let submitted = self.control(org, session, ControlAction::Abort).await?;
-                    ActionDone::Stopped {
-                        turn_id: submitted.turn_id,
-                    }
+                let submitted = self.control(org, session, ControlAction::Abort).await?;
+                ActionDone::Stopped {
+                    turn_id: submitted.turn_id,
                 }
             }
             CommandAction::SetModel => {
@@ -396,8 +465,7 @@ impl ChatService {
                 ActionDone::Mode(changed.mode)
             }
             CommandAction::Rename => {
-                changed.title = arguments.to_owned();
-                changed.validate()?;
+                changed.title = arguments.trim().to_owned();
                 self.metadata.update_session(org, &changed).await?;
                 ActionDone::Renamed(changed.title)
             }
@@ -451,10 +519,11 @@ impl ChatService {
 }
 
 /// Why an action cannot run in `session` with `arguments`, for the person.
-fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Result<(), String> {
+fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Result<(), (Failure, String)> {
+    let invalid = |reason: String| Err((Failure::Invalid, reason));
     let setting = |what: &str, value: &str| {
         if value.chars().count() > MAX_SETTING_CHARS || value.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            Err(format!(
+            invalid(format!(
                 "a {what} is one word of at most {MAX_SETTING_CHARS} characters, not `{value}`"
             ))
         } else {
@@ -463,20 +532,33 @@ fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Re
     };
     match action {
         CommandAction::NewSession if session.workspace_id.is_none() => {
-            Err("/new makes a chat in a workspace; this chat is in none: open a workspace's chat first".to_owned())
+            invalid("/new makes a chat in a workspace; this chat is in none: open a workspace's chat first".to_owned())
         }
         CommandAction::StopStream if session.pending_turn.is_none() => {
-            Err("nothing is running in this chat to stop".to_owned())
+            Err((Failure::Conflict, "nothing is running in this chat to stop".to_owned()))
         }
         CommandAction::SetModel => setting("model", arguments),
         CommandAction::SwitchMode if arguments.is_empty() => {
-            Err("name a mode, as in `/mode plan` or `/mode act`".to_owned())
+            invalid("name a mode, as in `/mode plan` or `/mode act`".to_owned())
         }
         CommandAction::SwitchMode => setting("mode", arguments),
         CommandAction::Rename if arguments.trim().is_empty() => {
-            Err("give the new title, as in `/rename Q3 plan`".to_owned())
+            invalid("give the new title, as in `/rename Q3 plan`".to_owned())
+        }
+        CommandAction::Rename => {
+            let mut renamed = session.clone();
+            renamed.title = arguments.trim().to_owned();
+            renamed.validate().map_err(|e| (Failure::Invalid, reason_of(e)))
         }
         _ => Ok(()),
+    }
+}
+
+/// An error's reason, for a person (without the error's kind).
+fn reason_of(e: Error) -> String {
+    match e {
+        Error::Invalid { reason, .. } => reason,
+        other => other.to_string(),
     }
 }
 

@@ -18,7 +18,7 @@ mod message;
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
-pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Preview, Refused, Resolution};
+pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
@@ -136,7 +136,16 @@ impl ChatService {
         self.log
             .create(&Session::stream(org, &session.id)?, CreateStream::new(json))
             .await?;
-        self.metadata.create_session(org, &session).await?;
+        match self.metadata.create_session(org, &session).await {
+            Ok(()) => {}
+            // A named chat made meanwhile by a concurrent retry: that one is the answer.
+            Err(Error::Exists { .. }) if new.id.is_some() => {
+                if let Some(existing) = self.metadata.session(org, &session.id).await? {
+                    return Ok(existing);
+                }
+            }
+            Err(e) => return Err(e),
+        }
         tracing::info!(org, session = %session.id, "session created");
         Ok(session)
     }
