@@ -198,8 +198,67 @@ pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H
     assert!(store.turns(&org, &id, 0, 10).await.unwrap().is_empty());
 }
 
+/// A chat's attachments are stored with it, listed oldest first, completed once, and go with
+/// it; another organization sees none.
+pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H) {
+    use spool_domain::attachment::{Attachment, AttachmentStatus, Attachments};
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
+    let (org, other) = (unique_id("org"), unique_id("org"));
+    let chat = unique_id("ses");
+    a.create_session(&org, &session(&chat, None, 1)).await.unwrap();
+    let file = |id: &str, at: i64| Attachment {
+        id: id.to_owned(),
+        session_id: chat.clone(),
+        filename: format!("{id}.txt"),
+        content_type: "text/plain".to_owned(),
+        size: 5,
+        sha256: None,
+        author: "key:k".to_owned(),
+        status: AttachmentStatus::Uploading,
+        created_ms: at,
+        upload_expires_ms: at + 900_000,
+        completed_ms: None,
+    };
+    a.create_attachment(&org, &file("att_2", 20)).await.unwrap();
+    a.create_attachment(&org, &file("att_1", 10)).await.unwrap();
+    assert!(matches!(
+        a.create_attachment(&org, &file("att_1", 30)).await,
+        Err(Error::Exists { .. })
+    ));
+    let listed: Vec<String> = b
+        .attachments(&org, &chat)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(listed, ["att_1", "att_2"], "oldest first, from another instance");
+    // Completed once, whoever races
+    let (one, two) = tokio::join!(
+        a.complete_attachment(&org, &chat, "att_1", 40),
+        b.complete_attachment(&org, &chat, "att_1", 41)
+    );
+    let done: Vec<Attachment> = [one.unwrap(), two.unwrap()].into_iter().flatten().collect();
+    assert_eq!(done.len(), 1, "one completion wins");
+    assert_eq!(done[0].status, AttachmentStatus::Complete);
+    let stored = a.attachment(&org, &chat, "att_1").await.unwrap().unwrap();
+    assert_eq!(
+        (stored.status, stored.completed_ms),
+        (AttachmentStatus::Complete, done[0].completed_ms)
+    );
+    assert_eq!(a.complete_attachment(&org, &chat, "att_none", 50).await.unwrap(), None);
+    // Another organization sees nothing
+    assert_eq!(a.attachment(&other, &chat, "att_1").await.unwrap(), None);
+    assert!(a.attachments(&other, &chat).await.unwrap().is_empty());
+    assert_eq!(a.complete_attachment(&other, &chat, "att_2", 60).await.unwrap(), None);
+    // They go with their chat
+    a.delete_session(&org, &chat).await.unwrap();
+    assert!(a.attachments(&org, &chat).await.unwrap().is_empty());
+}
+
 on_both_backends!(
     sessions: sessions_are_listed_by_last_activity,
     a_session_has_one_pending_turn,
-    turn_records_move_forward_and_expire
+    turn_records_move_forward_and_expire,
+    attachments_are_kept_with_their_chat,
 );

@@ -6,6 +6,7 @@
 //! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work, and
 //! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
 
+pub mod attachments;
 pub mod commands;
 pub mod directory;
 mod errors;

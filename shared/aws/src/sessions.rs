@@ -25,7 +25,7 @@ use crate::{
     metadata::{AwsMetadata, number, string},
 };
 
-fn session_pk(org: &str, id: &str) -> String {
+pub(crate) fn session_pk(org: &str, id: &str) -> String {
     format!("o#{org}#ses#{id}")
 }
 
@@ -167,8 +167,9 @@ impl Sessions for AwsMetadata {
         for request in requests {
             self.take_request(org, id, &request.id, None).await?;
         }
-        for turn in self.turn_items(org, id).await? {
-            if let Some(sk) = turn.get("sk").cloned() {
+        let attachments = self.query_prefix(session_pk(org, id), "att#").await?;
+        for item in self.turn_items(org, id).await?.iter().chain(&attachments) {
+            if let Some(sk) = item.get("sk").cloned() {
                 self.dynamodb
                     .delete_item()
                     .table_name(&self.table)
@@ -176,7 +177,7 @@ impl Sessions for AwsMetadata {
                     .key("sk", sk)
                     .send()
                     .await
-                    .map_err(|e| ddb("DeleteItem (turn record)", e))?;
+                    .map_err(|e| ddb("DeleteItem (turn record or attachment)", e))?;
             }
         }
         let result = self

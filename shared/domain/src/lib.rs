@@ -21,7 +21,9 @@ pub mod failpoint;
 pub mod log;
 pub mod retry;
 
-pub use chat::{claim, commands, confine, directory, manage, revocation, service, session, turns, workspace};
+pub use chat::{
+    attachment, claim, commands, confine, directory, manage, revocation, service, session, turns, workspace,
+};
 pub use log::{group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 
 pub use chat::event::{ChatEvent, FeedEvent};

@@ -15,6 +15,7 @@
 //! [`EmbeddedMetadata`] keeps organizations, API keys, workspaces and agents in `metadata.db`
 //! beside it.
 
+mod attachments;
 mod commands;
 mod db;
 mod directory;

@@ -18,7 +18,7 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -118,6 +118,19 @@ CREATE INDEX IF NOT EXISTS turn_queue_by_group ON turn_queue (grp, id);
 CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions (org, workspace_key, last_active_ms DESC, id DESC);
 ";
 
+/// Version 4: attachments, by chat.
+const MIGRATION_4: &str = "
+CREATE TABLE IF NOT EXISTS attachments (
+    org        TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    status     TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (org, session_id, id)
+);
+CREATE INDEX IF NOT EXISTS attachments_by_time ON attachments (org, session_id, created_ms, id);";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -178,6 +191,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 3 {
             conn.execute_batch(MIGRATION_3)?;
+        }
+        if version < 4 {
+            conn.execute_batch(MIGRATION_4)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

@@ -121,12 +121,12 @@ impl Sessions for EmbeddedMetadata {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
             let tx = conn.unchecked_transaction().map_err(|e| sql("begin", e))?;
-            for table in ["open_requests", "turns"] {
+            for table in ["open_requests", "turns", "attachments"] {
                 tx.execute(
                     &format!("DELETE FROM {table} WHERE org = ?1 AND session_id = ?2"),
                     params![org, id],
                 )
-                .map_err(|e| sql("delete a session's requests and turns", e))?;
+                .map_err(|e| sql("delete a session's requests, turns and attachments", e))?;
             }
             let changed = tx
                 .execute("DELETE FROM sessions WHERE org = ?1 AND id = ?2", params![org, id])

@@ -19,6 +19,7 @@
 //! turn requeued, never kept forever; an open request (a question, an approval) has exactly one
 //! recorded answer.
 
+pub mod attachment;
 pub mod claim;
 pub mod commands;
 pub mod confine;

@@ -287,9 +287,15 @@ pub trait Workspaces: Send + Sync {
 
 /// Everything the chat API keeps besides streams: [`Directory`](crate::Directory),
 /// [`Workspaces`] and [`Sessions`](crate::Sessions), from one adapter.
-pub trait Metadata: crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands {}
+pub trait Metadata:
+    crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands + crate::attachment::Attachments
+{
+}
 
-impl<T: crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands> Metadata for T {}
+impl<T> Metadata for T where
+    T: crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands + crate::attachment::Attachments
+{
+}
 
 /// A new id with a kind prefix, e.g. `ws_0192f…`: a UUIDv7 in hex, so ids sort by creation.
 pub fn new_id(prefix: &str) -> String {

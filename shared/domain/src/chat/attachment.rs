@@ -1,0 +1,166 @@
+//! # Attachments: files a person puts in a chat
+//!
+//! An attachment is declared (its name, type and size), then its bytes go straight to storage,
+//! then it is completed, which the chat records. This module holds its record, the rules for
+//! what a file may be called and typed, and the metadata port that keeps the records
+//! ([`Attachments`]).
+//!
+//! Invariants: a stored filename is a safe base name (no path separator, no `..`, no control
+//! character, at most [`MAX_FILENAME_CHARS`] characters), so it can never name a place outside
+//! a chat's folder; an attachment is completed at most once.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// The longest filename kept (its extension is kept when a longer one is shortened).
+pub const MAX_FILENAME_CHARS: usize = 200;
+
+/// The default largest attachment (`SPOOL_MAX_ATTACHMENT_BYTES`): 100 MiB.
+pub const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 100 * 1024 * 1024;
+
+/// Where an attachment is in its life.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachmentStatus {
+    /// Declared; its bytes are on their way.
+    Uploading,
+    /// Uploaded, checked and recorded in the chat.
+    Complete,
+}
+
+/// A file in a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Its id (`att_…`).
+    pub id: String,
+    /// The chat it belongs to.
+    pub session_id: String,
+    /// Its safe base name ([`safe_filename`]).
+    pub filename: String,
+    /// Its media type ([`check_content_type`]).
+    pub content_type: String,
+    /// Its size in bytes, as declared (and checked when completed).
+    pub size: u64,
+    /// The SHA-256 of its bytes (hex), when the client sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Who uploaded it (the token's subject).
+    pub author: String,
+    /// Where it is in its life.
+    pub status: AttachmentStatus,
+    /// When it was declared (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When its upload URL expires.
+    pub upload_expires_ms: i64,
+    /// When it was completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_ms: Option<i64>,
+}
+
+/// The metadata store's attachment records, kept with their chat.
+#[async_trait]
+pub trait Attachments: Send + Sync {
+    /// Stores a new attachment ([`Error::Exists`] if its id is taken).
+    async fn create_attachment(&self, org: &str, attachment: &Attachment) -> Result<(), Error>;
+
+    /// The attachment `id` of a chat, if any.
+    async fn attachment(&self, org: &str, session_id: &str, id: &str) -> Result<Option<Attachment>, Error>;
+
+    /// A chat's attachments, oldest first.
+    async fn attachments(&self, org: &str, session_id: &str) -> Result<Vec<Attachment>, Error>;
+
+    /// Marks an uploading attachment complete at `at_ms`, atomically: of two completions, one
+    /// gets the completed record and the other `None` (as does a missing attachment).
+    async fn complete_attachment(
+        &self,
+        org: &str,
+        session_id: &str,
+        id: &str,
+        at_ms: i64,
+    ) -> Result<Option<Attachment>, Error>;
+}
+
+/// What a file may be called in a chat: the base name of `raw` (after its last `/` or `\`),
+/// without control characters and with surrounding dots and spaces trimmed, at most
+/// [`MAX_FILENAME_CHARS`] characters (keeping the extension). Empty, `.` or `..` is refused.
+pub fn safe_filename(raw: &str) -> Result<String, Error> {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or(raw);
+    let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
+    let trimmed = cleaned.trim_matches(|c: char| c == '.' || c.is_whitespace());
+    if trimmed.is_empty() {
+        return Err(Error::invalid(
+            "filename",
+            format!(
+                "`{}` leaves no name once paths and dots are taken out; name the file",
+                raw.escape_debug()
+            ),
+        ));
+    }
+    if trimmed.chars().count() <= MAX_FILENAME_CHARS {
+        return Ok(trimmed.to_owned());
+    }
+    // Shorten the stem, keep a short extension.
+    let (stem, extension) = match trimmed.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() && ext.chars().count() <= 16 => (stem, format!(".{ext}")),
+        _ => (trimmed, String::new()),
+    };
+    let keep = MAX_FILENAME_CHARS - extension.chars().count();
+    let stem: String = stem.chars().take(keep).collect();
+    Ok(format!("{}{extension}", stem.trim_end_matches('.')))
+}
+
+/// A media type as `type/subtype` (parameters dropped), lower-cased; `application/octet-stream`
+/// when empty.
+pub fn check_content_type(raw: &str) -> Result<String, Error> {
+    let essence = raw.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if essence.is_empty() {
+        return Ok("application/octet-stream".to_owned());
+    }
+    let token = |s: &str| {
+        !s.is_empty() && s.len() <= 127 && s.chars().all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+    };
+    match essence.split_once('/') {
+        Some((kind, subtype)) if token(kind) && token(subtype) => Ok(essence),
+        _ => Err(Error::invalid(
+            "content_type",
+            format!("`{}` is not a media type such as `text/plain`", raw.escape_debug()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_filenames_become_safe_base_names_or_are_refused() {
+        assert_eq!(safe_filename("report.pdf").unwrap(), "report.pdf");
+        assert_eq!(safe_filename("../../etc/passwd").unwrap(), "passwd");
+        assert_eq!(safe_filename("a/b").unwrap(), "b");
+        assert_eq!(safe_filename("C:\\Users\\me\\notes.txt").unwrap(), "notes.txt");
+        assert_eq!(safe_filename("bad\0name\n.txt").unwrap(), "badname.txt");
+        assert_eq!(safe_filename("  .hidden.  ").unwrap(), "hidden");
+        for refused in ["", ".", "..", "...", "a/..", "dir/", "\0\0", " . "] {
+            assert!(safe_filename(refused).is_err(), "{refused:?}");
+        }
+        let long = format!("{}.tar.gz", "x".repeat(10_000));
+        let kept = safe_filename(&long).unwrap();
+        assert_eq!(kept.chars().count(), MAX_FILENAME_CHARS);
+        assert!(kept.ends_with(".gz"), "{kept}");
+        let no_extension = safe_filename(&"y".repeat(10_000)).unwrap();
+        assert_eq!(no_extension.chars().count(), MAX_FILENAME_CHARS);
+    }
+
+    #[test]
+    fn content_types_are_media_types() {
+        assert_eq!(check_content_type("Image/PNG").unwrap(), "image/png");
+        assert_eq!(check_content_type("text/plain; charset=utf-8").unwrap(), "text/plain");
+        assert_eq!(check_content_type("").unwrap(), "application/octet-stream");
+        for bad in ["text", "text/", "/plain", "text/pl ain", "a/b/c", "text/pl\u{7}ain"] {
+            assert!(check_content_type(bad).is_err(), "{bad:?}");
+        }
+    }
+}

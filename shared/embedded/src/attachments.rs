@@ -1,0 +1,108 @@
+//! Attachment records in `metadata.db`: one row per file, keyed by organization and chat.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use spool_domain::{
+    Error,
+    attachment::{Attachment, Attachments},
+};
+
+use crate::{
+    db::sql,
+    metadata::{EmbeddedMetadata, is_constraint},
+};
+
+fn encode(attachment: &Attachment) -> Result<String, Error> {
+    serde_json::to_string(attachment).map_err(|e| Error::unavailable("encode an attachment", e))
+}
+
+fn decode(data: &str) -> Result<Attachment, Error> {
+    serde_json::from_str(data).map_err(|e| Error::Corrupt {
+        what: format!("an attachment: {e}"),
+    })
+}
+
+#[async_trait]
+impl Attachments for EmbeddedMetadata {
+    async fn create_attachment(&self, org: &str, attachment: &Attachment) -> Result<(), Error> {
+        let (org, a) = (org.to_owned(), attachment.clone());
+        let data = encode(&a)?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO attachments (org, session_id, id, created_ms, status, data) VALUES (?1, ?2, ?3, ?4, 'uploading', ?5)",
+                params![org, a.session_id, a.id, a.created_ms, data],
+            )
+            .map(drop)
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    Error::Exists {
+                        what: format!("attachment `{}`", a.id),
+                    }
+                } else {
+                    sql("store an attachment", e)
+                }
+            })
+        })
+        .await
+    }
+
+    async fn attachment(&self, org: &str, session_id: &str, id: &str) -> Result<Option<Attachment>, Error> {
+        let (org, session_id, id) = (org.to_owned(), session_id.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            conn.query_row(
+                "SELECT data FROM attachments WHERE org = ?1 AND session_id = ?2 AND id = ?3",
+                params![org, session_id, id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| sql("read an attachment", e))?
+            .map(|data| decode(&data))
+            .transpose()
+        })
+        .await
+    }
+
+    async fn attachments(&self, org: &str, session_id: &str) -> Result<Vec<Attachment>, Error> {
+        let (org, session_id) = (org.to_owned(), session_id.to_owned());
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT data FROM attachments WHERE org = ?1 AND session_id = ?2 ORDER BY created_ms, id",
+                )
+                .map_err(|e| sql("list attachments", e))?;
+            let rows = statement
+                .query_map(params![org, session_id], |r| r.get::<_, String>(0))
+                .map_err(|e| sql("list attachments", e))?;
+            rows.map(|row| decode(&row.map_err(|e| sql("list attachments", e))?))
+                .collect()
+        })
+        .await
+    }
+
+    async fn complete_attachment(
+        &self,
+        org: &str,
+        session_id: &str,
+        id: &str,
+        at_ms: i64,
+    ) -> Result<Option<Attachment>, Error> {
+        let (org, session_id, id) = (org.to_owned(), session_id.to_owned(), id.to_owned());
+        // One statement, conditional on the status: the change happens once, whoever else
+        // completes it, and no read lock is upgraded on the way.
+        self.with(move |conn| {
+            conn.query_row(
+                "UPDATE attachments
+                 SET status = 'complete', data = json_set(data, '$.status', 'complete', '$.completed_ms', ?4)
+                 WHERE org = ?1 AND session_id = ?2 AND id = ?3 AND status = 'uploading'
+                 RETURNING data",
+                params![org, session_id, id, at_ms],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| sql("complete an attachment", e))?
+            .map(|data| decode(&data))
+            .transpose()
+        })
+        .await
+    }
+}
