@@ -8,11 +8,13 @@
 
 mod api_key;
 pub mod rate;
+mod upload;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 use serde::{Deserialize, Serialize};
+pub use upload::UploadGrant;
 
 /// How long a token lives: one day.
 pub const TOKEN_TTL_SECONDS: i64 = 24 * 3600;
