@@ -30,6 +30,7 @@ macro_rules! on_both_backends {
 
 mod agents_http;
 mod answers_http;
+mod attachment_files;
 mod capabilities_http;
 mod chaos;
 mod claims_http;

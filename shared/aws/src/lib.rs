@@ -11,6 +11,7 @@ pub mod commands;
 pub mod directory;
 mod errors;
 pub mod faults;
+pub mod files;
 pub mod items;
 pub mod log;
 pub mod metadata;
@@ -22,6 +23,7 @@ pub mod turn_queue;
 pub mod workspaces;
 
 pub use faults::{FaultCounts, FaultInjector, FaultPlan};
+pub use files::S3Files;
 pub use log::{AwsLog, AwsLogOptions};
 pub use metadata::AwsMetadata;
 pub use metrics::RequestCounter;

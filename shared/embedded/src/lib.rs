@@ -19,6 +19,7 @@ mod attachments;
 mod commands;
 mod db;
 mod directory;
+mod files;
 mod metadata;
 mod pages;
 mod private;
@@ -48,7 +49,7 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
-pub use crate::{metadata::EmbeddedMetadata, worker_slot::WorkerSlot};
+pub use crate::{files::LocalFiles, metadata::EmbeddedMetadata, worker_slot::WorkerSlot};
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

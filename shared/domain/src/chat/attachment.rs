@@ -83,6 +83,81 @@ pub trait Attachments: Send + Sync {
     ) -> Result<Option<Attachment>, Error>;
 }
 
+/// Where an attachment's bytes are kept: `attachments/{org}/{session}/{attachment}`.
+pub fn object_key(org: &str, session_id: &str, attachment_id: &str) -> String {
+    format!("attachments/{org}/{session_id}/{attachment_id}")
+}
+
+/// How a client moves an attachment's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transfer {
+    /// Straight to or from storage: a pre-signed request the client makes as given.
+    Direct {
+        /// The HTTP method.
+        method: String,
+        /// The URL.
+        url: String,
+        /// The headers the client must send with it (those the signature covers).
+        headers: Vec<(String, String)>,
+    },
+    /// Through Spool's own routes (the embedded store, under `spool serve`).
+    ThroughSpool,
+}
+
+/// Where attachments' bytes live (S3; a folder of the data directory), so that on AWS they go
+/// straight between the client and storage and never through a function.
+#[async_trait]
+pub trait FileStore: Send + Sync {
+    /// How a client sends `size` bytes of `content_type` as `key`, for `expires_in`.
+    async fn upload(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        expires_in: std::time::Duration,
+    ) -> Result<Transfer, Error>;
+
+    /// How a client fetches `key`, to be saved as `filename`, for `expires_in`.
+    async fn download(
+        &self,
+        key: &str,
+        filename: &str,
+        content_type: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<Transfer, Error>;
+
+    /// The size of what is stored at `key`, if anything is.
+    async fn size(&self, key: &str) -> Result<Option<u64>, Error>;
+
+    /// Deletes what is stored at `key` (nothing there is fine).
+    async fn delete(&self, key: &str) -> Result<(), Error>;
+}
+
+/// `Content-Disposition: attachment` for `filename` (a safe base name), with its UTF-8 form.
+pub fn content_disposition(filename: &str) -> String {
+    let ascii: String = filename
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let encoded: String = filename
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
 /// What a file may be called in a chat: the base name of `raw` (after its last `/` or `\`),
 /// without control characters and with surrounding dots and spaces trimmed, at most
 /// [`MAX_FILENAME_CHARS`] characters (keeping the extension). Empty, `.` or `..` is refused.
@@ -152,6 +227,19 @@ mod tests {
         assert!(kept.ends_with(".gz"), "{kept}");
         let no_extension = safe_filename(&"y".repeat(10_000)).unwrap();
         assert_eq!(no_extension.chars().count(), MAX_FILENAME_CHARS);
+    }
+
+    #[test]
+    fn downloads_are_named_safely() {
+        assert_eq!(
+            content_disposition("report.pdf"),
+            "attachment; filename=\"report.pdf\"; filename*=UTF-8''report.pdf"
+        );
+        assert_eq!(
+            content_disposition("naïve \"q\".txt"),
+            "attachment; filename=\"na_ve _q_.txt\"; filename*=UTF-8''na%C3%AFve%20%22q%22.txt"
+        );
+        assert_eq!(object_key("o", "s", "a"), "attachments/o/s/a");
     }
 
     #[test]

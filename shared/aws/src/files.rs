@@ -1,0 +1,107 @@
+//! # Attachments' bytes in S3
+//!
+//! Clients move them straight to and from the bucket with pre-signed requests, so a function
+//! never carries them and API Gateway's payload limit does not apply. An upload URL is a
+//! `PutObject` signed with the declared `Content-Length` and `Content-Type`, so S3 refuses
+//! other bytes; a download URL is a `GetObject` that answers with `Content-Disposition:
+//! attachment` and the declared type. Both expire in minutes.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::{error::SdkError, operation::head_object::HeadObjectError, presigning::PresigningConfig};
+use spool_domain::{
+    Error,
+    attachment::{FileStore, Transfer, content_disposition},
+};
+
+use crate::errors::s3;
+
+/// Attachments in an S3 bucket.
+#[derive(Debug, Clone)]
+pub struct S3Files {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3Files {
+    /// The store in `bucket`.
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+}
+
+fn presigning(expires_in: Duration) -> Result<PresigningConfig, Error> {
+    PresigningConfig::expires_in(expires_in).map_err(|e| Error::unavailable("pre-sign an attachment's URL", e))
+}
+
+fn transfer(request: &aws_sdk_s3::presigning::PresignedRequest) -> Transfer {
+    Transfer::Direct {
+        method: request.method().to_owned(),
+        url: request.uri().to_owned(),
+        headers: request
+            .headers()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect(),
+    }
+}
+
+#[async_trait]
+impl FileStore for S3Files {
+    async fn upload(&self, key: &str, content_type: &str, size: u64, expires_in: Duration) -> Result<Transfer, Error> {
+        let size = i64::try_from(size).map_err(|_| Error::invalid("size", "too large"))?;
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_length(size)
+            .content_type(content_type)
+            .presigned(presigning(expires_in)?)
+            .await
+            .map_err(|e| s3("pre-sign PutObject (attachment)", e))?;
+        Ok(transfer(&request))
+    }
+
+    async fn download(
+        &self,
+        key: &str,
+        filename: &str,
+        content_type: &str,
+        expires_in: Duration,
+    ) -> Result<Transfer, Error> {
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .response_content_disposition(content_disposition(filename))
+            .response_content_type(content_type)
+            .presigned(presigning(expires_in)?)
+            .await
+            .map_err(|e| s3("pre-sign GetObject (attachment)", e))?;
+        Ok(transfer(&request))
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, Error> {
+        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+            Ok(out) => Ok(out.content_length().and_then(|n| u64::try_from(n).ok())),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), HeadObjectError::NotFound(_)) => Ok(None),
+            Err(e) => Err(s3("HeadObject (attachment)", e)),
+        }
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), Error> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| s3("DeleteObject (attachment)", e))?;
+        Ok(())
+    }
+}

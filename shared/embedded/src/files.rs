@@ -1,0 +1,183 @@
+//! Attachments' bytes in the data directory: `{data}/attachments/{org}/{session}/{attachment}`
+//! (folders 0700, files 0600). Clients move them through `spool serve`'s own routes
+//! ([`Transfer::ThroughSpool`]), which write with [`LocalFiles::write`] (to a temporary file,
+//! exactly the declared size, then renamed into place) and read with [`LocalFiles::path`].
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use spool_domain::{
+    Error,
+    attachment::{FileStore, Transfer},
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// The embedded store of attachments' bytes.
+#[derive(Debug, Clone)]
+pub struct LocalFiles {
+    root: PathBuf,
+}
+
+impl LocalFiles {
+    /// The store under `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            root: data_dir.to_path_buf(),
+        }
+    }
+
+    /// Where `key` is kept. Keys are made by [`spool_domain::attachment::object_key`] from
+    /// checked ids; one with a `..` or an absolute part is refused all the same.
+    pub fn path(&self, key: &str) -> Result<PathBuf, Error> {
+        let safe = !key.is_empty()
+            && key
+                .split('/')
+                .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\\'));
+        if !safe {
+            return Err(Error::invalid("attachment", format!("`{key}` is not a storage key")));
+        }
+        Ok(self.root.join(key))
+    }
+
+    /// Writes exactly `size` bytes from `body` as `key`; more or fewer is refused and nothing
+    /// is kept. An object already there is refused ([`Error::Exists`]): an upload happens once.
+    pub async fn write(&self, key: &str, size: u64, body: impl AsyncRead + Unpin) -> Result<(), Error> {
+        let path = self.path(key)?;
+        if tokio::fs::try_exists(&path).await.unwrap_or(false) {
+            return Err(Error::Exists {
+                what: format!("the upload of `{key}`"),
+            });
+        }
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let io = |e: std::io::Error| Error::unavailable("write an attachment", e);
+        tokio::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .await
+            .map_err(io)?;
+        let temporary = dir.join(format!(".{}.part", uuid_like()));
+        let result = async {
+            let mut file = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temporary)
+                .await
+                .map_err(io)?;
+            // One byte past the size is enough to know it is too long.
+            let mut limited = body.take(size + 1);
+            let written = tokio::io::copy(&mut limited, &mut file).await.map_err(io)?;
+            if written != size {
+                return Err(Error::invalid(
+                    "upload",
+                    if written > size {
+                        format!("the body is longer than the declared {size} bytes")
+                    } else {
+                        format!("the body has {written} bytes; {size} were declared")
+                    },
+                ));
+            }
+            file.flush().await.map_err(io)?;
+            file.sync_all().await.map_err(io)?;
+            // Create-only: a concurrent upload of the same key that finished first wins.
+            tokio::fs::hard_link(&temporary, &path).await.map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Error::Exists {
+                        what: format!("the upload of `{key}`"),
+                    }
+                } else {
+                    io(e)
+                }
+            })
+        }
+        .await;
+        let _ = tokio::fs::remove_file(&temporary).await;
+        result
+    }
+}
+
+/// A unique enough name for a temporary file.
+fn uuid_like() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+#[async_trait]
+impl FileStore for LocalFiles {
+    async fn upload(&self, key: &str, _: &str, _: u64, _: Duration) -> Result<Transfer, Error> {
+        self.path(key)?;
+        Ok(Transfer::ThroughSpool)
+    }
+
+    async fn download(&self, key: &str, _: &str, _: &str, _: Duration) -> Result<Transfer, Error> {
+        self.path(key)?;
+        Ok(Transfer::ThroughSpool)
+    }
+
+    async fn size(&self, key: &str) -> Result<Option<u64>, Error> {
+        match tokio::fs::metadata(self.path(key)?).await {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::unavailable("read an attachment's size", e)),
+        }
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), Error> {
+        match tokio::fs::remove_file(self.path(key)?).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::unavailable("delete an attachment", e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bytes_are_written_once_exactly_as_declared() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = LocalFiles::new(dir.path());
+        let key = spool_domain::attachment::object_key("org_a", "ses_1", "att_1");
+        assert_eq!(
+            files
+                .upload(&key, "text/plain", 5, Duration::from_secs(60))
+                .await
+                .unwrap(),
+            Transfer::ThroughSpool
+        );
+        assert_eq!(files.size(&key).await.unwrap(), None);
+        // Too long and too short are refused, and leave nothing
+        assert!(files.write(&key, 5, &b"hello!"[..]).await.is_err());
+        assert!(files.write(&key, 5, &b"hell"[..]).await.is_err());
+        assert_eq!(files.size(&key).await.unwrap(), None);
+        files.write(&key, 5, &b"hello"[..]).await.unwrap();
+        assert_eq!(files.size(&key).await.unwrap(), Some(5));
+        assert!(
+            matches!(files.write(&key, 5, &b"again"[..]).await, Err(Error::Exists { .. })),
+            "once"
+        );
+        assert_eq!(std::fs::read(files.path(&key).unwrap()).unwrap(), b"hello");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(files.path(&key).unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        let leftovers = std::fs::read_dir(files.path(&key).unwrap().parent().unwrap())
+            .unwrap()
+            .count();
+        assert_eq!(leftovers, 1, "no temporary files left");
+        files.delete(&key).await.unwrap();
+        files.delete(&key).await.unwrap();
+        assert_eq!(files.size(&key).await.unwrap(), None);
+        for bad in ["", "../x", "a/../b", "/etc/passwd", "a//b", "a\\\\b"] {
+            assert!(files.path(bad).is_err(), "{bad}");
+        }
+    }
+}
