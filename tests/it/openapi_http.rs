@@ -542,58 +542,8 @@ fn the_web_uis_event_types_are_the_documents() {
 #[test]
 fn both_functions_answer_a_domain_error_the_same_way() {
     use axum::response::IntoResponse;
-    use spool_domain::{Error, Offset, StreamPath};
-    let path = StreamPath::parse("a").unwrap();
-    let errors = || {
-        vec![
-            Error::NotFound { path: path.clone() },
-            Error::Gone { path: path.clone() },
-            Error::ConfigMismatch {
-                path: path.clone(),
-                reason: "r".into(),
-            },
-            Error::Closed {
-                path: path.clone(),
-                tail: Offset::START,
-            },
-            Error::ContentTypeMismatch {
-                expected: "a".into(),
-                got: "b".into(),
-            },
-            Error::StreamSeqConflict {
-                last: "b".into(),
-                got: "a".into(),
-            },
-            Error::StaleProducerEpoch { current: 2, got: 1 },
-            Error::InvalidProducerEpochSeq { epoch: 1, seq: 1 },
-            Error::ProducerSeqGap {
-                expected: 1,
-                received: 3,
-            },
-            Error::InvalidOffset {
-                value: "x".into(),
-                reason: "r",
-            },
-            Error::OffsetBeyondTail {
-                offset: Offset::after(9),
-                tail: Offset::START,
-            },
-            Error::PayloadTooLarge { size: 2, max: 1 },
-            Error::EmptyAppend,
-            Error::invalid("x", "y"),
-            Error::TailMismatch {
-                path: path.clone(),
-                expected: 1,
-                tail: 2,
-            },
-            Error::Missing { what: "x".into() },
-            Error::Exists { what: "x".into() },
-            Error::Contention { path: path.clone() },
-            Error::Corrupt { what: "x".into() },
-            Error::unavailable("x", "y"),
-            Error::Injected { point: "p" },
-        ]
-    };
+    use spool_domain::Error;
+    let errors = Error::one_of_each;
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let answer = |response: axum::response::Response| {
         let status = response.status();

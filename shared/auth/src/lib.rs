@@ -139,14 +139,20 @@ impl TokenKeys {
 
     /// Verifies a token's signature, algorithm and expiry, and returns its claims.
     pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
+        let claims: Claims = self.decode(token, &self.validation)?;
+        check_org(&claims.org)?;
+        Ok(claims)
+    }
+
+    /// A token's claims, checked by `validation` (an expired one is [`AuthError::Expired`]).
+    fn decode<T: serde::de::DeserializeOwned>(&self, token: &str, validation: &Validation) -> Result<T, AuthError> {
         use jsonwebtoken::errors::ErrorKind;
-        let data =
-            jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).map_err(|e| match e.kind() {
+        jsonwebtoken::decode::<T>(token, &self.decoding, validation)
+            .map(|data| data.claims)
+            .map_err(|e| match e.kind() {
                 ErrorKind::ExpiredSignature => AuthError::Expired,
                 _ => AuthError::Invalid(e.to_string()),
-            })?;
-        check_org(&data.claims.org)?;
-        Ok(data.claims)
+            })
     }
 }
 
@@ -220,12 +226,12 @@ pub fn bearer(authorization: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+    pub(crate) const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 
-    fn now() -> i64 {
+    pub(crate) fn now() -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

@@ -53,33 +53,23 @@ impl TokenKeys {
 
     /// Verifies an upload grant: signature, audience and expiry.
     pub fn verify_upload(&self, token: &str) -> Result<UploadGrant, AuthError> {
-        use jsonwebtoken::errors::ErrorKind;
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = 5;
         validation.set_audience(&[AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "aud", "sub"]);
-        let data = jsonwebtoken::decode::<Signed>(token, &self.decoding, &validation).map_err(|e| match e.kind() {
-            ErrorKind::ExpiredSignature => AuthError::Expired,
-            _ => AuthError::Invalid(e.to_string()),
-        })?;
-        check_org(&data.claims.grant.org)?;
-        Ok(data.claims.grant)
+        let signed: Signed = self.decode(token, &validation)?;
+        check_org(&signed.grant.org)?;
+        Ok(signed.grant)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Claims;
-
-    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
-
-    fn now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64
-    }
+    use crate::{
+        Claims,
+        tests::{SECRET, now},
+    };
 
     fn grant(exp: i64) -> UploadGrant {
         UploadGrant {

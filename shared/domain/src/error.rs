@@ -175,6 +175,61 @@ impl Error {
         }
     }
 
+    /// One error of every kind, for tests that walk how each is answered (the HTTP edge's
+    /// status table). A new variant belongs here too.
+    pub fn one_of_each() -> Vec<Self> {
+        use crate::{Offset, StreamPath};
+        let path = StreamPath::parse("a").expect("`a` is a stream path");
+        vec![
+            Self::NotFound { path: path.clone() },
+            Self::Gone { path: path.clone() },
+            Self::ConfigMismatch {
+                path: path.clone(),
+                reason: "r".into(),
+            },
+            Self::Closed {
+                path: path.clone(),
+                tail: Offset::START,
+            },
+            Self::ContentTypeMismatch {
+                expected: "a".into(),
+                got: "b".into(),
+            },
+            Self::StreamSeqConflict {
+                last: "b".into(),
+                got: "a".into(),
+            },
+            Self::StaleProducerEpoch { current: 2, got: 1 },
+            Self::InvalidProducerEpochSeq { epoch: 1, seq: 1 },
+            Self::ProducerSeqGap {
+                expected: 1,
+                received: 3,
+            },
+            Self::InvalidOffset {
+                value: "x".into(),
+                reason: "r",
+            },
+            Self::OffsetBeyondTail {
+                offset: Offset::after(9),
+                tail: Offset::START,
+            },
+            Self::PayloadTooLarge { size: 2, max: 1 },
+            Self::EmptyAppend,
+            Self::invalid("x", "y"),
+            Self::TailMismatch {
+                path: path.clone(),
+                expected: 1,
+                tail: 2,
+            },
+            Self::Missing { what: "x".into() },
+            Self::Exists { what: "x".into() },
+            Self::Contention { path },
+            Self::Corrupt { what: "x".into() },
+            Self::unavailable("x", "y"),
+            Self::Injected { point: "p" },
+        ]
+    }
+
     /// An [`Error::Invalid`].
     pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
         Self::Invalid {

@@ -108,66 +108,11 @@ pub fn respond(status: StatusCode, mut body: ErrorBody, headers: Vec<(HeaderName
 
 #[cfg(test)]
 mod tests {
-    use spool_domain::{Offset, StreamPath};
-
     use super::*;
-
-    /// One of every domain error.
-    pub(crate) fn every_error() -> Vec<Error> {
-        let path = StreamPath::parse("a").unwrap();
-        vec![
-            Error::NotFound { path: path.clone() },
-            Error::Gone { path: path.clone() },
-            Error::ConfigMismatch {
-                path: path.clone(),
-                reason: "r".into(),
-            },
-            Error::Closed {
-                path: path.clone(),
-                tail: Offset::START,
-            },
-            Error::ContentTypeMismatch {
-                expected: "a".into(),
-                got: "b".into(),
-            },
-            Error::StreamSeqConflict {
-                last: "b".into(),
-                got: "a".into(),
-            },
-            Error::StaleProducerEpoch { current: 2, got: 1 },
-            Error::InvalidProducerEpochSeq { epoch: 1, seq: 1 },
-            Error::ProducerSeqGap {
-                expected: 1,
-                received: 3,
-            },
-            Error::InvalidOffset {
-                value: "x".into(),
-                reason: "r",
-            },
-            Error::OffsetBeyondTail {
-                offset: Offset::after(9),
-                tail: Offset::START,
-            },
-            Error::PayloadTooLarge { size: 2, max: 1 },
-            Error::EmptyAppend,
-            Error::invalid("x", "y"),
-            Error::TailMismatch {
-                path: path.clone(),
-                expected: 1,
-                tail: 2,
-            },
-            Error::Missing { what: "x".into() },
-            Error::Exists { what: "x".into() },
-            Error::Contention { path },
-            Error::Corrupt { what: "x".into() },
-            Error::unavailable("x", "y"),
-            Error::Injected { point: "p" },
-        ]
-    }
 
     #[test]
     fn every_error_the_caller_causes_is_a_4xx_and_the_stores_a_5xx() {
-        for e in every_error() {
+        for e in Error::one_of_each() {
             let (status, code) = status_of(&e);
             assert_eq!(status.is_client_error(), e.is_client_error(), "{e}: {status} {code}");
             assert!(status.is_client_error() || status.is_server_error(), "{e}");

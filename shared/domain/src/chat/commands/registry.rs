@@ -60,12 +60,15 @@ pub struct Registry {
     entries: BTreeMap<String, Entry>,
 }
 
-/// The built-in commands.
-pub fn builtin() -> Vec<SlashCommand> {
-    BUILTIN
-        .iter()
-        .map(|(name, md)| SlashCommand::parse(name, md).expect("the built-in commands parse (a unit test checks)"))
-        .collect()
+/// The built-in commands, parsed once per process.
+pub fn builtin() -> &'static [SlashCommand] {
+    static PARSED: std::sync::LazyLock<Vec<SlashCommand>> = std::sync::LazyLock::new(|| {
+        BUILTIN
+            .iter()
+            .map(|(name, md)| SlashCommand::parse(name, md).expect("the built-in commands parse (a unit test checks)"))
+            .collect()
+    });
+    &PARSED
 }
 
 impl Registry {
@@ -74,7 +77,7 @@ impl Registry {
     pub fn build(global: &[StoredCommand], workspace: &[StoredCommand], files: Vec<FileCommand>) -> Self {
         let mut registry = Self::default();
         for command in builtin() {
-            registry.add(command.name.clone(), CommandSource::Builtin, None, Ok(command));
+            registry.add(command.name.clone(), CommandSource::Builtin, None, Ok(command.clone()));
         }
         for (source, stored) in [(CommandSource::Global, global), (CommandSource::Workspace, workspace)] {
             for s in stored {
@@ -259,7 +262,7 @@ mod tests {
 
     #[test]
     fn the_built_in_commands_parse() {
-        let names: Vec<String> = builtin().into_iter().map(|c| c.name).collect();
+        let names: Vec<&str> = builtin().iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
             ["new", "stop", "model", "mode", "rename", "clear", "help", "summarize"]
