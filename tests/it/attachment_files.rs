@@ -17,8 +17,9 @@ async fn local_files_go_through_spool() {
         files.upload(&key, "text/plain", 5, minute).await.unwrap(),
         Transfer::ThroughSpool
     );
-    files.write(&key, 5, &b"hello"[..]).await.unwrap();
+    files.write(&key, 5, Box::pin(&b"hello"[..])).await.unwrap();
     assert_eq!(files.size(&key).await.unwrap(), Some(5));
+    files.keep(&key).await.unwrap();
     assert_eq!(
         files.download(&key, "a.txt", "text/plain", minute).await.unwrap(),
         Transfer::ThroughSpool
@@ -57,11 +58,35 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
     }
     let response = put.send().await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
-    // THEN the store sees it, and a pre-signed GET returns it as a named attachment
+    // THEN the store sees it, pending until it is kept, and a second upload is refused
     assert_eq!(files.size(&key).await.unwrap(), Some(body.len() as u64));
+    let s3 = harness.clients().await.s3;
+    let bucket = harness.config().aws.pages_bucket.clone().unwrap();
+    let tags = |s3: aws_sdk_s3::Client, bucket: String, key: String| async move {
+        s3.get_object_tagging()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap()
+            .tag_set()
+            .iter()
+            .map(|t| format!("{}={}", t.key(), t.value()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tags(s3.clone(), bucket.clone(), key.clone()).await, ["spool-upload=pending"]);
+    let mut again = http.put(&url).body(b"HELLO, BUCKET".to_vec());
+    for (name, value) in &headers {
+        again = again.header(name.as_str(), value.as_str());
+    }
+    assert_eq!(again.send().await.unwrap().status(), reqwest::StatusCode::PRECONDITION_FAILED);
+    files.keep(&key).await.unwrap();
+    assert!(tags(s3, bucket, key.clone()).await.is_empty(), "kept past the lifecycle rule");
+    // and a pre-signed GET returns it as a named attachment
     let Transfer::Direct { url, .. } = files.download(&key, "notes.txt", "text/plain", minute).await.unwrap() else {
         panic!("S3 downloads are direct");
     };
+    assert_eq!(files.sha256(&key).await.unwrap().unwrap().len(), 64);
     let response = http.get(&url).send().await.unwrap();
     assert!(response.status().is_success());
     let disposition = response.headers()["content-disposition"].to_str().unwrap().to_owned();
@@ -72,4 +97,41 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
     assert_eq!(response.bytes().await.unwrap().as_ref(), body.as_slice());
     files.delete(&key).await.unwrap();
     assert_eq!(files.size(&key).await.unwrap(), None);
+}
+
+/// `spool serve`'s sweep deletes uploads never completed, a grace period after their URL
+/// expired, bytes and record, and keeps completed files.
+#[tokio::test]
+async fn the_sweep_deletes_only_unfinished_uploads_past_their_grace() {
+    use spool_domain::attachment::{Attachment, AttachmentStatus, Attachments};
+    let dir = tempfile::tempdir().unwrap();
+    let files = spool_embedded::LocalFiles::new(dir.path());
+    let records = spool_embedded::EmbeddedMetadata::open(dir.path()).unwrap();
+    let record = |id: &str, expires: i64| Attachment {
+        id: id.to_owned(),
+        session_id: "ses_1".to_owned(),
+        filename: format!("{id}.txt"),
+        content_type: "text/plain".to_owned(),
+        size: 2,
+        sha256: None,
+        author: "key:k".to_owned(),
+        status: AttachmentStatus::Uploading,
+        created_ms: expires - 1000,
+        upload_expires_ms: expires,
+        completed_ms: None,
+    };
+    for (id, expires) in [("att_old", 1_000), ("att_new", 50_000), ("att_done", 1_000)] {
+        records.create_attachment("org_a", &record(id, expires)).await.unwrap();
+        let key = object_key("org_a", "ses_1", id);
+        files.write(&key, 2, Box::pin(&b"hi"[..])).await.unwrap();
+    }
+    records.complete_attachment("org_a", "ses_1", "att_done", 2_000).await.unwrap();
+    // WHEN the sweep runs with a cut-off between the two expiries
+    let swept = spool_embedded::sweep_uploads(&records, &files, 10_000).await.unwrap();
+    // THEN only the old unfinished upload is gone, bytes and record
+    assert_eq!(swept, 1);
+    let left: Vec<String> = records.attachments("org_a", "ses_1").await.unwrap().into_iter().map(|a| a.id).collect();
+    assert_eq!(left, ["att_done", "att_new"], "oldest first");
+    assert_eq!(files.size(&object_key("org_a", "ses_1", "att_old")).await.unwrap(), None);
+    assert_eq!(files.size(&object_key("org_a", "ses_1", "att_done")).await.unwrap(), Some(2));
 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use spool_agents::Runtimes;
 use spool_aws::{AwsClients, AwsLog, AwsMetadata, FaultInjector, FaultPlan, SqsTurnQueue};
 use spool_domain::{Metadata, StreamLog, TurnQueue};
-use spool_tests::AwsHarness;
+use spool_tests::{AwsHarness, Harness};
 
 use crate::support::{Api, engine_with, serve, setup_on, test_poll};
 
@@ -110,7 +110,7 @@ async fn injected_aws_faults_lose_and_repeat_nothing_and_wedge_no_chat() {
         ..test_poll()
     };
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
-    let base = serve(log.clone(), metadata.clone(), turns).await;
+    let base = serve(log.clone(), metadata.clone(), turns, harness.files().await).await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let api = Arc::new(api);
     let ws = api

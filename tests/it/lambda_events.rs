@@ -47,6 +47,7 @@ pub(crate) async fn the_router_answers_api_gateway_and_function_url_events<H: Ha
         metadata,
         log,
         turns: harness.turns().await,
+        files: harness.files().await,
     };
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let router = spool_api::router(spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock)));

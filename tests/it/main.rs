@@ -31,6 +31,7 @@ macro_rules! on_both_backends {
 mod agents_http;
 mod answers_http;
 mod attachment_files;
+mod attachments_http;
 mod capabilities_http;
 mod chaos;
 mod claims_http;

@@ -119,6 +119,9 @@ pub trait Harness: Send + Sync + 'static {
     /// jobs).
     async fn turns(&self) -> Arc<dyn TurnQueue>;
 
+    /// Where chats' files' bytes are kept.
+    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore>;
+
     /// The raw bytes of a stream's sealed pages, by page name.
     async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
 
@@ -180,6 +183,10 @@ impl Harness for EmbeddedHarness {
             auto_seal: false,
         };
         EmbeddedLog::open(self.dir.path(), options).expect("open embedded store")
+    }
+
+    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore> {
+        Arc::new(spool_embedded::LocalFiles::new(self.dir.path()))
     }
 
     async fn page_files(&self, log: &EmbeddedLog, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error> {
@@ -305,6 +312,16 @@ impl Harness for AwsHarness {
 
     async fn instance(&self) -> AwsLog {
         AwsLog::new(self.clients().await, self.options())
+    }
+
+    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore> {
+        let bucket = self
+            .config
+            .aws
+            .attachments_bucket
+            .clone()
+            .expect("SPOOL_PAGES_BUCKET in .env.emulator");
+        Arc::new(spool_aws::S3Files::new(self.clients().await.s3, bucket))
     }
 
     async fn page_files(&self, log: &AwsLog, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error> {

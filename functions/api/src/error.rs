@@ -71,6 +71,12 @@ pub enum ApiError {
     /// A workspace without a working directory this process can read.
     #[error("{0}")]
     NoWorkingDirectory(String),
+    /// A file completed before all its bytes were uploaded.
+    #[error("{0}")]
+    UploadIncomplete(String),
+    /// A file whose uploaded bytes are not the ones declared.
+    #[error("{0}")]
+    ChecksumMismatch(String),
     /// No route at this path.
     #[error("{0}")]
     NoRoute(String),
@@ -95,6 +101,8 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             Self::UnknownCommand(_) => (StatusCode::NOT_FOUND, "unknown_command"),
             Self::NoWorkingDirectory(_) => (StatusCode::CONFLICT, "no_working_directory"),
+            Self::UploadIncomplete(_) => (StatusCode::CONFLICT, "upload_incomplete"),
+            Self::ChecksumMismatch(_) => (StatusCode::CONFLICT, "checksum_mismatch"),
             Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),

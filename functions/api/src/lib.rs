@@ -10,6 +10,7 @@
 
 pub mod admin;
 mod answers;
+mod attachments;
 pub mod audit;
 mod capabilities;
 mod commands;
@@ -31,7 +32,10 @@ pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
 use spool_domain::{
-    Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots, revocation::Revocations, service::ChatService,
+    Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots,
+    attachment::FileStore,
+    revocation::Revocations,
+    service::{AttachmentLimits, ChatService},
 };
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
@@ -50,6 +54,8 @@ pub struct Stores {
     pub log: Arc<dyn StreamLog>,
     /// Agent turns for the worker.
     pub turns: Arc<dyn TurnQueue>,
+    /// Chats' files' bytes.
+    pub files: Arc<dyn FileStore>,
 }
 
 /// Everything the API's handlers share.
@@ -58,6 +64,7 @@ pub struct ChatApi {
     chats: ChatService,
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
+    files: Arc<dyn FileStore>,
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
@@ -76,9 +83,16 @@ impl ChatApi {
     /// verified with the same keys, or `--no-auth`'s open organization).
     pub fn new(stores: Stores, keys: TokenKeys, access: Access, clock: Arc<dyn Clock>) -> Self {
         Self {
-            chats: ChatService::new(stores.metadata.clone(), stores.log.clone(), stores.turns, clock.clone()),
+            chats: ChatService::new(
+                stores.metadata.clone(),
+                stores.log.clone(),
+                stores.turns,
+                stores.files.clone(),
+                clock.clone(),
+            ),
             metadata: stores.metadata,
             log: stores.log,
+            files: stores.files,
             keys,
             access,
             clock,
@@ -102,6 +116,13 @@ impl ChatApi {
     #[must_use]
     pub fn with_rate_limiter(mut self, limiter: Arc<RateLimiter>) -> Self {
         self.limiter = limiter;
+        self
+    }
+
+    /// The same API, holding chats' files to `limits` (100 MiB each by default).
+    #[must_use]
+    pub fn with_attachment_limits(mut self, limits: AttachmentLimits) -> Self {
+        self.chats = self.chats.with_attachment_limits(limits);
         self
     }
 
@@ -180,6 +201,11 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(answers::approval))
         .routes(routes!(answers::question))
         .routes(routes!(answers::plan))
+        .routes(routes!(attachments::declare, attachments::list))
+        .routes(routes!(attachments::download))
+        .routes(routes!(attachments::complete))
+        // Its body is read as a stream, exactly as long as the grant says: no limit applies.
+        .routes(routes!(attachments::upload))
         .routes(routes!(capabilities::put_capabilities))
         .routes(routes!(commands::list_global))
         .routes(limited(

@@ -11,6 +11,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let stores = spool_api::Stores {
         metadata: Arc::new(spool_aws::metadata_from_config(&config, log.clients())?),
         turns: Arc::new(spool_aws::turn_queue_from_config(&config, log.clients())?),
+        files: Arc::new(spool_aws::files_from_config(&config, log.clients())?),
         log: Arc::new(log),
     };
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
@@ -21,6 +22,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
-        .with_revocations(revocations);
+        .with_revocations(revocations)
+        .with_attachment_limits(config.attachments.limits());
     lambda_http::run(spool_api::router(api)).await
 }

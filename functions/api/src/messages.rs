@@ -44,9 +44,10 @@ pub(crate) enum OnBusy {
 pub(crate) struct NewMessage {
     /// The text; blank text is refused.
     content: String,
-    /// Attachments (references to uploaded files), at most 20.
+    /// The chat's completed files it refers to (`att_…` ids from `POST …/attachments`), at most
+    /// 20; its event carries their names.
     #[serde(default)]
-    files: Vec<Value>,
+    files: Vec<Id>,
     /// The client's own data, kept with the event.
     #[serde(default)]
     metadata: Option<serde_json::Map<String, Value>>,
@@ -107,7 +108,7 @@ impl NewMessage {
         Ok(Message {
             content: self.content,
             author: author.to_owned(),
-            files: self.files,
+            files: self.files.into_iter().map(String::from).collect(),
             metadata: self.metadata,
             client_message_id: self.client_message_id,
             queue_if_busy: matches!(self.on_busy, Some(OnBusy::Enqueue)),

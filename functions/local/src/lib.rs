@@ -8,7 +8,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue};
+use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -119,8 +119,12 @@ pub(crate) struct Services {
     metadata: Arc<dyn Metadata>,
     turns: Arc<dyn TurnQueue>,
     description: String,
+    /// Chats' files' bytes.
+    files: Arc<dyn FileStore>,
     /// The maintenance queue (AWS backend): sealing jobs for the worker.
     maintenance: Option<(aws_sdk_sqs::Client, String)>,
+    /// The embedded store's records, for `spool serve`'s sweep of unfinished uploads.
+    embedded: Option<Arc<spool_embedded::EmbeddedMetadata>>,
 }
 
 pub(crate) async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
@@ -139,9 +143,11 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
             Ok(Services {
                 log: Arc::new(log),
                 turns: metadata.clone(),
-                metadata,
+                metadata: metadata.clone(),
+                files: Arc::new(spool_embedded::LocalFiles::new(&config.data_dir)),
                 description: format!("embedded store in {}", config.data_dir.display()),
                 maintenance: None,
+                embedded: Some(metadata),
             })
         }
         Backend::Aws => {
@@ -150,6 +156,7 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 .context("cannot set up the AWS backend")?;
             let metadata = spool_aws::metadata_from_config(config, log.clients())?;
             let turns = spool_aws::turn_queue_from_config(config, log.clients())?;
+            let files = spool_aws::files_from_config(config, log.clients())?;
             let maintenance = config
                 .aws
                 .maintenance_queue_url
@@ -160,8 +167,10 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 log: Arc::new(log),
                 metadata: Arc::new(metadata),
                 turns: Arc::new(turns),
+                files: Arc::new(files),
                 description: format!("AWS backend at {endpoint}"),
                 maintenance,
+                embedded: None,
             })
         }
     }
@@ -239,6 +248,24 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
     options.open(path)?.write_all(contents.as_bytes())
 }
 
+/// How long after its URL expired an unfinished upload is deleted.
+const UNFINISHED_UPLOAD_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Deletes, every hour, the files whose upload was never completed (their bytes and records), a
+/// day after their URL expired: what the bucket's lifecycle rule does on AWS.
+async fn sweep_uploads(records: Arc<spool_embedded::EmbeddedMetadata>, files: Arc<dyn FileStore>) {
+    let mut every = tokio::time::interval(Duration::from_secs(60 * 60));
+    loop {
+        every.tick().await;
+        let grace = i64::try_from(UNFINISHED_UPLOAD_GRACE.as_millis()).unwrap_or(i64::MAX);
+        match spool_embedded::sweep_uploads(&records, files.as_ref(), now_ms() - grace).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(uploads = n, "deleted unfinished uploads"),
+            Err(e) => tracing::warn!(error = %e, "cannot sweep unfinished uploads; trying again in an hour"),
+        }
+    }
+}
+
 /// Starts the worker: agent turns from the turn queue and, on AWS, sealing jobs from the
 /// maintenance queue, as the worker function does on Lambda.
 fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
@@ -248,7 +275,8 @@ fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
         Arc::new(spool_worker::runtimes(config)),
         Arc::new(SystemClock),
         spool_worker::engine_settings(config),
-    );
+    )
+    .with_files(services.files.clone());
     let worker =
         spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     let worker = Arc::new(worker);
@@ -326,24 +354,36 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_rate_limiter(limiter.clone())
         .with_revocations(revocations.clone());
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
+    if let Some(records) = &services.embedded {
+        tokio::spawn(sweep_uploads(records.clone(), services.files.clone()));
+    }
     let stores = spool_api::Stores {
         metadata: services.metadata,
         log: services.log,
         turns: services.turns,
+        files: services.files,
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(limiter)
-        .with_revocations(revocations);
+        .with_revocations(revocations)
+        .with_attachment_limits(config.attachments.limits());
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server
         .request_timeout
         .max(config.live.long_poll + Duration::from_secs(2));
+    let upload_limit = config.attachments.limits().upload_ttl;
     let router = spool_api::router(api)
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir))
-        .layer(axum::middleware::from_fn(move |request, next| {
+        .layer(axum::middleware::from_fn(move |request: axum::extract::Request, next| {
+            // An upload's body may take as long as its URL lasts.
+            let limit = if request.uri().path().starts_with("/v1/uploads/") {
+                upload_limit
+            } else {
+                limit
+            };
             server::deadline(limit, request, next)
         }));
     Ok(App {

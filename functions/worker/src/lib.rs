@@ -94,6 +94,10 @@ pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Setting
     spool_agents::Settings {
         step_timeout: config.agents.turn_timeout,
         workspace_roots: config.workspace_roots(),
+        inline: spool_agents::files::InlineLimits {
+            text_bytes: config.attachments.inline_text_bytes,
+            image_bytes: config.attachments.inline_image_bytes,
+        },
         ..spool_agents::Settings::default()
     }
 }

@@ -18,7 +18,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         Arc::new(spool_worker::runtimes(&config)),
         Arc::new(spool_domain::SystemClock),
         spool_worker::engine_settings(&config),
-    );
+    )
+    .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?));
     let mut worker = Worker::new(log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     // The turns a batch holds stay leased while their steps run (the queue's visibility
     // timeout is the short lease).

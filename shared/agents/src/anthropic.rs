@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::{
+    files::{self, Attached, Inline},
     http::{Endpoint, SseReader, failed},
     runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall, Usage},
 };
@@ -19,6 +20,20 @@ use crate::{
 const VERSION: &str = "2023-06-01";
 /// The most tokens one reply may write.
 const MAX_TOKENS: u32 = 4096;
+
+/// A file as content blocks of a user turn: an image block, its text, or a note.
+fn file_blocks(attached: &Attached) -> Vec<Value> {
+    match &attached.content {
+        Some(Inline::Image { media_type, data }) => vec![
+            json!({ "type": "text", "text": files::heading(attached) }),
+            json!({ "type": "image", "source": { "type": "base64", "media_type": media_type, "data": data } }),
+        ],
+        Some(Inline::Text { text }) => vec![json!({ "type": "text", "text": format!(
+            "{}\n<file name=\"{}\">\n{text}\n</file>", files::heading(attached), attached.file.filename
+        ) })],
+        None => vec![json!({ "type": "text", "text": files::note(attached) })],
+    }
+}
 
 /// Anthropic's Messages API.
 #[derive(Debug, Clone)]
@@ -40,6 +55,11 @@ impl Anthropic {
             match message {
                 Message::User { text } => push("user", json!({ "type": "text", "text": text })),
                 Message::System { text } => push("user", json!({ "type": "text", "text": format!("[Spool] {text}") })),
+                Message::File(attached) => {
+                    for block in file_blocks(attached) {
+                        push("user", block);
+                    }
+                }
                 Message::Tool { call_id, content, .. } => push(
                     "user",
                     json!({ "type": "tool_result", "tool_use_id": call_id, "content": content }),
@@ -83,6 +103,10 @@ impl Anthropic {
 
 #[async_trait]
 impl Runtime for Anthropic {
+    fn inline_files(&self) -> bool {
+        true
+    }
+
     fn describe(&self, request: &Request) -> String {
         format!("anthropic:{}", self.0.model(request))
     }

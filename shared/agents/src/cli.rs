@@ -36,6 +36,7 @@ use spool_domain::{CliType, WorkspaceRoots, confine::is_safe_segment, workspace:
 use tokio::io::AsyncReadExt;
 
 use crate::{
+    files::{self, Attached},
     runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall},
     runtimes::CliRuntimes,
     tools,
@@ -204,8 +205,8 @@ struct Output {
     actions: Vec<Value>,
 }
 
-/// The markdown input file of one reply.
-fn input_file(request: &Request, output: &Path, context_file: Option<&Path>) -> String {
+/// The markdown input file of one reply; `files` are the chat's files where they were placed.
+fn input_file(request: &Request, output: &Path, context_file: Option<&Path>, files: &[(&Attached, PathBuf)]) -> String {
     let c = &request.context;
     let mut text = String::new();
     text.push_str("# Instruction\n\n");
@@ -230,6 +231,21 @@ fn input_file(request: &Request, output: &Path, context_file: Option<&Path>) -> 
         )),
         None => text.push_str("This chat has no workspace context file.\n"),
     }
+    text.push_str("\n# Files\n\n");
+    if files.is_empty() {
+        text.push_str("No files were uploaded to this chat.\n");
+    } else {
+        text.push_str("The files people uploaded to this chat (the newest of each name), to read when the conversation needs them:\n\n");
+        for (attached, path) in files {
+            let f = &attached.file;
+            text.push_str(&format!(
+                "- `{}` ({}, {})\n",
+                path.display(),
+                spool_domain::service::human_size(f.size),
+                f.content_type
+            ));
+        }
+    }
     text.push_str(
         "\n# History\n\nOne JSON object per line, oldest first; answer the last `user` message.\n\n```jsonl\n",
     );
@@ -243,6 +259,14 @@ fn input_file(request: &Request, output: &Path, context_file: Option<&Path>) -> 
                 json!({ "role": "action_result", "action": name, "result": content })
             }
             Message::System { text } => json!({ "role": "system", "text": text }),
+            Message::File(attached) => {
+                let placed = files.iter().find(|(a, _)| a.file.id == attached.file.id);
+                let text = match placed {
+                    Some((_, path)) => format!("{} It is at {}", files::note(attached), path.display()),
+                    None => format!("{} A newer file of that name replaced it.", files::note(attached)),
+                };
+                json!({ "role": "system", "text": text })
+            }
         };
         text.push_str(&line.to_string());
         text.push('\n');
@@ -420,7 +444,12 @@ impl Runtime for Cli {
         let step = new_id("run");
         let input = place.own.join(format!("{step}.input.md"));
         let output = place.own.join(format!("{step}.output.json"));
-        tokio::fs::write(&input, input_file(request, &output, place.context_file.as_deref()))
+        let placed = match &request.file_access {
+            Some(access) if !request.files.is_empty() => files::place(&request.files, access, &place.own).await?,
+            _ => Vec::new(),
+        };
+        let placed: Vec<(&Attached, PathBuf)> = request.files.iter().zip(placed).collect();
+        tokio::fs::write(&input, input_file(request, &output, place.context_file.as_deref(), &placed))
             .await
             .map_err(|e| Error::Failed(format!("cannot write the CLI's input file: {e}")))?;
         let result = self.run(request, &place, &input, &output).await;

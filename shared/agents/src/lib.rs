@@ -11,6 +11,7 @@ pub mod actions;
 pub mod anthropic;
 pub mod cli;
 pub mod engine;
+pub mod files;
 pub mod http;
 pub mod openai;
 pub mod runtime;

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::{
+    files::{self, Attached, Inline},
     http::{Endpoint, SseReader, failed},
     runtime::{Error, Message, Reply, Request, Runtime, Sink, ToolCall, Usage},
 };
@@ -33,6 +34,7 @@ impl OpenAi {
             messages.push(match message {
                 Message::User { text } => json!({ "role": "user", "content": text }),
                 Message::System { text } => json!({ "role": "system", "content": text }),
+                Message::File(attached) => json!({ "role": "user", "content": file_parts(attached) }),
                 Message::Tool { call_id, content, .. } => {
                     json!({ "role": "tool", "tool_call_id": call_id, "content": content })
                 }
@@ -74,6 +76,20 @@ impl OpenAi {
     }
 }
 
+/// A file as the parts of a user message: an image part, its text, or a note.
+fn file_parts(attached: &Attached) -> Value {
+    match &attached.content {
+        Some(Inline::Image { media_type, data }) => json!([
+            { "type": "text", "text": files::heading(attached) },
+            { "type": "image_url", "image_url": { "url": format!("data:{media_type};base64,{data}") } },
+        ]),
+        Some(Inline::Text { text }) => json!([{ "type": "text", "text": format!(
+            "{}\n<file name=\"{}\">\n{text}\n</file>", files::heading(attached), attached.file.filename
+        ) }]),
+        None => json!([{ "type": "text", "text": files::note(attached) }]),
+    }
+}
+
 /// A tool call being put together from its pieces.
 #[derive(Default)]
 struct PartialCall {
@@ -84,6 +100,10 @@ struct PartialCall {
 
 #[async_trait]
 impl Runtime for OpenAi {
+    fn inline_files(&self) -> bool {
+        true
+    }
+
     fn describe(&self, request: &Request) -> String {
         format!("openai:{}", self.0.model(request))
     }

@@ -11,6 +11,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use crate::files::{Attached, FileAccess};
 /// A tool call and token counts are the events' own types.
 pub use spool_domain::chat::event::{ToolCall, Usage};
 
@@ -45,6 +47,8 @@ pub enum Message {
         /// The text.
         text: String,
     },
+    /// A file a person uploaded, where its upload is in the chat.
+    File(Attached),
 }
 
 /// A tool a runtime may call.
@@ -71,6 +75,10 @@ pub struct Request {
     pub model: Option<String>,
     /// What the runtime may need beyond the conversation (the CLI runtime's input file).
     pub context: TurnContext,
+    /// The chat's current files (the newest of each name), for runtimes that place them.
+    pub files: Vec<Attached>,
+    /// Where the files' bytes are read, when the worker has a file store.
+    pub file_access: Option<FileAccess>,
 }
 
 /// Facts about the chat a turn runs in.
@@ -130,6 +138,13 @@ pub enum Error {
 pub trait Runtime: Send + Sync {
     /// What answered, recorded in `agent_start` (`scripted`, `openai:gpt-4o-mini`, `cli:claude`).
     fn describe(&self, request: &Request) -> String;
+
+    /// Whether the engine fills in the conversation's files' content ([`crate::files::inline`])
+    /// before [`Self::respond`]: model runtimes do; runtimes that read the files themselves
+    /// (CLIs) or only name them do not.
+    fn inline_files(&self) -> bool {
+        false
+    }
 
     /// Answers the conversation, streaming its text into `sink`. Dropping the future stops it
     /// (an abort): HTTP streams close and subprocesses are killed.

@@ -17,7 +17,8 @@
 //!
 //! In `say` and in string arguments, `{input}` is the person's message and `{result}` the last
 //! tool result (an answer, a plan's verdict, an action's result). A round may `fail` (the
-//! runtime errors with that message) or `sleep_ms` before it speaks.
+//! runtime errors with that message) or `sleep_ms` before it speaks. A script's `files` is said
+//! first when files were uploaded since the agent last answered, `{files}` naming them.
 
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub struct Script {
     /// The rounds for a message no rule matches.
     #[serde(default)]
     pub default: Vec<Round>,
+    /// Said before the first round's text when files were uploaded since the agent last
+    /// answered; `{files}` names them (`notes.txt (1.2 KB, text/plain)`).
+    #[serde(default)]
+    pub files: Option<String>,
 }
 
 fn default_delay() -> u64 {
@@ -93,6 +98,7 @@ impl Script {
         serde_json::from_str(include_str!("demo_script.json")).unwrap_or_else(|_| Self {
             word_delay_ms: default_delay(),
             rules: Vec::new(),
+            files: None,
             default: vec![Round {
                 say: "You said: {input}".to_owned(),
                 ..Round::default()
@@ -173,7 +179,31 @@ impl Runtime for Scripted {
         if let Some(message) = &round.fail {
             return Err(Error::Failed(fill(message, input, result)));
         }
-        let text = fill(&round.say, input, result);
+        let mut text = fill(&round.say, input, result);
+        if round_index == 0
+            && let Some(template) = &script.files
+        {
+            // The files uploaded since the agent's last answer, before this message.
+            let previous_answer = request.messages[..last_user]
+                .iter()
+                .rposition(|m| matches!(m, Message::Assistant { .. }))
+                .map_or(0, |i| i + 1);
+            let names: Vec<String> = request.messages[previous_answer..last_user]
+                .iter()
+                .filter_map(|m| match m {
+                    Message::File(a) => Some(format!(
+                        "{} ({}, {})",
+                        a.file.filename,
+                        spool_domain::service::human_size(a.file.size),
+                        a.file.content_type
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if !names.is_empty() {
+                text = format!("{}{text}", template.replace("{files}", &names.join(", ")));
+            }
+        }
         let delay = Duration::from_millis(script.word_delay_ms);
         let mut words = text.split_inclusive(' ').peekable();
         while let Some(word) = words.next() {

@@ -14,7 +14,7 @@ use spool_domain::{
     commands::CommandAction,
 };
 
-use crate::runtime::{Message, ToolCall};
+use crate::runtime::{Attached, Message, ToolCall};
 
 /// A person's answer to what a turn asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +178,11 @@ impl TurnState {
 /// The text a person's message shows a runtime: its content, and the context a client attached
 /// when the chat has the `context_for_query` capability.
 fn user_text(message: &UserMessage, with_context: bool) -> String {
-    let content = &message.content;
+    let mut content = message.content.clone();
+    if !message.files.is_empty() {
+        let names: Vec<&str> = message.files.iter().map(|f| f.filename.as_str()).collect();
+        content.push_str(&format!("\n\n(Attached: {})", names.join(", ")));
+    }
     match message.client_context.as_ref().filter(|_| with_context) {
         Some(context) if !context.is_null() => {
             let context = match context {
@@ -187,7 +191,7 @@ fn user_text(message: &UserMessage, with_context: bool) -> String {
             };
             format!("{content}\n\n<client_context>\n{context}\n</client_context>")
         }
-        _ => content.clone(),
+        _ => content,
     }
 }
 
@@ -275,8 +279,15 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
                 };
                 result(&mut messages, &mut open_calls, &out.tool_call_id, output);
             }
-            ChatEvent::System(note) => messages.push(Message::System {
-                text: note.message.clone(),
+            ChatEvent::System(note) => messages.push(match &note.upload {
+                Some(upload) => Message::File(Attached {
+                    file: upload.file.clone(),
+                    path: upload.path.clone(),
+                    content: None,
+                }),
+                None => Message::System {
+                    text: note.message.clone(),
+                },
             }),
             _ => {}
         }

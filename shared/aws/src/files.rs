@@ -3,19 +3,29 @@
 //! Clients move them straight to and from the bucket with pre-signed requests, so a function
 //! never carries them and API Gateway's payload limit does not apply. An upload URL is a
 //! `PutObject` signed with the declared `Content-Length` and `Content-Type`, so S3 refuses
-//! other bytes; a download URL is a `GetObject` that answers with `Content-Disposition:
-//! attachment` and the declared type. Both expire in minutes.
+//! other bytes, with `If-None-Match: *`, so it stores an object once, and with the tag
+//! [`PENDING_TAG`], which the bucket's lifecycle rule expires unless the upload is completed
+//! (which removes the tag). A download URL is a `GetObject` that answers with
+//! `Content-Disposition: attachment` and the declared type. Both expire in minutes.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_s3::{error::SdkError, operation::head_object::HeadObjectError, presigning::PresigningConfig};
+use aws_sdk_s3::{
+    error::SdkError,
+    operation::{get_object::GetObjectError, head_object::HeadObjectError},
+    presigning::PresigningConfig,
+};
 use spool_domain::{
     Error,
-    attachment::{FileStore, Transfer, content_disposition},
+    attachment::{FileReader, FileStore, Transfer, content_disposition},
 };
 
 use crate::errors::s3;
+
+/// The tag of an object whose upload is not completed (`spool-upload=pending`): the template's
+/// lifecycle rule deletes such objects a day after they were made.
+pub const PENDING_TAG: &str = "spool-upload=pending";
 
 /// Attachments in an S3 bucket.
 #[derive(Debug, Clone)]
@@ -60,6 +70,8 @@ impl FileStore for S3Files {
             .key(key)
             .content_length(size)
             .content_type(content_type)
+            .if_none_match("*")
+            .tagging(PENDING_TAG)
             .presigned(presigning(expires_in)?)
             .await
             .map_err(|e| s3("pre-sign PutObject (attachment)", e))?;
@@ -92,6 +104,33 @@ impl FileStore for S3Files {
             Err(SdkError::ServiceError(e)) if matches!(e.err(), HeadObjectError::NotFound(_)) => Ok(None),
             Err(e) => Err(s3("HeadObject (attachment)", e)),
         }
+    }
+
+    /// Uploads to S3 go to their pre-signed URL, never through Spool.
+    async fn write(&self, _: &str, _: u64, _: FileReader) -> Result<(), Error> {
+        Err(Error::invalid(
+            "upload",
+            "uploads to S3 go to the pre-signed URL that POST …/attachments answers",
+        ))
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
+        match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+            Ok(out) => Ok(Some(Box::pin(out.body.into_async_read()))),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), GetObjectError::NoSuchKey(_)) => Ok(None),
+            Err(e) => Err(s3("GetObject (attachment)", e)),
+        }
+    }
+
+    async fn keep(&self, key: &str) -> Result<(), Error> {
+        self.client
+            .delete_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| s3("DeleteObjectTagging (attachment)", e))?;
+        Ok(())
     }
 
     async fn delete(&self, key: &str) -> Result<(), Error> {

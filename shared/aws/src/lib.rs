@@ -61,6 +61,12 @@ pub fn metadata_from_config(config: &Config, clients: &AwsClients) -> Result<Aws
     Ok(AwsMetadata::new(clients.dynamodb.clone(), table))
 }
 
+/// Chats' files (`SPOOL_ATTACHMENTS_BUCKET`, else the pages bucket), over `clients`.
+pub fn files_from_config(config: &Config, clients: &AwsClients) -> Result<S3Files, spool_platform::Error> {
+    let bucket = AwsSettings::require(&config.aws.attachments_bucket, "SPOOL_ATTACHMENTS_BUCKET")?;
+    Ok(S3Files::new(clients.s3.clone(), bucket))
+}
+
 /// The turns queue (`SPOOL_TURNS_QUEUE_URL`), over `clients` (those of the process's log).
 pub fn turn_queue_from_config(config: &Config, clients: &AwsClients) -> Result<SqsTurnQueue, spool_platform::Error> {
     let url = AwsSettings::require(&config.aws.turns_queue_url, "SPOOL_TURNS_QUEUE_URL")?;

@@ -104,6 +104,14 @@ pub enum Error {
         /// The configured maximum (`SPOOL_MAX_APPEND_BYTES`).
         max: usize,
     },
+    /// A file larger than the configured maximum.
+    #[error("a file of {size} bytes exceeds the maximum of {max} bytes (SPOOL_MAX_ATTACHMENT_BYTES); split or compress it")]
+    FileTooLarge {
+        /// The file's declared size.
+        size: u64,
+        /// The configured maximum.
+        max: u64,
+    },
     /// An append with no message that does not close the stream either.
     #[error("an append needs at least one message (or must close the stream)")]
     EmptyAppend,
@@ -214,6 +222,7 @@ impl Error {
                 tail: Offset::START,
             },
             Self::PayloadTooLarge { size: 2, max: 1 },
+            Self::FileTooLarge { size: 2, max: 1 },
             Self::EmptyAppend,
             Self::invalid("x", "y"),
             Self::TailMismatch {

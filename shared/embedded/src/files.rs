@@ -1,7 +1,7 @@
 //! Attachments' bytes in the data directory: `{data}/attachments/{org}/{session}/{attachment}`
 //! (folders 0700, files 0600). Clients move them through `spool serve`'s own routes
-//! ([`Transfer::ThroughSpool`]), which write with [`LocalFiles::write`] (to a temporary file,
-//! exactly the declared size, then renamed into place) and read with [`LocalFiles::path`].
+//! ([`Transfer::ThroughSpool`]), which write with [`FileStore::write`] (to a temporary file,
+//! exactly the declared size, then linked into place, once) and read with [`FileStore::read`].
 
 use std::{
     path::{Path, PathBuf},
@@ -11,9 +11,9 @@ use std::{
 use async_trait::async_trait;
 use spool_domain::{
     Error,
-    attachment::{FileStore, Transfer},
+    attachment::{FileReader, FileStore, Transfer},
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The embedded store of attachments' bytes.
 #[derive(Debug, Clone)]
@@ -41,10 +41,28 @@ impl LocalFiles {
         }
         Ok(self.root.join(key))
     }
+}
+
+/// A unique enough name for a temporary file.
+fn uuid_like() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+#[async_trait]
+impl FileStore for LocalFiles {
+    async fn upload(&self, key: &str, _: &str, _: u64, _: Duration) -> Result<Transfer, Error> {
+        self.path(key)?;
+        Ok(Transfer::ThroughSpool)
+    }
+
+    async fn download(&self, key: &str, _: &str, _: &str, _: Duration) -> Result<Transfer, Error> {
+        self.path(key)?;
+        Ok(Transfer::ThroughSpool)
+    }
 
     /// Writes exactly `size` bytes from `body` as `key`; more or fewer is refused and nothing
     /// is kept. An object already there is refused ([`Error::Exists`]): an upload happens once.
-    pub async fn write(&self, key: &str, size: u64, body: impl AsyncRead + Unpin) -> Result<(), Error> {
+    async fn write(&self, key: &str, size: u64, mut body: FileReader) -> Result<(), Error> {
         let path = self.path(key)?;
         if tokio::fs::try_exists(&path).await.unwrap_or(false) {
             return Err(Error::Exists {
@@ -68,17 +86,29 @@ impl LocalFiles {
                 .open(&temporary)
                 .await
                 .map_err(io)?;
-            // One byte past the size is enough to know it is too long.
-            let mut limited = body.take(size + 1);
-            let written = tokio::io::copy(&mut limited, &mut file).await.map_err(io)?;
+            let mut buffer = vec![0_u8; 256 * 1024];
+            let mut written: u64 = 0;
+            loop {
+                // A body that fails to arrive is the sender's problem, not the store's.
+                let n = body.read(&mut buffer).await.map_err(|e| {
+                    Error::invalid("upload", format!("the body could not be read to its end ({e}); send it again"))
+                })?;
+                if n == 0 {
+                    break;
+                }
+                written += n as u64;
+                if written > size {
+                    return Err(Error::invalid(
+                        "upload",
+                        format!("the body is longer than the declared {size} bytes"),
+                    ));
+                }
+                file.write_all(&buffer[..n]).await.map_err(io)?;
+            }
             if written != size {
                 return Err(Error::invalid(
                     "upload",
-                    if written > size {
-                        format!("the body is longer than the declared {size} bytes")
-                    } else {
-                        format!("the body has {written} bytes; {size} were declared")
-                    },
+                    format!("the body has {written} bytes; {size} were declared"),
                 ));
             }
             file.flush().await.map_err(io)?;
@@ -98,23 +128,18 @@ impl LocalFiles {
         let _ = tokio::fs::remove_file(&temporary).await;
         result
     }
-}
 
-/// A unique enough name for a temporary file.
-fn uuid_like() -> String {
-    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
-}
-
-#[async_trait]
-impl FileStore for LocalFiles {
-    async fn upload(&self, key: &str, _: &str, _: u64, _: Duration) -> Result<Transfer, Error> {
-        self.path(key)?;
-        Ok(Transfer::ThroughSpool)
+    async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
+        match tokio::fs::File::open(self.path(key)?).await {
+            Ok(file) => Ok(Some(Box::pin(file))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::unavailable("read an attachment", e)),
+        }
     }
 
-    async fn download(&self, key: &str, _: &str, _: &str, _: Duration) -> Result<Transfer, Error> {
-        self.path(key)?;
-        Ok(Transfer::ThroughSpool)
+    /// Nothing to mark: `spool serve`'s sweep goes by the attachments' records.
+    async fn keep(&self, key: &str) -> Result<(), Error> {
+        self.path(key).map(drop)
     }
 
     async fn size(&self, key: &str) -> Result<Option<u64>, Error> {
@@ -152,16 +177,25 @@ mod tests {
         );
         assert_eq!(files.size(&key).await.unwrap(), None);
         // Too long and too short are refused, and leave nothing
-        assert!(files.write(&key, 5, &b"hello!"[..]).await.is_err());
-        assert!(files.write(&key, 5, &b"hell"[..]).await.is_err());
+        assert!(files.write(&key, 5, Box::pin(&b"hello!"[..])).await.is_err());
+        assert!(files.write(&key, 5, Box::pin(&b"hell"[..])).await.is_err());
         assert_eq!(files.size(&key).await.unwrap(), None);
-        files.write(&key, 5, &b"hello"[..]).await.unwrap();
+        files.write(&key, 5, Box::pin(&b"hello"[..])).await.unwrap();
         assert_eq!(files.size(&key).await.unwrap(), Some(5));
         assert!(
-            matches!(files.write(&key, 5, &b"again"[..]).await, Err(Error::Exists { .. })),
+            matches!(files.write(&key, 5, Box::pin(&b"again"[..])).await, Err(Error::Exists { .. })),
             "once"
         );
         assert_eq!(std::fs::read(files.path(&key).unwrap()).unwrap(), b"hello");
+        assert_eq!(
+            files.sha256(&key).await.unwrap().as_deref(),
+            Some("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+        );
+        let mut read = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut files.read(&key).await.unwrap().unwrap(), &mut read)
+            .await
+            .unwrap();
+        assert_eq!(read, b"hello");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(files.path(&key).unwrap())
             .unwrap()

@@ -201,6 +201,9 @@ pub struct AwsSettings {
     pub metadata_table: Option<String>,
     /// `SPOOL_PAGES_BUCKET`: sealed pages and large appends.
     pub pages_bucket: Option<String>,
+    /// `SPOOL_ATTACHMENTS_BUCKET`: chats' files (default: the pages bucket, under
+    /// `attachments/`).
+    pub attachments_bucket: Option<String>,
     /// `SPOOL_TURNS_QUEUE_URL`: the FIFO queue of agent turns.
     pub turns_queue_url: Option<String>,
     /// `SPOOL_MAINTENANCE_QUEUE_URL`: page sealing and other background jobs.
@@ -242,6 +245,39 @@ impl Default for ServerSettings {
     }
 }
 
+/// Chats' files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachmentSettings {
+    /// `SPOOL_MAX_ATTACHMENT_BYTES`: the largest file a person may upload (default 100 MiB).
+    pub max_bytes: u64,
+    /// `SPOOL_ATTACHMENT_TEXT_BYTES`: the largest text-like file a model gets whole, as text
+    /// (default 100 KB); a larger one is named in a note.
+    pub inline_text_bytes: u64,
+    /// `SPOOL_ATTACHMENT_IMAGE_BYTES`: the largest image a model gets as an image (default
+    /// 5 MiB, Anthropic's limit); a larger one is named in a note.
+    pub inline_image_bytes: u64,
+}
+
+impl AttachmentSettings {
+    /// What the chat service holds files to.
+    pub fn limits(&self) -> spool_domain::service::AttachmentLimits {
+        spool_domain::service::AttachmentLimits {
+            max_bytes: self.max_bytes,
+            ..spool_domain::service::AttachmentLimits::default()
+        }
+    }
+}
+
+impl Default for AttachmentSettings {
+    fn default() -> Self {
+        Self {
+            max_bytes: spool_domain::attachment::DEFAULT_MAX_ATTACHMENT_BYTES,
+            inline_text_bytes: 100_000,
+            inline_image_bytes: 5 * 1024 * 1024,
+        }
+    }
+}
+
 /// Spool's whole configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -278,6 +314,8 @@ pub struct Config {
     pub jwt_secret: Option<SecretString>,
     /// AWS access and resource names.
     pub aws: AwsSettings,
+    /// Chats' files.
+    pub attachments: AttachmentSettings,
     /// How agents run.
     pub agents: AgentSettings,
 }
@@ -381,6 +419,14 @@ impl Config {
             rate_limits: rate_limits(&vars)?,
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
+            attachments: {
+                let defaults = AttachmentSettings::default();
+                AttachmentSettings {
+                    max_bytes: parse(&vars, "SPOOL_MAX_ATTACHMENT_BYTES", defaults.max_bytes)?,
+                    inline_text_bytes: parse(&vars, "SPOOL_ATTACHMENT_TEXT_BYTES", defaults.inline_text_bytes)?,
+                    inline_image_bytes: parse(&vars, "SPOOL_ATTACHMENT_IMAGE_BYTES", defaults.inline_image_bytes)?,
+                }
+            },
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
@@ -416,6 +462,7 @@ impl Config {
                 streams_table: get("SPOOL_STREAMS_TABLE"),
                 metadata_table: get("SPOOL_METADATA_TABLE"),
                 pages_bucket: get("SPOOL_PAGES_BUCKET"),
+                attachments_bucket: get("SPOOL_ATTACHMENTS_BUCKET").or_else(|| get("SPOOL_PAGES_BUCKET")),
                 turns_queue_url: get("SPOOL_TURNS_QUEUE_URL"),
                 maintenance_queue_url: get("SPOOL_MAINTENANCE_QUEUE_URL"),
             },

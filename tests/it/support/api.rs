@@ -7,13 +7,32 @@ use std::sync::Arc;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
-use spool_domain::{Clock, Directory, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue};
+use spool_domain::{
+    Clock, Directory, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore,
+    service::AttachmentLimits,
+};
 use spool_tests::{Harness, unique_id};
 
 pub(crate) const SECRET: &[u8] = b"the handshake test's signing secret";
 
 /// Serves the chat API and the stream function, as `spool serve` does, until the test ends.
-pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, turns: Arc<dyn TurnQueue>) -> String {
+pub(crate) async fn serve(
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    turns: Arc<dyn TurnQueue>,
+    files: Arc<dyn FileStore>,
+) -> String {
+    serve_limited(log, metadata, turns, files, AttachmentLimits::default()).await
+}
+
+/// [`serve`], holding files to `limits`.
+pub(crate) async fn serve_limited(
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    turns: Arc<dyn TurnQueue>,
+    files: Arc<dyn FileStore>,
+    limits: AttachmentLimits,
+) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
     let streams = spool_stream::StreamApi::new(
         log.clone(),
@@ -21,9 +40,15 @@ pub(crate) async fn serve(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, 
         LiveSettings::default(),
     );
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
-    let stores = spool_api::Stores { metadata, log, turns };
+    let stores = spool_api::Stores {
+        metadata,
+        log,
+        turns,
+        files,
+    };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
-        .with_workspace_roots(spool_tests::workspace_roots());
+        .with_workspace_roots(spool_tests::workspace_roots())
+        .with_attachment_limits(limits);
     let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }
@@ -105,7 +130,7 @@ impl Api {
 pub(crate) async fn setup<H: Harness>(harness: &H) -> (Api, Api, Api) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log, metadata.clone(), harness.turns().await).await;
+    let base = serve(log, metadata.clone(), harness.turns().await, harness.files().await).await;
     setup_on(metadata.as_ref(), &base).await
 }
 

@@ -87,10 +87,18 @@ pub(crate) async fn stack_polling<H: Harness>(
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
-    let engine = engine_configured(log.clone(), metadata.clone(), runtimes, settings);
-    let worker = spool_worker::Worker::new(log.clone()).with_turns(engine, 3);
+    let files = harness.files().await;
+    let engine = Engine::new(
+        log.clone(),
+        metadata.clone(),
+        Arc::new(runtimes),
+        Arc::new(SystemClock),
+        settings,
+    )
+    .with_files(files.clone());
+    let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
-    let base = serve(log.clone(), metadata.clone(), turns).await;
+    let base = serve(log.clone(), metadata.clone(), turns, files).await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
     Stack {
         api,

@@ -47,6 +47,7 @@ use spool_domain::{
     Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, Metadata, Offset, OpenRequest,
     ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
     WorkspaceRoots,
+    attachment::FileStore,
     chat::event::{
         AgentEnd, AgentStart, AskQuestion, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
         PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
@@ -60,6 +61,7 @@ use tokio::sync::mpsc;
 
 use crate::{
     actions::ActionContext,
+    files::{FileAccess, InlineLimits},
     runtime::{self, Reply, Request, Runtime, Sink, ToolCall, TurnContext},
     runtimes::Runtimes,
     state::{Answer, TurnState, conversation},
@@ -99,6 +101,8 @@ pub struct Settings {
     /// Where a workspace's working directory may be (an agent's `update_workspace` is
     /// confined like a person's request).
     pub workspace_roots: WorkspaceRoots,
+    /// How much of a file a model gets whole.
+    pub inline: InlineLimits,
 }
 
 impl Default for Settings {
@@ -109,6 +113,7 @@ impl Default for Settings {
             abort_wait: Duration::from_secs(10),
             step_timeout: Duration::from_secs(600),
             workspace_roots: WorkspaceRoots::none(),
+            inline: InlineLimits::default(),
         }
     }
 }
@@ -120,6 +125,8 @@ pub struct Engine {
     runtimes: Arc<Runtimes>,
     clock: Arc<dyn Clock>,
     settings: Settings,
+    /// Where chats' files are, for runtimes to read.
+    files: Option<Arc<dyn FileStore>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -145,7 +152,15 @@ impl Engine {
             runtimes,
             clock,
             settings,
+            files: None,
         }
+    }
+
+    /// The same engine, giving runtimes the chats' files from `files`.
+    #[must_use]
+    pub fn with_files(mut self, files: Arc<dyn FileStore>) -> Self {
+        self.files = Some(files);
+        self
     }
 
     /// Runs one step of a turn; `attempt` counts the job's deliveries, this one included.

@@ -35,6 +35,8 @@ impl Step<'_> {
                 working_dir: None,
                 builtin,
             },
+            files: Vec::new(),
+            file_access: None,
         }
     }
 
@@ -58,6 +60,19 @@ impl Step<'_> {
                 .workspace(&self.job.org, ws)
                 .await?
                 .and_then(|w| w.working_dir);
+        }
+        if let Some(store) = &self.engine.files {
+            let access = FileAccess {
+                store: store.clone(),
+                org: self.job.org.clone(),
+                session_id: self.session.id.clone(),
+            };
+            if runtime.inline_files() {
+                crate::files::inline(&mut request.messages, &access, self.engine.settings.inline).await?;
+            }
+            let records = self.engine.metadata.attachments(&self.job.org, &self.session.id).await?;
+            request.files = crate::files::current(records);
+            request.file_access = Some(access);
         }
         let message_id = new_id("msg");
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();

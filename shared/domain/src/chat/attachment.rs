@@ -104,11 +104,20 @@ pub enum Transfer {
     ThroughSpool,
 }
 
+/// An attachment's bytes, as read from storage.
+pub type FileReader = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+
 /// Where attachments' bytes live (S3; a folder of the data directory), so that on AWS they go
 /// straight between the client and storage and never through a function.
+///
+/// An object is stored once at its key ([`object_key`]) and never replaced; until its upload is
+/// completed it is *pending*, and a pending object is removed a day or so after its upload URL
+/// expires (an S3 lifecycle rule on its tag; `spool serve`'s sweep), so an upload that is never
+/// completed leaves nothing behind.
 #[async_trait]
 pub trait FileStore: Send + Sync {
-    /// How a client sends `size` bytes of `content_type` as `key`, for `expires_in`.
+    /// How a client sends exactly `size` bytes of `content_type` as `key`, once, for
+    /// `expires_in`.
     async fn upload(
         &self,
         key: &str,
@@ -129,8 +138,58 @@ pub trait FileStore: Send + Sync {
     /// The size of what is stored at `key`, if anything is.
     async fn size(&self, key: &str) -> Result<Option<u64>, Error>;
 
+    /// Stores exactly `size` bytes of `body` as `key`, once, for stores that take uploads through
+    /// Spool ([`Transfer::ThroughSpool`]); a body of another size is [`Error::Invalid`] and
+    /// leaves nothing, a second upload is [`Error::Exists`].
+    async fn write(&self, key: &str, size: u64, body: FileReader) -> Result<(), Error>;
+
+    /// The bytes stored at `key`, if any.
+    async fn read(&self, key: &str) -> Result<Option<FileReader>, Error>;
+
+    /// Marks `key` completed: it is kept past the clean-up of pending uploads.
+    async fn keep(&self, key: &str) -> Result<(), Error>;
+
     /// Deletes what is stored at `key` (nothing there is fine).
     async fn delete(&self, key: &str) -> Result<(), Error>;
+
+    /// The SHA-256 of what is stored at `key` (lower-case hex), read once, if anything is.
+    async fn sha256(&self, key: &str) -> Result<Option<String>, Error> {
+        use sha2::Digest;
+        use tokio::io::AsyncReadExt;
+        let Some(mut reader) = self.read(key).await? else {
+            return Ok(None);
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut buffer = vec![0_u8; 64 * 1024];
+        loop {
+            let n = reader
+                .read(&mut buffer)
+                .await
+                .map_err(|e| Error::unavailable("read an attachment", e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+        }
+        Ok(Some(hex(&hasher.finalize())))
+    }
+}
+
+/// Lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A SHA-256 as a client may send it: 64 hex digits, lower-cased.
+pub fn check_sha256(raw: &str) -> Result<String, Error> {
+    if raw.len() == 64 && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(raw.to_ascii_lowercase())
+    } else {
+        Err(Error::invalid(
+            "sha256",
+            "give the SHA-256 of the file's bytes as 64 hex digits",
+        ))
+    }
 }
 
 /// `Content-Disposition: attachment` for `filename` (a safe base name), with its UTF-8 form.

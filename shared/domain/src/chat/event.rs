@@ -125,6 +125,7 @@ impl ChatEvent {
         Self::System(SystemNote {
             level,
             message: message.into(),
+            upload: None,
         })
     }
 }
@@ -141,9 +142,9 @@ pub struct UserMessage {
     pub content: String,
     /// Who sent it (the token's subject).
     pub author: String,
-    /// Attachments.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<Value>,
+    /// The chat's files it refers to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "file_refs")]
+    pub files: Vec<FileRef>,
     /// The client's own data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
@@ -464,6 +465,47 @@ pub struct SystemNote {
     pub level: Level,
     /// What happened, and what to do.
     pub message: String,
+    /// The file a person uploaded, when that is what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<Uploaded>,
+}
+
+/// A file of the chat, as events name it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    /// The attachment's id (`att_…`).
+    pub id: String,
+    /// Its safe base name.
+    pub filename: String,
+    /// Its media type.
+    pub content_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// A file a person uploaded into the chat.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Uploaded {
+    /// The file.
+    #[serde(flatten)]
+    pub file: FileRef,
+    /// Where an agent reads it, relative to the chat's folder (`attachments/{filename}`).
+    pub path: String,
+    /// The earlier file of the same name it replaces (the newest wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+}
+
+/// A message's `files`, skipping entries that are not [`FileRef`]s (messages written before
+/// files were typed carried any JSON there), so every stored event stays readable.
+fn file_refs<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<FileRef>, D::Error> {
+    let values: Vec<Value> = Vec::deserialize(deserializer)?;
+    Ok(values
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect())
 }
 
 /// A slash command, as invoked.
@@ -556,6 +598,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn file() -> FileRef {
+        FileRef {
+            id: "att_1".into(),
+            filename: "a.txt".into(),
+            content_type: "text/plain".into(),
+            size: 2,
+        }
+    }
+
+    /// A message stored before files were typed is still read, without what it cannot name.
+    #[test]
+    fn untyped_files_of_old_messages_are_skipped() {
+        let event: ChatEvent = serde_json::from_value(json!({ "type": "user_message_submitted",
+            "payload": { "content": "x", "author": "a", "files": ["old", { "name": "n" },
+                { "id": "att_1", "filename": "a.txt", "content_type": "text/plain", "size": 2 }] } }))
+        .unwrap();
+        let ChatEvent::UserMessageSubmitted(message) = event else { panic!() };
+        assert_eq!(message.files, vec![file()]);
+    }
 
     /// Every variant's JSON, pinned: the wire format clients read.
     #[test]
@@ -713,6 +775,30 @@ mod tests {
             (
                 ChatEvent::system(Level::Info, "picked up again"),
                 json!({ "type": "system", "payload": { "level": "info", "message": "picked up again" } }),
+            ),
+            (
+                ChatEvent::System(SystemNote {
+                    level: Level::Info,
+                    message: "User has uploaded a.txt".into(),
+                    upload: Some(Uploaded {
+                        file: file(),
+                        path: "attachments/a.txt".into(),
+                        replaces: Some("att_0".into()),
+                    }),
+                }),
+                json!({ "type": "system", "payload": { "level": "info", "message": "User has uploaded a.txt",
+                    "upload": { "id": "att_1", "filename": "a.txt", "content_type": "text/plain", "size": 2,
+                        "path": "attachments/a.txt", "replaces": "att_0" } } }),
+            ),
+            (
+                ChatEvent::UserMessageSubmitted(UserMessage {
+                    content: "see".into(),
+                    author: "key:k1".into(),
+                    files: vec![file()],
+                    ..UserMessage::default()
+                }),
+                json!({ "type": "user_message_submitted", "payload": { "content": "see", "author": "key:k1",
+                    "files": [{ "id": "att_1", "filename": "a.txt", "content_type": "text/plain", "size": 2 }] } }),
             ),
             (
                 ChatEvent::SlashCommandInvoked(SlashCommandInvoked {

@@ -25,8 +25,8 @@ pub struct Message {
     pub content: String,
     /// Who sends it (the token's subject).
     pub author: String,
-    /// Attachments.
-    pub files: Vec<Value>,
+    /// The ids of the chat's completed files it refers to.
+    pub files: Vec<String>,
     /// The client's own data.
     pub metadata: Option<Map<String, Value>>,
     /// The client's id for it: a retry with the same id answers the first result.
@@ -64,6 +64,7 @@ pub enum Posted {
 impl ChatService {
     /// Appends a person's message to a chat and asks for the turn it starts.
     pub async fn post_message(&self, org: &str, session: &Session, message: Message) -> Result<Posted, Error> {
+        let files = self.message_files(org, session, &message.files).await?;
         let open = self.metadata.open_requests(org, &session.id).await?;
         // In the global chat, a plain window onto the agent-first chat, the next message answers
         // Spool's own open question too (elsewhere clients answer with `POST …/question`).
@@ -126,7 +127,7 @@ impl ChatService {
         let content = UserMessage {
             content: message.content.clone(),
             author: message.author,
-            files: message.files,
+            files,
             metadata: message.metadata,
             client_context: message.client_context.filter(|c| !c.is_null()),
             answers: answers.as_ref().map(|q| q.id.clone()),

@@ -12,18 +12,21 @@
 //! a crash interrupts is finished by the next caller (see [`crate::claim`]).
 
 mod answer;
+mod attachment;
 mod command;
 mod message;
 
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
+pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, agent_path, file_ref, human_size};
 pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
     Agent, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, OpenRequest, PendingTurn, RequestKind,
     Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    attachment::FileStore,
     chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
     claim::{self, ClaimStores, Reconciled},
     clock::rfc3339_ms,
@@ -47,6 +50,10 @@ pub struct ChatService {
     clock: Arc<dyn Clock>,
     /// Where workspaces' working directories may be (their command files are read there).
     roots: crate::WorkspaceRoots,
+    /// Where chats' files' bytes are.
+    files: Arc<dyn FileStore>,
+    /// How large files may be and how long their URLs last.
+    attachments: AttachmentLimits,
 }
 
 /// What a new chat is.
@@ -78,6 +85,7 @@ impl ChatService {
         metadata: Arc<dyn Metadata>,
         log: Arc<dyn StreamLog>,
         turns: Arc<dyn TurnQueue>,
+        files: Arc<dyn FileStore>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
@@ -86,7 +94,16 @@ impl ChatService {
             turns,
             clock,
             roots: crate::WorkspaceRoots::none(),
+            files,
+            attachments: AttachmentLimits::default(),
         }
+    }
+
+    /// The service, holding files to `limits`.
+    #[must_use]
+    pub fn with_attachment_limits(mut self, limits: AttachmentLimits) -> Self {
+        self.attachments = limits;
+        self
     }
 
     /// The service, reading workspaces' command files only under `roots`.
@@ -150,8 +167,10 @@ impl ChatService {
         Ok(session)
     }
 
-    /// Deletes a chat: its stream, then its record.
+    /// Deletes a chat: its files' bytes, its stream, then its records (a retry after a failure
+    /// finishes what is left).
     pub async fn remove(&self, org: &str, id: &str) -> Result<(), Error> {
+        self.remove_files(org, id).await?;
         match self.log.delete(&Session::stream(org, id)?).await {
             Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
             Err(e) => return Err(e),

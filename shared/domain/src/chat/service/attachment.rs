@@ -1,0 +1,356 @@
+//! # A chat's files
+//!
+//! A person declares a file (its name, type and size), sends its bytes straight to storage
+//! with the [`Transfer`] this answers, then completes it: the stored object is checked (its
+//! size, and its SHA-256 when one was declared), the chat records a `system` event saying who
+//! uploaded what and where an agent reads it, and the record is marked complete. Each step may
+//! be retried: the event is written once (an idempotent producer named after the attachment),
+//! and a completed file answers its event again.
+//!
+//! A file named like an earlier one of the chat replaces it: agents see the newest, and the
+//! event names the one it replaces. Messages refer to completed files by id, and carry their
+//! names ([`ChatService::message_files`]).
+
+use std::time::Duration;
+
+use super::ChatService;
+use crate::{
+    Error, ProducerClaim, Session,
+    attachment::{
+        Attachment, AttachmentStatus, DEFAULT_MAX_ATTACHMENT_BYTES, FileReader, Transfer, check_content_type,
+        check_sha256, object_key, safe_filename,
+    },
+    chat::event::{ChatEvent, FileRef, Level, SystemNote, Uploaded},
+    clock::rfc3339_ms,
+    session::{EventDraft, append_events},
+    workspace::new_id,
+};
+
+/// How large files may be and how long their URLs last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachmentLimits {
+    /// The largest file (`SPOOL_MAX_ATTACHMENT_BYTES`).
+    pub max_bytes: u64,
+    /// How long an upload URL works.
+    pub upload_ttl: Duration,
+    /// How long a download URL works.
+    pub download_ttl: Duration,
+}
+
+impl Default for AttachmentLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_MAX_ATTACHMENT_BYTES,
+            upload_ttl: Duration::from_secs(15 * 60),
+            download_ttl: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+/// A file a person is about to upload.
+#[derive(Debug, Clone)]
+pub struct NewUpload {
+    /// Its name as the client has it (reduced to a safe base name).
+    pub filename: String,
+    /// Its media type.
+    pub content_type: String,
+    /// Its exact size in bytes.
+    pub size: u64,
+    /// The SHA-256 of its bytes (hex), to be checked when it is completed.
+    pub sha256: Option<String>,
+    /// Who uploads it.
+    pub author: String,
+}
+
+/// A file declared: its record and how to send its bytes.
+#[derive(Debug, Clone)]
+pub struct Declared {
+    /// The record (`uploading`).
+    pub attachment: Attachment,
+    /// Where the bytes go.
+    pub transfer: Transfer,
+}
+
+/// What completing a file did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// Recorded in the chat (now or by an earlier call).
+    Recorded {
+        /// The completed record.
+        attachment: Attachment,
+        /// Its `system` event's seq.
+        seq: u64,
+        /// The earlier file of the same name it replaces.
+        replaces: Option<String>,
+    },
+    /// Its bytes are not all there: nothing (`None`), or this many.
+    NotUploaded(Option<u64>),
+    /// The bytes' SHA-256 is not the one declared.
+    ChecksumMismatch,
+}
+
+/// Where an agent reads a file, relative to the chat's folder.
+pub fn agent_path(filename: &str) -> String {
+    format!("attachments/{filename}")
+}
+
+/// A human size: `512 B`, `12.3 KB`, `4.0 MB`.
+pub fn human_size(bytes: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let b = bytes as f64;
+    if bytes < 1000 {
+        format!("{bytes} B")
+    } else if bytes < 1_000_000 {
+        format!("{:.1} KB", b / 1e3)
+    } else if bytes < 1_000_000_000 {
+        format!("{:.1} MB", b / 1e6)
+    } else {
+        format!("{:.1} GB", b / 1e9)
+    }
+}
+
+impl ChatService {
+    /// The limits files are held to.
+    pub fn attachment_limits(&self) -> AttachmentLimits {
+        self.attachments
+    }
+
+    /// Declares a file of `session`: checks its name, type and size, records it, and answers
+    /// how its bytes are sent. A size over the limit is [`Error::FileTooLarge`], before
+    /// anything is recorded.
+    pub async fn declare_upload(&self, org: &str, session: &Session, new: NewUpload) -> Result<Declared, Error> {
+        let filename = safe_filename(&new.filename)?;
+        let content_type = check_content_type(&new.content_type)?;
+        let sha256 = new.sha256.as_deref().map(check_sha256).transpose()?;
+        if new.size > self.attachments.max_bytes {
+            return Err(Error::FileTooLarge {
+                size: new.size,
+                max: self.attachments.max_bytes,
+            });
+        }
+        let now = self.clock.now_ms();
+        let ttl_ms = i64::try_from(self.attachments.upload_ttl.as_millis()).unwrap_or(i64::MAX);
+        let attachment = Attachment {
+            id: new_id("att"),
+            session_id: session.id.clone(),
+            filename,
+            content_type,
+            size: new.size,
+            sha256,
+            author: new.author,
+            status: AttachmentStatus::Uploading,
+            created_ms: now,
+            upload_expires_ms: now.saturating_add(ttl_ms),
+            completed_ms: None,
+        };
+        let key = object_key(org, &session.id, &attachment.id);
+        let transfer = self
+            .files
+            .upload(&key, &attachment.content_type, attachment.size, self.attachments.upload_ttl)
+            .await?;
+        self.metadata.create_attachment(org, &attachment).await?;
+        tracing::info!(org, session = %session.id, attachment = %attachment.id, size = attachment.size, "upload declared");
+        Ok(Declared { attachment, transfer })
+    }
+
+    /// A file of `session` ([`Error::Missing`] if it has none of that id).
+    pub async fn attachment(&self, org: &str, session: &Session, id: &str) -> Result<Attachment, Error> {
+        self.metadata
+            .attachment(org, &session.id, id)
+            .await?
+            .ok_or_else(|| Error::Missing {
+                what: format!("attachment `{id}` of this chat"),
+            })
+    }
+
+    /// Completes a file: checks what was stored, records it in the chat, marks it complete.
+    pub async fn complete_upload(&self, org: &str, session: &Session, id: &str) -> Result<Completion, Error> {
+        let attachment = self.attachment(org, session, id).await?;
+        let key = object_key(org, &session.id, id);
+        if attachment.status == AttachmentStatus::Uploading {
+            let stored = self.files.size(&key).await?;
+            if stored != Some(attachment.size) {
+                return Ok(Completion::NotUploaded(stored));
+            }
+            if let Some(expected) = &attachment.sha256
+                && self.files.sha256(&key).await?.as_ref() != Some(expected)
+            {
+                return Ok(Completion::ChecksumMismatch);
+            }
+        }
+        // The newest earlier file of this name is the one it replaces.
+        let replaces = self
+            .metadata
+            .attachments(org, &session.id)
+            .await?
+            .into_iter()
+            .filter(|a| {
+                a.id != attachment.id
+                    && a.filename == attachment.filename
+                    && a.status == AttachmentStatus::Complete
+                    && a.completed_ms <= attachment.completed_ms.or(Some(i64::MAX))
+            })
+            .max_by_key(|a| a.completed_ms)
+            .map(|a| a.id);
+        let seq = self.record_upload(org, session, &attachment, replaces.clone()).await?;
+        self.files.keep(&key).await?;
+        let attachment = match self
+            .metadata
+            .complete_attachment(org, &session.id, id, self.clock.now_ms())
+            .await?
+        {
+            Some(completed) => completed,
+            // Completed meanwhile (or before): as recorded.
+            None => self.attachment(org, session, id).await?,
+        };
+        tracing::info!(org, session = %session.id, attachment = %id, seq, "upload completed");
+        Ok(Completion::Recorded {
+            attachment,
+            seq,
+            replaces,
+        })
+    }
+
+    /// Appends the `system` event of an upload, once: a retry finds the first one's seq.
+    async fn record_upload(
+        &self,
+        org: &str,
+        session: &Session,
+        attachment: &Attachment,
+        replaces: Option<String>,
+    ) -> Result<u64, Error> {
+        let path = agent_path(&attachment.filename);
+        let mut message = format!(
+            "User has uploaded {} ({}, {}); agents read it at {path}",
+            attachment.filename,
+            human_size(attachment.size),
+            attachment.content_type
+        );
+        if replaces.is_some() {
+            message.push_str(&format!(
+                ". It replaces the earlier file named {}",
+                attachment.filename
+            ));
+        }
+        let event = ChatEvent::System(SystemNote {
+            level: Level::Info,
+            message,
+            upload: Some(Uploaded {
+                file: file_ref(attachment),
+                path,
+                replaces,
+            }),
+        });
+        let producer = ProducerClaim {
+            id: format!("att:{}", attachment.id),
+            epoch: 0,
+            seq: 0,
+        };
+        let appended = append_events(
+            self.log.as_ref(),
+            &Session::stream(org, &session.id)?,
+            &session.id,
+            &[EventDraft::new(event, None)],
+            Some(producer),
+            &rfc3339_ms(self.clock.now_ms()),
+            None,
+        )
+        .await?;
+        if !appended.duplicate {
+            let preview = format!("📎 {}", attachment.filename);
+            self.metadata
+                .touch_session(org, &session.id, self.clock.now_ms(), &preview)
+                .await?;
+        }
+        Ok(appended.first)
+    }
+
+    /// How a client fetches a completed file ([`Error::Missing`] until it is completed).
+    pub async fn download(&self, org: &str, session: &Session, id: &str) -> Result<(Attachment, Transfer), Error> {
+        let attachment = self.attachment(org, session, id).await?;
+        if attachment.status != AttachmentStatus::Complete {
+            return Err(Error::Missing {
+                what: format!("attachment `{id}` (its upload is not completed)"),
+            });
+        }
+        let transfer = self
+            .files
+            .download(
+                &object_key(org, &session.id, id),
+                &attachment.filename,
+                &attachment.content_type,
+                self.attachments.download_ttl,
+            )
+            .await?;
+        Ok((attachment, transfer))
+    }
+
+    /// The bytes of a completed file, for routes that serve them themselves.
+    pub async fn read_file(&self, org: &str, session_id: &str, id: &str) -> Result<FileReader, Error> {
+        self.files
+            .read(&object_key(org, session_id, id))
+            .await?
+            .ok_or_else(|| Error::Missing {
+                what: format!("the bytes of attachment `{id}`"),
+            })
+    }
+
+    /// The completed files `ids` of `session`, as a message names them; an id that names none
+    /// is [`Error::Invalid`].
+    pub async fn message_files(&self, org: &str, session: &Session, ids: &[String]) -> Result<Vec<FileRef>, Error> {
+        let mut files: Vec<FileRef> = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            if files.iter().any(|f| &f.id == id) {
+                continue;
+            }
+            match self.metadata.attachment(org, &session.id, id).await? {
+                Some(a) if a.status == AttachmentStatus::Complete => files.push(file_ref(&a)),
+                Some(_) => {
+                    return Err(Error::invalid(
+                        "files",
+                        format!("files[{i}] `{id}` is not uploaded yet; complete its upload first"),
+                    ));
+                }
+                None => {
+                    return Err(Error::invalid(
+                        "files",
+                        format!("files[{i}] `{id}` names no file of this chat; upload it with POST …/attachments"),
+                    ));
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// Deletes the stored bytes of a chat's files (before the chat's records go).
+    pub(super) async fn remove_files(&self, org: &str, session_id: &str) -> Result<(), Error> {
+        for attachment in self.metadata.attachments(org, session_id).await? {
+            self.files.delete(&object_key(org, session_id, &attachment.id)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// How events name a file.
+pub fn file_ref(a: &Attachment) -> FileRef {
+    FileRef {
+        id: a.id.clone(),
+        filename: a.filename.clone(),
+        content_type: a.content_type.clone(),
+        size: a.size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(999), "999 B");
+        assert_eq!(human_size(12_345), "12.3 KB");
+        assert_eq!(human_size(50_000_000), "50.0 MB");
+        assert_eq!(agent_path("a b.txt"), "attachments/a b.txt");
+    }
+}
