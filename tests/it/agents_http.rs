@@ -374,7 +374,13 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
     // No worker drains the queue here: the test is the worker.
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log.clone(), metadata.clone(), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let mut slow = script();
     slow["word_delay_ms"] = json!(40);
@@ -419,7 +425,13 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
 pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log.clone(), metadata.clone(), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let (_, chat) = chat_with(&api, script()).await;
     let turn = send(&api, &chat, "pick a color").await;
@@ -455,7 +467,13 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
 pub(crate) async fn a_fifo_batch_fails_only_the_rest_of_a_failing_group<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log.clone(), metadata.clone(), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let org = org_of(&api);
     let (_, first) = chat_with(&api, script()).await;
@@ -498,7 +516,13 @@ pub(crate) async fn a_fifo_batch_fails_only_the_rest_of_a_failing_group<H: Harne
 pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    let base = serve(log.clone(), metadata.clone(), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let (_, chat) = chat_with(&api, script()).await;
     let (status, _) = api

@@ -74,14 +74,23 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
             .map(|t| format!("{}={}", t.key(), t.value()))
             .collect::<Vec<_>>()
     };
-    assert_eq!(tags(s3.clone(), bucket.clone(), key.clone()).await, ["spool-upload=pending"]);
+    assert_eq!(
+        tags(s3.clone(), bucket.clone(), key.clone()).await,
+        ["spool-upload=pending"]
+    );
     let mut again = http.put(&url).body(b"HELLO, BUCKET".to_vec());
     for (name, value) in &headers {
         again = again.header(name.as_str(), value.as_str());
     }
-    assert_eq!(again.send().await.unwrap().status(), reqwest::StatusCode::PRECONDITION_FAILED);
+    assert_eq!(
+        again.send().await.unwrap().status(),
+        reqwest::StatusCode::PRECONDITION_FAILED
+    );
     files.keep(&key).await.unwrap();
-    assert!(tags(s3, bucket, key.clone()).await.is_empty(), "kept past the lifecycle rule");
+    assert!(
+        tags(s3, bucket, key.clone()).await.is_empty(),
+        "kept past the lifecycle rule"
+    );
     // and a pre-signed GET returns it as a named attachment
     let Transfer::Direct { url, .. } = files.download(&key, "notes.txt", "text/plain", minute).await.unwrap() else {
         panic!("S3 downloads are direct");
@@ -125,13 +134,28 @@ async fn the_sweep_deletes_only_unfinished_uploads_past_their_grace() {
         let key = object_key("org_a", "ses_1", id);
         files.write(&key, 2, Box::pin(&b"hi"[..])).await.unwrap();
     }
-    records.complete_attachment("org_a", "ses_1", "att_done", 2_000).await.unwrap();
+    records
+        .complete_attachment("org_a", "ses_1", "att_done", 2_000)
+        .await
+        .unwrap();
     // WHEN the sweep runs with a cut-off between the two expiries
     let swept = spool_embedded::sweep_uploads(&records, &files, 10_000).await.unwrap();
     // THEN only the old unfinished upload is gone, bytes and record
     assert_eq!(swept, 1);
-    let left: Vec<String> = records.attachments("org_a", "ses_1").await.unwrap().into_iter().map(|a| a.id).collect();
+    let left: Vec<String> = records
+        .attachments("org_a", "ses_1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
     assert_eq!(left, ["att_done", "att_new"], "oldest first");
-    assert_eq!(files.size(&object_key("org_a", "ses_1", "att_old")).await.unwrap(), None);
-    assert_eq!(files.size(&object_key("org_a", "ses_1", "att_done")).await.unwrap(), Some(2));
+    assert_eq!(
+        files.size(&object_key("org_a", "ses_1", "att_old")).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        files.size(&object_key("org_a", "ses_1", "att_done")).await.unwrap(),
+        Some(2)
+    );
 }

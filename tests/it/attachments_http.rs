@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use spool_domain::{Metadata, StreamLog, service::AttachmentLimits};
 use spool_tests::Harness;
 
-use crate::support::{Api, all_events, serve_limited, setup_on, stack};
+use crate::support::{Api, all_events, one, serve_limited, setup_on, stack, until};
 
 /// A chat of `api`'s organization, outside workspaces.
 async fn new_chat(api: &Api) -> String {
@@ -51,7 +51,7 @@ async fn complete(api: &Api, chat: &str, id: &str) -> (StatusCode, Value) {
 }
 
 /// Declares, uploads and completes a file; its completion.
-async fn upload(api: &Api, chat: &str, filename: &str, content_type: &str, bytes: &[u8]) -> Value {
+pub(crate) async fn upload(api: &Api, chat: &str, filename: &str, content_type: &str, bytes: &[u8]) -> Value {
     let (status, declared) = declare(
         api,
         chat,
@@ -150,11 +150,16 @@ pub(crate) async fn a_file_is_uploaded_recorded_once_and_downloaded<H: Harness>(
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{posted}");
     let events = all_events(api, &chat).await;
-    let message = events
-        .iter()
-        .find(|e| e["type"] == "user_message_submitted")
-        .unwrap();
+    let message = events.iter().find(|e| e["type"] == "user_message_submitted").unwrap();
     assert_eq!(message["payload"]["files"][0]["filename"], "scores.csv");
+    // The demo agent acknowledges the file.
+    let turn = posted["turn_id"].as_str().unwrap();
+    let events = until(api, &chat, turn, "agent_end").await;
+    let answer = one(&events, turn, "message_end")["payload"]["text"].as_str().unwrap();
+    assert!(
+        answer.starts_with("I see you shared scores.csv (17 B, text/csv)."),
+        "{answer}"
+    );
     // A message naming no file of this chat is refused, and records nothing.
     let messages = |events: Vec<Value>| events.iter().filter(|e| e["type"] == "user_message_submitted").count();
     let before = messages(all_events(api, &chat).await);
@@ -246,7 +251,12 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
         .await;
     assert_eq!(list["attachments"], json!([]));
     // Completed with nothing uploaded: 409, no event.
-    let (_, declared) = declare(api, &chat, json!({ "filename": "a.txt", "content_type": "text/plain", "size": 5 })).await;
+    let (_, declared) = declare(
+        api,
+        &chat,
+        json!({ "filename": "a.txt", "content_type": "text/plain", "size": 5 }),
+    )
+    .await;
     let id = declared["attachment_id"].as_str().unwrap();
     let (status, body) = complete(api, &chat, id).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -281,7 +291,12 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
     )
     .await;
     let id = declared["attachment_id"].as_str().unwrap();
-    assert!(send_bytes(api, &declared, b"hello".to_vec()).await.status().is_success());
+    assert!(
+        send_bytes(api, &declared, b"hello".to_vec())
+            .await
+            .status()
+            .is_success()
+    );
     let (status, body) = complete(api, &chat, id).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "checksum_mismatch");
@@ -294,7 +309,12 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
     )
     .await;
     let id = declared["attachment_id"].as_str().unwrap();
-    assert!(send_bytes(api, &declared, b"hello".to_vec()).await.status().is_success());
+    assert!(
+        send_bytes(api, &declared, b"hello".to_vec())
+            .await
+            .status()
+            .is_success()
+    );
     assert_eq!(complete(api, &chat, id).await.0, StatusCode::OK);
     assert_eq!(uploads(&all_events(api, &chat).await).len(), 2);
 }
@@ -343,12 +363,24 @@ pub(crate) async fn an_upload_url_expires<H: Harness>(harness: &H) {
         max_bytes: 1000,
         ..AttachmentLimits::default()
     };
-    let base = serve_limited(log, metadata.clone(), harness.turns().await, harness.files().await, limits).await;
+    let base = serve_limited(
+        log,
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+        limits,
+    )
+    .await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let chat = new_chat(&api).await;
     let (status, _) = declare(&api, &chat, json!({ "filename": "a.txt", "size": 1001 })).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "the configured limit");
-    let (_, declared) = declare(&api, &chat, json!({ "filename": "a.txt", "content_type": "text/plain", "size": 2 })).await;
+    let (_, declared) = declare(
+        &api,
+        &chat,
+        json!({ "filename": "a.txt", "content_type": "text/plain", "size": 2 }),
+    )
+    .await;
     let url = declared["upload"]["url"].as_str().unwrap();
     if url.starts_with('/') {
         tokio::time::sleep(Duration::from_millis(2_100)).await;
@@ -358,9 +390,15 @@ pub(crate) async fn an_upload_url_expires<H: Harness>(harness: &H) {
         assert!(body["error"]["message"].as_str().unwrap().contains("expired"), "{body}");
         // A forged or mangled grant is refused the same way.
         let forged = json!({ "upload": { "method": "PUT", "url": format!("{url}x"), "headers": declared["upload"]["headers"] } });
-        assert_eq!(send_bytes(&api, &forged, b"hi".to_vec()).await.status(), StatusCode::FORBIDDEN);
+        assert_eq!(
+            send_bytes(&api, &forged, b"hi".to_vec()).await.status(),
+            StatusCode::FORBIDDEN
+        );
     } else {
-        assert!(url.contains("X-Amz-Expires=1&") || url.ends_with("X-Amz-Expires=1"), "{url}");
+        assert!(
+            url.contains("X-Amz-Expires=1&") || url.ends_with("X-Amz-Expires=1"),
+            "{url}"
+        );
     }
     assert!(uploads(&all_events(&api, &chat).await).is_empty());
 }

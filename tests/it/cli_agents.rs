@@ -148,6 +148,47 @@ async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
     assert!(!events.iter().any(|e| e["type"] == "tool_approval_required"));
 }
 
+/// A CLI that reads the chat's files at the paths its input file lists, and answers with them.
+const READER: &str = r#"files=$(sed -n 's/^- `\(.*\/attachments\/[^`]*\)`.*/\1/p' "$SPOOL_INPUT_FILE")
+out=""
+for f in $files; do out="$out[$(basename "$f")=$(cat "$f")]"; done
+echo "{\"message\": \"$out\", \"actions\": []}" > "$SPOOL_OUTPUT_FILE""#;
+
+/// A CLI agent finds the chat's files in its chat folder, at the paths its input file lists:
+/// the newest of each name, and a link an earlier run left in a file's place is replaced, not
+/// followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_reads_the_chats_files_where_its_input_file_says() {
+    let s = setup(&[("claude", READER)], Duration::from_secs(20)).await;
+    let api = &s.stack.api;
+    let chat = chat(&s, json!({ "name": "Reader", "runtime": "cli", "cli_type": "claude" })).await;
+    crate::attachments_http::upload(api, &chat, "a.txt", "text/plain", b"first").await;
+    crate::attachments_http::upload(api, &chat, "b.csv", "text/csv", b"x,y").await;
+    let turn = send(api, &chat, "Read them").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "message_end")["payload"]["text"],
+        "[a.txt=first][b.csv=x,y]"
+    );
+    // A newer a.txt replaces the older; a link put where b.csv was is not followed.
+    let org = crate::support::org_of(api);
+    let folder = s.work.path().join("chats").join(&org).join(&chat).join("attachments");
+    let outside = s.work.path().join("outside.txt");
+    std::fs::write(&outside, "untouched").unwrap();
+    std::fs::remove_file(folder.join("a.txt")).unwrap();
+    std::os::unix::fs::symlink(&outside, folder.join("a.txt")).unwrap();
+    crate::attachments_http::upload(api, &chat, "a.txt", "text/plain", b"second").await;
+    let turn = send(api, &chat, "Again").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "message_end")["payload"]["text"],
+        "[b.csv=x,y][a.txt=second]",
+        "in the order they were uploaded"
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched");
+    assert!(!folder.join("a.txt").is_symlink());
+}
+
 /// A prompt command reaches a CLI agent: its input file holds the wrapped prompt as the
 /// person's message, and the chat's mode in the instruction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

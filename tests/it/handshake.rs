@@ -29,7 +29,13 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &["agent"]).await;
-    let base = serve(log.clone(), Arc::new(directory), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        Arc::new(directory),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let http = reqwest::Client::new();
 
     // WHEN a client hands its key in
@@ -106,7 +112,13 @@ pub(crate) async fn bad_keys_and_bodies_get_4xx_and_no_token<H: Harness>(harness
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let directory = harness.metadata().await;
     let (org, key) = provision(&directory, &[]).await;
-    let base = serve(log.clone(), Arc::new(directory), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        Arc::new(directory),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let http = reqwest::Client::new();
 
     // A wrong secret for a real key id: 401, and the attempt is audited as refused.
@@ -212,7 +224,13 @@ pub(crate) async fn url_tokens_only_read_streams<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let directory = harness.metadata().await;
     let (_, key) = provision(&directory, &[]).await;
-    let base = serve(log.clone(), Arc::new(directory), harness.turns().await, harness.files().await).await;
+    let base = serve(
+        log.clone(),
+        Arc::new(directory),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
     let http = reqwest::Client::new();
     let body: Value = handshake(&http, &base, json!({ "api_key": key }))
         .await

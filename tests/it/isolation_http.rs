@@ -23,6 +23,7 @@ struct Fixture {
     chat: String,
     turn: String,
     companion: String,
+    attachment: String,
 }
 
 async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
@@ -50,6 +51,8 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         )
         .await;
     let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    let file = crate::attachments_http::upload(a, &chat, "a.txt", "text/plain", b"A's file").await;
+    let attachment = file["attachment"]["id"].as_str().unwrap().to_owned();
     a.ok(
         Method::POST,
         "/chat/user_message",
@@ -102,6 +105,7 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         chat,
         turn,
         companion: token.to_owned(),
+        attachment,
     }
 }
 
@@ -124,6 +128,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         "A's task",
         "A's stream",
         "A's command",
+        "A's file",
     ];
 
     let fill = |name: &str| -> String {
@@ -137,8 +142,12 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     let mut checked = Vec::new();
     for op in spec.operations() {
         let template = op.template.as_str();
-        // Routes that take no token act for no organization.
-        if matches!(template, "/healthz" | "/v1/openapi.json" | "/v1/handshake") {
+        // Routes that take no token act for no organization (an upload's grant is its own
+        // credential: `attachments_http.rs` refuses forged and expired ones).
+        if matches!(
+            template,
+            "/healthz" | "/v1/openapi.json" | "/v1/handshake" | "/v1/uploads/{grant}"
+        ) {
             continue;
         }
         let path = op.path(|param| match (template, param) {
@@ -150,6 +159,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             ("/v1/slash-commands/{name}", "name") => "a-secret".to_owned(),
             (_, "name") => "a-cmd".to_owned(),
             (_, "turn_id") => mine.turn.clone(),
+            (_, "attachment_id") => mine.attachment.clone(),
             (t, p) => panic!("{t}: no value for `{{{p}}}`"),
         });
         let path = match template {

@@ -522,6 +522,71 @@ async fn prompt_commands_reach_the_model(provider: Provider) {
     assert!(lasts[1].contains("Summarize this chat so far"), "{}", lasts[1]);
 }
 
+/// A chat's files reach the model in the form it takes: an image as an image part, a text file
+/// as its text with its name, anything else as a note naming it.
+async fn files_reach_the_model_as_parts(provider: Provider) {
+    let s = setup(provider, vec![provider.stream(&["Seen."], &[], QUICK, true)]).await;
+    let api = &s.stack.api;
+    let png: &[u8] = b"\x89PNG\r\n\x1a\nnot really an image";
+    let image = crate::attachments_http::upload(api, &s.chat, "chart.png", "image/png", png).await;
+    crate::attachments_http::upload(api, &s.chat, "notes.md", "text/markdown", b"# Plan\nship it").await;
+    crate::attachments_http::upload(api, &s.chat, "report.pdf", "application/pdf", b"%PDF-1.4").await;
+    let posted = api
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{}/messages", s.chat),
+            Some(json!({ "content": "What do you see?", "files": [image["attachment"]["id"]] })),
+        )
+        .await;
+    let turn = posted["turn_id"].as_str().unwrap();
+    let events = until(api, &s.chat, turn, "agent_end").await;
+    assert_eq!(one(&events, turn, "agent_end")["payload"]["reason"], "complete");
+    let requests = s.fake.requests.lock().unwrap().clone();
+    let body = &requests[0].1;
+    let parts: Vec<Value> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| match &m["content"] {
+            Value::Array(parts) => parts.clone(),
+            text => vec![json!({ "type": "text", "text": text })],
+        })
+        .collect();
+    let data = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(png)
+    };
+    let image_part = match provider {
+        Provider::OpenAi => {
+            json!({ "type": "image_url", "image_url": { "url": format!("data:image/png;base64,{data}") } })
+        }
+        Provider::Anthropic => {
+            json!({ "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": data } })
+        }
+    };
+    assert!(parts.contains(&image_part), "an image part: {parts:?}");
+    let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("<file name=\"notes.md\">\n# Plan\nship it\n</file>")),
+        "a text part: {texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("report.pdf") && t.contains("application/pdf") && t.contains("not shown")),
+        "a note: {texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("What do you see?") && t.contains("(Attached: chart.png)")),
+        "the message names its file: {texts:?}"
+    );
+}
+
 macro_rules! for_both_providers {
     ($($test:ident),+ $(,)?) => {
         mod openai {
@@ -550,4 +615,5 @@ for_both_providers!(
     an_abort_closes_the_providers_stream,
     client_context_needs_the_capability,
     prompt_commands_reach_the_model,
+    files_reach_the_model_as_parts,
 );

@@ -223,25 +223,31 @@ pub(crate) async fn complete(
     PathOf((id, attachment_id)): PathOf<(Id, Id)>,
 ) -> Result<Json<AttachmentCompleted>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    match api.chats.complete_upload(caller.org(), &session, &attachment_id).await? {
+    match api
+        .chats
+        .complete_upload(caller.org(), &session, &attachment_id)
+        .await?
+    {
         Completion::Recorded {
             attachment,
             seq,
             replaces,
         } => Ok(Json(AttachmentCompleted {
-            attachment: (&attachment).into(),
+            attachment: attachment.as_ref().into(),
             seq,
             replaces,
         })),
         Completion::NotUploaded(stored) => {
             let declared = api.chats.attachment(caller.org(), &session, &attachment_id).await?.size;
             Err(ApiError::UploadIncomplete(match stored {
-                None => "nothing was uploaded for this file yet; send its bytes to the upload URL, then complete it".to_owned(),
+                None => "nothing was uploaded for this file yet; send its bytes to the upload URL, then complete it"
+                    .to_owned(),
                 Some(n) => format!("the upload has {n} bytes, not the {declared} declared; declare the file again"),
             }))
         }
         Completion::ChecksumMismatch => Err(ApiError::ChecksumMismatch(
-            "the uploaded bytes do not have the declared SHA-256; declare the file again and upload it whole".to_owned(),
+            "the uploaded bytes do not have the declared SHA-256; declare the file again and upload it whole"
+                .to_owned(),
         )),
     }
 }
@@ -251,7 +257,7 @@ pub(crate) async fn complete(
 /// short-lived storage URL on AWS, the bytes themselves under `spool serve`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/attachments/{attachment_id}", tag = "sessions",
     params(("id" = String, Path, description = SESSION_ID), ("attachment_id" = String, Path, description = ATTACHMENT_ID)),
-    responses((status = 200, description = "The file's bytes", content_type = "application/octet-stream"),
+    responses((status = 200, description = "The file's bytes, with its media type", content_type = "*/*"),
         (status = 302, description = "Where to fetch it: a URL that works for a few minutes"),
         (status = 404, description = "No such completed file in this chat of the caller's organization", body = ErrorBody),
         Refusals))]
@@ -342,4 +348,5 @@ pub(crate) async fn upload(
     Ok(StatusCode::NO_CONTENT)
 }
 
-const FORBIDDEN: &str = "this upload URL is not valid or has expired; declare the file again with POST /v1/sessions/{id}/attachments";
+const FORBIDDEN: &str =
+    "this upload URL is not valid or has expired; declare the file again with POST /v1/sessions/{id}/attachments";

@@ -377,15 +377,17 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let router = spool_api::router(api)
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir))
-        .layer(axum::middleware::from_fn(move |request: axum::extract::Request, next| {
-            // An upload's body may take as long as its URL lasts.
-            let limit = if request.uri().path().starts_with("/v1/uploads/") {
-                upload_limit
-            } else {
-                limit
-            };
-            server::deadline(limit, request, next)
-        }));
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next| {
+                // An upload's body may take as long as its URL lasts.
+                let limit = if request.uri().path().starts_with("/v1/uploads/") {
+                    upload_limit
+                } else {
+                    limit
+                };
+                server::deadline(limit, request, next)
+            },
+        ));
     Ok(App {
         router,
         api_key,

@@ -449,9 +449,12 @@ impl Runtime for Cli {
             _ => Vec::new(),
         };
         let placed: Vec<(&Attached, PathBuf)> = request.files.iter().zip(placed).collect();
-        tokio::fs::write(&input, input_file(request, &output, place.context_file.as_deref(), &placed))
-            .await
-            .map_err(|e| Error::Failed(format!("cannot write the CLI's input file: {e}")))?;
+        tokio::fs::write(
+            &input,
+            input_file(request, &output, place.context_file.as_deref(), &placed),
+        )
+        .await
+        .map_err(|e| Error::Failed(format!("cannot write the CLI's input file: {e}")))?;
         let result = self.run(request, &place, &input, &output).await;
         let _ = tokio::fs::remove_file(&input).await;
         let _ = tokio::fs::remove_file(&output).await;

@@ -116,8 +116,8 @@ const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/w
 /// Extensions of files that are text whatever their declared type.
 const TEXT_EXTENSIONS: &[&str] = &[
     "txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html", "htm", "css", "js",
-    "mjs", "ts", "tsx", "jsx", "rs", "py", "rb", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs", "swift",
-    "sh", "bash", "zsh", "sql", "log", "ini", "cfg", "conf", "env", "tex", "svg", "graphql", "proto", "lua", "php",
+    "mjs", "ts", "tsx", "jsx", "rs", "py", "rb", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs", "swift", "sh",
+    "bash", "zsh", "sql", "log", "ini", "cfg", "conf", "env", "tex", "svg", "graphql", "proto", "lua", "php",
 ];
 
 /// Whether a file is text a model can read.
@@ -246,7 +246,10 @@ pub async fn place(files: &[Attached], access: &FileAccess, chat_dir: &Path) -> 
         let f = &attached.file;
         // Names are safe base names already; check again, since a path is made of it.
         if matches!(f.filename.as_str(), "" | "." | "..") || f.filename.contains(['/', '\\', '\0']) {
-            return Err(Error::Failed(format!("the file name `{}` cannot name a file", f.filename)));
+            return Err(Error::Failed(format!(
+                "the file name `{}` cannot name a file",
+                f.filename
+            )));
         }
         let target = dir.join(&f.filename);
         let unchanged = manifest.get(&f.filename) == Some(&f.id)

@@ -105,7 +105,9 @@ pub enum Error {
         max: usize,
     },
     /// A file larger than the configured maximum.
-    #[error("a file of {size} bytes exceeds the maximum of {max} bytes (SPOOL_MAX_ATTACHMENT_BYTES); split or compress it")]
+    #[error(
+        "a file of {size} bytes exceeds the maximum of {max} bytes (SPOOL_MAX_ATTACHMENT_BYTES); split or compress it"
+    )]
     FileTooLarge {
         /// The file's declared size.
         size: u64,

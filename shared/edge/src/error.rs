@@ -61,7 +61,9 @@ pub fn status_of(e: &Error) -> (StatusCode, &'static str) {
         Error::ProducerSeqGap { .. } => (StatusCode::CONFLICT, "producer_seq_gap"),
         Error::InvalidOffset { .. } => (StatusCode::BAD_REQUEST, "invalid_offset"),
         Error::OffsetBeyondTail { .. } => (StatusCode::BAD_REQUEST, "offset_beyond_tail"),
-        Error::PayloadTooLarge { .. } | Error::FileTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+        Error::PayloadTooLarge { .. } | Error::FileTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+        }
         Error::EmptyAppend => (StatusCode::BAD_REQUEST, "empty_append"),
         Error::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
         Error::TailMismatch { .. } => (StatusCode::CONFLICT, "conflict"),

@@ -120,7 +120,9 @@ impl EmbeddedMetadata {
                 )
                 .map_err(|e| sql("list unfinished uploads", e))?;
             let rows = statement
-                .query_map(params![before_ms], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .query_map(params![before_ms], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
                 .map_err(|e| sql("list unfinished uploads", e))?;
             rows.map(|row| {
                 let (org, data) = row.map_err(|e| sql("list unfinished uploads", e))?;

@@ -91,7 +91,10 @@ impl FileStore for LocalFiles {
             loop {
                 // A body that fails to arrive is the sender's problem, not the store's.
                 let n = body.read(&mut buffer).await.map_err(|e| {
-                    Error::invalid("upload", format!("the body could not be read to its end ({e}); send it again"))
+                    Error::invalid(
+                        "upload",
+                        format!("the body could not be read to its end ({e}); send it again"),
+                    )
                 })?;
                 if n == 0 {
                     break;
@@ -183,7 +186,10 @@ mod tests {
         files.write(&key, 5, Box::pin(&b"hello"[..])).await.unwrap();
         assert_eq!(files.size(&key).await.unwrap(), Some(5));
         assert!(
-            matches!(files.write(&key, 5, Box::pin(&b"again"[..])).await, Err(Error::Exists { .. })),
+            matches!(
+                files.write(&key, 5, Box::pin(&b"again"[..])).await,
+                Err(Error::Exists { .. })
+            ),
             "once"
         );
         assert_eq!(std::fs::read(files.path(&key).unwrap()).unwrap(), b"hello");

@@ -49,9 +49,7 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
-pub use crate::{
-    attachments::sweep_uploads, files::LocalFiles, metadata::EmbeddedMetadata, worker_slot::WorkerSlot,
-};
+pub use crate::{attachments::sweep_uploads, files::LocalFiles, metadata::EmbeddedMetadata, worker_slot::WorkerSlot};
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

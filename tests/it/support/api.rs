@@ -231,6 +231,7 @@ pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
         ("loose", "/v1/sessions".to_owned()),
         ("session", format!("/v1/sessions/{session}")),
         ("events", format!("/v1/sessions/{session}/events?after=0")),
+        ("attachments", format!("/v1/sessions/{session}/attachments")),
         ("global", "/chat/history?after=0".to_owned()),
         ("commands", "/v1/slash-commands".to_owned()),
         ("workspace_commands", format!("/v1/workspaces/{ws}/slash-commands")),

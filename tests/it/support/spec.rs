@@ -172,7 +172,9 @@ impl Spec {
             self.validate(schema, &value)
                 .map_err(|e| format!("{op} {status}: the body does not match the document: {e}\n{value}"))?;
         } else if let Some(content) = response["content"].as_object() {
-            let promised = content.keys().any(|c| content_type.starts_with(c.as_str()));
+            let promised = content
+                .keys()
+                .any(|c| c == "*/*" || content_type.starts_with(c.as_str()));
             let stream_bytes = op.template == "/v1/stream/{path}";
             if !promised && !stream_bytes {
                 return Err(format!(
@@ -316,6 +318,9 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
             json!({ "input": "/help" })
         }
         ("post", "/v1/sessions/{id}/slash-commands/invoke") => json!({ "input": "/rename Renamed" }),
+        ("post", "/v1/sessions/{id}/attachments") => {
+            json!({ "filename": "notes.txt", "content_type": "text/plain", "size": 5 })
+        }
         _ => return None,
     };
     Some(body)

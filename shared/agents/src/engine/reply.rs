@@ -70,7 +70,11 @@ impl Step<'_> {
             if runtime.inline_files() {
                 crate::files::inline(&mut request.messages, &access, self.engine.settings.inline).await?;
             }
-            let records = self.engine.metadata.attachments(&self.job.org, &self.session.id).await?;
+            let records = self
+                .engine
+                .metadata
+                .attachments(&self.job.org, &self.session.id)
+                .await?;
             request.files = crate::files::current(records);
             request.file_access = Some(access);
         }

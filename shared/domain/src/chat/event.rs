@@ -615,7 +615,9 @@ mod tests {
             "payload": { "content": "x", "author": "a", "files": ["old", { "name": "n" },
                 { "id": "att_1", "filename": "a.txt", "content_type": "text/plain", "size": 2 }] } }))
         .unwrap();
-        let ChatEvent::UserMessageSubmitted(message) = event else { panic!() };
+        let ChatEvent::UserMessageSubmitted(message) = event else {
+            panic!()
+        };
         assert_eq!(message.files, vec![file()]);
     }
 

@@ -77,7 +77,7 @@ pub enum Completion {
     /// Recorded in the chat (now or by an earlier call).
     Recorded {
         /// The completed record.
-        attachment: Attachment,
+        attachment: Box<Attachment>,
         /// Its `system` event's seq.
         seq: u64,
         /// The earlier file of the same name it replaces.
@@ -146,7 +146,12 @@ impl ChatService {
         let key = object_key(org, &session.id, &attachment.id);
         let transfer = self
             .files
-            .upload(&key, &attachment.content_type, attachment.size, self.attachments.upload_ttl)
+            .upload(
+                &key,
+                &attachment.content_type,
+                attachment.size,
+                self.attachments.upload_ttl,
+            )
             .await?;
         self.metadata.create_attachment(org, &attachment).await?;
         tracing::info!(org, session = %session.id, attachment = %attachment.id, size = attachment.size, "upload declared");
@@ -205,7 +210,7 @@ impl ChatService {
         };
         tracing::info!(org, session = %session.id, attachment = %id, seq, "upload completed");
         Ok(Completion::Recorded {
-            attachment,
+            attachment: Box::new(attachment),
             seq,
             replaces,
         })
@@ -227,10 +232,7 @@ impl ChatService {
             attachment.content_type
         );
         if replaces.is_some() {
-            message.push_str(&format!(
-                ". It replaces the earlier file named {}",
-                attachment.filename
-            ));
+            message.push_str(&format!(". It replaces the earlier file named {}", attachment.filename));
         }
         let event = ChatEvent::System(SystemNote {
             level: Level::Info,
