@@ -48,6 +48,7 @@ OUTPUTS = {
     "StreamsTableName": "SPOOL_STREAMS_TABLE",
     "MetadataTableName": "SPOOL_METADATA_TABLE",
     "PagesBucketName": "SPOOL_PAGES_BUCKET",
+    "AttachmentsBucketName": "SPOOL_ATTACHMENTS_BUCKET",
     "TurnsQueueUrl": "SPOOL_TURNS_QUEUE_URL",
     "MaintenanceQueueUrl": "SPOOL_MAINTENANCE_QUEUE_URL",
 }

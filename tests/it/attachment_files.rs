@@ -30,7 +30,7 @@ async fn local_files_go_through_spool() {
 #[tokio::test]
 async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
     let harness = spool_tests::AwsHarness::new();
-    let bucket = harness.config().aws.pages_bucket.clone().unwrap();
+    let bucket = harness.config().aws.attachments_bucket.clone().unwrap();
     let files = spool_aws::S3Files::new(harness.clients().await.s3, bucket);
     let key = object_key("org_a", &unique_id("ses"), "att_1");
     let minute = Duration::from_secs(60);
@@ -61,7 +61,7 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
     // THEN the store sees it, pending until it is kept, and a second upload is refused
     assert_eq!(files.size(&key).await.unwrap(), Some(body.len() as u64));
     let s3 = harness.clients().await.s3;
-    let bucket = harness.config().aws.pages_bucket.clone().unwrap();
+    let bucket = harness.config().aws.attachments_bucket.clone().unwrap();
     let tags = |s3: aws_sdk_s3::Client, bucket: String, key: String| async move {
         s3.get_object_tagging()
             .bucket(bucket)
@@ -158,4 +158,18 @@ async fn the_sweep_deletes_only_unfinished_uploads_past_their_grace() {
         files.size(&object_key("org_a", "ses_1", "att_done")).await.unwrap(),
         Some(2)
     );
+}
+
+/// The template's lifecycle rule deletes what S3Files tags pending, in the bucket the functions
+/// are given (the emulator ignores lifecycle rules, so the template itself is read).
+#[test]
+fn the_template_expires_what_the_store_tags_pending() {
+    let template = include_str!("../../infra/template.yaml");
+    let (key, value) = spool_aws::PENDING_TAG.split_once('=').unwrap();
+    assert!(
+        template.contains(&format!("- {{ Key: {key}, Value: {value} }}")),
+        "a lifecycle rule on {key}={value}"
+    );
+    assert!(template.contains("SPOOL_ATTACHMENTS_BUCKET: !Ref AttachmentsBucket"));
+    assert!(template.contains("AllowedOrigins: !Ref UiOrigins"));
 }

@@ -23,7 +23,7 @@ pub mod turn_queue;
 pub mod workspaces;
 
 pub use faults::{FaultCounts, FaultInjector, FaultPlan};
-pub use files::S3Files;
+pub use files::{PENDING_TAG, S3Files};
 pub use log::{AwsLog, AwsLogOptions};
 pub use metadata::AwsMetadata;
 pub use metrics::RequestCounter;
