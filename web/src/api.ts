@@ -259,8 +259,12 @@ export class Client {
   updateSession = (id: string, patch: { title?: string; agent_id?: string; cli_type?: CliType | null }) =>
     this.request<Session>("PATCH", `/v1/sessions/${enc(id)}`, patch);
   deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${enc(id)}`);
-  sendMessage = (id: string, content: string, client_message_id: string) =>
-    this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${enc(id)}/messages`, { content, client_message_id });
+  sendMessage = (id: string, content: string, client_message_id: string, files: string[] = []) =>
+    this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${enc(id)}/messages`, {
+      content,
+      client_message_id,
+      ...(files.length > 0 ? { files } : {}),
+    });
   abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${enc(id)}/control`, { action: "abort" });
   approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/approval`, { tool_call_id, decision });
@@ -268,6 +272,34 @@ export class Client {
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/question`, { question_id, answer });
   plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/plan`, { plan_id, action, feedback });
+
+  // Files
+  /**
+   * Uploads `file` into a chat in its three steps: declare it, send its bytes where Spool says
+   * (straight to storage on AWS), complete it. `progress` hears the fraction sent.
+   */
+  async uploadFile(session: string, file: File, progress: (fraction: number) => void): Promise<FileRef> {
+    const declared = await this.request<Declared>("POST", `/v1/sessions/${enc(session)}/attachments`, {
+      filename: file.name,
+      content_type: file.type,
+      size: file.size,
+    });
+    const { method, url, headers } = declared.upload;
+    // A relative URL is Spool's own upload route.
+    const target = url.startsWith("/") ? `${this.endpoints.api}${url}` : url;
+    await sendBytes(method, target, headers, file, progress);
+    const done = await this.request<{ attachment: FileRef }>(
+      "POST",
+      `/v1/sessions/${enc(session)}/attachments/${enc(declared.attachment_id)}/complete`,
+    );
+    return done.attachment;
+  }
+
+  /** A chat's file, fetched with the token (following the redirect to storage on AWS). */
+  async fileBlob(session: string, id: string): Promise<Blob> {
+    const response = await this.send("GET", `${this.endpoints.api}/v1/sessions/${enc(session)}/attachments/${enc(id)}`);
+    return await response.blob();
+  }
 
   // Slash commands
   commands = (ws: string) =>
@@ -289,6 +321,59 @@ export class Client {
     this.request<CommandPreview>("POST", `/v1/sessions/${enc(id)}/slash-commands/preview`, { input });
   invokeCommand = (id: string, input: string, client_message_id: string) =>
     this.request<CommandInvoked>("POST", `/v1/sessions/${enc(id)}/slash-commands/invoke`, { input, client_message_id });
+}
+
+/** A chat's file, as events and the attachments routes name it. */
+export interface FileRef {
+  id: string;
+  filename: string;
+  content_type: string;
+  size: number;
+}
+
+/** What declaring a file answers. */
+interface Declared {
+  attachment_id: string;
+  upload: { method: string; url: string; headers: Record<string, string> };
+  expires_at: string;
+}
+
+/**
+ * Sends a file's bytes with XMLHttpRequest (fetch reports no upload progress), with exactly the
+ * headers the upload needs (`content-length` is the browser's own to set).
+ */
+function sendBytes(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  file: File,
+  progress: (fraction: number) => void,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(method, url);
+    for (const [name, value] of Object.entries(headers)) {
+      if (name.toLowerCase() !== "content-length" && name.toLowerCase() !== "host") xhr.setRequestHeader(name, value);
+    }
+    xhr.upload.onprogress = (e) => e.lengthComputable && progress(e.loaded / e.total);
+    xhr.onload = () => {
+      if (xhr.status >= 200 && xhr.status < 300) {
+        progress(1);
+        resolve();
+        return;
+      }
+      let message = `the upload of ${file.name} failed with ${xhr.status}`;
+      try {
+        const error = (JSON.parse(xhr.responseText) as { error?: { message: string } }).error;
+        if (error) message = error.message;
+      } catch {
+        // storage's own error document: keep the status
+      }
+      reject(new ApiError(xhr.status, "upload_failed", message));
+    };
+    xhr.onerror = () => reject(new ApiError(0, "network", `The upload of ${file.name} was cut off; try again.`));
+    xhr.send(file);
+  });
 }
 
 /** A command's markdown file, sent as `text/markdown`. */

@@ -2,10 +2,11 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type Session } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
 import { Composer } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
+import { Paperclip } from "./icons";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
 import { href } from "./route";
@@ -30,6 +31,26 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
   const [agents, setAgents] = useState<Agent[]>([]);
   const [timeline, setTimeline] = useState<Timeline>(() => loadTimeline(scope, sessionId));
   const [connection, setConnection] = useState<Connection>("connecting");
+  /** Files dropped on the chat, for the composer to upload. */
+  const [dropped, setDropped] = useState<File[]>([]);
+  const [dragging, setDragging] = useState(false);
+  const dropHandlers = {
+    onDragOver: (e: DragEvent) => {
+      if (!e.dataTransfer?.types.includes("Files")) return;
+      e.preventDefault();
+      setDragging(true);
+    },
+    onDragLeave: (e: DragEvent) => {
+      if (e.target === e.currentTarget) setDragging(false);
+    },
+    onDrop: (e: DragEvent) => {
+      const files = Array.from(e.dataTransfer?.files ?? []);
+      setDragging(false);
+      if (files.length === 0) return;
+      e.preventDefault();
+      setDropped(files);
+    },
+  };
   const dialog = useRef<HTMLDialogElement>(null);
   const start = useRef(timeline.lastSeq);
   const latest = useRef(timeline);
@@ -115,13 +136,26 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         timeline={timeline}
         notify={notify}
         onSession={setSession}
+        dropped={dropped}
+        onDroppedTaken={() => setDropped([])}
       />
+      {dragging && (
+        <div class="drop-hint" aria-hidden="true">
+          Drop files to upload them to this chat
+        </div>
+      )}
     </>
   );
-  if (page) return <section class="chat-window page">{body}</section>;
+  if (page)
+    return (
+      <section class="chat-window page" {...dropHandlers}>
+        {body}
+      </section>
+    );
   return (
     <dialog
       ref={dialog}
+      {...dropHandlers}
       class="chat-window"
       aria-label={session?.title ?? "Chat"}
       onClose={() => onClose?.()}
@@ -289,9 +323,20 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
       return (
         <li class="message user">
           <div class="bubble">{item.text}</div>
+          {item.files && (
+            <ul class="message-files" aria-label="Files of this message">
+              {item.files.map((f) => (
+                <li key={f.id}>
+                  <FileButton file={f} client={client} sessionId={sessionId} notify={notify} />
+                </li>
+              ))}
+            </ul>
+          )}
           <time dateTime={item.ts}>{relative(item.ts, now)}</time>
         </li>
       );
+    case "file":
+      return <FileCard item={item} client={client} sessionId={sessionId} notify={notify} now={now} />;
     case "agent":
       return (
         <li class={`message agent ${item.state}`} aria-label={`${item.author} says`}>
@@ -338,6 +383,69 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
     case "plan":
       return <PlanCard item={item} client={client} sessionId={sessionId} notify={notify} />;
   }
+}
+
+/** `512 B`, `12.3 KB`, `4.0 MB`. */
+function humanSize(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${(bytes / 1e3).toFixed(1)} KB`;
+  if (bytes < 1e9) return `${(bytes / 1e6).toFixed(1)} MB`;
+  return `${(bytes / 1e9).toFixed(1)} GB`;
+}
+
+/** A chip that downloads a chat's file (fetched with the token, saved under its name). */
+function FileButton({ file, client, sessionId, notify }: { file: FileRef; client: Client; sessionId: string; notify: Notify }) {
+  const download = async () => {
+    try {
+      const url = URL.createObjectURL(await client.fileBlob(sessionId, file.id));
+      const a = document.createElement("a");
+      a.href = url;
+      a.download = file.filename;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    } catch (e) {
+      notify.error(e);
+    }
+  };
+  return (
+    <button type="button" class="file-chip" title={`Download ${file.filename}`} onClick={() => void download()}>
+      <Paperclip /> {file.filename} <span class="file-size">{humanSize(file.size)}</span>
+    </button>
+  );
+}
+
+/** An upload in the timeline: its chip, and the image itself for an image. */
+function FileCard({ item, client, sessionId, notify, now }: CardProps<"file"> & { now: number }) {
+  const { file } = item;
+  const [preview, setPreview] = useState<string | null>(null);
+  const image = file.content_type.startsWith("image/");
+  useEffect(() => {
+    if (!image) return;
+    let url: string | null = null;
+    let live = true;
+    client.fileBlob(sessionId, file.id).then(
+      (blob) => {
+        if (!live) return;
+        url = URL.createObjectURL(blob);
+        setPreview(url);
+      },
+      () => setPreview(null),
+    );
+    return () => {
+      live = false;
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [client, sessionId, file.id, image]);
+  return (
+    <li class="message user file" aria-label={`File ${file.filename}`}>
+      <div class="bubble">
+        <FileButton file={file} client={client} sessionId={sessionId} notify={notify} />
+        {item.replaces && <span class="badge">replaces the earlier {file.filename}</span>}
+        {preview && <img class="file-preview" src={preview} alt={file.filename} />}
+      </div>
+      <time dateTime={item.ts}>{relative(item.ts, now)}</time>
+    </li>
+  );
 }
 
 function Markdown({ text, class: className }: { text: string; class?: string }) {

@@ -1,11 +1,24 @@
 // The message box of a chat: messages, `/` commands (a menu of the chat's commands, a preview of
-// what the typed one does, Enter to run it) and `@` mentions of the working directory's files.
+// what the typed one does, Enter to run it), `@` mentions of the working directory's files, and
+// files to upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent
+// with the next message.
 
-import { useEffect, useState } from "preact/hooks";
-import type { Client, CommandEntry, CommandPreview, Session } from "./api";
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { Client, CommandEntry, CommandPreview, FileRef, Session } from "./api";
+import { Paperclip } from "./icons";
 import { go } from "./route";
 import { open, type Timeline } from "./timeline";
 import type { Notify } from "./toasts";
+
+/** A file on its way into the chat, or there and waiting to go with the next message. */
+interface Upload {
+  key: string;
+  name: string;
+  progress: number;
+  status: "uploading" | "done" | "error";
+  file?: FileRef;
+  error?: string;
+}
 
 /** One choice of the composer's menu: a command, or a file to mention. */
 interface Option {
@@ -26,9 +39,38 @@ export function Composer(props: {
   timeline: Timeline;
   notify: Notify;
   onSession: (s: Session) => void;
+  /** Files dropped on the chat, to upload. */
+  dropped: File[];
+  onDroppedTaken: () => void;
 }) {
-  const { client, session, sessionId, workspaceId, timeline, notify, onSession } = props;
+  const { client, session, sessionId, workspaceId, timeline, notify, onSession, dropped, onDroppedTaken } = props;
   const [text, setText] = useState("");
+  const [uploads, setUploads] = useState<Upload[]>([]);
+  const picker = useRef<HTMLInputElement>(null);
+  /** Uploads each file into the chat, showing its progress; done ones go with the next message. */
+  const addFiles = (files: File[]) => {
+    for (const file of files) {
+      const key = crypto.randomUUID();
+      const set = (patch: Partial<Upload>) => setUploads((all) => all.map((u) => (u.key === key ? { ...u, ...patch } : u)));
+      setUploads((all) => [...all, { key, name: file.name, progress: 0, status: "uploading" }]);
+      client.uploadFile(sessionId, file, (progress) => set({ progress })).then(
+        (done) => set({ status: "done", progress: 1, file: done }),
+        (err: unknown) => {
+          set({ status: "error", error: err instanceof Error ? err.message : String(err) });
+          notify.error(err);
+        },
+      );
+    }
+  };
+  useEffect(() => {
+    if (dropped.length === 0) return;
+    addFiles(dropped);
+    onDroppedTaken();
+    // addFiles only reads what does not change while the chat is open.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [dropped]);
+  const uploading = uploads.some((u) => u.status === "uploading");
+  const attached = uploads.flatMap((u) => (u.status === "done" && u.file ? [u.file] : []));
   const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
   const [busy, setBusy] = useState(false);
   const [commands, setCommands] = useState<CommandEntry[]>([]);
@@ -121,8 +163,10 @@ export function Composer(props: {
 
   const send = async (e?: Event) => {
     e?.preventDefault();
-    const content = text.trim();
-    if (!content || busy) return;
+    const typed = text.trim();
+    // Files alone make a message that names them.
+    const content = typed || (attached.length > 0 ? `Attached ${attached.map((f) => f.filename).join(", ")}` : "");
+    if (!content || busy || uploading) return;
     setBusy(true);
     setText("");
     setPreview(null);
@@ -132,11 +176,13 @@ export function Composer(props: {
       else {
         // `//…` sends a message that starts with `/`.
         const message = content.startsWith("//") ? content.slice(1) : content;
-        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID());
+        const ids = attached.map((f) => f.id);
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids);
+        setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
         if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
       }
     } catch (err) {
-      setText(content);
+      setText(typed);
       notify.error(err);
     } finally {
       setBusy(false);
@@ -186,6 +232,48 @@ export function Composer(props: {
           {preview.kind === "prompt" ? <pre>{preview.prompt}</pre> : preview.effect}
         </div>
       )}
+      {uploads.length > 0 && (
+        <ul class="uploads" aria-label="Files to send">
+          {uploads.map((u) => (
+            <li key={u.key} class={`upload ${u.status}`}>
+              <span class="upload-name">
+                <Paperclip /> {u.name}
+              </span>
+              {u.status === "uploading" && <progress max={1} value={u.progress} aria-label={`Uploading ${u.name}`} />}
+              {u.status === "done" && <span class="badge">uploaded</span>}
+              {u.status === "error" && (
+                <span class="badge warn" title={u.error}>
+                  failed
+                </span>
+              )}
+              {u.status !== "uploading" && (
+                <button
+                  type="button"
+                  class="link"
+                  aria-label={`Remove ${u.name}`}
+                  onClick={() => setUploads((all) => all.filter((x) => x.key !== u.key))}
+                >
+                  ×
+                </button>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+      <input
+        ref={picker}
+        type="file"
+        multiple
+        hidden
+        aria-label="Files to upload"
+        onChange={(e) => {
+          addFiles(Array.from(e.currentTarget.files ?? []));
+          e.currentTarget.value = "";
+        }}
+      />
+      <button type="button" class="attach" aria-label="Attach files" title="Attach files (or drop or paste them)" onClick={() => picker.current?.click()}>
+        <Paperclip />
+      </button>
       <label for="composer-input" class="visually-hidden">
         Message
       </label>
@@ -202,6 +290,12 @@ export function Composer(props: {
           answersQuestion ? "Your answer…" : "Write a message, or / for commands…  (Enter sends, Shift+Enter for a new line)"
         }
         value={text}
+        onPaste={(e) => {
+          const pasted = Array.from(e.clipboardData?.files ?? []);
+          if (pasted.length === 0) return;
+          e.preventDefault();
+          addFiles(pasted);
+        }}
         onInput={(e) => {
           const value = e.currentTarget.value;
           setText(value);
@@ -235,7 +329,7 @@ export function Composer(props: {
           }
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
-            if (canSend) void send();
+            if (canSend && !uploading) void send();
           }
         }}
       />
@@ -244,7 +338,12 @@ export function Composer(props: {
           Stop
         </button>
       ) : (
-        <button type="submit" class="primary" disabled={busy || !text.trim()}>
+        <button
+          type="submit"
+          class="primary"
+          disabled={busy || uploading || (!text.trim() && attached.length === 0)}
+          title={uploading ? "Waiting for the files to upload" : undefined}
+        >
           Send
         </button>
       )}

@@ -2,7 +2,7 @@
 // below `lastSeq` is ignored, so replaying an overlap after a reconnect never shows anything twice.
 // The state is plain JSON, so it can be cached and a reload resumes after `lastSeq`.
 
-import type { ChatEvent } from "./api";
+import type { ChatEvent, FileRef } from "./api";
 
 export interface Action {
   id: string;
@@ -13,7 +13,8 @@ export interface Action {
 }
 
 export type Item =
-  | { kind: "user"; key: string; text: string; ts: string }
+  | { kind: "user"; key: string; text: string; ts: string; files?: FileRef[] }
+  | { kind: "file"; key: string; file: FileRef; replaces?: string; ts: string }
   | {
       kind: "agent";
       key: string;
@@ -52,6 +53,15 @@ export interface Timeline {
 }
 
 export const EMPTY: Timeline = { items: [], lastSeq: 0, pendingTurn: null, agentName: "Agent" };
+
+/** The well-formed file references among `v` (a message's `files`, an upload). */
+const files = (v: unknown): FileRef[] =>
+  Array.isArray(v)
+    ? v.filter(
+        (f): f is FileRef =>
+          typeof f === "object" && f !== null && typeof (f as FileRef).id === "string" && typeof (f as FileRef).filename === "string",
+      )
+    : [];
 
 const text = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
 
@@ -125,7 +135,7 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           t.pendingTurn = e.turn_id;
           break;
         }
-        push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts });
+        push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, ...(files(p.files).length > 0 ? { files: files(p.files) } : {}) });
         // In the global chat a plain message answers the agent's open question.
         if (typeof p.answers === "string") update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
         if (e.turn_id) t.pendingTurn = e.turn_id;
@@ -201,9 +211,13 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           if (item?.kind === "agent" && item.state === "streaming") t.items[i] = { ...item, state: "interrupted" };
         }
         break;
-      case "system":
-        push({ kind: "system", key: `s:${e.seq}`, level: text(p.level) || "info", text: text(p.message), ts: e.ts });
+      case "system": {
+        const upload = files([p.upload])[0];
+        if (upload)
+          push({ kind: "file", key: `f:${e.seq}`, file: upload, ts: e.ts, ...(typeof (p.upload as { replaces?: unknown }).replaces === "string" ? { replaces: (p.upload as { replaces: string }).replaces } : {}) });
+        else push({ kind: "system", key: `s:${e.seq}`, level: text(p.level) || "info", text: text(p.message), ts: e.ts });
         break;
+      }
       default:
         // usage, capability changes and anything newer: nothing to show
         break;

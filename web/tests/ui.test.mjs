@@ -261,6 +261,71 @@ test("typing @ offers the working directory's files and the message names the on
   assertNoErrors(page);
 });
 
+test("files dropped on a chat upload with progress, show as chips, go with the message and survive a reload", async () => {
+  const { page } = await workspacePage("Files");
+  const id = await newChat(page);
+  // Hold each upload a moment, so its progress shows.
+  await page.route("**/v1/uploads/**", async (route) => {
+    await new Promise((r) => setTimeout(r, 700));
+    await route.continue();
+  });
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+  const files = await page.evaluateHandle((png) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(["name,score\nada,3\n"], "scores.csv", { type: "text/csv" }));
+    const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+    dt.items.add(new File([bytes], "dot.png", { type: "image/png" }));
+    return dt;
+  }, png);
+  await page.dispatchEvent("dialog", "dragover", { dataTransfer: files });
+  await page.getByText("Drop files to upload them to this chat").waitFor();
+  await page.dispatchEvent("dialog", "drop", { dataTransfer: files });
+  // Each file shows its progress, then is uploaded.
+  const pending = page.getByRole("list", { name: "Files to send" });
+  await pending.getByRole("progressbar", { name: "Uploading scores.csv" }).waitFor();
+  await pending.getByRole("progressbar", { name: "Uploading dot.png" }).waitFor();
+  await screenshot(page, "files-uploading");
+  await pending.locator(".upload.done").nth(1).waitFor({ timeout: 15_000 });
+  assert.equal(await pending.getByRole("progressbar").count(), 0);
+  // The chat records each file, as a chip; the image shows itself.
+  const card = (name) => page.getByRole("listitem", { name: `File ${name}` });
+  await card("scores.csv").getByRole("button", { name: /scores\.csv/ }).waitFor();
+  await card("dot.png").getByRole("img", { name: "dot.png" }).waitFor();
+  // The message takes the files; the demo agent acknowledges them.
+  await send(page, "what do you make of these?");
+  await page.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /dot\.png/ }).waitFor();
+  // (The two uploads finish in either order.)
+  await agentMessages(page).first().getByText("I see you shared").waitFor();
+  await turnEnded(id);
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  const said = await agentMessages(page).first().innerText();
+  assert.ok(said.includes("scores.csv (17 B, text/csv)") && said.includes("dot.png (70 B, image/png)"), said);
+  const all = await events(id);
+  assert.equal(all.filter((e) => e.type === "system" && e.payload.upload).length, 2, "one event per file");
+  const message = all.find((e) => e.type === "user_message_submitted");
+  assert.deepEqual(message.payload.files.map((f) => f.filename).sort(), ["dot.png", "scores.csv"]);
+  // A chip downloads the file under its name.
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    card("scores.csv").getByRole("button", { name: /scores\.csv/ }).click(),
+  ]);
+  assert.equal(download.suggestedFilename(), "scores.csv");
+  const saved = await download.createReadStream();
+  let body = "";
+  for await (const chunk of saved) body += chunk;
+  assert.equal(body, "name,score\nada,3\n");
+  // After a reload the files are all still there.
+  await page.reload();
+  await page.getByRole("dialog").waitFor();
+  await card("scores.csv").waitFor();
+  const image = card("dot.png").getByRole("img", { name: "dot.png" });
+  await image.waitFor();
+  await page.waitForFunction(() => document.querySelector("img.file-preview")?.naturalWidth === 1);
+  await page.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /scores\.csv/ }).waitFor();
+  await screenshot(page, "files-after-reload");
+  assertNoErrors(page);
+});
+
 test("a workspace's commands are created, listed with their source, and deleted", async () => {
   const { page, ws } = await workspacePage("Command page");
   await page.getByRole("link", { name: "Commands" }).click();

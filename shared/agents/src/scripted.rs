@@ -160,6 +160,8 @@ impl Runtime for Scripted {
         let Message::User { text: input } = &request.messages[last_user] else {
             unreachable!("found as a user message")
         };
+        // The files are acknowledged apart (`files`), not echoed as words.
+        let input = crate::state::as_written(input);
         let since = &request.messages[last_user + 1..];
         let round_index = since.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
         let result = since

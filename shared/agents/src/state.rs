@@ -177,11 +177,19 @@ impl TurnState {
 
 /// The text a person's message shows a runtime: its content, and the context a client attached
 /// when the chat has the `context_for_query` capability.
+/// How a person's message names the files it refers to, after its text.
+const FILES_NOTE: &str = "\n\n(Attached: ";
+
+/// A person's message as they wrote it, without the note naming its files.
+pub fn as_written(text: &str) -> &str {
+    text.split(FILES_NOTE).next().unwrap_or(text)
+}
+
 fn user_text(message: &UserMessage, with_context: bool) -> String {
     let mut content = message.content.clone();
     if !message.files.is_empty() {
         let names: Vec<&str> = message.files.iter().map(|f| f.filename.as_str()).collect();
-        content.push_str(&format!("\n\n(Attached: {})", names.join(", ")));
+        content.push_str(&format!("{FILES_NOTE}{})", names.join(", ")));
     }
     match message.client_context.as_ref().filter(|_| with_context) {
         Some(context) if !context.is_null() => {

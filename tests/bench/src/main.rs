@@ -10,6 +10,7 @@ mod chat;
 mod cost;
 mod pages;
 mod protocol;
+mod uploads;
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
@@ -61,6 +62,12 @@ struct Args {
     /// Reads from random offsets per page size.
     #[arg(long, default_value_t = 100)]
     page_resumes: usize,
+    /// Megabytes of the file uploaded through each backend (needs `--spool`).
+    #[arg(long, default_value_t = 50)]
+    upload_mb: usize,
+    /// Run only the file uploads (with `--spool`, and `--env-file` for AWS).
+    #[arg(long)]
+    only_uploads: bool,
     /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`.
     #[arg(long)]
     from_json: Option<PathBuf>,
@@ -108,6 +115,8 @@ struct Report {
     cost: Option<cost::Model>,
     #[serde(default)]
     page_sizes: Vec<pages::PageSize>,
+    #[serde(default)]
+    uploads: Vec<uploads::UploadFigures>,
 }
 
 /// A Lambda function's binary: what is uploaded.
@@ -465,6 +474,10 @@ fn render(report: &Report) -> String {
         out.push('\n');
         out.push_str(&page_table(&report.page_sizes));
     }
+    if !report.uploads.is_empty() {
+        out.push('\n');
+        out.push_str(&uploads::table(&report.uploads));
+    }
     if let Some(model) = &report.cost {
         out.push('\n');
         out.push_str(&cost::table(model));
@@ -508,6 +521,23 @@ async fn main() -> anyhow::Result<()> {
     }
     let limits = LogLimits::default();
     let mut results = Vec::new();
+    // Files through each backend, first, on a quiet machine.
+    let mut upload_figures = Vec::new();
+    if let Some(spool) = &args.spool {
+        progress("spool serve", "a file upload, embedded");
+        let server = protocol::Target::spool(spool, true)?;
+        upload_figures.push(uploads::run(&server, "embedded", args.upload_mb).await?);
+        drop(server);
+        if let Some(env_file) = &args.env_file {
+            progress("spool serve --backend aws", "a file upload, straight to S3");
+            let server = protocol::Target::spool_aws(spool, env_file)?;
+            upload_figures.push(uploads::run(&server, "aws-emulator", args.upload_mb).await?);
+        }
+    }
+    if args.only_uploads {
+        print!("{}", uploads::table(&upload_figures));
+        return Ok(());
+    }
 
     let dir = tempfile::tempdir()?;
     let options = spool_embedded::Options {
@@ -587,6 +617,7 @@ async fn main() -> anyhow::Result<()> {
         cost: aws_chat.as_ref().map(cost::model),
         aws_chat,
         page_sizes,
+        uploads: upload_figures,
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;

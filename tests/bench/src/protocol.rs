@@ -65,6 +65,22 @@ impl Target {
         Ok(target)
     }
 
+    /// `spool serve --backend aws` on the emulator that `env_file` describes, signed in.
+    pub(crate) fn spool_aws(bin: &Path, env_file: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let mut command = Command::new(bin);
+        command
+            .args(["serve", "--backend", "aws", "--addr", "127.0.0.1:0", "--env-file"])
+            .arg(env_file)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("RUST_LOG", "warn")
+            .env("SPOOL_RATE_LIMITS", "off");
+        let mut target = Self::start("spool (aws)", command, dir, "/v1/stream")?;
+        target.api_key = Some(target.banner_word("spool_")?);
+        Ok(target)
+    }
+
     /// The reference server (`tests/bench/reference/server.mjs`), file-backed when `file` is set.
     pub(crate) fn reference(script: &Path, file: bool) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
@@ -129,10 +145,19 @@ impl Target {
 
     /// The process's resident memory now (Linux `/proc`), in MB.
     pub(crate) fn resident_mb(&self) -> Option<f64> {
+        self.memory_mb("VmRSS:")
+    }
+
+    /// The process's peak resident memory so far, in MB.
+    pub(crate) fn peak_resident_mb(&self) -> Option<f64> {
+        self.memory_mb("VmHWM:")
+    }
+
+    fn memory_mb(&self, field: &str) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let kb: f64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .find_map(|l| l.strip_prefix(field))?
             .trim()
             .trim_end_matches("kB")
             .trim()
