@@ -319,6 +319,38 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
     assert_eq!(uploads(&all_events(api, &chat).await).len(), 2);
 }
 
+/// A completion that a crash cut off after the record was marked complete (before its event)
+/// is finished by the client's retry, which records the file once; and it is never cleaned up
+/// as an unfinished upload meanwhile.
+pub(crate) async fn an_interrupted_completion_is_finished_by_a_retry<H: Harness>(harness: &H) {
+    use spool_domain::attachment::{Attachments, FileStore, object_key};
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let chat = new_chat(api).await;
+    let (_, declared) = declare(
+        api,
+        &chat,
+        json!({ "filename": "a.txt", "content_type": "text/plain", "size": 2 }),
+    )
+    .await;
+    let id = declared["attachment_id"].as_str().unwrap();
+    assert!(send_bytes(api, &declared, b"hi".to_vec()).await.status().is_success());
+    // WHEN the first completion stopped right after marking the record complete
+    let org = crate::support::org_of(api);
+    let files = harness.files().await;
+    files.keep(&object_key(&org, &chat, id)).await.unwrap();
+    let marked = stack.metadata.complete_attachment(&org, &chat, id, 1).await.unwrap();
+    assert!(marked.is_some());
+    assert!(uploads(&all_events(api, &chat).await).is_empty());
+    // THEN the retry records it, once
+    let (status, first) = complete(api, &chat, id).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (_, again) = complete(api, &chat, id).await;
+    assert_eq!(again["seq"], first["seq"]);
+    assert_eq!(uploads(&all_events(api, &chat).await).len(), 1);
+    assert_eq!(files.size(&object_key(&org, &chat, id)).await.unwrap(), Some(2));
+}
+
 /// Another organization's chat and files are a 404, whatever the route.
 pub(crate) async fn another_organizations_files_are_not_found<H: Harness>(harness: &H) {
     let stack = stack(harness).await;
@@ -410,4 +442,5 @@ on_both_backends!(attachments_http:
     uploads_are_held_to_their_declaration,
     another_organizations_files_are_not_found,
     an_upload_url_expires,
+    an_interrupted_completion_is_finished_by_a_retry,
 );

@@ -278,7 +278,7 @@ pub(crate) async fn download(
         }
         Transfer::ThroughSpool => {
             let reader = api.chats.read_file(caller.org(), &session.id, &attachment.id).await?;
-            let stream = tokio_util::io::ReaderStream::new(reader);
+            let stream = tokio_util::io::ReaderStream::with_capacity(reader, 256 * 1024);
             let mut response = Response::new(Body::from_stream(stream));
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(attachment.size));

@@ -49,7 +49,10 @@ pub(crate) async fn run(server: &Target, backend: &str, megabytes: usize) -> any
         )
         .await?;
     let declare_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let id = declared["attachment_id"].as_str().context("no attachment id")?.to_owned();
+    let id = declared["attachment_id"]
+        .as_str()
+        .context("no attachment id")?
+        .to_owned();
     let upload = &declared["upload"];
     let url = upload["url"].as_str().context("no upload URL")?;
     let (url, through) = if url.starts_with('/') {

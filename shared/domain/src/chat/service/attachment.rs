@@ -2,8 +2,8 @@
 //!
 //! A person declares a file (its name, type and size), sends its bytes straight to storage
 //! with the [`Transfer`] this answers, then completes it: the stored object is checked (its
-//! size, and its SHA-256 when one was declared), the chat records a `system` event saying who
-//! uploaded what and where an agent reads it, and the record is marked complete. Each step may
+//! size, and its SHA-256 when one was declared), kept, the record marked complete, and the chat
+//! records a `system` event saying who uploaded what and where an agent reads it. Each step may
 //! be retried: the event is written once (an idempotent producer named after the attachment),
 //! and a completed file answers its event again.
 //!
@@ -168,9 +168,12 @@ impl ChatService {
             })
     }
 
-    /// Completes a file: checks what was stored, records it in the chat, marks it complete.
+    /// Completes a file: checks what was stored, keeps it (past the clean-up of unfinished
+    /// uploads), marks it complete, then records it in the chat. In that order, so a crash
+    /// part-way never leaves a recorded file to be cleaned up: at worst a completed file whose
+    /// event the client's retry (this again) appends.
     pub async fn complete_upload(&self, org: &str, session: &Session, id: &str) -> Result<Completion, Error> {
-        let attachment = self.attachment(org, session, id).await?;
+        let mut attachment = self.attachment(org, session, id).await?;
         let key = object_key(org, &session.id, id);
         if attachment.status == AttachmentStatus::Uploading {
             let stored = self.files.size(&key).await?;
@@ -182,8 +185,18 @@ impl ChatService {
             {
                 return Ok(Completion::ChecksumMismatch);
             }
+            self.files.keep(&key).await?;
+            attachment = match self
+                .metadata
+                .complete_attachment(org, &session.id, id, self.clock.now_ms())
+                .await?
+            {
+                Some(completed) => completed,
+                // Completed meanwhile: as recorded.
+                None => self.attachment(org, session, id).await?,
+            };
         }
-        // The newest earlier file of this name is the one it replaces.
+        // The newest file of this name completed before it is the one it replaces.
         let replaces = self
             .metadata
             .attachments(org, &session.id)
@@ -193,21 +206,11 @@ impl ChatService {
                 a.id != attachment.id
                     && a.filename == attachment.filename
                     && a.status == AttachmentStatus::Complete
-                    && a.completed_ms <= attachment.completed_ms.or(Some(i64::MAX))
+                    && a.completed_ms <= attachment.completed_ms
             })
             .max_by_key(|a| a.completed_ms)
             .map(|a| a.id);
         let seq = self.record_upload(org, session, &attachment, replaces.clone()).await?;
-        self.files.keep(&key).await?;
-        let attachment = match self
-            .metadata
-            .complete_attachment(org, &session.id, id, self.clock.now_ms())
-            .await?
-        {
-            Some(completed) => completed,
-            // Completed meanwhile (or before): as recorded.
-            None => self.attachment(org, session, id).await?,
-        };
         tracing::info!(org, session = %session.id, attachment = %id, seq, "upload completed");
         Ok(Completion::Recorded {
             attachment: Box::new(attachment),
