@@ -323,7 +323,7 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
 /// is finished by the client's retry, which records the file once; and it is never cleaned up
 /// as an unfinished upload meanwhile.
 pub(crate) async fn an_interrupted_completion_is_finished_by_a_retry<H: Harness>(harness: &H) {
-    use spool_domain::attachment::{Attachments, FileStore, object_key};
+    use spool_domain::attachment::object_key;
     let stack = stack(harness).await;
     let api = &stack.api;
     let chat = new_chat(api).await;
