@@ -14,7 +14,7 @@ async fn local_files_go_through_spool() {
     let key = object_key("org_a", &unique_id("ses"), "att_1");
     let minute = Duration::from_secs(60);
     assert_eq!(
-        files.upload(&key, "text/plain", 5, minute).await.unwrap(),
+        files.upload(&key, "text/plain", 5, None, minute).await.unwrap(),
         Transfer::ThroughSpool
     );
     files.write(&key, 5, Box::pin(&b"hello"[..])).await.unwrap();
@@ -37,7 +37,7 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
     let body = b"hello, bucket".to_vec();
     // WHEN a client PUTs the bytes to the pre-signed URL with the headers it was given
     let Transfer::Direct { method, url, headers } = files
-        .upload(&key, "text/plain", body.len() as u64, minute)
+        .upload(&key, "text/plain", body.len() as u64, None, minute)
         .await
         .unwrap()
     else {
@@ -157,6 +157,14 @@ async fn the_sweep_deletes_only_unfinished_uploads_past_their_grace() {
     assert_eq!(
         files.size(&object_key("org_a", "ses_1", "att_done")).await.unwrap(),
         Some(2)
+    );
+    // A completion racing the sweep finds no record: it cannot complete bytes the sweep deletes.
+    assert_eq!(
+        records
+            .complete_attachment("org_a", "ses_1", "att_old", 3_000)
+            .await
+            .unwrap(),
+        None
     );
 }
 

@@ -187,6 +187,36 @@ async fn a_cli_reads_the_chats_files_where_its_input_file_says() {
     );
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched");
     assert!(!folder.join("a.txt").is_symlink());
+    // A link in place of the list of placed files, a folder where b.csv was, and then a link
+    // in place of the whole folder: none is followed, and the files are all there.
+    std::fs::remove_file(folder.join(".spool-manifest.json")).unwrap();
+    std::os::unix::fs::symlink(&outside, folder.join(".spool-manifest.json")).unwrap();
+    std::fs::remove_file(folder.join("b.csv")).unwrap();
+    std::fs::create_dir(folder.join("b.csv")).unwrap();
+    std::fs::write(folder.join("b.csv").join("inside"), "agent's").unwrap();
+    let turn = send(api, &chat, "Once more").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "message_end")["payload"]["text"],
+        "[b.csv=x,y][a.txt=second]"
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched");
+    let elsewhere = s.work.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::rename(&folder, s.work.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &folder).unwrap();
+    let turn = send(api, &chat, "And again").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "message_end")["payload"]["text"],
+        "[b.csv=x,y][a.txt=second]"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert!(!folder.is_symlink());
 }
 
 /// A prompt command reaches a CLI agent: its input file holds the wrapped prompt as the

@@ -215,7 +215,7 @@ pub(crate) async fn list(
     params(("id" = String, Path, description = SESSION_ID), ("attachment_id" = String, Path, description = ATTACHMENT_ID)),
     responses((status = 200, description = "Recorded in the chat", body = AttachmentCompleted),
         (status = 404, description = "No such file in this chat of the caller's organization", body = ErrorBody),
-        (status = 409, description = "Its bytes are not all there (`upload_incomplete`) or not the declared ones (`checksum_mismatch`)", body = ErrorBody),
+        (status = 409, description = "Its bytes are not all there, or it expired long ago (`upload_incomplete`), or they are not the declared ones (`checksum_mismatch`)", body = ErrorBody),
         Refusals))]
 pub(crate) async fn complete(
     State(api): State<Arc<ChatApi>>,
@@ -248,6 +248,9 @@ pub(crate) async fn complete(
         Completion::ChecksumMismatch => Err(ApiError::ChecksumMismatch(
             "the uploaded bytes do not have the declared SHA-256; declare the file again and upload it whole"
                 .to_owned(),
+        )),
+        Completion::Expired => Err(ApiError::UploadIncomplete(
+            "this upload expired long ago and is being cleaned up; declare the file again".to_owned(),
         )),
     }
 }
@@ -344,6 +347,16 @@ pub(crate) async fn upload(
     let reader = tokio_util::io::StreamReader::new(stream);
     let key = object_key(&grant.org, &grant.session_id, &grant.attachment_id);
     api.files.write(&key, grant.size, Box::pin(reader)).await?;
+    // The chat may have been deleted while the bytes came: then they go too.
+    if api
+        .metadata
+        .attachment(&grant.org, &grant.session_id, &grant.attachment_id)
+        .await?
+        .is_none()
+    {
+        api.files.delete(&key).await?;
+        return Err(ApiError::Forbidden(FORBIDDEN.to_owned()));
+    }
     tracing::info!(org = %grant.org, attachment = %grant.attachment_id, size = grant.size, "upload stored");
     Ok(StatusCode::NO_CONTENT)
 }

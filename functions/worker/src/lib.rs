@@ -97,6 +97,7 @@ pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Setting
         inline: spool_agents::files::InlineLimits {
             text_bytes: config.attachments.inline_text_bytes,
             image_bytes: config.attachments.inline_image_bytes,
+            ..spool_agents::files::InlineLimits::default()
         },
         ..spool_agents::Settings::default()
     }

@@ -206,7 +206,12 @@ struct Output {
 }
 
 /// The markdown input file of one reply; `files` are the chat's files where they were placed.
-fn input_file(request: &Request, output: &Path, context_file: Option<&Path>, files: &[(&Attached, PathBuf)]) -> String {
+fn input_file(
+    request: &Request,
+    output: &Path,
+    context_file: Option<&Path>,
+    files: &[(&Attached, Option<PathBuf>)],
+) -> String {
     let c = &request.context;
     let mut text = String::new();
     text.push_str("# Instruction\n\n");
@@ -238,12 +243,14 @@ fn input_file(request: &Request, output: &Path, context_file: Option<&Path>, fil
         text.push_str("The files people uploaded to this chat (the newest of each name), to read when the conversation needs them:\n\n");
         for (attached, path) in files {
             let f = &attached.file;
-            text.push_str(&format!(
-                "- `{}` ({}, {})\n",
-                path.display(),
-                spool_domain::service::human_size(f.size),
-                f.content_type
-            ));
+            let size = spool_domain::service::human_size(f.size);
+            match path {
+                Some(path) => text.push_str(&format!("- `{}` ({size}, {})\n", path.display(), f.content_type)),
+                None => text.push_str(&format!(
+                    "- {} ({size}, {}): missing from storage, not available\n",
+                    f.filename, f.content_type
+                )),
+            }
         }
     }
     text.push_str(
@@ -262,7 +269,8 @@ fn input_file(request: &Request, output: &Path, context_file: Option<&Path>, fil
             Message::File(attached) => {
                 let placed = files.iter().find(|(a, _)| a.file.id == attached.file.id);
                 let text = match placed {
-                    Some((_, path)) => format!("{} It is at {}", files::note(attached), path.display()),
+                    Some((_, Some(path))) => format!("{} It is at {}", files::note(attached), path.display()),
+                    Some((_, None)) => format!("{} It is missing from storage.", files::note(attached)),
                     None => format!("{} A newer file of that name replaced it.", files::note(attached)),
                 };
                 json!({ "role": "system", "text": text })
@@ -448,7 +456,7 @@ impl Runtime for Cli {
             Some(access) if !request.files.is_empty() => files::place(&request.files, access, &place.own).await?,
             _ => Vec::new(),
         };
-        let placed: Vec<(&Attached, PathBuf)> = request.files.iter().zip(placed).collect();
+        let placed: Vec<(&Attached, Option<PathBuf>)> = request.files.iter().zip(placed).collect();
         tokio::fs::write(
             &input,
             input_file(request, &output, place.context_file.as_deref(), &placed),

@@ -60,6 +60,9 @@ pub struct InlineLimits {
     pub text_bytes: u64,
     /// The largest image given as an image (`SPOOL_ATTACHMENT_IMAGE_BYTES`).
     pub image_bytes: u64,
+    /// The most bytes of files one request carries, newest files first; older ones are named in
+    /// a note, so a chat of many images cannot exhaust the worker's memory.
+    pub total_bytes: u64,
 }
 
 impl Default for InlineLimits {
@@ -67,6 +70,7 @@ impl Default for InlineLimits {
         Self {
             text_bytes: 100_000,
             image_bytes: 5 * 1024 * 1024,
+            total_bytes: 20 * 1024 * 1024,
         }
     }
 }
@@ -146,15 +150,21 @@ pub fn is_text_like(file: &FileRef) -> bool {
 }
 
 /// Fills in the content of the conversation's files for a model: images and text-like files
-/// within `limits` (text that is not UTF-8 stays a note).
+/// within `limits`, the newest first until the request's budget is spent (text that is not
+/// UTF-8, and what does not fit, stays a note).
 pub async fn inline(
     messages: &mut [Message],
     access: &FileAccess,
     limits: InlineLimits,
 ) -> Result<(), spool_domain::Error> {
-    for message in messages.iter_mut() {
+    let mut budget = limits.total_bytes;
+    for message in messages.iter_mut().rev() {
         let Message::File(attached) = message else { continue };
         let file = &attached.file;
+        if file.size > budget {
+            attached.content = None;
+            continue;
+        }
         attached.content = if IMAGE_TYPES.contains(&file.content_type.as_str()) {
             access
                 .bytes(file, limits.image_bytes)
@@ -172,6 +182,9 @@ pub async fn inline(
         } else {
             None
         };
+        if attached.content.is_some() {
+            budget -= file.size;
+        }
     }
     Ok(())
 }
@@ -216,85 +229,144 @@ pub fn heading(attached: &Attached) -> String {
 }
 
 /// Copies `files` into `{chat_dir}/attachments/`, each under its name, unless the copy there is
-/// already that file; answers their paths. The folder and the files are replaced, never
-/// followed, if an agent left a link in their place.
-pub async fn place(files: &[Attached], access: &FileAccess, chat_dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| Error::Failed(format!("cannot {what}: {e}"));
-    let dir = chat_dir.join("attachments");
-    match tokio::fs::symlink_metadata(&dir).await {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => tokio::fs::remove_file(&dir)
-            .await
-            .map_err(|e| failed("replace the attachments folder", &e))?,
-        Err(_) => {}
-    }
-    tokio::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .await
-        .map_err(|e| failed("make the attachments folder", &e))?;
-    // Which file each name holds, so an unchanged file is not copied again.
-    let manifest_path = chat_dir.join("attachments.json");
-    let mut manifest: HashMap<String, String> = tokio::fs::read(&manifest_path)
-        .await
-        .ok()
+/// already that file; answers where each is, or `None` for one missing from storage (the CLI
+/// is told, and the turn goes on). Everything happens relative to the folder's own handle,
+/// opened without following links: whatever an agent left in the folder's place or a file's
+/// (a link, a file, a directory) is moved aside or replaced, never followed.
+pub async fn place(files: &[Attached], access: &FileAccess, chat_dir: &Path) -> Result<Vec<Option<PathBuf>>, Error> {
+    let failed = |what: &str, e: std::io::Error| Error::Failed(format!("cannot {what}: {e}"));
+    let folder = Folder::open(chat_dir, "attachments").map_err(|e| failed("make the attachments folder", e))?;
+    // Which file each name holds, so an unchanged file is not copied again. Its name starts
+    // with a dot, which no safe filename does.
+    let mut manifest: HashMap<String, String> = folder
+        .read(MANIFEST)
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
-    let mut paths = Vec::with_capacity(files.len());
+    let mut placed = Vec::with_capacity(files.len());
     for attached in files {
         let f = &attached.file;
         // Names are safe base names already; check again, since a path is made of it.
-        if matches!(f.filename.as_str(), "" | "." | "..") || f.filename.contains(['/', '\\', '\0']) {
+        if matches!(f.filename.as_str(), "" | "." | "..")
+            || f.filename.starts_with('.')
+            || f.filename.contains(['/', '\\', '\0'])
+        {
             return Err(Error::Failed(format!(
                 "the file name `{}` cannot name a file",
                 f.filename
             )));
         }
-        let target = dir.join(&f.filename);
-        let unchanged = manifest.get(&f.filename) == Some(&f.id)
-            && tokio::fs::symlink_metadata(&target)
-                .await
-                .is_ok_and(|m| m.is_file() && m.len() == f.size);
+        let unchanged = manifest.get(&f.filename) == Some(&f.id) && folder.regular_size(&f.filename) == Some(f.size);
         if !unchanged {
-            copy(access, f, &dir, &target).await?;
+            let key = object_key(&access.org, &access.session_id, &f.id);
+            let Some(mut reader) = access.store.read(&key).await? else {
+                tracing::warn!(org = %access.org, session = %access.session_id, attachment = %f.id, "a chat's file is missing from storage");
+                placed.push(None);
+                continue;
+            };
+            let (temporary, file) = folder.create_temporary().map_err(|e| failed("place a file", e))?;
+            let written = async {
+                let mut out = tokio::fs::File::from_std(file);
+                tokio::io::copy(&mut reader, &mut out).await?;
+                out.flush().await
+            }
+            .await;
+            if let Err(e) = written.and_then(|()| folder.replace(&temporary, &f.filename)) {
+                folder.remove(&temporary);
+                return Err(failed(&format!("place the file {}", f.filename), e));
+            }
             manifest.insert(f.filename.clone(), f.id.clone());
         }
-        paths.push(target);
+        placed.push(Some(chat_dir.join("attachments").join(&f.filename)));
     }
     let json = serde_json::to_vec(&manifest).unwrap_or_default();
-    tokio::fs::write(&manifest_path, json)
-        .await
-        .map_err(|e| failed("write the attachments' list", &e))?;
-    Ok(paths)
+    folder
+        .write(MANIFEST, &json)
+        .map_err(|e| failed("write the attachments' list", e))?;
+    Ok(placed)
 }
 
-/// Copies one file to a new temporary file in `dir`, then renames it over `target`.
-async fn copy(access: &FileAccess, file: &FileRef, dir: &Path, target: &Path) -> Result<(), Error> {
-    let key = object_key(&access.org, &access.session_id, &file.id);
-    let Some(mut reader) = access.store.read(&key).await? else {
-        return Err(Error::Failed(format!(
-            "the file {} is missing from storage; upload it again",
-            file.filename
-        )));
-    };
-    let temporary = dir.join(format!(".{}.part", spool_domain::workspace::new_id("tmp")));
-    let result = async {
-        let mut out = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temporary)
-            .await?;
-        tokio::io::copy(&mut reader, &mut out).await?;
-        out.flush().await?;
-        tokio::fs::rename(&temporary, target).await
+/// The attachments folder's list of which file each name holds.
+const MANIFEST: &str = ".spool-manifest.json";
+
+/// A folder used only through its handle, opened without following a link, so a link an agent
+/// puts in place of the folder or of a file in it is never followed.
+struct Folder(std::os::fd::OwnedFd);
+
+impl Folder {
+    /// `name` in `parent` (made, mode 0700), opened as a folder; a link or a file there is
+    /// removed first.
+    fn open(parent: &Path, name: &str) -> std::io::Result<Self> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let directory = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+        let parent = rustix::fs::open(parent, directory, Mode::empty())?;
+        let make = || match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+            Err(e) if e != rustix::io::Errno::EXIST => Err(e),
+            _ => Ok(()),
+        };
+        make()?;
+        match rustix::fs::openat(&parent, name, directory, Mode::empty()) {
+            Ok(fd) => Ok(Self(fd)),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                rustix::fs::unlinkat(&parent, name, AtFlags::empty())?;
+                make()?;
+                Ok(Self(rustix::fs::openat(&parent, name, directory, Mode::empty())?))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
-    .await;
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&temporary).await;
+
+    /// The contents of the regular file `name`, if there is one.
+    fn read(&self, name: &str) -> Option<Vec<u8>> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.0, name, flags, Mode::empty()).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes).ok()?;
+        Some(bytes)
     }
-    result.map_err(|e| Error::Failed(format!("cannot place the file {}: {e}", file.filename)))
+
+    /// The size of the regular file `name` (not a link, a folder or anything else).
+    fn regular_size(&self, name: &str) -> Option<u64> {
+        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile)
+            .then(|| u64::try_from(stat.st_size).ok())
+            .flatten()
+    }
+
+    /// A new, private temporary file in the folder: its name and the open file.
+    fn create_temporary(&self) -> std::io::Result<(String, std::fs::File)> {
+        use rustix::fs::{Mode, OFlags};
+        let name = format!(".{}.part", spool_domain::workspace::new_id("tmp"));
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.0, &name, flags, Mode::from_raw_mode(0o600))?;
+        Ok((name, std::fs::File::from(fd)))
+    }
+
+    /// Renames `temporary` to `name`, replacing a file or a link there; a folder there is moved
+    /// aside first (to a hidden name: it is the agent's to tidy).
+    fn replace(&self, temporary: &str, name: &str) -> std::io::Result<()> {
+        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+        if stat.is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory) {
+            let aside = format!(".{}.moved-aside", spool_domain::workspace::new_id("dir"));
+            rustix::fs::renameat(&self.0, name, &self.0, &aside)?;
+        }
+        Ok(rustix::fs::renameat(&self.0, temporary, &self.0, name)?)
+    }
+
+    /// Writes `name` whole: a temporary file renamed over it.
+    fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let (temporary, mut file) = self.create_temporary()?;
+        let written = std::io::Write::write_all(&mut file, bytes).and_then(|()| self.replace(&temporary, name));
+        if written.is_err() {
+            self.remove(&temporary);
+        }
+        written
+    }
+
+    /// Removes the file `name`, if it is there.
+    fn remove(&self, name: &str) {
+        let _ = rustix::fs::unlinkat(&self.0, name, rustix::fs::AtFlags::empty());
+    }
 }
 
 #[cfg(test)]

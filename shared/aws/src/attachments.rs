@@ -2,11 +2,13 @@
 //!
 //! | item | `pk` | `sk` | holds |
 //! | --- | --- | --- | --- |
-//! | attachment | `o#{org}#ses#{session}` | `att#{id}` | `data` (JSON), `st` (`uploading` or `complete`) |
+//! | attachment | `o#{org}#ses#{session}` | `att#{id}` | `data` (JSON), `st` (`uploading` or `complete`), `ttl` while uploading |
 //!
 //! A chat's attachments share its partition, so they are listed with one strongly consistent
 //! `Query` (and ordered by creation, their ids being time-ordered); completing one is an update
-//! on the condition that it is still uploading, so it happens once.
+//! on the condition that it is still uploading, so it happens once, and removes the `ttl` with
+//! which DynamoDB deletes the record of an upload never completed (a day after its URL expired,
+//! as the bucket's lifecycle rule deletes its bytes).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{error::SdkError, operation::update_item::UpdateItemError, types::ReturnValue};
@@ -17,7 +19,7 @@ use spool_domain::{
 
 use crate::{
     errors::ddb,
-    items::{Item, s},
+    items::{Item, s, ttl_attribute},
     metadata::{AwsMetadata, string},
     sessions::session_pk,
 };
@@ -42,6 +44,8 @@ impl Attachments for AwsMetadata {
             ("st".to_owned(), s("uploading")),
             ("data".to_owned(), s(encode(attachment)?)),
         ]);
+        let mut item = item;
+        item.extend(ttl_attribute(Some(attachment.upload_expires_ms)).map(|ttl| ("ttl".to_owned(), ttl)));
         if self
             .put_if(item, "attribute_not_exists(pk)", "PutItem (attachment)")
             .await?
@@ -98,10 +102,11 @@ impl Attachments for AwsMetadata {
             .table_name(&self.table)
             .key("pk", s(session_pk(org, session_id)))
             .key("sk", s(format!("att#{id}")))
-            .update_expression("SET #st = :complete, #data = :data")
+            .update_expression("SET #st = :complete, #data = :data REMOVE #ttl")
             .condition_expression("#st = :uploading")
             .expression_attribute_names("#st", "st")
             .expression_attribute_names("#data", "data")
+            .expression_attribute_names("#ttl", "ttl")
             .expression_attribute_values(":complete", s("complete"))
             .expression_attribute_values(":uploading", s("uploading"))
             .expression_attribute_values(":data", s(encode(&attachment)?))

@@ -15,10 +15,11 @@ use aws_sdk_s3::{
     error::SdkError,
     operation::{get_object::GetObjectError, head_object::HeadObjectError},
     presigning::PresigningConfig,
+    types::ChecksumMode,
 };
 use spool_domain::{
     Error,
-    attachment::{FileReader, FileStore, Transfer, content_disposition},
+    attachment::{FileReader, FileStore, Transfer, content_disposition, sha256_of},
 };
 
 use crate::errors::s3;
@@ -44,6 +45,24 @@ impl S3Files {
     }
 }
 
+/// A hex SHA-256 as S3's checksum headers spell it (base64).
+fn hex_to_base64(hex: &str) -> Result<String, Error> {
+    use base64::Engine as _;
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("zz"), 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| Error::invalid("sha256", "not hex"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// A full-object SHA-256 checksum from S3 (base64) as hex; none for a composite one.
+fn base64_to_hex(b64: &str) -> Option<String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    (bytes.len() == 32).then(|| spool_domain::attachment::hex(&bytes))
+}
+
 fn presigning(expires_in: Duration) -> Result<PresigningConfig, Error> {
     PresigningConfig::expires_in(expires_in).map_err(|e| Error::unavailable("pre-sign an attachment's URL", e))
 }
@@ -61,8 +80,18 @@ fn transfer(request: &aws_sdk_s3::presigning::PresignedRequest) -> Transfer {
 
 #[async_trait]
 impl FileStore for S3Files {
-    async fn upload(&self, key: &str, content_type: &str, size: u64, expires_in: Duration) -> Result<Transfer, Error> {
+    async fn upload(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        sha256: Option<&str>,
+        expires_in: Duration,
+    ) -> Result<Transfer, Error> {
         let size = i64::try_from(size).map_err(|_| Error::invalid("size", "too large"))?;
+        // A declared checksum is signed in, so S3 refuses other bytes and keeps it for
+        // `sha256` to compare (no bytes read by a function).
+        let checksum = sha256.map(hex_to_base64).transpose()?;
         let request = self
             .client
             .put_object()
@@ -72,10 +101,34 @@ impl FileStore for S3Files {
             .content_type(content_type)
             .if_none_match("*")
             .tagging(PENDING_TAG)
+            .set_checksum_sha256(checksum)
             .presigned(presigning(expires_in)?)
             .await
             .map_err(|e| s3("pre-sign PutObject (attachment)", e))?;
         Ok(transfer(&request))
+    }
+
+    async fn sha256(&self, key: &str) -> Result<Option<String>, Error> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .checksum_mode(ChecksumMode::Enabled)
+            .send()
+            .await;
+        match head {
+            Ok(out) => match out.checksum_sha256().and_then(base64_to_hex) {
+                Some(verified) => Ok(Some(verified)),
+                // Uploaded without a checksum S3 kept: read it once.
+                None => match self.read(key).await? {
+                    Some(reader) => Ok(Some(sha256_of(reader).await?)),
+                    None => Ok(None),
+                },
+            },
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), HeadObjectError::NotFound(_)) => Ok(None),
+            Err(e) => Err(s3("HeadObject (attachment checksum)", e)),
+        }
     }
 
     async fn download(

@@ -108,59 +108,48 @@ impl Attachments for EmbeddedMetadata {
 }
 
 impl EmbeddedMetadata {
-    /// Files whose upload was never completed and whose URL expired before `before_ms`, with
-    /// their organization: what `spool serve`'s sweep deletes.
-    pub async fn unfinished_uploads(&self, before_ms: i64) -> Result<Vec<(String, Attachment)>, Error> {
+    /// Takes the records of files whose upload was never completed and whose URL expired
+    /// before `before_ms` (at most 1,000), with their organization: they are gone from the
+    /// store once this answers, so a completion racing the sweep finds no record (`404`) rather
+    /// than completing a file whose bytes the sweep deletes next.
+    pub async fn take_unfinished_uploads(&self, before_ms: i64) -> Result<Vec<(String, Attachment)>, Error> {
         self.with(move |conn| {
             let mut statement = conn
                 .prepare_cached(
-                    "SELECT org, data FROM attachments
-                     WHERE status = 'uploading' AND json_extract(data, '$.upload_expires_ms') < ?1
-                     LIMIT 1000",
+                    "DELETE FROM attachments WHERE rowid IN (
+                         SELECT rowid FROM attachments
+                         WHERE status = 'uploading' AND json_extract(data, '$.upload_expires_ms') < ?1
+                         LIMIT 1000)
+                     RETURNING org, data",
                 )
-                .map_err(|e| sql("list unfinished uploads", e))?;
+                .map_err(|e| sql("take unfinished uploads", e))?;
             let rows = statement
                 .query_map(params![before_ms], |r| {
                     Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
                 })
-                .map_err(|e| sql("list unfinished uploads", e))?;
+                .map_err(|e| sql("take unfinished uploads", e))?;
             rows.map(|row| {
-                let (org, data) = row.map_err(|e| sql("list unfinished uploads", e))?;
+                let (org, data) = row.map_err(|e| sql("take unfinished uploads", e))?;
                 Ok((org, decode(&data)?))
             })
             .collect()
         })
         .await
     }
-
-    /// Forgets an unfinished upload's record (a completed one is kept).
-    pub async fn forget_upload(&self, org: &str, session_id: &str, id: &str) -> Result<(), Error> {
-        let (org, session_id, id) = (org.to_owned(), session_id.to_owned(), id.to_owned());
-        self.with(move |conn| {
-            conn.execute(
-                "DELETE FROM attachments WHERE org = ?1 AND session_id = ?2 AND id = ?3 AND status = 'uploading'",
-                params![org, session_id, id],
-            )
-            .map(drop)
-            .map_err(|e| sql("forget an unfinished upload", e))
-        })
-        .await
-    }
 }
 
 /// Deletes the files whose upload was never completed and whose URL expired before
-/// `before_ms`: their bytes, then their records. Answers how many.
+/// `before_ms`: their records, then their bytes. Answers how many.
 pub async fn sweep_uploads(
     records: &EmbeddedMetadata,
     files: &dyn spool_domain::attachment::FileStore,
     before_ms: i64,
 ) -> Result<usize, Error> {
-    let unfinished = records.unfinished_uploads(before_ms).await?;
+    let unfinished = records.take_unfinished_uploads(before_ms).await?;
     for (org, a) in &unfinished {
         files
             .delete(&spool_domain::attachment::object_key(org, &a.session_id, &a.id))
             .await?;
-        records.forget_upload(org, &a.session_id, &a.id).await?;
     }
     Ok(unfinished.len())
 }

@@ -43,6 +43,15 @@ impl LocalFiles {
     }
 }
 
+/// A file removed when this is dropped (nothing there is fine).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A unique enough name for a temporary file.
 fn uuid_like() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
@@ -50,7 +59,7 @@ fn uuid_like() -> String {
 
 #[async_trait]
 impl FileStore for LocalFiles {
-    async fn upload(&self, key: &str, _: &str, _: u64, _: Duration) -> Result<Transfer, Error> {
+    async fn upload(&self, key: &str, _: &str, _: u64, _: Option<&str>, _: Duration) -> Result<Transfer, Error> {
         self.path(key)?;
         Ok(Transfer::ThroughSpool)
     }
@@ -78,7 +87,9 @@ impl FileStore for LocalFiles {
             .await
             .map_err(io)?;
         let temporary = dir.join(format!(".{}.part", uuid_like()));
-        let result = async {
+        // Removed however this ends: an error, or the request dropped (a client gone, a deadline).
+        let _temporary = RemoveOnDrop(temporary.clone());
+        async {
             let mut file = tokio::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -127,9 +138,7 @@ impl FileStore for LocalFiles {
                 }
             })
         }
-        .await;
-        let _ = tokio::fs::remove_file(&temporary).await;
-        result
+        .await
     }
 
     async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
@@ -173,7 +182,7 @@ mod tests {
         let key = spool_domain::attachment::object_key("org_a", "ses_1", "att_1");
         assert_eq!(
             files
-                .upload(&key, "text/plain", 5, Duration::from_secs(60))
+                .upload(&key, "text/plain", 5, None, Duration::from_secs(60))
                 .await
                 .unwrap(),
             Transfer::ThroughSpool

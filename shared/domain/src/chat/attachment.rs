@@ -116,13 +116,14 @@ pub type FileReader = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
 /// completed leaves nothing behind.
 #[async_trait]
 pub trait FileStore: Send + Sync {
-    /// How a client sends exactly `size` bytes of `content_type` as `key`, once, for
-    /// `expires_in`.
+    /// How a client sends exactly `size` bytes of `content_type` (whose SHA-256 is `sha256`,
+    /// hex, when declared) as `key`, once, for `expires_in`.
     async fn upload(
         &self,
         key: &str,
         content_type: &str,
         size: u64,
+        sha256: Option<&str>,
         expires_in: std::time::Duration,
     ) -> Result<Transfer, Error>;
 
@@ -152,31 +153,37 @@ pub trait FileStore: Send + Sync {
     /// Deletes what is stored at `key` (nothing there is fine).
     async fn delete(&self, key: &str) -> Result<(), Error>;
 
-    /// The SHA-256 of what is stored at `key` (lower-case hex), read once, if anything is.
+    /// The SHA-256 of what is stored at `key` (lower-case hex), if anything is: read once, unless
+    /// the store verified and kept it at upload.
     async fn sha256(&self, key: &str) -> Result<Option<String>, Error> {
-        use sha2::Digest;
-        use tokio::io::AsyncReadExt;
-        let Some(mut reader) = self.read(key).await? else {
-            return Ok(None);
-        };
-        let mut hasher = sha2::Sha256::new();
-        let mut buffer = vec![0_u8; 64 * 1024];
-        loop {
-            let n = reader
-                .read(&mut buffer)
-                .await
-                .map_err(|e| Error::unavailable("read an attachment", e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buffer[..n]);
+        match self.read(key).await? {
+            Some(reader) => Ok(Some(sha256_of(reader).await?)),
+            None => Ok(None),
         }
-        Ok(Some(hex(&hasher.finalize())))
     }
 }
 
+/// The SHA-256 of everything `reader` gives (lower-case hex).
+pub async fn sha256_of(mut reader: FileReader) -> Result<String, Error> {
+    use sha2::Digest;
+    use tokio::io::AsyncReadExt;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0_u8; 64 * 1024];
+    loop {
+        let n = reader
+            .read(&mut buffer)
+            .await
+            .map_err(|e| Error::unavailable("read an attachment", e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
 /// Lower-case hex.
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

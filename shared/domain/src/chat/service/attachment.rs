@@ -35,6 +35,9 @@ pub struct AttachmentLimits {
     pub upload_ttl: Duration,
     /// How long a download URL works.
     pub download_ttl: Duration,
+    /// How long after its upload URL expired a file may still be completed: well inside the
+    /// day after which unfinished uploads are cleaned up, so a completion never races that.
+    pub complete_grace: Duration,
 }
 
 impl Default for AttachmentLimits {
@@ -43,6 +46,7 @@ impl Default for AttachmentLimits {
             max_bytes: DEFAULT_MAX_ATTACHMENT_BYTES,
             upload_ttl: Duration::from_secs(15 * 60),
             download_ttl: Duration::from_secs(5 * 60),
+            complete_grace: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -87,6 +91,8 @@ pub enum Completion {
     NotUploaded(Option<u64>),
     /// The bytes' SHA-256 is not the one declared.
     ChecksumMismatch,
+    /// Too long after its upload URL expired: it is left to the clean-up.
+    Expired,
 }
 
 /// Where an agent reads a file, relative to the chat's folder.
@@ -150,6 +156,7 @@ impl ChatService {
                 &key,
                 &attachment.content_type,
                 attachment.size,
+                attachment.sha256.as_deref(),
                 self.attachments.upload_ttl,
             )
             .await?;
@@ -176,6 +183,10 @@ impl ChatService {
         let mut attachment = self.attachment(org, session, id).await?;
         let key = object_key(org, &session.id, id);
         if attachment.status == AttachmentStatus::Uploading {
+            let grace = i64::try_from(self.attachments.complete_grace.as_millis()).unwrap_or(i64::MAX);
+            if self.clock.now_ms() > attachment.upload_expires_ms.saturating_add(grace) {
+                return Ok(Completion::Expired);
+            }
             let stored = self.files.size(&key).await?;
             if stored != Some(attachment.size) {
                 return Ok(Completion::NotUploaded(stored));
@@ -203,12 +214,11 @@ impl ChatService {
             .await?
             .into_iter()
             .filter(|a| {
-                a.id != attachment.id
-                    && a.filename == attachment.filename
+                a.filename == attachment.filename
                     && a.status == AttachmentStatus::Complete
-                    && a.completed_ms <= attachment.completed_ms
+                    && order(a) < order(&attachment)
             })
-            .max_by_key(|a| a.completed_ms)
+            .max_by(|a, b| order(a).cmp(&order(b)))
             .map(|a| a.id);
         let seq = self.record_upload(org, session, &attachment, replaces.clone()).await?;
         tracing::info!(org, session = %session.id, attachment = %id, seq, "upload completed");
@@ -334,6 +344,11 @@ impl ChatService {
         }
         Ok(())
     }
+}
+
+/// The order files of one name replace each other in: by completion, then creation, then id.
+fn order(a: &Attachment) -> (Option<i64>, i64, &str) {
+    (a.completed_ms, a.created_ms, &a.id)
 }
 
 /// How events name a file.
