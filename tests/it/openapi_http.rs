@@ -378,39 +378,22 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     let upload_url = declared["upload"]["url"].as_str().unwrap();
     let through_spool = upload_url.starts_with('/');
     if through_spool {
-        let put = |url: String| a.http.put(url).header("content-type", "text/plain");
-        let (status, _, _) = api
-            .raw(
-                put(format!("{}{upload_url}x", a.base)),
-                Method::PUT,
-                &format!("{upload_url}x"),
-            )
-            .await;
-        assert_eq!(status, 403);
-        let (status, _, _) = api
-            .raw(
-                put(format!("{}{upload_url}", a.base)).body("hello!"),
-                Method::PUT,
-                upload_url,
-            )
-            .await;
-        assert_eq!(status, 400);
-        let (status, _, _) = api
-            .raw(
-                put(format!("{}{upload_url}", a.base)).body("hello"),
-                Method::PUT,
-                upload_url,
-            )
-            .await;
-        assert_eq!(status, 204);
-        let (status, _, _) = api
-            .raw(
-                put(format!("{}{upload_url}", a.base)).body("hello"),
-                Method::PUT,
-                upload_url,
-            )
-            .await;
-        assert_eq!(status, 409);
+        // A mangled grant, the wrong size, the upload, and the same upload again.
+        for (suffix, body, expected) in [
+            ("x", "hello", 403),
+            ("", "hello!", 400),
+            ("", "hello", 204),
+            ("", "hello", 409),
+        ] {
+            let path = format!("{upload_url}{suffix}");
+            let put = a
+                .http
+                .put(format!("{}{path}", a.base))
+                .header("content-type", "text/plain")
+                .body(body);
+            let (status, _, _) = api.raw(put, Method::PUT, &path).await;
+            assert_eq!(status, expected, "PUT {path} with {body:?}");
+        }
     } else {
         let mut put = reqwest::Client::new().put(upload_url).body("hello");
         for (name, value) in declared["upload"]["headers"].as_object().unwrap() {

@@ -208,20 +208,19 @@ pub fn current(mut records: Vec<Attachment>) -> Vec<Attached> {
 
 /// What a model is told about a file it is not given whole.
 pub fn note(attached: &Attached) -> String {
-    let f = &attached.file;
-    format!(
-        "User has uploaded {} ({}, {}). Its content is not shown here.",
-        f.filename,
-        spool_domain::service::human_size(f.size),
-        f.content_type
-    )
+    format!("{}. Its content is not shown here.", uploaded(attached))
 }
 
 /// The heading of a file a model is given.
 pub fn heading(attached: &Attached) -> String {
+    format!("{}:", uploaded(attached))
+}
+
+/// "User has uploaded {name} ({size}, {type})".
+fn uploaded(attached: &Attached) -> String {
     let f = &attached.file;
     format!(
-        "User has uploaded {} ({}, {}):",
+        "User has uploaded {} ({}, {})",
         f.filename,
         spool_domain::service::human_size(f.size),
         f.content_type
