@@ -300,7 +300,7 @@ pub(crate) async fn actions_run_and_invalid_ones_are_reported<H: Harness>(harnes
         "{systems:?}"
     );
     assert!(
-        systems[1].contains("`create_task` failed: `title` must be"),
+        systems[1].contains("`create_task` failed: `summary` must be"),
         "{systems:?}"
     );
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");

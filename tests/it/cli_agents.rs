@@ -129,6 +129,14 @@ async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
     assert!(input.contains(&chat) && input.contains("SPOOL.md"), "{input}");
     assert!(input.contains(r#"{"role":"user","text":"Fix the build"}"#), "{input}");
     assert!(input.contains(".output.json"), "{input}");
+    assert!(
+        input.contains("exactly in this format") && input.contains("`message` may be left out"),
+        "{input}"
+    );
+    assert!(
+        input.contains("`create_task`") && input.contains("\"summary\""),
+        "{input}"
+    );
     let args = std::fs::read_to_string(s.bin.path().join("last-args")).unwrap();
     assert!(args.starts_with("-p Read the file "), "{args}");
     // Its actions ran at once (no approval asked); the invalid ones are system events.
@@ -217,6 +225,80 @@ async fn a_cli_reads_the_chats_files_where_its_input_file_says() {
         "nothing written through the link"
     );
     assert!(!folder.is_symlink());
+}
+
+/// The third source design's example output, exactly: the agent is created at position 3.
+const DESIGN_EXAMPLE: &str = r#"cat > "$SPOOL_OUTPUT_FILE" <<'EOF'
+{"message": "I added a reviewer.", "actions": [{"type": "create_agent", "name": "Reviewer", "instruction": "Review every change for bugs.", "cli_type": "claude", "order": 3}]}
+EOF"#;
+
+/// An output with actions only, in the design's field names.
+const ACTIONS_ONLY: &str = r#"echo '{"actions": [{"type": "rename_chat", "title": "Only actions"}, {"type": "create_task", "summary": "Write the docs", "description": "All of them"}]}' > "$SPOOL_OUTPUT_FILE""#;
+
+/// A CLI that writes the design's output format is understood: `create_agent` with `order`,
+/// a message left out, `create_task` with `summary`; the input file says which format it wants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_designs_output_format_is_understood() {
+    let s = setup(
+        &[("claude", DESIGN_EXAMPLE), ("gemini", ACTIONS_ONLY)],
+        Duration::from_secs(20),
+    )
+    .await;
+    let api = &s.stack.api;
+    let agents_path = format!("/v1/workspaces/{}/agents", s.ws);
+    for name in ["One", "Two", "Three"] {
+        api.ok(Method::POST, &agents_path, Some(json!({ "name": name }))).await;
+    }
+    let agents = api.ok(Method::GET, &agents_path, None).await;
+    let builtin = agents["agents"][0]["id"].as_str().unwrap().to_owned();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/agents/{builtin}"),
+        Some(json!({ "runtime": "cli", "cli_type": "claude" })),
+    )
+    .await;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "agent_id": builtin })))
+        .await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let turn = send(api, &chat, "Add a reviewer").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "agent_end")["payload"]["reason"],
+        "complete",
+        "{events:?}"
+    );
+    let agents = api.ok(Method::GET, &agents_path, None).await;
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Spool", "One", "Two", "Reviewer", "Three"]);
+    assert_eq!(agents["agents"][3]["position"], 3);
+    assert_eq!(agents["agents"][3]["cli_type"], "claude");
+    // Only actions: no message, and the turn completes.
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{chat}"),
+        Some(json!({ "cli_type": "gemini" })),
+    )
+    .await;
+    let turn = send(api, &chat, "Tidy up").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "agent_end")["payload"]["reason"],
+        "complete",
+        "{events:?}"
+    );
+    let session = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_eq!(session["title"], "Only actions");
+    let tasks = api
+        .ok(Method::GET, &format!("/v1/workspaces/{}/tasks", s.ws), None)
+        .await;
+    assert_eq!(tasks["tasks"][0]["title"], "Write the docs");
+    assert_eq!(tasks["tasks"][0]["description"], "All of them");
 }
 
 /// A prompt command reaches a CLI agent: its input file holds the wrapped prompt as the

@@ -468,7 +468,7 @@ const ACTION_LABELS: Record<string, string> = {
 
 function summary(action: Action): string {
   const args = (action.arguments ?? {}) as Record<string, unknown>;
-  const first = args.title ?? args.name ?? args.question;
+  const first = args.summary ?? args.title ?? args.name ?? args.question;
   return typeof first === "string" ? first : "";
 }
 

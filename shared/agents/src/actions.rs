@@ -41,28 +41,37 @@ pub struct ActionContext<'a> {
 /// Why an action failed, for the person and the agent.
 pub type Refusal = String;
 
-fn text<'v>(args: &'v Value, field: &str) -> Result<&'v str, Refusal> {
-    match args.get(field) {
+/// A field by its documented name, or by an older name Spool took before (`fields` is
+/// `"name|older"`): the third source design's names are the ones documented, older ones work.
+fn field<'v>(args: &'v Value, fields: &str) -> Option<&'v Value> {
+    fields.split('|').find_map(|n| args.get(n).filter(|v| !v.is_null()))
+}
+
+fn text<'v>(args: &'v Value, fields: &str) -> Result<&'v str, Refusal> {
+    let shown = fields.split('|').next().unwrap_or(fields);
+    match field(args, fields) {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        Some(_) => Err(format!("`{field}` must be a non-empty string")),
-        None => Err(format!("`{field}` is missing")),
+        Some(_) => Err(format!("`{shown}` must be a non-empty string")),
+        None => Err(format!("`{shown}` is missing")),
     }
 }
 
-fn optional_text(args: &Value, field: &str) -> Result<Option<String>, Refusal> {
-    match args.get(field) {
-        None | Some(Value::Null) => Ok(None),
+fn optional_text(args: &Value, fields: &str) -> Result<Option<String>, Refusal> {
+    let shown = fields.split('|').next().unwrap_or(fields);
+    match field(args, fields) {
+        None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("`{field}` must be a string")),
+        Some(_) => Err(format!("`{shown}` must be a string")),
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(args: &Value, field: &str) -> Result<Option<T>, Refusal> {
-    match args.get(field) {
-        None | Some(Value::Null) => Ok(None),
+fn parse<T: serde::de::DeserializeOwned>(args: &Value, fields: &str) -> Result<Option<T>, Refusal> {
+    let shown = fields.split('|').next().unwrap_or(fields);
+    match field(args, fields) {
+        None => Ok(None),
         Some(value) => serde_json::from_value(value.clone())
             .map(Some)
-            .map_err(|_| format!("`{field}` is not one of the values it takes")),
+            .map_err(|_| format!("`{shown}` is not one of the values it takes")),
     }
 }
 
@@ -101,7 +110,7 @@ impl ActionContext<'_> {
             "create_agent" => self.create_agent(args).await,
             "update_agent" => self.update_agent(args).await,
             "delete_agent" => {
-                let agent = self.find_agent(text(args, "agent")?).await?;
+                let agent = self.find_agent(text(args, "agent_id|agent")?).await?;
                 manage::remove_agent(self.metadata, self.org, &agent)
                     .await
                     .map_err(store)?;
@@ -132,7 +141,7 @@ impl ActionContext<'_> {
             id: new_id("task"),
             workspace_id: workspace.to_owned(),
             session_id: Some(self.session_id.to_owned()),
-            title: text(args, "title")?.trim().to_owned(),
+            title: text(args, "summary|title")?.trim().to_owned(),
             description: optional_text(args, "description")?.unwrap_or_default(),
             created_ms: self.now_ms,
         };
@@ -146,7 +155,7 @@ impl ActionContext<'_> {
         manage::announce(self.log, self.org, workspace, &event, self.now_rfc3339)
             .await
             .map_err(store)?;
-        Ok(json!({ "task_id": task.id, "title": task.title }))
+        Ok(json!({ "task_id": task.id, "summary": task.title, "title": task.title }))
     }
 
     async fn create_agent(&self, args: &Value) -> Result<Value, Refusal> {
@@ -157,14 +166,32 @@ impl ActionContext<'_> {
             model: optional_text(args, "model")?,
             cli_type: parse(args, "cli_type")?,
         };
-        let agent = manage::add_agent(self.metadata, self.org, self.workspace()?, new, self.now_ms)
+        let order: Option<usize> = parse(args, "order")?;
+        let workspace = self.workspace()?;
+        let agent = manage::add_agent(self.metadata, self.org, workspace, new, self.now_ms)
             .await
             .map_err(store)?;
+        // `order`: its place in the list, from 0 (the list's end when beyond it).
+        if let Some(order) = order {
+            let mut ids: Vec<String> = self
+                .metadata
+                .agents(self.org, workspace)
+                .await
+                .map_err(store)?
+                .into_iter()
+                .map(|a| a.id)
+                .filter(|id| id != &agent.id)
+                .collect();
+            ids.insert(order.min(ids.len()), agent.id.clone());
+            manage::reorder_agents(self.metadata, self.org, workspace, &ids)
+                .await
+                .map_err(store)?;
+        }
         Ok(json!({ "agent_id": agent.id, "name": agent.name }))
     }
 
     async fn update_agent(&self, args: &Value) -> Result<Value, Refusal> {
-        let mut agent = self.find_agent(text(args, "agent")?).await?;
+        let mut agent = self.find_agent(text(args, "agent_id|agent")?).await?;
         if let Some(name) = optional_text(args, "name")? {
             agent.name = name.trim().to_owned();
         }
@@ -187,7 +214,7 @@ impl ActionContext<'_> {
     }
 
     async fn reorder_agents(&self, args: &Value) -> Result<Value, Refusal> {
-        let names: Vec<String> = parse(args, "agents")?.ok_or("`agents` is missing")?;
+        let names: Vec<String> = parse(args, "agent_ids|agents")?.ok_or("`agent_ids` is missing")?;
         let mut ids = Vec::with_capacity(names.len());
         for name in &names {
             ids.push(self.find_agent(name).await?.id);
@@ -205,16 +232,28 @@ impl ActionContext<'_> {
             .await
             .map_err(store)?
             .ok_or("the workspace no longer exists")?;
-        if let Some(name) = optional_text(args, "name")? {
+        if let Some(name) = optional_text(args, "title|name")? {
             workspace.name = name.trim().to_owned();
         }
         if let Some(description) = optional_text(args, "description")? {
             workspace.description = description;
         }
         let mut moved = false;
-        if let Some(dir) = optional_text(args, "working_dir")? {
+        let mode = optional_text(args, "working_directory_mode")?;
+        match mode.as_deref() {
+            // Each chat in a folder of its own.
+            Some("temp") => workspace.working_dir = None,
+            None | Some("static") => {}
+            Some(other) => return Err(format!("`working_directory_mode` is `static` or `temp`, not `{other}`")),
+        }
+        if let Some(dir) = optional_text(args, "working_directory_path|working_dir")? {
+            if mode.as_deref() == Some("temp") {
+                return Err("a `temp` working directory has no `working_directory_path`".to_owned());
+            }
             moved = workspace.working_dir.as_deref() != Some(dir.as_str());
             workspace.working_dir = Some(dir);
+        } else if mode.as_deref() == Some("static") && workspace.working_dir.is_none() {
+            return Err("a `static` working directory needs its `working_directory_path`".to_owned());
         }
         workspace.validate().map_err(store)?;
         if moved {

@@ -197,10 +197,11 @@ async fn private_dir(dir: &Path) -> Result<(), Error> {
     }
 }
 
-/// What a CLI writes.
+/// What a CLI writes: a message, actions, or both.
 #[derive(Debug, Deserialize)]
 struct Output {
-    message: String,
+    #[serde(default)]
+    message: Option<String>,
     #[serde(default)]
     actions: Vec<Value>,
 }
@@ -281,10 +282,10 @@ fn input_file(
     }
     text.push_str("```\n\n# Your answer\n\n");
     text.push_str(&format!(
-        "Write your answer as JSON to `{}`:\n\n```json\n{{\"message\": \"your reply, in markdown\", \"actions\": []}}\n```\n\n",
+        "Write your answer as one JSON object to `{}`, exactly in this format:\n\n```json\n{{\"message\": \"your reply, in markdown\", \"actions\": [{{\"type\": \"rename_chat\", \"title\": \"A better title\"}}]}}\n```\n\n`message` may be left out when you only act; `actions` may be empty.\n\n",
         output.display()
     ));
-    text.push_str("Actions run at once; each is an object with a `type` and its fields:\n\n");
+    text.push_str("Actions run at once, in order; each is an object with its `type` and these fields:\n\n");
     for spec in request
         .tools
         .iter()
@@ -432,12 +433,19 @@ impl Cli {
                 output.display()
             )));
         }
-        serde_json::from_str(&text).map_err(|e| {
+        let out: Output = serde_json::from_str(&text).map_err(|e| {
             Error::Failed(format!(
-                "`{}` answered something that is not {{\"message\", \"actions\"}} JSON ({e})",
+                "`{}` answered something that is not {{\"message\"?, \"actions\": [...]}} JSON ({e})",
                 self.name()
             ))
-        })
+        })?;
+        if out.message.as_deref().is_none_or(|m| m.trim().is_empty()) && out.actions.is_empty() {
+            return Err(Error::Failed(format!(
+                "`{}` answered neither a message nor actions",
+                self.name()
+            )));
+        }
+        Ok(out)
     }
 }
 
@@ -467,7 +475,10 @@ impl Runtime for Cli {
         let _ = tokio::fs::remove_file(&input).await;
         let _ = tokio::fs::remove_file(&output).await;
         let out = result?;
-        sink.text(&out.message).await?;
+        let message = out.message.unwrap_or_default();
+        if !message.is_empty() {
+            sink.text(&message).await?;
+        }
         let tool_calls = out
             .actions
             .into_iter()
@@ -485,7 +496,7 @@ impl Runtime for Cli {
             })
             .collect();
         Ok(Reply {
-            text: out.message,
+            text: message,
             tool_calls,
             usage: None,
             one_shot: true,

@@ -51,7 +51,10 @@ pub fn kind(name: &str) -> Option<Kind> {
 /// run at once: moving the workspace's working directory decides what every later CLI run can
 /// reach, so a prompt-injected agent must not do it alone.
 pub fn always_needs_approval(call: &crate::runtime::ToolCall) -> bool {
-    call.name == "update_workspace" && call.arguments.get("working_dir").is_some_and(|d| !d.is_null())
+    call.name == "update_workspace"
+        && ["working_directory_path", "working_dir"]
+            .iter()
+            .any(|f| call.arguments.get(f).is_some_and(|d| !d.is_null()))
 }
 
 /// The tools an agent may call: all of them for the built-in agent, the rest for others.
@@ -59,10 +62,11 @@ pub fn specs(builtin: bool) -> Vec<ToolSpec> {
     let agent_fields = json!({
         "name": { "type": "string" },
         "instruction": { "type": "string" },
+        "cli_type": { "type": "string", "enum": ["claude", "gemini", "codex", "opencode"] },
         "runtime": { "type": "string", "enum": ["scripted", "openai", "anthropic", "cli"] },
-        "model": { "type": "string" },
-        "cli_type": { "type": "string", "enum": ["claude", "gemini", "codex", "opencode"] }
+        "model": { "type": "string" }
     });
+    let agent_id = json!({ "agent_id": { "type": "string", "description": "The agent's id (or its name)" } });
     let mut specs = vec![
         spec(
             ASK_USER,
@@ -85,43 +89,44 @@ pub fn specs(builtin: bool) -> Vec<ToolSpec> {
         spec(
             "create_task",
             "Create a task in the workspace.",
-            json!({ "title": { "type": "string" }, "description": { "type": "string" } }),
-            &["title"],
+            json!({ "summary": { "type": "string" }, "description": { "type": "string" } }),
+            &["summary"],
         ),
     ];
     if builtin {
         specs.extend([
             spec(
                 "create_agent",
-                "Add an agent to the workspace.",
-                agent_fields.clone(),
+                "Add an agent to the workspace, at `order` (its place in the list, from 0; the end by default).",
+                merge(json!({ "order": { "type": "integer", "minimum": 0 } }), &agent_fields),
                 &["name"],
             ),
             spec(
                 "update_agent",
-                "Change an agent, named by `agent` (its id or name).",
-                merge(json!({ "agent": { "type": "string" } }), &agent_fields),
-                &["agent"],
+                "Change an agent.",
+                merge(agent_id.clone(), &agent_fields),
+                &["agent_id"],
             ),
             spec(
                 "delete_agent",
-                "Delete an agent, named by `agent` (its id or name); its chats move to Spool.",
-                json!({ "agent": { "type": "string" } }),
-                &["agent"],
+                "Delete an agent; its chats move to Spool.",
+                agent_id,
+                &["agent_id"],
             ),
             spec(
                 "reorder_agents",
-                "Put the workspace's agents in a new order (every agent, by id or name).",
-                json!({ "agents": { "type": "array", "items": { "type": "string" } } }),
-                &["agents"],
+                "Put the workspace's agents in a new order (every agent's id).",
+                json!({ "agent_ids": { "type": "array", "items": { "type": "string" } } }),
+                &["agent_ids"],
             ),
             spec(
                 "update_workspace",
-                "Change the workspace's name, description or working directory.",
+                "Change the workspace's title, description or working directory (`static`: the folder at `working_directory_path`; `temp`: a folder of each chat's own).",
                 json!({
-                    "name": { "type": "string" },
+                    "title": { "type": "string" },
                     "description": { "type": "string" },
-                    "working_dir": { "type": "string" }
+                    "working_directory_mode": { "type": "string", "enum": ["static", "temp"] },
+                    "working_directory_path": { "type": "string" }
                 }),
                 &[],
             ),
