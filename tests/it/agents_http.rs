@@ -165,6 +165,14 @@ pub(crate) async fn an_abort_ends_a_waiting_turn<H: Harness>(harness: &H) {
     assert_eq!(aborted["turn_id"], turn.as_str());
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "aborted");
+    // A cancelled turn is recorded as failed, with the reason (the third source design).
+    let state = api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/turns/{turn}"), None)
+        .await;
+    assert_eq!(
+        (state["status"].as_str(), state["detail"].as_str()),
+        (Some("failed"), Some("aborted"))
+    );
     let (status, _) = api
         .call(
             Method::POST,

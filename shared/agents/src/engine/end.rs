@@ -30,9 +30,11 @@ impl Step<'_> {
             }
         }
         self.release().await?;
+        // A cancelled turn is a failed one, as the third source design records it ("cancel
+        // changes the chat queue item to failed"); its detail says `aborted`.
         let status = match reason {
-            EndReason::Error => TurnStatus::Failed,
-            EndReason::Complete | EndReason::Aborted => TurnStatus::Completed,
+            EndReason::Error | EndReason::Aborted => TurnStatus::Failed,
+            EndReason::Complete => TurnStatus::Completed,
         };
         self.record(status, Some(reason.as_str().to_owned())).await?;
         self.append(vec![self.draft(ended)]).await?;

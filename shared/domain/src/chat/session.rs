@@ -133,9 +133,9 @@ pub enum TurnStatus {
     Queued,
     /// Running, or waiting for a person's answer.
     InProgress,
-    /// Ended: answered, or aborted.
+    /// Ended: answered.
     Completed,
-    /// Ended with an error.
+    /// Ended with an error, or aborted (its detail says which).
     Failed,
 }
 
