@@ -65,6 +65,19 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
     let history = person.ok(Method::GET, "/chat/history?after=0", None).await;
     assert_eq!(texts(&history), [(1, "agent".to_owned(), "Deploy v2 now?".to_owned())]);
     assert_eq!(history["messages"][0]["question_id"], question.as_str());
+    assert_eq!(history["messages"][0]["meta"], json!({ "tags": ["question"] }));
+    assert_eq!(history["messages"][0]["author"], "deploy-bot");
+    // WHEN an agent posts blank text: 400, nothing stored
+    for text in ["", " \t\n"] {
+        let (status, _) = agent
+            .call(
+                Method::POST,
+                "/v1/sessions/global/agent-messages",
+                Some(json!({ "author": "deploy-bot", "text": text })),
+            )
+            .await;
+        assert_eq!(status, 400, "{text:?}");
+    }
 
     // WHEN a person sends a blank message: 400, nothing stored
     for text in ["", "   \n"] {
@@ -88,7 +101,18 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
     let history = agent.ok(Method::GET, "/chat/history?after=1", None).await;
     assert_eq!(texts(&history), [(2, "user".to_owned(), "yes, go".to_owned())]);
     assert_eq!(history["messages"][0]["answers"], question.as_str());
+    assert_eq!(history["messages"][0]["meta"], json!({ "reply_to": question }));
     assert_eq!(history["last_id"], 2);
+    // AND without `after`, the history is the last messages (100, or `limit`)
+    let recent = person.ok(Method::GET, "/chat/history", None).await;
+    assert_eq!(texts(&recent).len(), 2);
+    let last = person.ok(Method::GET, "/chat/history?limit=1", None).await;
+    assert_eq!(texts(&last), [(2, "user".to_owned(), "yes, go".to_owned())]);
+    assert_eq!(last["last_id"], 2);
+    for bad in ["limit=0", "limit=1001", "limit=many"] {
+        let (status, _) = person.call(Method::GET, &format!("/chat/history?{bad}"), None).await;
+        assert_eq!(status, 400, "{bad}");
+    }
     // AND the next message, with no question open, asks Spool for a turn
     let (_, next) = person
         .call(Method::POST, "/chat/user_message", Some(json!({ "text": "thanks" })))

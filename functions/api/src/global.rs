@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use spool_domain::ChatEvent;
 use spool_domain::service::GLOBAL_SESSION;
 use utoipa::{IntoParams, ToSchema};
@@ -51,14 +50,22 @@ pub(crate) struct GlobalMessage {
     client_message_id: Option<String>,
 }
 
-/// `?after=` of the history.
+/// `?after=&limit=` of the history.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct HistoryQuery {
-    /// Messages with `id` greater than this (0, or absent, for all).
+    /// Messages with `id` greater than this, oldest first; absent, the last `limit` messages.
     #[serde(default)]
     after: Option<u64>,
+    /// How many messages at most (1 to 1000; 100 by default).
+    #[serde(default)]
+    limit: Option<usize>,
 }
+
+/// How many messages a history answers unless `limit` says otherwise.
+const HISTORY_LIMIT: usize = 100;
+/// The most it answers.
+const MAX_HISTORY_LIMIT: usize = 1000;
 
 /// An agent's message accepted.
 #[derive(Debug, Serialize, ToSchema)]
@@ -77,29 +84,41 @@ pub(crate) enum Role {
     User,
     /// An agent.
     Agent,
+    /// Spool itself (a notice, an error).
+    System,
 }
 
-/// A message of the global chat.
+/// What else a message says, as the second source design has it.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub(crate) struct Meta {
+    /// The question (its id) this message answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reply_to: Option<String>,
+    /// `question` for a message that asks (answered by the next person's message).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<String>,
+}
+
+/// A message of the global chat: `{id, ts, role, author, text, meta?}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct HistoryMessage {
     /// Its event's sequence number: `after` for the next poll.
     id: u64,
-    role: Role,
-    /// Who wrote it.
-    author: Value,
-    text: Value,
     /// When it was written, RFC 3339.
     #[schema(format = DateTime)]
     ts: String,
-    /// A person's message: the agent's question it answers.
+    role: Role,
+    /// Who wrote it: a person's token subject, an agent's name, or `Spool`.
+    author: String,
+    text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    answers: Option<Value>,
-    /// An agent's message: whether it asks.
+    meta: Option<Meta>,
+    /// A person's message: the agent's question it answers (also `meta.reply_to`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    ask: Option<Value>,
-    /// An agent's question: its id.
+    answers: Option<String>,
+    /// An agent's question: its id, which the next person's message answers.
     #[serde(skip_serializing_if = "Option::is_none")]
-    question_id: Option<Value>,
+    question_id: Option<String>,
 }
 
 /// The global chat's messages after `after`.
@@ -184,58 +203,107 @@ pub(crate) async fn history(
     caller: Caller,
     QueryOf(query): QueryOf<HistoryQuery>,
 ) -> Result<Json<History>, ApiError> {
+    let limit = query.limit.unwrap_or(HISTORY_LIMIT);
+    if !(1..=MAX_HISTORY_LIMIT).contains(&limit) {
+        return Err(ApiError::BadRequest(format!("`limit` is 1 to {MAX_HISTORY_LIMIT}")));
+    }
     let session = api.session_of(&caller, GLOBAL_SESSION).await?;
-    let page = api
-        .chats
-        .events(caller.org(), &session, query.after.unwrap_or(0), 1000)
-        .await?;
-    let messages = page
-        .events
-        .into_iter()
-        .filter_map(|event| {
-            let spool = || Value::String("Spool".to_owned());
-            let text = |t: &str| Value::String(t.to_owned());
-            let message = |role, author, text: Value| HistoryMessage {
-                id: event.seq,
-                role,
-                author,
-                text,
-                ts: event.ts.clone(),
-                answers: None,
-                ask: None,
-                question_id: None,
-            };
-            Some(match &event.event {
-                ChatEvent::UserMessageSubmitted(m) => HistoryMessage {
-                    answers: m.answers.as_deref().map(text),
-                    ..message(Role::User, text(&m.author), text(&m.content))
-                },
-                ChatEvent::QuestionAnswered(a) => HistoryMessage {
-                    answers: Some(text(&a.question_id)),
-                    ..message(Role::User, Value::Null, text(&a.answer))
-                },
-                ChatEvent::AgentMessage(m) => HistoryMessage {
-                    ask: Some(Value::Bool(m.ask)),
-                    question_id: m.question_id.as_deref().map(text),
-                    ..message(Role::Agent, text(&m.author), text(&m.text))
-                },
-                // Spool's own replies and questions.
-                ChatEvent::MessageEnd(end) if !end.interrupted && !end.text.is_empty() => {
-                    message(Role::Agent, spool(), text(&end.text))
+    let org = caller.org();
+    let (messages, last_id) = match query.after {
+        Some(after) => {
+            // Oldest first after `after`, a window of events at a time, until `limit` messages.
+            let mut messages = Vec::new();
+            let mut from = after;
+            loop {
+                let page = api.chats.events(org, &session, from, 1000).await?;
+                let done = page.events.is_empty() || page.next >= page.tail;
+                for event in &page.events {
+                    if messages.len() == limit {
+                        break;
+                    }
+                    from = event.seq;
+                    messages.extend(history_message(event));
                 }
-                ChatEvent::AskQuestion(q) => HistoryMessage {
-                    ask: Some(Value::Bool(true)),
-                    question_id: Some(text(&q.question_id)),
-                    ..message(Role::Agent, spool(), text(&q.question))
-                },
-                _ => return None,
-            })
-        })
-        .collect();
-    Ok(Json(History {
-        messages,
-        last_id: page.next,
-    }))
+                if done || messages.len() == limit {
+                    break;
+                }
+            }
+            (messages, from)
+        }
+        None => {
+            // The last `limit` messages: windows of events read back from the tail.
+            let tail = api.chats.last_seq(org, &session).await?;
+            let mut messages: Vec<HistoryMessage> = Vec::new();
+            let mut end = tail;
+            while end > 0 && messages.len() < limit {
+                let start = end.saturating_sub(1000);
+                let page = api
+                    .chats
+                    .events(org, &session, start, usize::try_from(end - start).unwrap_or(1000))
+                    .await?;
+                let mut window: Vec<HistoryMessage> = page.events.iter().filter_map(history_message).collect();
+                window.append(&mut messages);
+                messages = window;
+                end = start;
+            }
+            let skip = messages.len().saturating_sub(limit);
+            (messages.split_off(skip), tail)
+        }
+    };
+    Ok(Json(History { messages, last_id }))
+}
+
+/// An event of the global chat as a message of its history, if it is one: people's messages
+/// (and their answers), agents', and Spool's own replies, questions and notices.
+fn history_message(event: &spool_domain::Event) -> Option<HistoryMessage> {
+    let message = |role, author: &str, text: &str| HistoryMessage {
+        id: event.seq,
+        ts: event.ts.clone(),
+        role,
+        author: author.to_owned(),
+        text: text.to_owned(),
+        meta: None,
+        answers: None,
+        question_id: None,
+    };
+    let asks = || Meta {
+        reply_to: None,
+        tags: vec!["question".to_owned()],
+    };
+    Some(match &event.event {
+        ChatEvent::UserMessageSubmitted(m) => HistoryMessage {
+            meta: m.answers.as_ref().map(|q| Meta {
+                reply_to: Some(q.clone()),
+                tags: Vec::new(),
+            }),
+            answers: m.answers.clone(),
+            ..message(Role::User, &m.author, &m.content)
+        },
+        ChatEvent::QuestionAnswered(a) => HistoryMessage {
+            meta: Some(Meta {
+                reply_to: Some(a.question_id.clone()),
+                tags: Vec::new(),
+            }),
+            answers: Some(a.question_id.clone()),
+            ..message(Role::User, "", &a.answer)
+        },
+        ChatEvent::AgentMessage(m) => HistoryMessage {
+            meta: m.ask.then(asks),
+            question_id: m.question_id.clone(),
+            ..message(Role::Agent, &m.author, &m.text)
+        },
+        // Spool's own replies, questions and notices.
+        ChatEvent::MessageEnd(end) if !end.interrupted && !end.text.is_empty() => {
+            message(Role::Agent, "Spool", &end.text)
+        }
+        ChatEvent::AskQuestion(q) => HistoryMessage {
+            meta: Some(asks()),
+            question_id: Some(q.question_id.clone()),
+            ..message(Role::Agent, "Spool", &q.question)
+        },
+        ChatEvent::System(note) => message(Role::System, "Spool", &note.message),
+        _ => return None,
+    })
 }
 
 /// `POST /chat/user_message` `{text, client_message_id?}`: a person's message in the global chat.

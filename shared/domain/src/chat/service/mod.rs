@@ -238,6 +238,11 @@ impl ChatService {
         crate::session::read_events(self.log.as_ref(), &path, after, limit).await
     }
 
+    /// The seq of a chat's last event (0 for none).
+    pub async fn last_seq(&self, org: &str, session: &Session) -> Result<u64, Error> {
+        Ok(self.log.metadata(&Session::stream(org, &session.id)?).await?.tail.seq())
+    }
+
     /// Reconciles the chat's claim `holder` ([`crate::claim`]), if it is older than `grace_ms`.
     pub async fn reconcile_claim(
         &self,
