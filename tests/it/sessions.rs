@@ -14,6 +14,8 @@ fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
         mode: None,
         global: false,
         capabilities: Vec::new(),
+        created_by: "key:k1".to_owned(),
+        updated_ms: 0,
         created_ms: at,
         last_active_ms: at,
         preview: String::new(),

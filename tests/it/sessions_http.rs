@@ -485,7 +485,46 @@ pub(crate) async fn chat_events_stream_live_and_resume<H: Harness>(harness: &H) 
     assert_eq!(anonymous.http.get(&url).send().await.unwrap().status(), 401);
 }
 
+/// A chat says who made it and when it last changed, and the list filters by its maker.
+pub(crate) async fn chats_carry_their_maker_and_last_change<H: Harness>(harness: &H) {
+    let (person, _, _) = setup(harness).await;
+    let agent = crate::support::agent_client(harness, &person).await;
+    let mine = person.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let theirs = agent.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let me = mine["created_by"].as_str().unwrap().to_owned();
+    assert!(me.starts_with("key:"), "{mine}");
+    assert_ne!(theirs["created_by"], mine["created_by"]);
+    assert_eq!(mine["updated_at"], mine["created_at"]);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let id = mine["id"].as_str().unwrap();
+    let renamed = person
+        .ok(
+            Method::PATCH,
+            &format!("/v1/sessions/{id}"),
+            Some(json!({ "title": "Renamed" })),
+        )
+        .await;
+    assert!(
+        renamed["updated_at"].as_str().unwrap() > mine["updated_at"].as_str().unwrap(),
+        "{renamed}"
+    );
+    assert_eq!(renamed["created_by"], me.as_str());
+    let listed = person
+        .ok(Method::GET, &format!("/v1/sessions?created_by={me}"), None)
+        .await;
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id]);
+    let all = person.ok(Method::GET, "/v1/sessions", None).await;
+    assert!(all["sessions"].as_array().unwrap().len() >= 2);
+}
+
 on_both_backends!(sessions_http:
+    chats_carry_their_maker_and_last_change,
     chats_take_messages_as_numbered_events,
     session_routes_are_isolated,
     chat_events_stream_live_and_resume,

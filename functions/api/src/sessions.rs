@@ -35,8 +35,13 @@ pub(crate) struct SessionView {
     mode: Option<String>,
     global: bool,
     capabilities: Vec<String>,
+    /// Who made it (the token's subject: `key:{key_id}`); empty for the global chat.
+    created_by: String,
     #[schema(format = DateTime)]
     created_at: String,
+    /// When it last changed: its record, or something in it.
+    #[schema(format = DateTime)]
+    updated_at: String,
     #[schema(format = DateTime)]
     last_active_at: String,
     last_message_preview: String,
@@ -53,7 +58,9 @@ impl SessionView {
             stream_url: format!("/v1/stream/sessions/{}", s.id),
             events_url: format!("/v1/sessions/{}/stream", s.id),
             created_at: rfc3339_ms(s.created_ms),
+            updated_at: rfc3339_ms(s.updated_ms.max(s.last_active_ms).max(s.created_ms)),
             last_active_at: rfc3339_ms(s.last_active_ms),
+            created_by: s.created_by,
             id: s.id,
             workspace_id: s.workspace_id,
             agent_id: s.agent_id,
@@ -105,6 +112,10 @@ pub(crate) struct ListQuery {
     /// At most this many (1 to 1000, default 100).
     #[serde(default)]
     limit: Option<usize>,
+    /// Only the chats this token subject made (`key:{key_id}`), among the 1000 most recently
+    /// active.
+    #[serde(default)]
+    created_by: Option<String>,
 }
 
 /// Chats, newest activity first.
@@ -175,6 +186,7 @@ pub(crate) async fn create_session(
         agent,
         title: new.title,
         id: None,
+        created_by: caller.0.sub.clone(),
     };
     let session = api.chats.create(caller.org(), new).await?;
     let view = SessionView::new(session, name);
@@ -190,10 +202,15 @@ pub(crate) async fn list_sessions(
     QueryOf(query): QueryOf<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 1000);
-    let sessions = api
+    let fetch = if query.created_by.is_some() { 1000 } else { limit };
+    let sessions: Vec<Session> = api
         .metadata
-        .sessions(caller.org(), query.workspace_id.as_deref(), limit)
-        .await?;
+        .sessions(caller.org(), query.workspace_id.as_deref(), fetch)
+        .await?
+        .into_iter()
+        .filter(|s| query.created_by.as_ref().is_none_or(|by| &s.created_by == by))
+        .take(limit)
+        .collect();
     let names: HashMap<String, String> = match &query.workspace_id {
         Some(ws) => api
             .metadata
@@ -252,6 +269,7 @@ pub(crate) async fn update_session(
     }
     change.cli_type.apply(&mut session.cli_override);
     session.validate()?;
+    session.updated_ms = api.clock.now_ms();
     api.metadata.update_session(caller.org(), &session).await?;
     Ok(Json(api.view(&caller, session).await?))
 }

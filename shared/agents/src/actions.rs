@@ -130,6 +130,7 @@ impl ActionContext<'_> {
             .map_err(store)?
             .ok_or_else(|| "the chat no longer exists".to_owned())?;
         session.title = title;
+        session.updated_ms = self.now_ms;
         session.validate().map_err(store)?;
         self.metadata.update_session(self.org, &session).await.map_err(store)?;
         Ok(json!({ "title": session.title }))

@@ -50,8 +50,15 @@ pub struct Session {
     /// Capabilities verified for it (the handshake's companion).
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// Who made it (the token's subject; empty for chats made before this was kept, and for the
+    /// global chat, which Spool makes).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub created_by: String,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
+    /// When its record last changed (its title, agent, CLI, model or mode); 0 if never.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub updated_ms: i64,
     /// When something last happened in it.
     pub last_active_ms: i64,
     /// The start of its last message or action.
@@ -61,6 +68,10 @@ pub struct Session {
     /// changed only by [`Sessions::claim_turn`] and [`Sessions::release_turn`].
     #[serde(skip)]
     pub pending_turn: Option<PendingTurn>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// The turn a session is busy with.

@@ -429,6 +429,7 @@ impl ChatService {
         duplicate: bool,
     ) -> Result<ActionDone, Error> {
         let mut changed = session.clone();
+        changed.updated_ms = self.clock.now_ms();
         Ok(match action {
             CommandAction::NewSession => {
                 let agent = match &session.agent_id {
@@ -440,6 +441,7 @@ impl ChatService {
                     agent,
                     title: None,
                     id: invoked.new_session_id.clone(),
+                    created_by: invoked.author.clone(),
                 };
                 ActionDone::NewSession(Box::new(self.create(org, new).await?))
             }

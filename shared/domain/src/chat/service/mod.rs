@@ -68,6 +68,8 @@ pub struct NewChat {
     /// Its id, when the caller named it beforehand (`/new`); a chat of that id that exists
     /// already is the answer.
     pub id: Option<String>,
+    /// Who makes it (the token's subject).
+    pub created_by: String,
 }
 
 /// An agent's message, accepted.
@@ -143,6 +145,8 @@ impl ChatService {
             mode: None,
             global: false,
             capabilities: Vec::new(),
+            created_by: new.created_by,
+            updated_ms: 0,
             created_ms: now,
             last_active_ms: now,
             preview: String::new(),
@@ -318,6 +322,8 @@ pub async fn ensure_global_session(
         model: None,
         mode: None,
         global: true,
+        created_by: String::new(),
+        updated_ms: 0,
         capabilities: Vec::new(),
         created_ms: now_ms,
         last_active_ms: now_ms,
