@@ -131,6 +131,32 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     api.ok(Method::GET, "/v1/tasks/task_1", None).await;
     api.refused(404, Method::GET, "/v1/tasks/task_2", None).await;
+    let by_hand = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/tasks"),
+            Some(json!({ "title": "By hand", "description": "Made in the UI" })),
+        )
+        .await;
+    api.refused(
+        400,
+        Method::POST,
+        &format!("/v1/workspaces/{ws}/tasks"),
+        Some(json!({ "title": " " })),
+    )
+    .await;
+    let by_hand = id(&by_hand);
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/tasks/{by_hand}"),
+        Some(json!({ "description": "Changed" })),
+    )
+    .await;
+    api.refused(404, Method::PATCH, "/v1/tasks/task_2", Some(json!({ "title": "x" })))
+        .await;
+    api.ok(Method::DELETE, &format!("/v1/tasks/{by_hand}"), None).await;
+    api.refused(404, Method::DELETE, &format!("/v1/tasks/{by_hand}"), None)
+        .await;
 
     // Sessions and messages.
     let chat = api

@@ -379,7 +379,99 @@ pub(crate) async fn errors_and_tenant_isolation<H: Harness>(harness: &H) {
     );
 }
 
+/// Tasks are made, changed and deleted by hand; a hand-made task is announced on the feed as an
+/// agent's is, and may belong to a chat of its workspace only.
+pub(crate) async fn tasks_are_made_changed_and_deleted_by_hand<H: Harness>(harness: &H) {
+    let (api, other, _) = setup(harness).await;
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Tasks" })))
+        .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let elsewhere = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Else" })))
+        .await;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await;
+    let foreign = api
+        .ok(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({ "workspace_id": elsewhere["id"] })),
+        )
+        .await;
+    let tasks = format!("/v1/workspaces/{ws}/tasks");
+    let made = api
+        .ok(
+            Method::POST,
+            &tasks,
+            Some(json!({ "summary": "Ship it", "description": "Friday", "session_id": chat["id"] })),
+        )
+        .await;
+    assert_eq!(
+        (made["title"].as_str(), made["session_id"].as_str()),
+        (Some("Ship it"), chat["id"].as_str())
+    );
+    let id = made["id"].as_str().unwrap().to_owned();
+    for bad in [
+        json!({ "title": "" }),
+        json!({ "title": "x", "session_id": foreign["id"] }),
+        json!({ "title": "x", "owner": "me" }),
+        json!({ "title": "x", "description": "y".repeat(20_001) }),
+    ] {
+        let (status, _) = api.call(Method::POST, &tasks, Some(bad.clone())).await;
+        assert!(status == 400 || status == 404, "{bad}: {status}");
+    }
+    let changed = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/tasks/{id}"),
+            Some(json!({ "title": "Ship it now" })),
+        )
+        .await;
+    assert_eq!(
+        (changed["title"].as_str(), changed["description"].as_str()),
+        (Some("Ship it now"), Some("Friday"))
+    );
+    let listed = api.ok(Method::GET, &tasks, None).await;
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 1);
+    // Another organization reaches none of it.
+    assert_eq!(
+        other
+            .call(Method::PATCH, &format!("/v1/tasks/{id}"), Some(json!({ "title": "x" })))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        other.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await.0,
+        404
+    );
+    // The feed announced it.
+    let feed: Vec<Value> = api
+        .get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        feed.iter()
+            .any(|e| e["type"] == "task.created" && e["task_id"] == id.as_str()),
+        "{feed:?}"
+    );
+    api.ok(Method::DELETE, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await.0, 404);
+    assert_eq!(api.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await.0, 404);
+    assert!(
+        api.ok(Method::GET, &tasks, None).await["tasks"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
 on_both_backends!(workspaces_http:
+    tasks_are_made_changed_and_deleted_by_hand,
     workspaces_and_agents_over_http,
     errors_and_tenant_isolation,
 );

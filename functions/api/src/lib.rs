@@ -180,9 +180,13 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(workspaces::create_agent, workspaces::list_agents))
         .routes(routes!(workspaces::reorder_agents))
         .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
-        .routes(routes!(workspaces::list_tasks))
+        .routes(routes!(workspaces::list_tasks, workspaces::create_task))
         .routes(routes!(files::search_files))
-        .routes(routes!(workspaces::get_task))
+        .routes(routes!(
+            workspaces::get_task,
+            workspaces::update_task,
+            workspaces::delete_task
+        ))
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(
             sessions::get_session,

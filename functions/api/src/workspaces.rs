@@ -482,3 +482,122 @@ pub(crate) async fn get_task(
         .ok_or_else(|| not_found("task", &id))?;
     Ok(Json(task.into()))
 }
+
+/// A task made by hand.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewTask {
+    /// What it is (the design's `summary`, accepted too).
+    #[serde(alias = "summary")]
+    title: String,
+    /// What to do.
+    #[serde(default)]
+    description: String,
+    /// The workspace's chat it belongs to, if any.
+    #[serde(default)]
+    session_id: Option<Id>,
+}
+
+/// A change to a task: the fields given.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskPatch {
+    #[serde(default, alias = "summary")]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+/// The longest task description.
+const MAX_TASK_DESCRIPTION_CHARS: usize = 20_000;
+
+fn check_description(description: &str) -> Result<(), ApiError> {
+    if description.chars().count() > MAX_TASK_DESCRIPTION_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "`description` is longer than {MAX_TASK_DESCRIPTION_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /v1/workspaces/{id}/tasks` `{title, description?, session_id?}`: a task made by hand,
+/// announced on the workspace's feed as an agent's is.
+#[utoipa::path(post, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
+    request_body = NewTask,
+    responses((status = 201, description = "Made", body = TaskView),
+        (status = 404, description = "No such workspace (or chat of it) in the caller's organization", body = ErrorBody), Refusals))]
+pub(crate) async fn create_task(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(workspace_id): PathOf<Id>,
+    JsonBody(new): JsonBody<NewTask>,
+) -> Result<impl IntoResponse, ApiError> {
+    api.limit_create(&caller)?;
+    api.workspace_of(&caller, &workspace_id).await?;
+    check_description(&new.description)?;
+    if let Some(chat) = &new.session_id {
+        let session = api.session_of(&caller, chat).await?;
+        if session.workspace_id.as_deref() != Some(&*workspace_id) {
+            return Err(not_found("chat of this workspace", chat));
+        }
+    }
+    let task = Task {
+        id: new_id("task"),
+        workspace_id: workspace_id.to_string(),
+        session_id: new.session_id.map(String::from),
+        title: new.title.trim().to_owned(),
+        description: new.description,
+        created_ms: api.clock.now_ms(),
+    };
+    spool_domain::workspace::check_name("task title", &task.title)?;
+    api.metadata.create_task(caller.org(), &task).await?;
+    let event = spool_domain::FeedEvent::TaskCreated {
+        task_id: task.id.clone(),
+        title: task.title.clone(),
+        session_id: task.session_id.clone().unwrap_or_default(),
+    };
+    let now = spool_domain::clock::rfc3339_ms(task.created_ms);
+    manage::announce(api.log.as_ref(), caller.org(), &workspace_id, &event, &now).await?;
+    Ok((StatusCode::CREATED, Json(TaskView::from(task))))
+}
+
+/// `PATCH /v1/tasks/{id}` `{title?, description?}`.
+#[utoipa::path(patch, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
+    request_body = TaskPatch,
+    responses((status = 200, description = "Changed", body = TaskView),
+        (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
+pub(crate) async fn update_task(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+    JsonBody(change): JsonBody<TaskPatch>,
+) -> Result<Json<TaskView>, ApiError> {
+    let mut task = api
+        .metadata
+        .task(caller.org(), &id)
+        .await?
+        .ok_or_else(|| not_found("task", &id))?;
+    if let Some(title) = change.title {
+        task.title = title.trim().to_owned();
+    }
+    if let Some(description) = change.description {
+        check_description(&description)?;
+        task.description = description;
+    }
+    spool_domain::workspace::check_name("task title", &task.title)?;
+    api.metadata.update_task(caller.org(), &task).await?;
+    Ok(Json(task.into()))
+}
+
+/// `DELETE /v1/tasks/{id}`.
+#[utoipa::path(delete, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
+    responses((status = 204, description = "Deleted"),
+        (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
+pub(crate) async fn delete_task(
+    State(api): State<Arc<ChatApi>>,
+    caller: Caller,
+    PathOf(id): PathOf<Id>,
+) -> Result<StatusCode, ApiError> {
+    api.metadata.delete_task(caller.org(), &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

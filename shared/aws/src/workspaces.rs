@@ -426,6 +426,53 @@ impl Workspaces for AwsMetadata {
             .transpose()
     }
 
+    async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error> {
+        let put = build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(ws_pk(org, &task.workspace_id)))
+                .item("sk", s(format!("task#{}", task.id)))
+                .item("data", encode(task)?)
+                .condition_expression("attribute_exists(pk)")
+                .build(),
+        )?;
+        match self
+            .transact(vec![TransactWriteItem::builder().put(put).build()])
+            .await?
+        {
+            None => Ok(()),
+            Some(_) => Err(missing("task", &task.id)),
+        }
+    }
+
+    async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error> {
+        let Some(task) = self.task(org, id).await? else {
+            return Err(missing("task", id));
+        };
+        let delete = |pk: String, sk: String| {
+            build(
+                Delete::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .condition_expression("attribute_exists(pk)")
+                    .build(),
+            )
+        };
+        let items = vec![
+            TransactWriteItem::builder()
+                .delete(delete(ws_pk(org, &task.workspace_id), format!("task#{id}"))?)
+                .build(),
+            TransactWriteItem::builder()
+                .delete(delete(task_pointer_pk(org, id), "task".to_owned())?)
+                .build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(_) => Err(missing("task", id)),
+        }
+    }
+
     async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
         let mut list: Vec<Task> = self
             .query_prefix(ws_pk(org, workspace_id), "task#")

@@ -296,6 +296,37 @@ impl Workspaces for EmbeddedMetadata {
         .await
     }
 
+    async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error> {
+        let (org, task) = (org.to_owned(), task.clone());
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE tasks SET data = ?3 WHERE org = ?1 AND id = ?2",
+                    params![org, task.id, encode(&task)?],
+                )
+                .map_err(|e| sql("update a task", e))?;
+            if changed == 0 {
+                return Err(missing("task", &task.id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            let changed = conn
+                .execute("DELETE FROM tasks WHERE org = ?1 AND id = ?2", params![org, id])
+                .map_err(|e| sql("delete a task", e))?;
+            if changed == 0 {
+                return Err(missing("task", &id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
         let (org, workspace_id) = (org.to_owned(), workspace_id.to_owned());
         self.with(move |conn| {

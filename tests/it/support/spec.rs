@@ -318,6 +318,8 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
             json!({ "input": "/help" })
         }
         ("post", "/v1/sessions/{id}/slash-commands/invoke") => json!({ "input": "/rename Renamed" }),
+        ("post", "/v1/workspaces/{id}/tasks") => json!({ "title": "A task", "description": "Details" }),
+        ("patch", "/v1/tasks/{id}") => json!({ "title": "Renamed" }),
         ("post", "/v1/sessions/{id}/attachments") => {
             json!({ "filename": "notes.txt", "content_type": "text/plain", "size": 5 })
         }

@@ -283,6 +283,12 @@ pub trait Workspaces: Send + Sync {
 
     /// The workspace's tasks, newest first.
     async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error>;
+
+    /// Replaces an existing task's record ([`Error::Missing`] if it does not exist).
+    async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error>;
+
+    /// Deletes a task ([`Error::Missing`] if it does not exist).
+    async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error>;
 }
 
 /// Everything the chat API keeps besides streams: [`Directory`](crate::Directory),
