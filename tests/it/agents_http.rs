@@ -97,12 +97,52 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     let feed: Vec<Value> = feed.json().await.unwrap();
     let kinds: Vec<&str> = feed.iter().map(|e| e["type"].as_str().unwrap()).collect();
     for kind in [
+        "chat.created",
         "chat.message_added",
         "chat.processing_started",
         "chat.processing_finished",
     ] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
+    // AND each carries exactly the third source design's fields
+    let keys = |e: &Value| {
+        let mut keys: Vec<String> = e.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    let of = |kind: &str| feed.iter().filter(move |e| e["type"] == kind).collect::<Vec<_>>();
+    for added in of("chat.message_added") {
+        assert_eq!(
+            keys(added),
+            ["author_type", "chat_id", "chat_title", "ts", "type", "workspace_id"]
+        );
+        assert_eq!(added["chat_id"], chat.as_str());
+        assert_eq!(added["workspace_id"], ws.as_str());
+    }
+    let authors: Vec<&str> = of("chat.message_added")
+        .iter()
+        .map(|e| e["author_type"].as_str().unwrap())
+        .collect();
+    assert!(authors.contains(&"user") && authors.contains(&"agent"), "{authors:?}");
+    let started = of("chat.processing_started")[0];
+    assert_eq!(
+        keys(started),
+        ["agent_name", "chat_id", "chat_title", "ts", "type", "workspace_id"]
+    );
+    let finished = of("chat.processing_finished")[0];
+    assert_eq!(
+        keys(finished),
+        [
+            "agent_name",
+            "chat_id",
+            "chat_title",
+            "reason",
+            "ts",
+            "type",
+            "workspace_id"
+        ]
+    );
+    assert_eq!(finished["reason"], "complete");
 }
 
 /// A question waits across invocations; the answer binds to its id and resumes the turn.
@@ -320,7 +360,7 @@ pub(crate) async fn actions_run_and_invalid_ones_are_reported<H: Harness>(harnes
         .unwrap();
     assert!(
         feed.iter()
-            .any(|e| e["type"] == "task.created" && e["title"] == "Do it")
+            .any(|e| e["type"] == "task.created" && e["summary"] == "Do it")
     );
 }
 

@@ -211,15 +211,15 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
         .json()
         .await
         .unwrap();
-    let added: Vec<(&str, u64)> = feed
+    let added: Vec<(&str, &str)> = feed
         .as_array()
         .unwrap()
         .iter()
         .filter(|e| e["type"] == "chat.message_added")
-        .map(|e| (e["session_id"].as_str().unwrap(), e["seq"].as_u64().unwrap()))
+        .map(|e| (e["chat_id"].as_str().unwrap(), e["author_type"].as_str().unwrap()))
         .collect();
     assert_eq!(added.iter().filter(|(s, _)| *s == first).count(), 11, "{added:?}");
-    assert_eq!(added.last(), Some(&(second.as_str(), 1)));
+    assert_eq!(added.last(), Some(&(second.as_str(), "user")));
     let write = api
         .http
         .post(&feed_url)

@@ -454,11 +454,64 @@ pub(crate) async fn tasks_are_made_changed_and_deleted_by_hand<H: Harness>(harne
         .json()
         .await
         .unwrap();
-    assert!(
-        feed.iter()
-            .any(|e| e["type"] == "task.created" && e["task_id"] == id.as_str()),
-        "{feed:?}"
-    );
+    let created = feed
+        .iter()
+        .find(|e| e["type"] == "task.created" && e["task_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{feed:?}"));
+    assert_eq!(created["summary"], "Ship it");
+    assert_eq!(created["chat_id"], chat["id"]);
+    assert_eq!(created["workspace_id"], ws.as_str());
+    assert!(created["actor"].as_str().unwrap().starts_with("key:"), "{created}");
+    // Chats and agents changing are on the feed too, so lists update without reading again.
+    let chat_id = chat["id"].as_str().unwrap();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/sessions/{chat_id}"),
+        Some(json!({ "title": "Plans" })),
+    )
+    .await;
+    let helper = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/agents"),
+            Some(json!({ "name": "Helper" })),
+        )
+        .await;
+    let helper_id = helper["id"].as_str().unwrap();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/agents/{helper_id}"),
+        Some(json!({ "name": "Aide" })),
+    )
+    .await;
+    api.ok(Method::DELETE, &format!("/v1/agents/{helper_id}"), None).await;
+    api.ok(Method::DELETE, &format!("/v1/sessions/{chat_id}"), None).await;
+    let feed: Vec<Value> = api
+        .get(&format!("/v1/stream/workspaces/{ws}/feed?offset=-1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let seen: Vec<(String, String)> = feed
+        .iter()
+        .map(|e| {
+            let name = e["chat_title"].as_str().or(e["agent_name"].as_str()).unwrap_or("");
+            (e["type"].as_str().unwrap().to_owned(), name.to_owned())
+        })
+        .collect();
+    for (kind, name) in [
+        ("chat.created", "New chat"),
+        ("chat.renamed", "Plans"),
+        ("agent.created", "Helper"),
+        ("agent.updated", "Aide"),
+        ("agent.deleted", "Aide"),
+        ("chat.deleted", ""),
+    ] {
+        assert!(
+            seen.contains(&(kind.to_owned(), name.to_owned())),
+            "{kind} {name} in {seen:?}"
+        );
+    }
     api.ok(Method::DELETE, &format!("/v1/tasks/{id}"), None).await;
     assert_eq!(api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await.0, 404);
     assert_eq!(api.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await.0, 404);

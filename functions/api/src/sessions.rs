@@ -255,6 +255,7 @@ pub(crate) async fn update_session(
     JsonBody(change): JsonBody<SessionPatch>,
 ) -> Result<Json<SessionView>, ApiError> {
     let mut session = api.session_of(&caller, &id).await?;
+    let before = session.title.clone();
     if let Some(title) = change.title {
         session.title = title.trim().to_owned();
     }
@@ -271,6 +272,16 @@ pub(crate) async fn update_session(
     session.validate()?;
     session.updated_ms = api.clock.now_ms();
     api.metadata.update_session(caller.org(), &session).await?;
+    if let Some(ws) = &session.workspace_id
+        && session.title != before
+    {
+        let event = spool_domain::FeedEvent::ChatRenamed {
+            chat_id: session.id.clone(),
+            chat_title: session.title.clone(),
+            workspace_id: ws.clone(),
+        };
+        api.announce(caller.org(), ws, event).await?;
+    }
     Ok(Json(api.view(&caller, session).await?))
 }
 

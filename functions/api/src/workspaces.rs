@@ -347,6 +347,12 @@ pub(crate) async fn create_agent(
         api.clock.now_ms(),
     )
     .await?;
+    api.announce(
+        caller.org(),
+        &agent.workspace_id,
+        manage::agent_event(&agent, manage::AgentChange::Created),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(AgentView::from(agent))))
 }
 
@@ -384,6 +390,12 @@ pub(crate) async fn update_agent(
     agent.validate()?;
     agent.updated_ms = api.clock.now_ms();
     api.metadata.update_agent(caller.org(), &agent).await?;
+    api.announce(
+        caller.org(),
+        &agent.workspace_id,
+        manage::agent_event(&agent, manage::AgentChange::Updated),
+    )
+    .await?;
     Ok(Json(agent.into()))
 }
 
@@ -404,6 +416,12 @@ pub(crate) async fn delete_agent(
         ));
     }
     manage::remove_agent(api.metadata.as_ref(), caller.org(), &agent).await?;
+    api.announce(
+        caller.org(),
+        &agent.workspace_id,
+        manage::agent_event(&agent, manage::AgentChange::Deleted),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -420,6 +438,11 @@ pub(crate) async fn reorder_agents(
     api.workspace_of(&caller, &workspace_id).await?;
     let ids: Vec<String> = order.agent_ids.into_iter().map(String::from).collect();
     manage::reorder_agents(api.metadata.as_ref(), caller.org(), &workspace_id, &ids).await?;
+    let event = spool_domain::FeedEvent::AgentsReordered {
+        agent_ids: ids,
+        workspace_id: workspace_id.to_string(),
+    };
+    api.announce(caller.org(), &workspace_id, event).await?;
     api.agent_list(&caller, &workspace_id).await
 }
 
@@ -553,11 +576,12 @@ pub(crate) async fn create_task(
     api.metadata.create_task(caller.org(), &task).await?;
     let event = spool_domain::FeedEvent::TaskCreated {
         task_id: task.id.clone(),
-        title: task.title.clone(),
-        session_id: task.session_id.clone().unwrap_or_default(),
+        summary: task.title.clone(),
+        chat_id: task.session_id.clone(),
+        workspace_id: workspace_id.to_string(),
+        actor: caller.0.sub.clone(),
     };
-    let now = spool_domain::clock::rfc3339_ms(task.created_ms);
-    manage::announce(api.log.as_ref(), caller.org(), &workspace_id, &event, &now).await?;
+    api.announce(caller.org(), &workspace_id, event).await?;
     Ok((StatusCode::CREATED, Json(TaskView::from(task))))
 }
 
@@ -600,4 +624,17 @@ pub(crate) async fn delete_task(
 ) -> Result<StatusCode, ApiError> {
     api.metadata.delete_task(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+impl ChatApi {
+    /// Announces `event` on the workspace's feed.
+    pub(crate) async fn announce(
+        &self,
+        org: &str,
+        workspace_id: &str,
+        event: spool_domain::FeedEvent,
+    ) -> Result<(), ApiError> {
+        let now = spool_domain::clock::rfc3339_ms(self.clock.now_ms());
+        Ok(manage::announce(self.log.as_ref(), org, workspace_id, &event, &now).await?)
+    }
 }

@@ -30,6 +30,8 @@ pub struct ActionContext<'a> {
     pub workspace_id: Option<&'a str>,
     /// Whether the acting agent is the built-in one.
     pub builtin: bool,
+    /// The acting agent's name (the feed's `actor`).
+    pub actor: &'a str,
     /// Now, in ms since the Unix epoch.
     pub now_ms: i64,
     /// Now, as RFC 3339.
@@ -76,6 +78,13 @@ fn parse<T: serde::de::DeserializeOwned>(args: &Value, fields: &str) -> Result<O
 }
 
 impl ActionContext<'_> {
+    /// Announces `event` on the workspace's feed.
+    async fn announce(&self, event: spool_domain::FeedEvent) -> Result<(), Refusal> {
+        manage::announce(self.log, self.org, self.workspace()?, &event, self.now_rfc3339)
+            .await
+            .map_err(store)
+    }
+
     fn workspace(&self) -> Result<&str, Refusal> {
         self.workspace_id
             .ok_or_else(|| "this chat is not in a workspace".to_owned())
@@ -114,6 +123,8 @@ impl ActionContext<'_> {
                 manage::remove_agent(self.metadata, self.org, &agent)
                     .await
                     .map_err(store)?;
+                self.announce(manage::agent_event(&agent, manage::AgentChange::Deleted))
+                    .await?;
                 Ok(json!({ "deleted": agent.id, "name": agent.name }))
             }
             "reorder_agents" => self.reorder_agents(args).await,
@@ -133,6 +144,14 @@ impl ActionContext<'_> {
         session.updated_ms = self.now_ms;
         session.validate().map_err(store)?;
         self.metadata.update_session(self.org, &session).await.map_err(store)?;
+        if let Some(ws) = &session.workspace_id {
+            self.announce(spool_domain::FeedEvent::ChatRenamed {
+                chat_id: session.id.clone(),
+                chat_title: session.title.clone(),
+                workspace_id: ws.clone(),
+            })
+            .await?;
+        }
         Ok(json!({ "title": session.title }))
     }
 
@@ -150,12 +169,12 @@ impl ActionContext<'_> {
         self.metadata.create_task(self.org, &task).await.map_err(store)?;
         let event = spool_domain::FeedEvent::TaskCreated {
             task_id: task.id.clone(),
-            title: task.title.clone(),
-            session_id: self.session_id.to_owned(),
+            summary: task.title.clone(),
+            chat_id: Some(self.session_id.to_owned()),
+            workspace_id: workspace.to_owned(),
+            actor: self.actor.to_owned(),
         };
-        manage::announce(self.log, self.org, workspace, &event, self.now_rfc3339)
-            .await
-            .map_err(store)?;
+        self.announce(event).await?;
         Ok(json!({ "task_id": task.id, "summary": task.title, "title": task.title }))
     }
 
@@ -188,6 +207,8 @@ impl ActionContext<'_> {
                 .await
                 .map_err(store)?;
         }
+        self.announce(manage::agent_event(&agent, manage::AgentChange::Created))
+            .await?;
         Ok(json!({ "agent_id": agent.id, "name": agent.name }))
     }
 
@@ -211,6 +232,8 @@ impl ActionContext<'_> {
         agent.validate().map_err(store)?;
         agent.updated_ms = self.now_ms;
         self.metadata.update_agent(self.org, &agent).await.map_err(store)?;
+        self.announce(manage::agent_event(&agent, manage::AgentChange::Updated))
+            .await?;
         Ok(json!({ "agent_id": agent.id, "name": agent.name }))
     }
 
@@ -223,6 +246,11 @@ impl ActionContext<'_> {
         manage::reorder_agents(self.metadata, self.org, self.workspace()?, &ids)
             .await
             .map_err(store)?;
+        self.announce(spool_domain::FeedEvent::AgentsReordered {
+            agent_ids: ids.clone(),
+            workspace_id: self.workspace()?.to_owned(),
+        })
+        .await?;
         Ok(json!({ "order": ids }))
     }
 

@@ -137,6 +137,7 @@ impl Step<'_> {
         });
         self.append(vec![self.draft(start)]).await?;
         let (now_ms, now) = self.now();
+        let actor = self.agent_name();
         let context = ActionContext {
             metadata: self.engine.metadata.as_ref(),
             log: self.engine.log.as_ref(),
@@ -144,6 +145,7 @@ impl Step<'_> {
             session_id: &self.session.id,
             workspace_id: self.session.workspace_id.as_deref(),
             builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
+            actor: &actor,
             now_ms,
             now_rfc3339: &now,
             roots: &self.engine.settings.workspace_roots,

@@ -38,9 +38,11 @@ impl Step<'_> {
         };
         self.record(status, Some(reason.as_str().to_owned())).await?;
         self.append(vec![self.draft(ended)]).await?;
-        self.announce(FeedEvent::ProcessingFinished {
-            session_id: self.session.id.clone(),
-            turn_id: self.job.turn_id.clone(),
+        self.announce(|ws| FeedEvent::ProcessingFinished {
+            chat_id: self.session.id.clone(),
+            chat_title: self.session.title.clone(),
+            agent_name: self.agent_name(),
+            workspace_id: ws,
             reason,
         })
         .await?;
@@ -73,16 +75,37 @@ impl Step<'_> {
         Ok(())
     }
 
-    pub(super) async fn announce(&self, event: FeedEvent) -> Result<(), Error> {
+    /// Announces `event` (given the workspace) on the chat's workspace's feed, if it has one.
+    pub(super) async fn announce(&self, event: impl FnOnce(String) -> FeedEvent) -> Result<(), Error> {
         let Some(ws) = &self.session.workspace_id else {
             return Ok(());
         };
         let (_, now) = self.now();
-        announce(self.engine.log.as_ref(), &self.job.org, ws, &event, &now).await
+        announce(self.engine.log.as_ref(), &self.job.org, ws, &event(ws.clone()), &now).await
     }
 
+    /// Announces a message of `author_type` added to the chat.
+    pub(super) async fn announce_message(&self, author_type: AuthorType) -> Result<(), Error> {
+        self.announce(|ws| FeedEvent::MessageAdded {
+            chat_id: self.session.id.clone(),
+            chat_title: self.session.title.clone(),
+            author_type,
+            workspace_id: ws,
+        })
+        .await
+    }
+
+    /// The answering agent's name.
+    pub(super) fn agent_name(&self) -> String {
+        self.agent
+            .as_ref()
+            .map_or_else(|| "Spool".to_owned(), |a| a.name.clone())
+    }
+
+    /// Appends Spool's own note to the chat, and announces it.
     pub(super) async fn system(&mut self, level: Level, message: &str) -> Result<(), Error> {
-        self.append(vec![self.draft(ChatEvent::system(level, message))]).await
+        self.append(vec![self.draft(ChatEvent::system(level, message))]).await?;
+        self.announce_message(AuthorType::System).await
     }
 
     /// An event of this turn.

@@ -49,7 +49,7 @@ use spool_domain::{
     WorkspaceRoots,
     attachment::FileStore,
     chat::event::{
-        AgentEnd, AgentStart, AskQuestion, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
+        AgentEnd, AgentStart, AskQuestion, AuthorType, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
         PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
     },
     clock::rfc3339_ms,
@@ -349,9 +349,11 @@ impl Step<'_> {
                 trigger_seq: self.job.trigger_seq,
             };
             self.append(vec![self.draft(ChatEvent::AgentStart(start))]).await?;
-            self.announce(FeedEvent::ProcessingStarted {
-                session_id: self.session.id.clone(),
-                turn_id: self.job.turn_id.clone(),
+            self.announce(|ws| FeedEvent::ProcessingStarted {
+                chat_id: self.session.id.clone(),
+                chat_title: self.session.title.clone(),
+                agent_name: self.agent_name(),
+                workspace_id: ws,
             })
             .await?;
         } else {

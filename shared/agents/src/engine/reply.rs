@@ -215,13 +215,7 @@ impl Step<'_> {
                 .metadata
                 .touch_session(&self.job.org, &self.session.id, now_ms, &text)
                 .await?;
-            let seq = self.events.last().map_or(0, |e| e.seq);
-            self.announce(FeedEvent::MessageAdded {
-                session_id: self.session.id.clone(),
-                seq,
-                preview: text,
-            })
-            .await?;
+            self.announce_message(AuthorType::Agent).await?;
         }
         // A long turn seals its full pages as it goes (a no-op until a page is full).
         self.seal(SealMode::Full).await;

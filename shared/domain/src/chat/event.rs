@@ -553,44 +553,137 @@ pub struct SlashCommandFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum FeedEvent {
-    /// A message (a person's or an agent's) was added to a chat.
+    /// A chat was made.
+    #[serde(rename = "chat.created")]
+    ChatCreated {
+        /// The chat.
+        chat_id: String,
+        /// Its title.
+        chat_title: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// A chat was renamed.
+    #[serde(rename = "chat.renamed")]
+    ChatRenamed {
+        /// The chat.
+        chat_id: String,
+        /// Its new title.
+        chat_title: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// A chat was deleted.
+    #[serde(rename = "chat.deleted")]
+    ChatDeleted {
+        /// The chat.
+        chat_id: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// A message (a person's, an agent's or Spool's own) was added to a chat.
     #[serde(rename = "chat.message_added")]
     MessageAdded {
         /// The chat.
-        session_id: String,
-        /// The message's event.
-        seq: u64,
-        /// The start of its text.
-        preview: String,
+        chat_id: String,
+        /// Its title.
+        chat_title: String,
+        /// Who wrote it.
+        author_type: AuthorType,
+        /// Its workspace.
+        workspace_id: String,
     },
     /// A turn started in a chat.
     #[serde(rename = "chat.processing_started")]
     ProcessingStarted {
         /// The chat.
-        session_id: String,
-        /// The turn.
-        turn_id: String,
+        chat_id: String,
+        /// Its title.
+        chat_title: String,
+        /// The agent that answers.
+        agent_name: String,
+        /// Its workspace.
+        workspace_id: String,
     },
     /// A turn ended in a chat.
     #[serde(rename = "chat.processing_finished")]
     ProcessingFinished {
         /// The chat.
-        session_id: String,
-        /// The turn.
-        turn_id: String,
+        chat_id: String,
+        /// Its title.
+        chat_title: String,
+        /// The agent that answered.
+        agent_name: String,
+        /// Its workspace.
+        workspace_id: String,
         /// How it ended.
         reason: EndReason,
     },
-    /// An agent created a task.
+    /// A task was made (by an agent's action or by hand).
     #[serde(rename = "task.created")]
     TaskCreated {
         /// The task.
         task_id: String,
-        /// Its title.
-        title: String,
-        /// The chat it came from.
-        session_id: String,
+        /// What it is.
+        summary: String,
+        /// The chat it came from, if any.
+        chat_id: Option<String>,
+        /// Its workspace.
+        workspace_id: String,
+        /// Who made it: the agent's name, or the person's token subject.
+        actor: String,
     },
+    /// An agent was added.
+    #[serde(rename = "agent.created")]
+    AgentCreated {
+        /// The agent.
+        agent_id: String,
+        /// Its name.
+        agent_name: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// An agent was changed.
+    #[serde(rename = "agent.updated")]
+    AgentUpdated {
+        /// The agent.
+        agent_id: String,
+        /// Its name.
+        agent_name: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// An agent was deleted (its chats moved to the built-in agent).
+    #[serde(rename = "agent.deleted")]
+    AgentDeleted {
+        /// The agent.
+        agent_id: String,
+        /// Its name.
+        agent_name: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
+    /// The workspace's agents were put in a new order.
+    #[serde(rename = "agent.reordered")]
+    AgentsReordered {
+        /// Every agent, in the new order.
+        agent_ids: Vec<String>,
+        /// The workspace.
+        workspace_id: String,
+    },
+}
+
+/// Who wrote a message, as feed events say it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorType {
+    /// A person.
+    User,
+    /// An agent.
+    Agent,
+    /// Spool itself.
+    System,
 }
 
 #[cfg(test)]
@@ -833,16 +926,51 @@ mod tests {
         }
     }
 
+    /// Feed events are flat, with exactly the third source design's fields.
     #[test]
-    fn feed_events_are_flat() {
-        let event = FeedEvent::ProcessingFinished {
-            session_id: "s".into(),
-            turn_id: "t".into(),
-            reason: EndReason::Complete,
-        };
-        assert_eq!(
-            serde_json::to_value(&event).unwrap(),
-            json!({ "type": "chat.processing_finished", "session_id": "s", "turn_id": "t", "reason": "complete" })
-        );
+    fn feed_events_are_flat_with_the_designs_fields() {
+        let cases = [
+            (
+                FeedEvent::MessageAdded {
+                    chat_id: "s".into(),
+                    chat_title: "T".into(),
+                    author_type: AuthorType::System,
+                    workspace_id: "w".into(),
+                },
+                json!({ "type": "chat.message_added", "chat_id": "s", "chat_title": "T", "author_type": "system", "workspace_id": "w" }),
+            ),
+            (
+                FeedEvent::ProcessingStarted {
+                    chat_id: "s".into(),
+                    chat_title: "T".into(),
+                    agent_name: "Spool".into(),
+                    workspace_id: "w".into(),
+                },
+                json!({ "type": "chat.processing_started", "chat_id": "s", "chat_title": "T", "agent_name": "Spool", "workspace_id": "w" }),
+            ),
+            (
+                FeedEvent::ProcessingFinished {
+                    chat_id: "s".into(),
+                    chat_title: "T".into(),
+                    agent_name: "Spool".into(),
+                    workspace_id: "w".into(),
+                    reason: EndReason::Complete,
+                },
+                json!({ "type": "chat.processing_finished", "chat_id": "s", "chat_title": "T", "agent_name": "Spool", "workspace_id": "w", "reason": "complete" }),
+            ),
+            (
+                FeedEvent::TaskCreated {
+                    task_id: "t".into(),
+                    summary: "Do".into(),
+                    chat_id: Some("s".into()),
+                    workspace_id: "w".into(),
+                    actor: "Planner".into(),
+                },
+                json!({ "type": "task.created", "task_id": "t", "summary": "Do", "chat_id": "s", "workspace_id": "w", "actor": "Planner" }),
+            ),
+        ];
+        for (event, pinned) in cases {
+            assert_eq!(serde_json::to_value(&event).unwrap(), pinned);
+        }
     }
 }

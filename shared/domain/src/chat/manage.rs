@@ -12,11 +12,45 @@ use crate::{
     workspace::{CliType, MAX_AGENTS, Runtime, new_id, plan_reorder},
 };
 
-/// A workspace's feed: list-level events (`chat.message_added`, `chat.processing_started`,
-/// `chat.processing_finished`, `task.created`) as a JSON stream, read by clients at
-/// `/v1/stream/workspaces/{id}/feed`.
+/// A workspace's feed: list-level events ([`FeedEvent`]: `chat.created`, `chat.renamed`,
+/// `chat.deleted`, `chat.message_added`, `chat.processing_started`, `chat.processing_finished`,
+/// `task.created`, `agent.created`, `agent.updated`, `agent.deleted`, `agent.reordered`) as a
+/// JSON stream, read by clients at `/v1/stream/workspaces/{id}/feed`.
 pub fn feed_path(org: &str, workspace_id: &str) -> Result<StreamPath, Error> {
     StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
+}
+
+/// What happened to an agent, for its feed event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentChange {
+    /// Added.
+    Created,
+    /// Changed.
+    Updated,
+    /// Deleted.
+    Deleted,
+}
+
+/// The feed event of a change to `agent`.
+pub fn agent_event(agent: &Agent, change: AgentChange) -> FeedEvent {
+    let (agent_id, agent_name, workspace_id) = (agent.id.clone(), agent.name.clone(), agent.workspace_id.clone());
+    match change {
+        AgentChange::Created => FeedEvent::AgentCreated {
+            agent_id,
+            agent_name,
+            workspace_id,
+        },
+        AgentChange::Updated => FeedEvent::AgentUpdated {
+            agent_id,
+            agent_name,
+            workspace_id,
+        },
+        AgentChange::Deleted => FeedEvent::AgentDeleted {
+            agent_id,
+            agent_name,
+            workspace_id,
+        },
+    }
 }
 
 /// Appends a list-level event to a workspace's feed (made on first use for workspaces older

@@ -276,6 +276,15 @@ impl ChatService {
             self.metadata
                 .touch_session(org, &session.id, self.clock.now_ms(), &preview)
                 .await?;
+            if let Some(ws) = &session.workspace_id {
+                let event = crate::FeedEvent::MessageAdded {
+                    chat_id: session.id.clone(),
+                    chat_title: session.title.clone(),
+                    author_type: crate::chat::event::AuthorType::System,
+                    workspace_id: ws.clone(),
+                };
+                self.feed(org, ws, &event).await?;
+            }
         }
         Ok(appended.first)
     }

@@ -469,6 +469,14 @@ impl ChatService {
             CommandAction::Rename => {
                 changed.title = arguments.trim().to_owned();
                 self.metadata.update_session(org, &changed).await?;
+                if let Some(ws) = &changed.workspace_id {
+                    let event = crate::FeedEvent::ChatRenamed {
+                        chat_id: changed.id.clone(),
+                        chat_title: changed.title.clone(),
+                        workspace_id: ws.clone(),
+                    };
+                    self.feed(org, ws, &event).await?;
+                }
                 ActionDone::Renamed(changed.title)
             }
             CommandAction::ClearContext => ActionDone::Cleared,

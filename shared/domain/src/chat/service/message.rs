@@ -209,9 +209,10 @@ impl ChatService {
         self.metadata.touch_session(org, &session.id, now, &preview).await?;
         if let Some(ws) = &session.workspace_id {
             let event = FeedEvent::MessageAdded {
-                session_id: session.id.clone(),
-                seq,
-                preview,
+                chat_id: session.id.clone(),
+                chat_title: session.title.clone(),
+                author_type: crate::chat::event::AuthorType::User,
+                workspace_id: ws.clone(),
             };
             self.feed(org, ws, &event).await?;
         }

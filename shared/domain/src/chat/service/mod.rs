@@ -167,6 +167,14 @@ impl ChatService {
             }
             Err(e) => return Err(e),
         }
+        if let Some(ws) = &session.workspace_id {
+            let event = FeedEvent::ChatCreated {
+                chat_id: session.id.clone(),
+                chat_title: session.title.clone(),
+                workspace_id: ws.clone(),
+            };
+            self.feed(org, ws, &event).await?;
+        }
         tracing::info!(org, session = %session.id, "session created");
         Ok(session)
     }
@@ -174,12 +182,21 @@ impl ChatService {
     /// Deletes a chat: its files' bytes, its stream, then its records (a retry after a failure
     /// finishes what is left).
     pub async fn remove(&self, org: &str, id: &str) -> Result<(), Error> {
+        let workspace = self.metadata.session(org, id).await?.and_then(|s| s.workspace_id);
         self.remove_files(org, id).await?;
         match self.log.delete(&Session::stream(org, id)?).await {
             Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
             Err(e) => return Err(e),
         }
-        self.metadata.delete_session(org, id).await
+        self.metadata.delete_session(org, id).await?;
+        if let Some(ws) = workspace {
+            let event = FeedEvent::ChatDeleted {
+                chat_id: id.to_owned(),
+                workspace_id: ws.clone(),
+            };
+            self.feed(org, &ws, &event).await?;
+        }
+        Ok(())
     }
 
     /// Appends a `control_submitted`. A turn that waits on a person runs nowhere to see an
