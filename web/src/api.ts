@@ -77,6 +77,13 @@ export type EventType =
   | "slash_command_invoked"
   | "slash_command_failed";
 
+/** One event of a workspace's feed: flat, its `type` and its fields. */
+export interface FeedEvent {
+  type: string;
+  ts: string;
+  [field: string]: unknown;
+}
+
 /** One chat event: the envelope of the HTTP contract. */
 export interface ChatEvent {
   seq: number;

@@ -10,6 +10,7 @@ import { CommandsTab } from "./commands";
 import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
 import { TasksTab } from "./tasks";
+import { watchFeed } from "./live";
 import { go, href, parseRoute, type Route } from "./route";
 import { type Notify, ToastList, Toasts, useToasts } from "./toasts";
 
@@ -249,6 +250,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
               Commands
             </a>
           </nav>
+          <TaskToasts key={`toasts-${ws}`} client={client} ws={ws} notify={notify} />
           {route.page === "chats" && (
             <>
               <ChatList key={ws} client={client} ws={ws} notify={notify} open={route.chat} />
@@ -391,3 +393,19 @@ window.addEventListener("hashchange", (e) => {
 });
 
 void start();
+
+/** Toasts each task made in the workspace (by an agent in any chat, or by hand), with a link to it, wherever in the workspace the person is. */
+function TaskToasts({ client, ws, notify }: { client: Client; ws: string; notify: Notify }) {
+  useEffect(
+    () =>
+      watchFeed(client, ws, (events) => {
+        for (const e of events) {
+          if (e.type !== "task.created" || typeof e.task_id !== "string") continue;
+          const summary = typeof e.summary === "string" ? e.summary : "";
+          notify.info(`Task created: ${summary}`, { href: href({ page: "tasks", ws, task: e.task_id }), label: "Open task" });
+        }
+      }),
+    [client, ws, notify],
+  );
+  return null;
+}

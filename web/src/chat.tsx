@@ -9,9 +9,8 @@ import { OptionalSelect } from "./fields";
 import { Paperclip } from "./icons";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
-import { href } from "./route";
 import { relative, useTick } from "./time";
-import { type Action, apply, createdTask, EMPTY, type Item, type Timeline } from "./timeline";
+import { type Action, apply, EMPTY, type Item, type Timeline } from "./timeline";
 import { type Notify, Toasts } from "./toasts";
 
 interface Props {
@@ -69,14 +68,8 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
     const stream = new ChatStream(client, sessionId, start.current, {
       events: (events: ChatEvent[]) => {
         setTimeline((t) => apply(t, events));
+        // (New tasks are toasted from the workspace's feed, wherever the person is.)
         for (const e of events) {
-          const task = createdTask(e);
-          // Toast new tasks only, not ones met while catching up on an old chat.
-          if (task && Date.now() - Date.parse(e.ts) < 60_000)
-            notify.info(
-              `Task created: ${task.title}`,
-              workspaceId ? { href: href({ page: "tasks", ws: workspaceId, task: task.id }), label: "Open task" } : undefined,
-            );
           if (e.type === "tool_end" && e.payload.tool === "rename_chat") void refresh();
         }
       },

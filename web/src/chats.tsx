@@ -30,7 +30,7 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
       clearTimeout(timer);
       timer = setTimeout(() => void reload(), 300);
     };
-    const stop = watchFeed(client, ws, changed);
+    const stop = watchFeed(client, ws, () => changed());
     window.addEventListener("focus", changed);
     return () => {
       stop();

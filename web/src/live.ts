@@ -3,7 +3,7 @@
 // feed with Durable Streams long-polls. Both resume from the last position they saw after a
 // network drop, a sleeping laptop or a server restart, with capped, jittered backoff.
 
-import { ApiError, type ChatEvent, type Client } from "./api";
+import { ApiError, type ChatEvent, type Client, type FeedEvent } from "./api";
 
 const backoff = (attempt: number) => Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random() / 2);
 
@@ -148,7 +148,7 @@ export class ChatStream {
  * Calls `changed()` whenever a workspace's feed (chat added, answered, renamed, …) gets an event,
  * following it from its tail with long-polls. Returns a function that stops it.
  */
-export function watchFeed(client: Client, workspaceId: string, changed: () => void): () => void {
+export function watchFeed(client: Client, workspaceId: string, changed: (events: FeedEvent[]) => void): () => void {
   const controller = new AbortController();
   const path = `/v1/stream/workspaces/${encodeURIComponent(workspaceId)}/feed`;
   void (async () => {
@@ -162,8 +162,8 @@ export function watchFeed(client: Client, workspaceId: string, changed: () => vo
         attempt = 0;
         offset = response.headers.get("stream-next-offset") ?? offset;
         if (response.status === 200) {
-          const body = (await response.json()) as unknown[];
-          if (body.length) changed();
+          const body = (await response.json()) as FeedEvent[];
+          if (body.length) changed(body);
         }
       } catch (e) {
         if (controller.signal.aborted) return;

@@ -233,10 +233,3 @@ export const open = (t: Timeline): Item[] =>
     (i) =>
       (i.kind === "approval" && !i.decision) || (i.kind === "question" && i.answer === undefined) || (i.kind === "plan" && !i.action),
   );
-
-/** A task an event created (`tool_end` of `create_task`), for the toast. */
-export function createdTask(e: ChatEvent): { id: string; title: string } | null {
-  if (e.type !== "tool_end" || e.payload.tool !== "create_task") return null;
-  const result = e.payload.result as { task_id?: string; title?: string } | undefined;
-  return result?.task_id ? { id: result.task_id, title: result.title ?? "" } : null;
-}

@@ -420,6 +420,23 @@ test("a task an agent creates shows a toast with a link to it", async () => {
   assertNoErrors(page);
 });
 
+test("a task made elsewhere in the workspace toasts wherever the person is", async () => {
+  const { page, ws } = await workspacePage("Task toasts");
+  // On the Agents tab, away from any chat.
+  await page.getByRole("link", { name: "Agents" }).click();
+  await page.waitForURL(new RegExp(`#/w/${ws.id}/agents`));
+  // Give the feed's long-poll a moment to start where the feed is now.
+  await new Promise((r) => setTimeout(r, 500));
+  const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id });
+  const task = await call("POST", `/v1/workspaces/${ws.id}/tasks`, { title: "Water the ferns", session_id: chat.id });
+  const toast = page.getByRole("status").filter({ hasText: "Task created: Water the ferns" });
+  await toast.waitFor();
+  await toast.getByRole("link", { name: "Open task" }).click();
+  await page.waitForURL(new RegExp(`#/w/${ws.id}/tasks/${task.id}`));
+  await page.locator(".task.highlight", { hasText: "Water the ferns" }).waitFor();
+  assertNoErrors(page);
+});
+
 test("agent text cannot inject script or markup", async () => {
   const { page } = await workspacePage("Safety");
   await newChat(page);
