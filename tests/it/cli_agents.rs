@@ -575,3 +575,46 @@ async fn a_cli_moving_the_working_directory_needs_approval_and_stays_under_the_r
     let ws = api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await;
     assert_eq!(ws["working_dir"], before);
 }
+
+/// Each CLI is probed as a turn would run it: installed or not, its version, healthy or why not.
+#[tokio::test]
+async fn the_clis_are_probed_for_their_version() {
+    use spool_domain::{CliType, clis::CliProbe};
+    let bin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    script(bin.path(), "claude", "echo '1.0.35 (Claude Code)'");
+    script(bin.path(), "gemini", "echo 'no API key configured' >&2; exit 2");
+    script(bin.path(), "codex", "true");
+    let agents = CliAgents::new(
+        vec![bin.path().to_path_buf()],
+        work.path().to_path_buf(),
+        Duration::from_secs(20),
+    );
+    let clis = agents.clis().await;
+    let of = |cli: CliType| clis.iter().find(|c| c.cli == cli).unwrap().clone();
+    assert_eq!(clis.iter().map(|c| c.cli).collect::<Vec<_>>(), CliType::ALL);
+    let claude = of(CliType::Claude);
+    assert!(claude.installed && claude.healthy, "{claude:?}");
+    assert_eq!(claude.version.as_deref(), Some("1.0.35 (Claude Code)"));
+    let gemini = of(CliType::Gemini);
+    assert!(gemini.installed && !gemini.healthy, "{gemini:?}");
+    assert!(
+        gemini
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("exited with 2: no API key configured"),
+        "{gemini:?}"
+    );
+    let codex = of(CliType::Codex);
+    assert!(
+        !codex.healthy && codex.reason.as_deref().unwrap().contains("printed nothing"),
+        "{codex:?}"
+    );
+    let opencode = of(CliType::Opencode);
+    assert!(!opencode.installed && !opencode.healthy, "{opencode:?}");
+    assert!(
+        opencode.reason.as_deref().unwrap().contains("SPOOL_CLI_PATH"),
+        "{opencode:?}"
+    );
+}

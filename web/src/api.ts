@@ -280,6 +280,9 @@ export class Client {
   plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/plan`, { plan_id, action, feedback });
 
+  /** The CLI agents where agents run: installed, version, healthy or why not. */
+  clis = () => this.request<{ clis: CliStatus[] }>("GET", "/v1/clis").then((r) => r.clis);
+
   // Files
   /**
    * Uploads `file` into a chat in its three steps: declare it, send its bytes where Spool says
@@ -328,6 +331,20 @@ export class Client {
     this.request<CommandPreview>("POST", `/v1/sessions/${enc(id)}/slash-commands/preview`, { input });
   invokeCommand = (id: string, input: string, client_message_id: string) =>
     this.request<CommandInvoked>("POST", `/v1/sessions/${enc(id)}/slash-commands/invoke`, { input, client_message_id });
+}
+
+/** A CLI agent as the deployment has it (`GET /v1/clis`). */
+export interface CliStatus {
+  cli: CliType;
+  installed: boolean;
+  version?: string;
+  healthy: boolean;
+  reason?: string;
+}
+
+/** The CLIs that cannot run, with why, for a CLI dropdown. */
+export function unavailableClis(clis: CliStatus[]): Partial<Record<CliType, string>> {
+  return Object.fromEntries(clis.filter((c) => !c.healthy).map((c) => [c.cli, c.reason ?? "cannot run"]));
 }
 
 /** A chat's file, as events and the attachments routes name it. */

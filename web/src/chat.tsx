@@ -2,7 +2,7 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CliType, type FileRef, type Session, unavailableClis } from "./api";
 import { Composer } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
@@ -171,6 +171,11 @@ function ChatHeader(props: {
 }) {
   const { client, session, agents, connection, notify, onChanged, onClose } = props;
   const [editing, setEditing] = useState(false);
+  /** The CLIs that cannot run where agents run, marked in the CLI choice. */
+  const [unavailable, setUnavailable] = useState<Partial<Record<CliType, string>>>({});
+  useEffect(() => {
+    client.clis().then((clis) => setUnavailable(unavailableClis(clis)), () => setUnavailable({}));
+  }, [client]);
   const [title, setTitle] = useState("");
   const titleButton = useRef<HTMLButtonElement>(null);
   const wasEditing = useRef(false);
@@ -263,6 +268,7 @@ function ChatHeader(props: {
             hideLabel
             value={session.cli_type}
             options={CLI_TYPES}
+            unavailable={unavailable}
             none={agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}
             onChange={(cli_type) => void save({ cli_type })}
           />

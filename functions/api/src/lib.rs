@@ -13,6 +13,7 @@ mod answers;
 mod attachments;
 pub mod audit;
 mod capabilities;
+mod clis;
 mod commands;
 mod error;
 mod events;
@@ -76,6 +77,8 @@ pub struct ChatApi {
     refusals: audit::Refusals,
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<Revocations>>,
+    /// The CLIs where agents run, when they run in this process's reach (`spool serve`).
+    clis: Option<Arc<dyn spool_domain::clis::CliProbe>>,
 }
 
 impl ChatApi {
@@ -100,7 +103,15 @@ impl ChatApi {
             limiter: Arc::new(RateLimiter::new(RateLimits::OFF)),
             refusals: audit::Refusals::default(),
             revocations: None,
+            clis: None,
         }
+    }
+
+    /// The same API, answering `GET /v1/clis` with `probe` (the worker's CLIs).
+    #[must_use]
+    pub fn with_clis(mut self, probe: Arc<dyn spool_domain::clis::CliProbe>) -> Self {
+        self.clis = Some(probe);
+        self
     }
 
     /// The same API, refusing the tokens of the keys in `revocations` (shared with the stream
@@ -182,6 +193,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
         .routes(routes!(workspaces::list_tasks, workspaces::create_task))
         .routes(routes!(files::search_files))
+        .routes(routes!(clis::list_clis))
         .routes(routes!(
             workspaces::get_task,
             workspaces::update_task,

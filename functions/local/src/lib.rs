@@ -367,7 +367,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
-        .with_attachment_limits(config.attachments.limits());
+        .with_attachment_limits(config.attachments.limits())
+        // The worker runs in this process: the API answers for its CLIs.
+        .with_clis(Arc::new(spool_worker::cli_agents(config)));
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

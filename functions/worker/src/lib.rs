@@ -68,6 +68,14 @@ pub fn runtimes(config: &spool_platform::Config) -> spool_agents::Runtimes {
         let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
         runtimes = runtimes.with_anthropic(Arc::new(runtime));
     }
+    runtimes.with_cli(Arc::new(cli_agents(config)))
+}
+
+/// The CLI agents as configured: the search path, chats' folders, the time limit, and what
+/// of the environment a CLI keeps.
+pub fn cli_agents(config: &spool_platform::Config) -> spool_agents::cli::CliAgents {
+    use secrecy::ExposeSecret;
+    let settings = &config.agents;
     let env = settings
         .cli_inherited
         .iter()
@@ -79,14 +87,13 @@ pub fn runtimes(config: &spool_platform::Config) -> spool_agents::Runtimes {
                 .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
         )
         .collect();
-    let cli = spool_agents::cli::CliAgents::new(
+    spool_agents::cli::CliAgents::new(
         settings.cli_path.clone(),
         config.cli_work_dir(),
         settings.cli_timeout.min(settings.turn_timeout),
     )
     .with_env(env)
-    .with_roots(config.workspace_roots());
-    runtimes.with_cli(Arc::new(cli))
+    .with_roots(config.workspace_roots())
 }
 
 /// The engine's settings from configuration: the turn's time limit.

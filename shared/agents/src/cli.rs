@@ -32,7 +32,12 @@ use std::{
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{CliType, WorkspaceRoots, confine::is_safe_segment, workspace::new_id};
+use spool_domain::{
+    CliType, WorkspaceRoots,
+    clis::{CliProbe, CliStatus},
+    confine::is_safe_segment,
+    workspace::new_id,
+};
 use tokio::io::AsyncReadExt;
 
 use crate::{
@@ -43,7 +48,7 @@ use crate::{
 };
 
 /// The built-in agent's order of preference.
-pub const ORDER: [CliType; 4] = [CliType::Claude, CliType::Gemini, CliType::Codex, CliType::Opencode];
+pub const ORDER: [CliType; 4] = CliType::ALL;
 
 /// The CLI's program name.
 pub fn program(cli: CliType) -> &'static str {
@@ -74,6 +79,8 @@ pub struct CliAgents {
     timeout: Duration,
     env: Vec<(String, String)>,
     roots: WorkspaceRoots,
+    /// The last probe of the CLIs, and when it ran.
+    probed: Arc<std::sync::Mutex<Option<(std::time::Instant, Vec<CliStatus>)>>>,
 }
 
 impl CliAgents {
@@ -88,6 +95,7 @@ impl CliAgents {
             timeout,
             env: Vec::new(),
             roots: WorkspaceRoots::none(),
+            probed: Arc::default(),
         }
     }
 
@@ -136,6 +144,99 @@ impl CliAgents {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// How long `--version` may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a probe's answer is reused.
+const PROBE_FRESH: Duration = Duration::from_secs(60);
+
+impl CliAgents {
+    /// Runs `{cli} --version` as a turn would run the CLI (the cleared environment, the search
+    /// path), within [`VERSION_TIMEOUT`].
+    async fn probe(&self, cli: CliType) -> CliStatus {
+        let Some(path) = self.find(cli) else {
+            return CliStatus::unavailable(
+                cli,
+                format!("`{}` is not on the CLI search path (SPOOL_CLI_PATH)", program(cli)),
+            );
+        };
+        let mut command = tokio::process::Command::new(&path);
+        command
+            .arg("--version")
+            .env_clear()
+            .env("PATH", self.path_var())
+            .envs(self.env.iter().filter(|(k, _)| k != "PATH").map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let failed = |reason: String| CliStatus {
+            cli,
+            installed: true,
+            version: None,
+            healthy: false,
+            reason: Some(reason),
+        };
+        let output = match tokio::time::timeout(VERSION_TIMEOUT, command.output()).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => return failed(format!("`{} --version` could not start: {e}", program(cli))),
+            Err(_) => {
+                return failed(format!(
+                    "`{} --version` did not answer within {} s",
+                    program(cli),
+                    VERSION_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let first_line = |bytes: &[u8]| {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(|l| l.chars().take(200).collect::<String>())
+        };
+        if !output.status.success() {
+            let code = output
+                .status
+                .code()
+                .map_or_else(|| "a signal".to_owned(), |c| c.to_string());
+            let said = first_line(&output.stderr)
+                .or_else(|| first_line(&output.stdout))
+                .unwrap_or_default();
+            return failed(format!("`{} --version` exited with {code}: {said}", program(cli)));
+        }
+        match first_line(&output.stdout).or_else(|| first_line(&output.stderr)) {
+            Some(version) => CliStatus {
+                cli,
+                installed: true,
+                version: Some(version),
+                healthy: true,
+                reason: None,
+            },
+            None => failed(format!("`{} --version` printed nothing", program(cli))),
+        }
+    }
+}
+
+#[async_trait]
+impl CliProbe for CliAgents {
+    async fn clis(&self) -> Vec<CliStatus> {
+        {
+            let cached = self.probed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((at, statuses)) = cached.as_ref()
+                && at.elapsed() < PROBE_FRESH
+            {
+                return statuses.clone();
+            }
+        }
+        let [a, b, c, d] = ORDER;
+        let (a, b, c, d) = tokio::join!(self.probe(a), self.probe(b), self.probe(c), self.probe(d));
+        let statuses = vec![a, b, c, d];
+        *self.probed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((std::time::Instant::now(), statuses.clone()));
+        statuses
+    }
 }
 
 impl CliRuntimes for CliAgents {

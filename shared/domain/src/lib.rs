@@ -22,7 +22,7 @@ pub mod log;
 pub mod retry;
 
 pub use chat::{
-    attachment, claim, commands, confine, directory, manage, revocation, service, session, turns, workspace,
+    attachment, claim, clis, commands, confine, directory, manage, revocation, service, session, turns, workspace,
 };
 pub use log::{group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 

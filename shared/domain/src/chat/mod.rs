@@ -21,6 +21,7 @@
 
 pub mod attachment;
 pub mod claim;
+pub mod clis;
 pub mod commands;
 pub mod confine;
 pub mod directory;

@@ -70,6 +70,11 @@ pub enum CliType {
     Opencode,
 }
 
+impl CliType {
+    /// Every CLI, in the built-in agent's order of preference.
+    pub const ALL: [Self; 4] = [Self::Claude, Self::Gemini, Self::Codex, Self::Opencode];
+}
+
 /// An agent of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
