@@ -80,7 +80,7 @@ pub struct CliAgents {
     env: Vec<(String, String)>,
     roots: WorkspaceRoots,
     /// The last probe of the CLIs, and when it ran.
-    probed: Arc<std::sync::Mutex<Option<(std::time::Instant, Vec<CliStatus>)>>>,
+    probed: Arc<std::sync::Mutex<Option<Probed>>>,
 }
 
 impl CliAgents {
@@ -145,6 +145,9 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+/// A probe of the CLIs, and when it ran.
+type Probed = (std::time::Instant, Vec<CliStatus>);
 
 /// How long `--version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
