@@ -90,6 +90,47 @@ fn cancelled(
 }
 
 impl AwsMetadata {
+    /// Replaces an existing item with `put` (whose condition requires it to exist):
+    /// [`Error::Missing`] naming `what` `id` if it is gone.
+    async fn replace(&self, put: Put, what: &str, id: &str) -> Result<(), Error> {
+        match self
+            .transact(vec![TransactWriteItem::builder().put(put).build()])
+            .await?
+        {
+            None => Ok(()),
+            Some(_) => Err(missing(what, id)),
+        }
+    }
+
+    /// Deletes an item and its pointer (each a `(pk, sk)`) in one transaction, both required to
+    /// exist: [`Error::Missing`] naming `what` `id` otherwise.
+    async fn delete_with_pointer(
+        &self,
+        item: (String, String),
+        pointer: (String, String),
+        what: &str,
+        id: &str,
+    ) -> Result<(), Error> {
+        let delete = |(pk, sk): (String, String)| {
+            build(
+                Delete::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .condition_expression("attribute_exists(pk)")
+                    .build(),
+            )
+        };
+        let items = vec![
+            TransactWriteItem::builder().delete(delete(item)?).build(),
+            TransactWriteItem::builder().delete(delete(pointer)?).build(),
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(_) => Err(missing(what, id)),
+        }
+    }
+
     fn agent_put(&self, org: &str, agent: &Agent, condition: &str) -> Result<Put, Error> {
         build(
             Put::builder()
@@ -306,40 +347,16 @@ impl Workspaces for AwsMetadata {
 
     async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
         let put = self.agent_put(org, agent, "attribute_exists(pk)")?;
-        match self
-            .transact(vec![TransactWriteItem::builder().put(put).build()])
-            .await?
-        {
-            None => Ok(()),
-            Some(_) => Err(missing("agent", &agent.id)),
-        }
+        self.replace(put, "agent", &agent.id).await
     }
 
     async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error> {
         let Some(ws) = self.agent_workspace(org, id).await? else {
             return Err(missing("agent", id));
         };
-        let delete = |pk: String, sk: String| {
-            build(
-                Delete::builder()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .key("sk", s(sk))
-                    .build(),
-            )
-        };
-        let items = vec![
-            TransactWriteItem::builder()
-                .delete(delete(ws_pk(org, &ws), format!("agent#{id}"))?)
-                .build(),
-            TransactWriteItem::builder()
-                .delete(delete(agent_pointer_pk(org, id), "agent".to_owned())?)
-                .build(),
-        ];
-        match self.transact(items).await? {
-            None => Ok(()),
-            Some(_) => Err(missing("agent", id)),
-        }
+        let item = (ws_pk(org, &ws), format!("agent#{id}"));
+        let pointer = (agent_pointer_pk(org, id), "agent".to_owned());
+        self.delete_with_pointer(item, pointer, "agent", id).await
     }
 
     async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error> {
@@ -436,41 +453,16 @@ impl Workspaces for AwsMetadata {
                 .condition_expression("attribute_exists(pk)")
                 .build(),
         )?;
-        match self
-            .transact(vec![TransactWriteItem::builder().put(put).build()])
-            .await?
-        {
-            None => Ok(()),
-            Some(_) => Err(missing("task", &task.id)),
-        }
+        self.replace(put, "task", &task.id).await
     }
 
     async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error> {
         let Some(task) = self.task(org, id).await? else {
             return Err(missing("task", id));
         };
-        let delete = |pk: String, sk: String| {
-            build(
-                Delete::builder()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .key("sk", s(sk))
-                    .condition_expression("attribute_exists(pk)")
-                    .build(),
-            )
-        };
-        let items = vec![
-            TransactWriteItem::builder()
-                .delete(delete(ws_pk(org, &task.workspace_id), format!("task#{id}"))?)
-                .build(),
-            TransactWriteItem::builder()
-                .delete(delete(task_pointer_pk(org, id), "task".to_owned())?)
-                .build(),
-        ];
-        match self.transact(items).await? {
-            None => Ok(()),
-            Some(_) => Err(missing("task", id)),
-        }
+        let item = (ws_pk(org, &task.workspace_id), format!("task#{id}"));
+        let pointer = (task_pointer_pk(org, id), "task".to_owned());
+        self.delete_with_pointer(item, pointer, "task", id).await
     }
 
     async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
