@@ -127,7 +127,17 @@ async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
     let input = std::fs::read_to_string(s.bin.path().join("last-input.md")).unwrap();
     assert!(input.contains("# Instruction\n\nWrite tidy code."), "{input}");
     assert!(input.contains(&chat) && input.contains("SPOOL.md"), "{input}");
-    assert!(input.contains(r#"{"role":"user","text":"Fix the build"}"#), "{input}");
+    // History lines as the third source design has them: {role, content, created_at}.
+    let line = input
+        .lines()
+        .find(|l| l.contains("Fix the build") && l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{input}"));
+    let line: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        (line["role"].as_str(), line["content"].as_str()),
+        (Some("user"), Some("Fix the build"))
+    );
+    assert!(line["created_at"].as_str().unwrap().starts_with("20"), "{line}");
     assert!(input.contains(".output.json"), "{input}");
     assert!(
         input.contains("exactly in this format") && input.contains("`message` may be left out"),

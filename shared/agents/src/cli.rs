@@ -359,28 +359,30 @@ fn input_file(
         }
     }
     text.push_str(
-        "\n# History\n\nOne JSON object per line, oldest first; answer the last `user` message.\n\n```jsonl\n",
+        "\n# History\n\nOne JSON object per line, oldest first, `{\"role\": \"user\" | \"agent\" | \"system\", \"content\", \"created_at\"}`; answer the last `user` message.\n\n```jsonl\n",
     );
-    for message in &request.messages {
-        let line = match message {
-            Message::User { text } => json!({ "role": "user", "text": text }),
+    let system = |content: String| ("system", content);
+    for (i, message) in request.messages.iter().enumerate() {
+        let (role, content) = match message {
+            Message::User { text } => ("user", text.clone()),
+            Message::Assistant { text, tool_calls } if tool_calls.is_empty() => ("agent", text.clone()),
             Message::Assistant { text, tool_calls } => {
-                json!({ "role": "assistant", "text": text, "actions": tool_calls.iter().map(|c| &c.name).collect::<Vec<_>>() })
+                let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+                ("agent", format!("{text}\n(actions: {})", names.join(", ")))
             }
-            Message::Tool { name, content, .. } => {
-                json!({ "role": "action_result", "action": name, "result": content })
-            }
-            Message::System { text } => json!({ "role": "system", "text": text }),
+            Message::Tool { name, content, .. } => system(format!("The action `{name}` answered: {content}")),
+            Message::System { text } => system(text.clone()),
             Message::File(attached) => {
                 let placed = files.iter().find(|(a, _)| a.file.id == attached.file.id);
-                let text = match placed {
+                system(match placed {
                     Some((_, Some(path))) => format!("{} It is at {}", files::note(attached), path.display()),
                     Some((_, None)) => format!("{} It is missing from storage.", files::note(attached)),
                     None => format!("{} A newer file of that name replaced it.", files::note(attached)),
-                };
-                json!({ "role": "system", "text": text })
+                })
             }
         };
+        let created_at = request.stamps.get(i).map_or("", String::as_str);
+        let line = json!({ "role": role, "content": content, "created_at": created_at });
         text.push_str(&line.to_string());
         text.push('\n');
     }

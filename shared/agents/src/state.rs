@@ -220,6 +220,12 @@ pub fn answer_text(answer: &Answer) -> String {
 /// their tool calls, each call's result, and Spool's notes. A call left without a result (a
 /// turn that was aborted or failed) gets one saying so, as the providers' APIs require.
 pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
+    conversation_timed(events, with_context).0
+}
+
+/// [`conversation`], with when each message was written (its event's `ts`).
+pub fn conversation_timed(events: &[Event], with_context: bool) -> (Vec<Message>, Vec<String>) {
+    let mut stamps: Vec<String> = Vec::new();
     let mut messages = Vec::new();
     let mut open_calls: Vec<(String, String)> = Vec::new();
     let close = |messages: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
@@ -299,8 +305,10 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
             }),
             _ => {}
         }
+        // What this event added was written when it was (a `/clear` empties both).
+        stamps.resize(messages.len(), event.ts.clone());
     }
-    messages
+    (messages, stamps)
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ use crate::{
     files::{FileAccess, InlineLimits},
     runtime::{self, Reply, Request, Runtime, Sink, ToolCall, TurnContext},
     runtimes::Runtimes,
-    state::{Answer, TurnState, conversation},
+    state::{Answer, TurnState, conversation_timed},
     tools::{self, Kind},
 };
 

@@ -35,6 +35,7 @@ impl Step<'_> {
                 working_dir: None,
                 builtin,
             },
+            stamps: Vec::new(),
             files: Vec::new(),
             file_access: None,
         }
@@ -52,7 +53,9 @@ impl Step<'_> {
             .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
             .cloned()
             .collect();
-        let mut request = self.runtime_request(conversation(&seen, with_context));
+        let (messages, stamps) = conversation_timed(&seen, with_context);
+        let mut request = self.runtime_request(messages);
+        request.stamps = stamps;
         if let Some(ws) = &self.session.workspace_id {
             request.context.working_dir = self
                 .engine
