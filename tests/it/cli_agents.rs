@@ -311,6 +311,49 @@ async fn the_designs_output_format_is_understood() {
     assert_eq!(tasks["tasks"][0]["description"], "All of them");
 }
 
+/// A CLI that keeps the workspace context file its input file points to.
+const CONTEXT_READER: &str = r#"ctx=$(sed -n 's/.* are in `\(.*\.context\.md\)`.*/\1/p' "${SPOOL_INPUT_FILE:-/dev/null}")
+[ -n "$ctx" ] && cp "$ctx" "$(dirname "$0")/last-context.md"
+echo '{"message": "read"}' > "${SPOOL_OUTPUT_FILE:-/dev/null}""#;
+
+/// Every chat agent of a workspace (not only the built-in one) gets the workspace's context
+/// file next to its input file: the workspace's settings, every agent in order with its id,
+/// what this Spool can run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_workspace_agent_gets_the_workspace_context_file() {
+    let s = setup(&[("claude", CONTEXT_READER)], Duration::from_secs(20)).await;
+    let api = &s.stack.api;
+    let chat = chat(&s, json!({ "name": "Planner", "runtime": "cli", "cli_type": "claude" })).await;
+    let turn = send(api, &chat, "Who is here?").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "agent_end")["payload"]["reason"],
+        "complete",
+        "{events:?}"
+    );
+    let context = std::fs::read_to_string(s.bin.path().join("last-context.md")).unwrap();
+    let agents = api
+        .ok(Method::GET, &format!("/v1/workspaces/{}/agents", s.ws), None)
+        .await;
+    for (i, agent) in agents["agents"].as_array().unwrap().iter().enumerate() {
+        let line = format!(
+            "{}. {} (id: {})",
+            i + 1,
+            agent["name"].as_str().unwrap(),
+            agent["id"].as_str().unwrap()
+        );
+        assert!(context.contains(&line), "{line} in {context}");
+    }
+    assert!(context.contains("- title: CLI (id: "), "{context}");
+    assert!(context.contains("- working directory: static, `"), "{context}");
+    assert!(context.contains("- CLIs: claude"), "{context}");
+    assert!(context.contains("- model providers: none configured"), "{context}");
+    assert!(
+        !context.to_lowercase().contains("task"),
+        "no tasks in the context: {context}"
+    );
+}
+
 /// A prompt command reaches a CLI agent: its input file holds the wrapped prompt as the
 /// person's message, and the chat's mode in the instruction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

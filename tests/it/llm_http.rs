@@ -587,6 +587,46 @@ async fn files_reach_the_model_as_parts(provider: Provider) {
     );
 }
 
+/// A model reads the workspace's context through `get_workspace_context`, not in every prompt.
+async fn the_workspace_context_is_a_tool(provider: Provider) {
+    let answers = vec![
+        provider.stream(&["Let me look."], &[("get_workspace_context", "{}")], QUICK, true),
+        provider.stream(&["Done."], &[], QUICK, true),
+    ];
+    let s = setup(provider, answers).await;
+    let api = &s.stack.api;
+    let turn = send(api, &s.chat, "Which agents are there?").await;
+    let events = until(api, &s.chat, &turn, "agent_end").await;
+    assert_eq!(
+        one(&events, &turn, "agent_end")["payload"]["reason"],
+        "complete",
+        "{events:?}"
+    );
+    let requests = s.fake.requests.lock().unwrap().clone();
+    let tool_names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t["function"]["name"]
+                    .as_str()
+                    .or(t["name"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert!(tool_names(&requests[0].1).contains(&"get_workspace_context".to_owned()));
+    let first = requests[0].1.to_string();
+    assert!(!first.contains("Writer (id:"), "not in every prompt");
+    let second = requests[1].1.to_string();
+    assert!(
+        second.contains("Writer (id: ") && second.contains("# Agents, in order"),
+        "{second}"
+    );
+}
+
 macro_rules! for_both_providers {
     ($($test:ident),+ $(,)?) => {
         mod openai {
@@ -616,4 +656,5 @@ for_both_providers!(
     client_context_needs_the_capability,
     prompt_commands_reach_the_model,
     files_reach_the_model_as_parts,
+    the_workspace_context_is_a_tool,
 );

@@ -462,6 +462,7 @@ const ACTION_LABELS: Record<string, string> = {
   reorder_agents: "Reorder agents",
   update_workspace: "Update workspace",
   ask_user: "Question",
+  get_workspace_context: "Read the workspace",
   propose_plan: "Plan",
 };
 

@@ -32,6 +32,8 @@ pub struct ActionContext<'a> {
     pub builtin: bool,
     /// The acting agent's name (the feed's `actor`).
     pub actor: &'a str,
+    /// The workspace's context, in a workspace's chat.
+    pub workspace_context: Option<&'a str>,
     /// Now, in ms since the Unix epoch.
     pub now_ms: i64,
     /// Now, as RFC 3339.
@@ -128,6 +130,10 @@ impl ActionContext<'_> {
                 Ok(json!({ "deleted": agent.id, "name": agent.name }))
             }
             "reorder_agents" => self.reorder_agents(args).await,
+            tools::GET_WORKSPACE_CONTEXT => match self.workspace_context {
+                Some(context) => Ok(json!({ "context": context })),
+                None => Err("this chat is not in a workspace".to_owned()),
+            },
             _ => self.update_workspace(args).await,
         }
     }

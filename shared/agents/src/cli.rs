@@ -173,6 +173,7 @@ impl CliAgents {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         let failed = |reason: String| CliStatus {
             cli,
@@ -181,9 +182,15 @@ impl CliAgents {
             healthy: false,
             reason: Some(reason),
         };
-        let output = match tokio::time::timeout(VERSION_TIMEOUT, command.output()).await {
+        let child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => return failed(format!("`{} --version` could not start: {e}", program(cli))),
+        };
+        // Whatever it started goes with it, however this ends.
+        let _group = GroupGuard { pid: child.id() };
+        let output = match tokio::time::timeout(VERSION_TIMEOUT, child.wait_with_output()).await {
             Ok(Ok(output)) => output,
-            Ok(Err(e)) => return failed(format!("`{} --version` could not start: {e}", program(cli))),
+            Ok(Err(e)) => return failed(format!("`{} --version` failed: {e}", program(cli))),
             Err(_) => {
                 return failed(format!(
                     "`{} --version` did not answer within {} s",
@@ -242,7 +249,38 @@ impl CliProbe for CliAgents {
     }
 }
 
+impl CliAgents {
+    /// What is known of the CLIs without running any: the last probe's answer, or which are on
+    /// the search path.
+    fn known(&self) -> Vec<CliStatus> {
+        if let Some((_, statuses)) = self
+            .probed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            return statuses.clone();
+        }
+        ORDER
+            .map(|cli| match self.find(cli) {
+                Some(_) => CliStatus {
+                    cli,
+                    installed: true,
+                    version: None,
+                    healthy: false,
+                    reason: None,
+                },
+                None => CliStatus::unavailable(cli, "not on the CLI search path"),
+            })
+            .to_vec()
+    }
+}
+
 impl CliRuntimes for CliAgents {
+    fn known_clis(&self) -> Vec<CliStatus> {
+        self.known()
+    }
+
     fn runtime(&self, cli: CliType) -> Result<Arc<dyn Runtime>, String> {
         let path = self.find(cli).ok_or_else(|| {
             format!(
@@ -315,6 +353,7 @@ fn input_file(
     request: &Request,
     output: &Path,
     context_file: Option<&Path>,
+    workspace_context: Option<&Path>,
     files: &[(&Attached, Option<PathBuf>)],
 ) -> String {
     let c = &request.context;
@@ -334,12 +373,18 @@ fn input_file(
         text.push_str(&format!("- workspace: {ws}\n"));
     }
     text.push_str("\n# Workspace context\n\n");
-    match context_file {
+    match workspace_context {
         Some(path) => text.push_str(&format!(
-            "The workspace's context file is `{}`: read it first if it exists.\n",
+            "The workspace's settings, its agents in order with their ids (which actions take), and what this Spool can run are in `{}`: read it only when you need them.\n",
             path.display()
         )),
-        None => text.push_str("This chat has no workspace context file.\n"),
+        None => text.push_str("This chat is not in a workspace.\n"),
+    }
+    if let Some(path) = context_file {
+        text.push_str(&format!(
+            "The workspace's own notes for agents are in `{}`, if that file exists.\n",
+            path.display()
+        ));
     }
     text.push_str("\n# Files\n\n");
     if files.is_empty() {
@@ -392,11 +437,9 @@ fn input_file(
         output.display()
     ));
     text.push_str("Actions run at once, in order; each is an object with its `type` and these fields:\n\n");
-    for spec in request
-        .tools
-        .iter()
-        .filter(|t| matches!(tools::kind(t.name), Some(tools::Kind::Action { .. })))
-    {
+    for spec in request.tools.iter().filter(|t| {
+        matches!(tools::kind(t.name), Some(tools::Kind::Action { .. })) && t.name != tools::GET_WORKSPACE_CONTEXT
+    }) {
         text.push_str(&format!(
             "- `{}`: {} Fields: `{}`\n",
             spec.name, spec.description, spec.parameters["properties"]
@@ -571,15 +614,35 @@ impl Runtime for Cli {
             _ => Vec::new(),
         };
         let placed: Vec<(&Attached, Option<PathBuf>)> = request.files.iter().zip(placed).collect();
+        // The workspace's context, next to the input file.
+        let context = place.own.join(format!("{step}.context.md"));
+        let context = match &request.workspace_context {
+            Some(text) => {
+                tokio::fs::write(&context, text)
+                    .await
+                    .map_err(|e| Error::Failed(format!("cannot write the workspace's context file: {e}")))?;
+                Some(context)
+            }
+            None => None,
+        };
         tokio::fs::write(
             &input,
-            input_file(request, &output, place.context_file.as_deref(), &placed),
+            input_file(
+                request,
+                &output,
+                place.context_file.as_deref(),
+                context.as_deref(),
+                &placed,
+            ),
         )
         .await
         .map_err(|e| Error::Failed(format!("cannot write the CLI's input file: {e}")))?;
         let result = self.run(request, &place, &input, &output).await;
         let _ = tokio::fs::remove_file(&input).await;
         let _ = tokio::fs::remove_file(&output).await;
+        if let Some(context) = &context {
+            let _ = tokio::fs::remove_file(context).await;
+        }
         let out = result?;
         let message = out.message.unwrap_or_default();
         if !message.is_empty() {

@@ -10,6 +10,7 @@
 pub mod actions;
 pub mod anthropic;
 pub mod cli;
+pub mod context;
 pub mod engine;
 pub mod files;
 pub mod http;

@@ -75,6 +75,8 @@ pub struct Request {
     pub model: Option<String>,
     /// What the runtime may need beyond the conversation (the CLI runtime's input file).
     pub context: TurnContext,
+    /// The workspace's context ([`crate::context`]), in a workspace's chat.
+    pub workspace_context: Option<String>,
     /// When each of `messages` was written (RFC 3339), for runtimes that show it.
     pub stamps: Vec<String>,
     /// The chat's current files (the newest of each name), for runtimes that place them.

@@ -23,8 +23,11 @@ pub struct Runtimes {
     preferred: Option<RuntimeKind>,
 }
 
-/// CLI runtimes, by CLI.
-pub trait CliRuntimes: Send + Sync {
+/// CLI runtimes, by CLI (and how healthy each is).
+pub trait CliRuntimes: spool_domain::clis::CliProbe {
+    /// What is known of the CLIs without running them (for a turn, which must not wait on
+    /// a probe).
+    fn known_clis(&self) -> Vec<spool_domain::clis::CliStatus>;
     /// The runtime for `cli`, or why it cannot run.
     fn runtime(&self, cli: CliType) -> Result<Arc<dyn Runtime>, String>;
     /// The first installed CLI, in the built-in agent's order.
@@ -73,6 +76,19 @@ impl Runtimes {
         self.anthropic = Some(runtime);
         self.preferred.get_or_insert(RuntimeKind::Anthropic);
         self
+    }
+
+    /// What this process can run, for the agents' context.
+    pub fn capabilities(&self) -> crate::context::Capabilities {
+        let mut providers = Vec::new();
+        if self.openai.is_some() {
+            providers.push("OpenAI-compatible");
+        }
+        if self.anthropic.is_some() {
+            providers.push("Anthropic");
+        }
+        let clis = self.cli.as_ref().map(|cli| cli.known_clis()).unwrap_or_default();
+        crate::context::Capabilities { clis, providers }
     }
 
     /// With CLI runtimes.

@@ -31,6 +31,8 @@ pub enum Kind {
 pub const ASK_USER: &str = "ask_user";
 /// The name of the plan tool.
 pub const PROPOSE_PLAN: &str = "propose_plan";
+/// The name of the tool that reads the workspace's context ([`crate::context`]).
+pub const GET_WORKSPACE_CONTEXT: &str = "get_workspace_context";
 
 /// How the engine treats the tool `name`; `None` for a tool Spool does not have.
 pub fn kind(name: &str) -> Option<Kind> {
@@ -41,7 +43,7 @@ pub fn kind(name: &str) -> Option<Kind> {
     Some(match name {
         ASK_USER => Kind::Question,
         PROPOSE_PLAN => Kind::Plan,
-        "rename_chat" | "create_task" => action(false, false),
+        "rename_chat" | "create_task" | GET_WORKSPACE_CONTEXT => action(false, false),
         "create_agent" | "update_agent" | "delete_agent" | "reorder_agents" | "update_workspace" => action(true, true),
         _ => return None,
     })
@@ -91,6 +93,12 @@ pub fn specs(builtin: bool) -> Vec<ToolSpec> {
             "Create a task in the workspace.",
             json!({ "summary": { "type": "string" }, "description": { "type": "string" } }),
             &["summary"],
+        ),
+        spec(
+            GET_WORKSPACE_CONTEXT,
+            "Read the workspace's settings, its agents in order with their ids, and which CLIs and model providers this Spool can run. Call it only when you need them.",
+            json!({}),
+            &[],
         ),
     ];
     if builtin {

@@ -136,6 +136,7 @@ impl Step<'_> {
             arguments: call.arguments.clone(),
         });
         self.append(vec![self.draft(start)]).await?;
+        let workspace_context = self.workspace_context().await?;
         let (now_ms, now) = self.now();
         let actor = self.agent_name();
         let context = ActionContext {
@@ -146,6 +147,7 @@ impl Step<'_> {
             workspace_id: self.session.workspace_id.as_deref(),
             builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
             actor: &actor,
+            workspace_context: workspace_context.as_deref(),
             now_ms,
             now_rfc3339: &now,
             roots: &self.engine.settings.workspace_roots,

@@ -194,6 +194,7 @@ impl Engine {
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
             deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            context: None,
         };
         match turn.drive().await {
             Err(Error::StaleProducerEpoch { .. }) => {
@@ -245,6 +246,7 @@ impl Engine {
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
             deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            context: None,
         };
         if TurnState::replay(&step.events, &job.turn_id).ended {
             return Ok(());
@@ -296,6 +298,8 @@ struct Step<'a> {
     own_tail: Arc<AtomicU64>,
     /// When the step's runtime time runs out ([`Settings::step_timeout`]).
     deadline: tokio::time::Instant,
+    /// The workspace's context, once made in this step.
+    context: Option<String>,
 }
 
 impl Step<'_> {

@@ -35,10 +35,26 @@ impl Step<'_> {
                 working_dir: None,
                 builtin,
             },
+            workspace_context: None,
             stamps: Vec::new(),
             files: Vec::new(),
             file_access: None,
         }
+    }
+
+    /// The workspace's context, in a workspace's chat (made once per step).
+    pub(super) async fn workspace_context(&mut self) -> Result<Option<String>, Error> {
+        let Some(ws) = self.session.workspace_id.clone() else {
+            return Ok(None);
+        };
+        if self.context.is_none() {
+            let capabilities = self.engine.runtimes.capabilities();
+            let text =
+                crate::context::workspace_context(self.engine.metadata.as_ref(), &self.job.org, &ws, &capabilities)
+                    .await?;
+            self.context = Some(text);
+        }
+        Ok(self.context.clone())
     }
 
     /// One reply of the runtime, streamed into events, raced against an abort.
@@ -56,6 +72,7 @@ impl Step<'_> {
         let (messages, stamps) = conversation_timed(&seen, with_context);
         let mut request = self.runtime_request(messages);
         request.stamps = stamps;
+        request.workspace_context = self.workspace_context().await?;
         if let Some(ws) = &self.session.workspace_id {
             request.context.working_dir = self
                 .engine

@@ -1,0 +1,91 @@
+//! # The agents' context: what a chat's agent may need to know of its workspace
+//!
+//! Before each reply in a workspace's chat, the engine writes the workspace's context: its
+//! settings, every agent in order with its id beside its name (so an agent can name another in
+//! an action), and what this deployment can run (the CLIs and whether they are healthy, the
+//! model providers configured). CLI agents get it as a file next to their input file, to read
+//! when they need it; model runtimes as the `get_workspace_context` tool, not in every prompt.
+//! Tasks are not in it.
+
+use spool_domain::{Error, Metadata, clis::CliStatus};
+
+/// What the deployment can run, for the context.
+#[derive(Debug, Clone, Default)]
+pub struct Capabilities {
+    /// The CLIs where agents run.
+    pub clis: Vec<CliStatus>,
+    /// The model providers configured (`OpenAI-compatible`, `Anthropic`).
+    pub providers: Vec<&'static str>,
+}
+
+/// The context of the workspace `workspace_id`, as markdown.
+pub async fn workspace_context(
+    metadata: &dyn Metadata,
+    org: &str,
+    workspace_id: &str,
+    capabilities: &Capabilities,
+) -> Result<String, Error> {
+    let mut text = String::from("# Workspace\n\n");
+    match metadata.workspace(org, workspace_id).await? {
+        Some(ws) => {
+            text.push_str(&format!("- title: {} (id: {})\n", ws.name, ws.id));
+            if !ws.description.trim().is_empty() {
+                text.push_str(&format!("- description: {}\n", ws.description.trim()));
+            }
+            match &ws.working_dir {
+                Some(dir) => text.push_str(&format!("- working directory: static, `{dir}`\n")),
+                None => text.push_str("- working directory: temp (a folder of each chat's own)\n"),
+            }
+        }
+        None => text.push_str("- (the workspace no longer exists)\n"),
+    }
+    text.push_str("\n# Agents, in order\n\n");
+    for (i, agent) in metadata.agents(org, workspace_id).await?.iter().enumerate() {
+        let mut how = Vec::new();
+        if agent.builtin {
+            how.push("built-in".to_owned());
+        }
+        if let Some(runtime) = agent.runtime {
+            how.push(format!(
+                "runtime {}",
+                serde_json::to_value(runtime).unwrap_or_default().as_str().unwrap_or("")
+            ));
+        }
+        if let Some(cli) = agent.cli_type {
+            how.push(format!("CLI {}", crate::cli::program(cli)));
+        }
+        if let Some(model) = &agent.model {
+            how.push(format!("model {model}"));
+        }
+        let how = if how.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", how.join(", "))
+        };
+        text.push_str(&format!("{}. {} (id: {}){how}\n", i + 1, agent.name, agent.id));
+    }
+    text.push_str("\n# What this Spool can run\n\n");
+    let clis: Vec<String> = capabilities
+        .clis
+        .iter()
+        .map(|c| {
+            let name = crate::cli::program(c.cli);
+            match (&c.version, c.healthy, &c.reason) {
+                (Some(version), true, _) => format!("{name} {version} (healthy)"),
+                (_, _, Some(reason)) => format!("{name} (cannot run: {reason})"),
+                _ => format!("{name} (installed, not checked yet)"),
+            }
+        })
+        .collect();
+    if clis.is_empty() {
+        text.push_str("- CLIs: none\n");
+    } else {
+        text.push_str(&format!("- CLIs: {}\n", clis.join("; ")));
+    }
+    if capabilities.providers.is_empty() {
+        text.push_str("- model providers: none configured\n");
+    } else {
+        text.push_str(&format!("- model providers: {}\n", capabilities.providers.join(", ")));
+    }
+    Ok(text)
+}
