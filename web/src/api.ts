@@ -254,6 +254,11 @@ export class Client {
     this.request<unknown>("PUT", `/v1/workspaces/${enc(ws)}/agents/order`, { agent_ids });
   tasks = (ws: string) => this.request<{ tasks: Task[] }>("GET", `/v1/workspaces/${enc(ws)}/tasks`).then((r) => r.tasks);
   task = (id: string) => this.request<Task>("GET", `/v1/tasks/${enc(id)}`);
+  createTask = (ws: string, task: { title: string; description: string; session_id?: string }) =>
+    this.request<Task>("POST", `/v1/workspaces/${enc(ws)}/tasks`, task);
+  updateTask = (id: string, patch: { title?: string; description?: string }) =>
+    this.request<Task>("PATCH", `/v1/tasks/${enc(id)}`, patch);
+  deleteTask = (id: string) => this.request<void>("DELETE", `/v1/tasks/${enc(id)}`);
 
   // Chats
   sessions = (ws: string) =>

@@ -437,6 +437,36 @@ test("a task made elsewhere in the workspace toasts wherever the person is", asy
   assertNoErrors(page);
 });
 
+test("a task is made, edited and deleted by hand", async () => {
+  const { page, ws } = await workspacePage("Hand tasks");
+  await page.getByRole("link", { name: "Tasks" }).click();
+  await page.waitForURL(new RegExp(`#/w/${ws.id}/tasks`));
+  const form = page.getByRole("form", { name: "New task" });
+  await form.getByLabel("Title").fill("Call the plumber");
+  await form.getByLabel("Description").fill("Before Friday");
+  await form.getByRole("button", { name: "Add task" }).click();
+  const item = page.getByRole("listitem", { name: "Task Call the plumber" });
+  await item.getByText("Before Friday").waitFor();
+  assert.equal(await form.getByLabel("Title").inputValue(), "", "the form is cleared");
+  // Edited in place.
+  await item.getByRole("button", { name: "Edit" }).click();
+  const edit = page.getByRole("form", { name: "Edit task" });
+  await edit.getByLabel("Title").fill("Call the plumber today");
+  await edit.getByRole("button", { name: "Save task" }).click();
+  const edited = page.getByRole("listitem", { name: "Task Call the plumber today" });
+  await edited.getByText("Before Friday").waitFor();
+  let tasks = (await call("GET", `/v1/workspaces/${ws.id}/tasks`)).tasks;
+  assert.deepEqual(tasks.map((t) => [t.title, t.description]), [["Call the plumber today", "Before Friday"]]);
+  await screenshot(page, "tasks-by-hand");
+  // Deleted, after a confirmation.
+  page.once("dialog", (d) => d.accept());
+  await edited.getByRole("button", { name: "Delete" }).click();
+  await page.getByText("No tasks yet.").waitFor();
+  tasks = (await call("GET", `/v1/workspaces/${ws.id}/tasks`)).tasks;
+  assert.deepEqual(tasks, []);
+  assertNoErrors(page);
+});
+
 test("agent text cannot inject script or markup", async () => {
   const { page } = await workspacePage("Safety");
   await newChat(page);
