@@ -68,9 +68,9 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
 
     // Workspaces, agents, tasks.
     let ws = id(&api
-        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Docs" })))
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "title": "Docs" })))
         .await);
-    api.refused(400, Method::POST, "/v1/workspaces", Some(json!({ "name": " " })))
+    api.refused(400, Method::POST, "/v1/workspaces", Some(json!({ "title": " " })))
         .await;
     api.ok(Method::GET, "/v1/workspaces", None).await;
     api.ok(Method::GET, &format!("/v1/workspaces/{ws}"), None).await;

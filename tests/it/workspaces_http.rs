@@ -383,6 +383,31 @@ pub(crate) async fn errors_and_tenant_isolation<H: Harness>(harness: &H) {
 /// agent's is, and may belong to a chat of its workspace only.
 pub(crate) async fn tasks_are_made_changed_and_deleted_by_hand<H: Harness>(harness: &H) {
     let (api, other, _) = setup(harness).await;
+    // A workspace speaks the design's `title` (and still takes `name`).
+    let titled = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "title": "Titled" })))
+        .await;
+    assert_eq!(
+        (titled["title"].as_str(), titled["name"].as_str()),
+        (Some("Titled"), Some("Titled"))
+    );
+    let titled_id = titled["id"].as_str().unwrap();
+    let renamed = api
+        .ok(
+            Method::PATCH,
+            &format!("/v1/workspaces/{titled_id}"),
+            Some(json!({ "title": "Retitled" })),
+        )
+        .await;
+    assert_eq!(renamed["title"], "Retitled");
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/v1/workspaces",
+            Some(json!({ "title": "A", "name": "B" })),
+        )
+        .await;
+    assert_eq!(status, 400, "one title");
     let ws = api
         .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Tasks" })))
         .await;

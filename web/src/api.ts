@@ -244,7 +244,7 @@ export class Client {
 
   // Workspaces, agents, tasks
   workspaces = () => this.request<{ workspaces: Workspace[] }>("GET", "/v1/workspaces").then((r) => r.workspaces);
-  createWorkspace = (name: string) => this.request<Workspace>("POST", "/v1/workspaces", { name });
+  createWorkspace = (title: string) => this.request<Workspace>("POST", "/v1/workspaces", { title });
   agents = (ws: string) =>
     this.request<{ agents: Agent[] }>("GET", `/v1/workspaces/${enc(ws)}/agents`).then((r) => r.agents);
   createAgent = (ws: string, agent: AgentFields) => this.request<Agent>("POST", `/v1/workspaces/${enc(ws)}/agents`, agent);

@@ -24,6 +24,9 @@ use crate::{
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct WorkspaceView {
     id: String,
+    /// Its title (the third source design's word).
+    title: String,
+    /// The same as `title` (the name it had before).
     name: String,
     description: String,
     working_dir: Option<String>,
@@ -39,6 +42,7 @@ impl From<Workspace> for WorkspaceView {
             created_at: rfc3339_ms(w.created_ms),
             updated_at: rfc3339_ms(w.updated_ms),
             id: w.id,
+            title: w.name.clone(),
             name: w.name,
             description: w.description,
             working_dir: w.working_dir,
@@ -85,7 +89,9 @@ impl From<Agent> for AgentView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewWorkspace {
-    name: String,
+    /// Its title (`name` is accepted too).
+    #[serde(alias = "name")]
+    title: String,
     #[serde(default)]
     description: String,
     #[serde(default)]
@@ -95,8 +101,9 @@ pub(crate) struct NewWorkspace {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WorkspacePatch {
-    #[serde(default)]
-    name: Option<String>,
+    /// Its title (`name` is accepted too).
+    #[serde(default, alias = "name")]
+    title: Option<String>,
     #[serde(default)]
     description: Option<String>,
     /// `null` clears it.
@@ -213,7 +220,7 @@ pub(crate) async fn create_workspace(
     let now = api.clock.now_ms();
     let mut workspace = Workspace {
         id: new_id("ws"),
-        name: new.name.trim().to_owned(),
+        name: new.title.trim().to_owned(),
         description: new.description,
         working_dir: new.working_dir,
         created_ms: now,
@@ -274,7 +281,7 @@ pub(crate) async fn update_workspace(
     JsonBody(change): JsonBody<WorkspacePatch>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     let mut workspace = api.workspace_of(&caller, &id).await?;
-    if let Some(name) = change.name {
+    if let Some(name) = change.title {
         workspace.name = name.trim().to_owned();
     }
     if let Some(description) = change.description {

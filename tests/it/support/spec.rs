@@ -294,8 +294,8 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
     let m = op.method.as_str();
     let body = match (m, op.template.as_str()) {
         ("post", "/v1/handshake") => json!({ "api_key": fill("api_key") }),
-        ("post", "/v1/workspaces") => json!({ "name": "Docs" }),
-        ("patch", "/v1/workspaces/{id}") => json!({ "name": "Renamed" }),
+        ("post", "/v1/workspaces") => json!({ "title": "Docs" }),
+        ("patch", "/v1/workspaces/{id}") => json!({ "title": "Renamed" }),
         ("post", "/v1/workspaces/{id}/agents") => json!({ "name": "Helper", "runtime": "scripted" }),
         ("put", "/v1/workspaces/{id}/agents/order") => json!({ "agent_ids": [fill("agent_id")] }),
         ("patch", "/v1/agents/{id}") => json!({ "name": "Renamed" }),
