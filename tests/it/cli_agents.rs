@@ -127,6 +127,11 @@ async fn a_cli_answers_from_its_output_file_and_its_actions_run() {
     let input = std::fs::read_to_string(s.bin.path().join("last-input.md")).unwrap();
     assert!(input.contains("# Instruction\n\nWrite tidy code."), "{input}");
     assert!(input.contains(&chat) && input.contains("SPOOL.md"), "{input}");
+    assert!(
+        input.contains(&format!("- workspace: CLI ({})", s.ws)),
+        "the workspace's name: {input}"
+    );
+    assert!(input.contains("- agent: Coder"), "the agent's name: {input}");
     // History lines as the third source design has them: {role, content, created_at}.
     let line = input
         .lines()

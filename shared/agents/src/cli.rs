@@ -370,7 +370,10 @@ fn input_file(
         c.title, c.session_id, c.agent_name, c.turn_id
     ));
     if let Some(ws) = &c.workspace_id {
-        text.push_str(&format!("- workspace: {ws}\n"));
+        match &c.workspace_name {
+            Some(name) => text.push_str(&format!("- workspace: {name} ({ws})\n")),
+            None => text.push_str(&format!("- workspace: {ws}\n")),
+        }
     }
     text.push_str("\n# Workspace context\n\n");
     match workspace_context {

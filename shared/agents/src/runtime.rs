@@ -100,6 +100,8 @@ pub struct TurnContext {
     pub agent_name: String,
     /// The workspace, if the chat is in one.
     pub workspace_id: Option<String>,
+    /// Its title.
+    pub workspace_name: Option<String>,
     /// The workspace's working directory, if it has one (CLI agents run there).
     pub working_dir: Option<String>,
     /// Whether the agent is the workspace's built-in one (which may manage the workspace).

@@ -32,6 +32,7 @@ impl Step<'_> {
                     .as_ref()
                     .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
                 workspace_id: self.session.workspace_id.clone(),
+                workspace_name: None,
                 working_dir: None,
                 builtin,
             },
@@ -73,13 +74,11 @@ impl Step<'_> {
         let mut request = self.runtime_request(messages);
         request.stamps = stamps;
         request.workspace_context = self.workspace_context().await?;
-        if let Some(ws) = &self.session.workspace_id {
-            request.context.working_dir = self
-                .engine
-                .metadata
-                .workspace(&self.job.org, ws)
-                .await?
-                .and_then(|w| w.working_dir);
+        if let Some(ws) = &self.session.workspace_id
+            && let Some(workspace) = self.engine.metadata.workspace(&self.job.org, ws).await?
+        {
+            request.context.working_dir = workspace.working_dir;
+            request.context.workspace_name = Some(workspace.name);
         }
         if let Some(store) = &self.engine.files {
             let access = FileAccess {
