@@ -627,6 +627,44 @@ async fn the_workspace_context_is_a_tool(provider: Provider) {
     );
 }
 
+/// The built-in agent's instruction is Spool's, pointing to the knowledge base, and a
+/// workspace's instruction for it extends it rather than replacing it.
+async fn the_builtin_agents_instruction_is_spools(provider: Provider) {
+    let s = setup(provider, vec![provider.stream(&["Bonjour."], &[], QUICK, true)]).await;
+    let api = &s.stack.api;
+    let agents = api
+        .ok(Method::GET, &format!("/v1/workspaces/{}/agents", s.ws), None)
+        .await;
+    let builtin = agents["agents"][0]["id"].as_str().unwrap().to_owned();
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/agents/{builtin}"),
+        Some(json!({ "instruction": "Always answer in French.", "runtime": provider.runtime() })),
+    )
+    .await;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "agent_id": builtin })))
+        .await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let turn = send(api, &chat, "Hello").await;
+    until(api, &chat, &turn, "agent_end").await;
+    let requests = s.fake.requests.lock().unwrap().clone();
+    let body = &requests[0].1;
+    let system = match provider {
+        Provider::OpenAi => body["messages"][0]["content"].as_str().unwrap().to_owned(),
+        Provider::Anthropic => body["system"].as_str().unwrap().to_owned(),
+    };
+    assert!(
+        system.starts_with("You are Spool, the assistant built into this workspace."),
+        "{system}"
+    );
+    assert!(system.contains("troubleshooting) are at /v1/docs."), "{system}");
+    assert!(
+        system.contains("# This workspace's instruction for you\n\nAlways answer in French."),
+        "{system}"
+    );
+}
+
 macro_rules! for_both_providers {
     ($($test:ident),+ $(,)?) => {
         mod openai {
@@ -657,4 +695,5 @@ for_both_providers!(
     prompt_commands_reach_the_model,
     files_reach_the_model_as_parts,
     the_workspace_context_is_a_tool,
+    the_builtin_agents_instruction_is_spools,
 );

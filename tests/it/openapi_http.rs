@@ -40,6 +40,19 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     // Meta and handshake.
     nobody.ok(Method::GET, "/healthz", None).await;
     nobody.ok(Method::GET, "/v1/openapi.json", None).await;
+    let docs = nobody.ok(Method::GET, "/v1/docs", None).await;
+    assert_eq!(docs["docs"].as_array().unwrap().len(), 3, "{docs}");
+    let (status, headers, body) = nobody
+        .raw(
+            a.http.get(format!("{}/v1/docs/workspace-setup", a.base)),
+            Method::GET,
+            "/v1/docs/workspace-setup",
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(headers["content-type"].to_str().unwrap().starts_with("text/markdown"));
+    assert!(String::from_utf8_lossy(&body).starts_with("# Setting up a workspace"));
+    nobody.refused(404, Method::GET, "/v1/docs/nope", None).await;
     nobody
         .refused(
             401,

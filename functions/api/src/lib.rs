@@ -15,6 +15,7 @@ pub mod audit;
 mod capabilities;
 mod clis;
 mod commands;
+mod docs;
 mod error;
 mod events;
 pub mod extract;
@@ -181,6 +182,8 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health))
         .routes(routes!(openapi_json))
+        .routes(routes!(docs::list_docs))
+        .routes(routes!(docs::get_doc))
         .routes(limited(routes!(handshake::handshake), handshake::MAX_BODY_BYTES))
         .routes(routes!(workspaces::create_workspace, workspaces::list_workspaces))
         .routes(routes!(

@@ -101,6 +101,7 @@ pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Setting
     spool_agents::Settings {
         step_timeout: config.agents.turn_timeout,
         workspace_roots: config.workspace_roots(),
+        knowledge_base_url: config.agents.knowledge_base_url.clone(),
         inline: spool_agents::files::InlineLimits {
             text_bytes: config.attachments.inline_text_bytes,
             image_bytes: config.attachments.inline_image_bytes,

@@ -65,8 +65,11 @@ pub struct ToolSpec {
 /// What a runtime is asked.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The agent's instruction (its system prompt).
+    /// The agent's instruction (its system prompt): for the built-in agent, Spool's own and
+    /// the workspace's extension of it.
     pub instruction: String,
+    /// The agent's own instruction as stored (a scripted agent's script).
+    pub agent_instruction: String,
     /// The conversation so far, oldest first.
     pub messages: Vec<Message>,
     /// The tools it may call.

@@ -152,7 +152,7 @@ impl Runtime for Scripted {
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
-        let script = Script::from_instruction(&request.instruction).unwrap_or_else(Script::demo);
+        let script = Script::from_instruction(&request.agent_instruction).unwrap_or_else(Script::demo);
         let last_user = request.messages.iter().rposition(|m| matches!(m, Message::User { .. }));
         let Some(last_user) = last_user else {
             return Err(Error::Failed("there is no message to answer".to_owned()));

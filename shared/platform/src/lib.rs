@@ -127,6 +127,9 @@ pub struct AgentSettings {
     /// `SPOOL_WORKSPACE_ROOTS`: the folders (`:`-separated) under which a workspace's working
     /// directory may be; none by default, so agents run only in folders of each chat's own.
     pub workspace_roots: Vec<PathBuf>,
+    /// `SPOOL_KNOWLEDGE_BASE_URL`: where the built-in agent points for documents about using
+    /// Spool (default: Spool's own `/v1/docs`).
+    pub knowledge_base_url: String,
     /// `SPOOL_TURN_TIMEOUT_MS`: the longest one step of a turn may spend in its runtime (model
     /// calls, a CLI, a script's pauses) before it is stopped and the turn fails (default
     /// 600000; the CLI's own limit cannot exceed it).
@@ -453,6 +456,7 @@ impl Config {
                     })
                     .unwrap_or_default(),
                 turn_timeout: millis(&vars, "SPOOL_TURN_TIMEOUT_MS", Duration::from_secs(600))?,
+                knowledge_base_url: get("SPOOL_KNOWLEDGE_BASE_URL").unwrap_or_else(|| "/v1/docs".to_owned()),
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),

@@ -103,6 +103,9 @@ pub struct Settings {
     pub workspace_roots: WorkspaceRoots,
     /// How much of a file a model gets whole.
     pub inline: InlineLimits,
+    /// Where the built-in agent's instruction points for documents about using Spool
+    /// (`SPOOL_KNOWLEDGE_BASE_URL`; Spool's own `/v1/docs` by default).
+    pub knowledge_base_url: String,
 }
 
 impl Default for Settings {
@@ -114,6 +117,7 @@ impl Default for Settings {
             step_timeout: Duration::from_secs(600),
             workspace_roots: WorkspaceRoots::none(),
             inline: InlineLimits::default(),
+            knowledge_base_url: "/v1/docs".to_owned(),
         }
     }
 }

@@ -6,7 +6,14 @@ use super::*;
 impl Step<'_> {
     pub(super) fn runtime_request(&self, messages: Vec<runtime::Message>) -> Request {
         let builtin = self.agent.as_ref().is_none_or(|a| a.builtin);
-        let mut instruction = self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default();
+        let own = self.agent.as_ref().map(|a| a.instruction.clone()).unwrap_or_default();
+        // The built-in agent's instruction is Spool's (versioned with it); a workspace's own
+        // instruction for it extends it and cannot replace it.
+        let mut instruction = if builtin {
+            spool_instruction(&own, &self.engine.settings.knowledge_base_url)
+        } else {
+            own.clone()
+        };
         if let Some(mode) = &self.session.mode {
             instruction.push_str(&mode_note(mode));
         }
@@ -17,6 +24,7 @@ impl Step<'_> {
         });
         Request {
             instruction,
+            agent_instruction: own,
             messages,
             tools: tools::specs(builtin && self.session.workspace_id.is_some()),
             model: command_model
@@ -318,4 +326,22 @@ pub(super) async fn watch_abort(
             }
         }
     }
+}
+
+/// What built-in agents were given as their instruction before Spool's was in the code: it
+/// is Spool's now, so it extends nothing.
+const OLD_BUILTIN_INSTRUCTION: &str =
+    "You are Spool, the assistant that manages this workspace: its chats, agents and tasks.";
+
+/// The built-in agent's instruction: Spool's own (pointing to the knowledge base at
+/// `knowledge_base`), then the workspace's extension of it, if any.
+pub(crate) fn spool_instruction(extension: &str, knowledge_base: &str) -> String {
+    let mut text = include_str!("../spool_instruction.md").replace("{knowledge_base}", knowledge_base);
+    let extension = extension.trim();
+    if !extension.is_empty() && extension != OLD_BUILTIN_INSTRUCTION {
+        text.push_str("\n# This workspace's instruction for you\n\n");
+        text.push_str(extension);
+        text.push('\n');
+    }
+    text
 }

@@ -115,8 +115,8 @@ impl Agent {
             id,
             workspace_id,
             name: BUILTIN_AGENT_NAME.to_owned(),
-            instruction: "You are Spool, the assistant that manages this workspace: its chats, agents and tasks."
-                .to_owned(),
+            // Its instruction is Spool's, in the code; this is the workspace's extension of it.
+            instruction: String::new(),
             runtime: None,
             model: None,
             cli_type: None,
