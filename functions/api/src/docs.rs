@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// The documents: (name, title, markdown).
-pub const DOCS: [(&str, &str, &str); 3] = [
+pub(crate) const DOCS: [(&str, &str, &str); 3] = [
     (
         "writing-agent-instructions",
         "Writing agent instructions",
