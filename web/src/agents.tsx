@@ -90,7 +90,13 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
                     <span class="badge">{agent.runtime ?? "automatic"}</span>
                     {agent.model && <span class="badge">{agent.model}</span>}
                     {agent.cli_type && <span class="badge">{agent.cli_type}</span>}
-                    <p class="agent-instruction">{agent.instruction}</p>
+                    <p class="agent-instruction">
+                      {agent.builtin
+                        ? agent.instruction
+                          ? `Spool's own instruction, and: ${agent.instruction}`
+                          : "Spool's own instruction (add to it with Edit)"
+                        : agent.instruction}
+                    </p>
                   </div>
                   <div class="buttons">
                     <button type="button" aria-label={`Move ${agent.name} up`} disabled={i === 0} onClick={() => move(i, -1)}>
