@@ -603,6 +603,10 @@ impl Cli {
 
 #[async_trait]
 impl Runtime for Cli {
+    fn works_on_disk(&self) -> bool {
+        true
+    }
+
     fn describe(&self, _: &Request) -> String {
         format!("cli:{}", self.name())
     }

@@ -78,11 +78,12 @@ pub struct Request {
     pub model: Option<String>,
     /// What the runtime may need beyond the conversation (the CLI runtime's input file).
     pub context: TurnContext,
-    /// The workspace's context ([`crate::context`]), in a workspace's chat.
+    /// The workspace's context ([`crate::context`]), in a workspace's chat, for runtimes that
+    /// work on disk.
     pub workspace_context: Option<String>,
     /// When each of `messages` was written (RFC 3339), for runtimes that show it.
     pub stamps: Vec<String>,
-    /// The chat's current files (the newest of each name), for runtimes that place them.
+    /// The chat's current files (the newest of each name), for runtimes that work on disk.
     pub files: Vec<Attached>,
     /// Where the files' bytes are read, when the worker has a file store.
     pub file_access: Option<FileAccess>,
@@ -152,6 +153,13 @@ pub trait Runtime: Send + Sync {
     /// before [`Self::respond`]: model runtimes do; runtimes that read the files themselves
     /// (CLIs) or only name them do not.
     fn inline_files(&self) -> bool {
+        false
+    }
+
+    /// Whether it works in a folder (a CLI): the engine then gives it the chat's current files
+    /// to place ([`Request::files`]) and the workspace's context as text
+    /// ([`Request::workspace_context`]), which other runtimes are spared reading.
+    fn works_on_disk(&self) -> bool {
         false
     }
 

@@ -144,6 +144,18 @@ impl AwsMetadata {
         )
     }
 
+    fn task_put(&self, org: &str, task: &Task, condition: &str) -> Result<Put, Error> {
+        build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(ws_pk(org, &task.workspace_id)))
+                .item("sk", s(format!("task#{}", task.id)))
+                .item("data", encode(task)?)
+                .condition_expression(condition)
+                .build(),
+        )
+    }
+
     fn pointer_put(&self, org: &str, agent: &Agent) -> Result<Put, Error> {
         build(
             Put::builder()
@@ -397,15 +409,7 @@ impl Workspaces for AwsMetadata {
                 .condition_expression("attribute_exists(pk)")
                 .build(),
         )?;
-        let put = build(
-            Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(ws_pk(org, &task.workspace_id)))
-                .item("sk", s(format!("task#{}", task.id)))
-                .item("data", encode(task)?)
-                .condition_expression("attribute_not_exists(pk)")
-                .build(),
-        )?;
+        let put = self.task_put(org, task, "attribute_not_exists(pk)")?;
         let pointer = build(
             Put::builder()
                 .table_name(&self.table)
@@ -444,15 +448,7 @@ impl Workspaces for AwsMetadata {
     }
 
     async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error> {
-        let put = build(
-            Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(ws_pk(org, &task.workspace_id)))
-                .item("sk", s(format!("task#{}", task.id)))
-                .item("data", encode(task)?)
-                .condition_expression("attribute_exists(pk)")
-                .build(),
-        )?;
+        let put = self.task_put(org, task, "attribute_exists(pk)")?;
         self.replace(put, "task", &task.id).await
     }
 

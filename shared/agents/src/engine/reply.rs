@@ -81,7 +81,11 @@ impl Step<'_> {
         let (messages, stamps) = conversation_timed(&seen, with_context);
         let mut request = self.runtime_request(messages);
         request.stamps = stamps;
-        request.workspace_context = self.workspace_context().await?;
+        // A runtime that works on disk (a CLI) gets the context file and the chat's files; a
+        // model reads the context through its tool, only when it asks.
+        if runtime.works_on_disk() {
+            request.workspace_context = self.workspace_context().await?;
+        }
         if let Some(ws) = &self.session.workspace_id
             && let Some(workspace) = self.engine.metadata.workspace(&self.job.org, ws).await?
         {
@@ -97,13 +101,15 @@ impl Step<'_> {
             if runtime.inline_files() {
                 crate::files::inline(&mut request.messages, &access, self.engine.settings.inline).await?;
             }
-            let records = self
-                .engine
-                .metadata
-                .attachments(&self.job.org, &self.session.id)
-                .await?;
-            request.files = crate::files::current(records);
-            request.file_access = Some(access);
+            if runtime.works_on_disk() {
+                let records = self
+                    .engine
+                    .metadata
+                    .attachments(&self.job.org, &self.session.id)
+                    .await?;
+                request.files = crate::files::current(records);
+                request.file_access = Some(access);
+            }
         }
         let message_id = new_id("msg");
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
