@@ -271,6 +271,23 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
     if declared["upload"]["url"].as_str().unwrap().starts_with('/') {
         let sent = send_bytes(api, &declared, b"toolong".to_vec()).await;
         assert!(sent.status().is_client_error(), "{}", sent.status());
+        // Another type than declared, or a grant that is not one: refused, nothing kept.
+        let url = format!("{}{}", api.base, declared["upload"]["url"].as_str().unwrap());
+        for (target, kind) in [
+            (url.clone(), "text/html"),
+            (url.clone(), "\tbad"),
+            (format!("{}/v1/uploads/%FF%00..", api.base), "text/plain"),
+            (format!("{}/v1/uploads/{}", api.base, "x".repeat(10_000)), "text/plain"),
+        ] {
+            let sent = reqwest::Client::new()
+                .put(&target)
+                .header("content-type", kind)
+                .body("hello")
+                .send()
+                .await
+                .unwrap();
+            assert!(sent.status().is_client_error(), "{kind}: {}", sent.status());
+        }
     }
     // The right bytes go; the URL then works no more.
     let sent = send_bytes(api, &declared, b"hello".to_vec()).await;
