@@ -415,7 +415,7 @@ async fn the_override_wins_and_the_builtin_agent_takes_the_first_installed_cli()
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "cli:opencode");
     let args = std::fs::read_to_string(s.bin.path().join("last-args")).unwrap();
-    assert!(args.starts_with("run Read the file "), "{args}");
+    assert!(args.starts_with("run --auto Read the file "), "{args}");
     // A CLI that is not installed: a system event that says so.
     api.ok(
         Method::PATCH,

@@ -60,15 +60,40 @@ pub fn program(cli: CliType) -> &'static str {
     }
 }
 
-/// The arguments that run `cli` once, non-interactively, on `prompt`.
-fn arguments(cli: CliType, prompt: &str) -> Vec<String> {
+/// The arguments that run `cli` once, non-interactively, on `prompt`, allowed to edit files in
+/// the folder it runs in (which Spool confines) without asking. `make cli-check` runs exactly
+/// these against the real CLIs from npm: each must be accepted (failing, there, only for want
+/// of credentials), so a CLI release that renames a flag is caught before a turn meets it.
+///
+/// - claude: print mode, edits accepted;
+/// - gemini: headless, every tool accepted, and the folder trusted for this run (an untrusted
+///   folder turns `--yolo` back into asking, which headless means refusing);
+/// - codex: `exec` with the workspace-write sandbox (its `--full-auto` is gone since 0.1xx),
+///   outside a git repository when the folder is a chat's own;
+/// - opencode: `run`, permissions not explicitly denied granted (`--auto`).
+pub fn arguments(cli: CliType, prompt: &str) -> Vec<String> {
     let prompt = prompt.to_owned();
-    match cli {
-        CliType::Claude => vec!["-p".into(), prompt, "--permission-mode".into(), "acceptEdits".into()],
-        CliType::Gemini => vec!["-p".into(), prompt, "--yolo".into()],
-        CliType::Codex => vec!["exec".into(), "--full-auto".into(), prompt],
-        CliType::Opencode => vec!["run".into(), prompt],
-    }
+    let args: &[&str] = match cli {
+        CliType::Claude => &["-p", "{prompt}", "--permission-mode", "acceptEdits"],
+        CliType::Gemini => &["-p", "{prompt}", "--yolo", "--skip-trust"],
+        CliType::Codex => &[
+            "exec",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "{prompt}",
+        ],
+        CliType::Opencode => &["run", "--auto", "{prompt}"],
+    };
+    args.iter()
+        .map(|a| {
+            if *a == "{prompt}" {
+                prompt.clone()
+            } else {
+                (*a).to_owned()
+            }
+        })
+        .collect()
 }
 
 /// The CLIs found on a search path.
@@ -318,6 +343,28 @@ struct Place {
     context_file: Option<PathBuf>,
 }
 
+/// The most of a CLI's output that is kept, in bytes: the tail of a failure is what is shown.
+const OUTPUT_KEPT_BYTES: usize = 64 * 1024;
+
+/// Reads `pipe` to its end, keeping the last [`OUTPUT_KEPT_BYTES`].
+async fn read_bounded(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut kept: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > 2 * OUTPUT_KEPT_BYTES {
+            kept.drain(..kept.len() - OUTPUT_KEPT_BYTES);
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
 /// Makes `dir` (and its missing parents) readable by Spool's user only.
 async fn private_dir(dir: &Path) -> Result<(), Error> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -533,7 +580,7 @@ impl Cli {
             .env("SPOOL_OUTPUT_FILE", output)
             .env("SPOOL_SESSION_ID", &request.context.session_id)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
@@ -541,16 +588,14 @@ impl Cli {
             .spawn()
             .map_err(|e| Error::Failed(format!("cannot start `{}`: {e}", self.path.display())))?;
         let mut guard = GroupGuard { pid: child.id() };
-        let mut stderr = child.stderr.take();
-        let read_stderr = async {
-            let mut text = String::new();
-            if let Some(stderr) = stderr.as_mut() {
-                let _ = stderr.read_to_string(&mut text).await;
-            }
-            text
-        };
+        // What it prints is read as it comes (so a full pipe never stalls it), up to a bound:
+        // only a failure's last words are shown.
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let timeout = self.agents.timeout;
-        let waited = tokio::time::timeout(timeout, async { tokio::join!(child.wait(), read_stderr) }).await;
+        let waited = tokio::time::timeout(timeout, async {
+            tokio::join!(child.wait(), read_bounded(stdout), read_bounded(stderr))
+        })
+        .await;
         let (status, stderr) = match waited {
             Err(_) => {
                 return Err(Error::Failed(format!(
@@ -559,7 +604,8 @@ impl Cli {
                     timeout.as_secs()
                 )));
             }
-            Ok((status, stderr)) => (status, stderr),
+            // Some CLIs say why they failed on stdout (claude: "Not logged in").
+            Ok((status, stdout, stderr)) => (status, if stderr.trim().is_empty() { stdout } else { stderr }),
         };
         // It exited: its group needs no killing (what it left running is its own).
         guard.pid = None;

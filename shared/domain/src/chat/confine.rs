@@ -1,7 +1,7 @@
 //! # Where agents may run: working directories confined to configured roots
 //!
-//! A CLI agent runs with its permissions bypassed (`--yolo`, `--full-auto`), so the folder it
-//! runs in is the whole of what it may touch. A workspace's working directory is therefore
+//! A CLI agent runs with its permission prompts off (`--yolo`, codex's workspace-write
+//! sandbox), so the folder it runs in is the whole of what it may touch. A workspace's working directory is therefore
 //! confined to the roots an operator configures (`SPOOL_WORKSPACE_ROOTS`); with none
 //! configured, which is the default, only the per-chat folders Spool makes itself are used.
 //! Paths are resolved (symlinks, `..`) before they are compared, so a link inside a root that

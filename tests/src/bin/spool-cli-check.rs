@@ -1,0 +1,201 @@
+//! `make cli-check`: Spool against the real claude, gemini, codex and opencode CLIs, installed
+//! from npm into `tests/clis` (versions pinned by its lock file).
+//!
+//! For each CLI it checks what a turn depends on:
+//! 1. Spool's own probe (`GET /v1/clis`) finds it, runs `--version` and reads the version;
+//! 2. the CLI runtime runs it exactly as a turn does (the command line of
+//!    `spool_agents::cli::arguments`, a cleared environment, a private `HOME`, the chat's own
+//!    folder), and the CLI accepts that command line: it may fail here only for want of
+//!    credentials or a network, never with a usage error;
+//! 3. as a control, the same command line with a flag the CLI does not have *is* seen as a usage
+//!    error, so step 2 could have failed.
+//!
+//! Usage: `spool-cli-check <folder of the CLIs' executables>`; exits non-zero on any failure.
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use async_trait::async_trait;
+use spool_agents::{
+    cli::{CliAgents, arguments, program},
+    runtime::{Error, Message, Request, Sink, TurnContext},
+    runtimes::CliRuntimes,
+};
+use spool_domain::{CliType, clis::CliProbe};
+
+/// How long one run may take: a CLI that got past its arguments and waits on a network it
+/// cannot reach here is accepted.
+const RUN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Whether a CLI's output is a complaint about its command line.
+fn usage_error(output: &str) -> bool {
+    let lower = output.to_lowercase();
+    [
+        "unknown option",
+        "unknown argument",
+        "unexpected argument",
+        "unrecognized option",
+        "unrecognized argument",
+        "usage:",
+        "positionals:",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+}
+
+struct Discard;
+
+#[async_trait]
+impl Sink for Discard {
+    async fn text(&mut self, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn request(cli: CliType) -> Request {
+    Request {
+        instruction: "Answer in one word.".to_owned(),
+        agent_instruction: String::new(),
+        messages: vec![Message::User {
+            text: "Say hello.".to_owned(),
+        }],
+        tools: Vec::new(),
+        model: None,
+        context: TurnContext {
+            org: "org_cli_check".to_owned(),
+            session_id: format!("ses_{}", program(cli)),
+            title: "CLI check".to_owned(),
+            turn_id: "turn_1".to_owned(),
+            agent_name: "Checker".to_owned(),
+            ..TurnContext::default()
+        },
+        workspace_context: None,
+        stamps: Vec::new(),
+        files: Vec::new(),
+        file_access: None,
+    }
+}
+
+/// Runs `cli` as a turn does; what it said, if it failed.
+async fn run_as_a_turn(agents: &CliAgents, cli: CliType) -> Result<String, String> {
+    let runtime = agents.runtime(cli)?;
+    match runtime.respond(&request(cli), &mut Discard).await {
+        Ok(reply) => Ok(format!("answered: {}", reply.text)),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+/// Runs `cli` with Spool's command line and a flag it does not have; its output.
+async fn run_with_a_bogus_flag(bin: &std::path::Path, cli: CliType, home: &std::path::Path) -> String {
+    let mut args = arguments(cli, "Say hello.");
+    args.push("--spool-no-such-flag".to_owned());
+    let run = tokio::process::Command::new(bin.join(program(cli)))
+        .args(&args)
+        .current_dir(home)
+        .env("HOME", home)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(RUN_TIMEOUT, run).await {
+        Ok(Ok(out)) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Ok(Err(e)) => format!("cannot start: {e}"),
+        Err(_) => "ran until stopped".to_owned(),
+    }
+}
+
+/// What a person reads of `text`: the usage complaint if there is one, else its start, on one
+/// line.
+fn gist(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| usage_error(l))
+        .map_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "), str::to_owned);
+    line.trim().chars().take(160).collect()
+}
+
+/// Checks one CLI; what failed.
+async fn check(
+    agents: &CliAgents,
+    bin: &std::path::Path,
+    home: &std::path::Path,
+    cli: CliType,
+) -> (String, Vec<String>) {
+    let name = program(cli);
+    let mut report = format!("cli-check: {name}: `{name} {}`\n", arguments(cli, "<prompt>").join(" "));
+    let mut failures = Vec::new();
+    let (turn, control) = tokio::join!(run_as_a_turn(agents, cli), run_with_a_bogus_flag(bin, cli, home));
+    match turn {
+        Ok(said) if usage_error(&said) => failures.push(format!("{name}: refused Spool's command line: {said}")),
+        Ok(said) => report.push_str(&format!(
+            "  Spool's command line accepted (here it ends: {})\n",
+            gist(&said)
+        )),
+        Err(e) => failures.push(format!("{name}: {e}")),
+    }
+    if usage_error(&control) {
+        report.push_str(&format!(
+            "  control: an unknown flag is a usage error ({})\n",
+            gist(&control)
+        ));
+    } else {
+        failures.push(format!(
+            "{name}: an unknown flag was not seen as a usage error, so this check cannot tell: {}",
+            gist(&control)
+        ));
+    }
+    (report, failures)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let Some(bin) = std::env::args().nth(1).map(PathBuf::from) else {
+        eprintln!("usage: spool-cli-check <folder of the CLIs' executables> (make cli-check installs them)");
+        return ExitCode::from(2);
+    };
+    let bin = std::path::absolute(&bin).unwrap_or(bin);
+    let work = tempfile::tempdir().expect("a temporary folder");
+    let agents = CliAgents::new(vec![bin.clone()], work.path().join("chats"), RUN_TIMEOUT);
+    let mut failures = Vec::new();
+    let statuses = agents.clis().await;
+    for cli in CliType::ALL {
+        match statuses.iter().find(|s| s.cli == cli) {
+            Some(s) if s.installed && s.healthy && s.version.is_some() => {
+                println!(
+                    "cli-check: {} {} detected",
+                    program(cli),
+                    s.version.as_deref().unwrap_or_default()
+                );
+            }
+            other => failures.push(format!(
+                "{}: not detected as installed and healthy: {other:?}",
+                program(cli)
+            )),
+        }
+    }
+    println!(
+        "cli-check: running each as a turn does (up to {} s each, all at once)…",
+        RUN_TIMEOUT.as_secs()
+    );
+    let checks = CliType::ALL.map(|cli| check(&agents, &bin, work.path(), cli));
+    let [a, b, c, d] = checks;
+    let (a, b, c, d) = tokio::join!(a, b, c, d);
+    for (report, failed) in [a, b, c, d] {
+        print!("{report}");
+        failures.extend(failed);
+    }
+    if failures.is_empty() {
+        println!(
+            "cli-check: all {} CLIs accept Spool's command lines",
+            CliType::ALL.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("cli-check: FAILED: {f}");
+        }
+        ExitCode::FAILURE
+    }
+}
