@@ -825,6 +825,76 @@ pub(crate) async fn queued_messages_are_answered_each_by_its_own_turn<H: Harness
     }
 }
 
+/// The demo agent defines a team from a conversation, as the third source design's AI-assisted
+/// agent definition does: it asks what the team is for, proposes three agents whose
+/// instructions say their role, inputs, outputs and limits, and adds each one approved, in
+/// order, with no key.
+pub(crate) async fn the_demo_agent_defines_a_team_from_a_conversation<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "title": "Newsroom" })))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = send(api, &chat, "please set up a team for me").await;
+    let events = until(api, &chat, &turn, "ask_question").await;
+    let question = one(&events, &turn, "ask_question")["payload"]["question_id"].clone();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/question"),
+        Some(json!({ "question_id": question, "answer": "a weekly newsletter" })),
+    )
+    .await;
+    // Each agent waits for its own approval.
+    for approved in 1..=3 {
+        let call = spool_tests::eventually("the next approval request", || async {
+            let events = all_events(api, &chat).await;
+            let asked: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["type"] == "tool_approval_required")
+                .collect();
+            (asked.len() == approved).then(|| asked[approved - 1]["payload"]["tool_call_id"].clone())
+        })
+        .await;
+        api.ok(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/approval"),
+            Some(json!({ "tool_call_id": call, "decision": "approve" })),
+        )
+        .await;
+    }
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await;
+    let agents = agents["agents"].as_array().unwrap();
+    let names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Spool", "Planner", "Writer", "Reviewer"]);
+    for agent in &agents[1..] {
+        let instruction = agent["instruction"].as_str().unwrap();
+        for part in [
+            "## Role",
+            "## What you read",
+            "## What you produce",
+            "## Boundaries",
+            "a weekly newsletter",
+        ] {
+            assert!(
+                instruction.contains(part),
+                "{} lacks {part}: {instruction}",
+                agent["name"]
+            );
+        }
+    }
+}
+
 on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
     queued_messages_are_answered_each_by_its_own_turn,
@@ -843,4 +913,5 @@ on_both_backends!(
     a_turn_given_up_says_so_in_the_chat,
     a_fifo_batch_fails_only_the_rest_of_a_failing_group,
     an_agent_never_starts_on_empty_input,
+    the_demo_agent_defines_a_team_from_a_conversation,
 );
