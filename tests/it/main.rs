@@ -51,6 +51,7 @@ mod processes;
 mod sealing;
 mod sessions;
 mod sessions_http;
+mod settings_http;
 mod stream_http;
 mod support;
 mod turns;

@@ -91,7 +91,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(
         Method::PATCH,
         &format!("/v1/workspaces/{ws}"),
-        Some(json!({ "description": "Team docs", "working_dir": null })),
+        Some(json!({ "description": "Team docs", "working_directory_mode": "temp", "cleanup": { "turn_record_days": 14 }, "notifications": { "email": "ops@example.com", "on_task": false } })),
     )
     .await;
     let helper = api
@@ -471,7 +471,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(
         Method::PATCH,
         &format!("/v1/workspaces/{ws}"),
-        Some(json!({ "working_dir": dir.path().to_str().unwrap() })),
+        Some(json!({ "working_directory_path": dir.path().to_str().unwrap() })),
     )
     .await;
     let found = api

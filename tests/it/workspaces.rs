@@ -4,14 +4,13 @@ use spool_domain::{Agent, Error, Runtime, Workspace, Workspaces};
 use spool_tests::{Harness, unique_id};
 
 fn workspace(id: &str, created_ms: i64) -> Workspace {
-    Workspace {
-        id: id.to_owned(),
-        name: format!("Workspace {id}"),
-        description: "for tests".to_owned(),
-        working_dir: None,
-        created_ms,
-        updated_ms: created_ms,
-    }
+    // Settings other than the defaults, so a store that dropped them would be seen.
+    let mut ws = Workspace::new(id.to_owned(), format!("Workspace {id}"), created_ms);
+    ws.description = "for tests".to_owned();
+    ws.cleanup.chat_folder_days = 30;
+    ws.notifications.email = Some("ops@example.com".to_owned());
+    ws.notifications.on_task = false;
+    ws
 }
 
 fn agent(id: &str, ws: &str, position: u32) -> Agent {

@@ -8,11 +8,36 @@ export const RUNTIMES: Runtime[] = ["scripted", "openai", "anthropic", "cli"];
 
 export interface Workspace {
   id: string;
+  title: string;
   name: string;
   description: string;
+  working_directory_mode: "static" | "temp";
+  working_directory_path: string | null;
   working_dir: string | null;
+  cleanup: { turn_record_days: number; chat_folder_days: number };
+  notifications: Notifications & {
+    /** What the settings do on this server: `off`, `log_only` (no email sender), `email`. */
+    status: { state: "off" | "log_only" | "email"; message: string };
+  };
   created_at: string;
   updated_at: string;
+}
+
+export interface Notifications {
+  email: string | null;
+  on_question: boolean;
+  on_failure: boolean;
+  on_task: boolean;
+}
+
+/** A change to a workspace's settings (`PATCH /v1/workspaces/{id}`): only what it names. */
+export interface WorkspaceChange {
+  title?: string;
+  description?: string;
+  working_directory_mode?: "static" | "temp";
+  working_directory_path?: string | null;
+  cleanup?: Partial<Workspace["cleanup"]>;
+  notifications?: Partial<Notifications>;
 }
 
 export interface Agent {
@@ -245,6 +270,10 @@ export class Client {
   // Workspaces, agents, tasks
   workspaces = () => this.request<{ workspaces: Workspace[] }>("GET", "/v1/workspaces").then((r) => r.workspaces);
   createWorkspace = (title: string) => this.request<Workspace>("POST", "/v1/workspaces", { title });
+  workspace = (ws: string) => this.request<Workspace>("GET", `/v1/workspaces/${enc(ws)}`);
+  updateWorkspace = (ws: string, change: WorkspaceChange) =>
+    this.request<Workspace>("PATCH", `/v1/workspaces/${enc(ws)}`, change);
+  deleteWorkspace = (ws: string) => this.request<void>("DELETE", `/v1/workspaces/${enc(ws)}`);
   agents = (ws: string) =>
     this.request<{ agents: Agent[] }>("GET", `/v1/workspaces/${enc(ws)}/agents`).then((r) => r.agents);
   createAgent = (ws: string, agent: AgentFields) => this.request<Agent>("POST", `/v1/workspaces/${enc(ws)}/agents`, agent);

@@ -9,6 +9,7 @@ import { AgentsTab } from "./agents";
 import { CommandsTab } from "./commands";
 import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
+import { SettingsTab } from "./settings";
 import { TasksTab } from "./tasks";
 import { watchFeed } from "./live";
 import { go, href, parseRoute, type Route } from "./route";
@@ -211,7 +212,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
               {!current && <option value="">Choose a workspace</option>}
               {workspaces.map((w) => (
                 <option value={w.id} key={w.id}>
-                  {w.name}
+                  {w.title}
                 </option>
               ))}
             </select>
@@ -249,8 +250,11 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
             <a href={href({ page: "commands", ws })} aria-current={route.page === "commands" ? "page" : undefined}>
               Commands
             </a>
+            <a href={href({ page: "settings", ws })} aria-current={route.page === "settings" ? "page" : undefined}>
+              Settings
+            </a>
           </nav>
-          <TaskToasts key={`toasts-${ws}`} client={client} ws={ws} notify={notify} />
+          <FeedToasts key={`toasts-${ws}`} client={client} ws={ws} notify={notify} />
           {route.page === "chats" && (
             <>
               <ChatList key={ws} client={client} ws={ws} notify={notify} open={route.chat} />
@@ -269,6 +273,16 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
           )}
           {route.page === "agents" && <AgentsTab key={ws} client={client} ws={ws} notify={notify} />}
           {route.page === "commands" && <CommandsTab key={ws} client={client} ws={ws} notify={notify} />}
+          {route.page === "settings" && (
+            <SettingsTab
+              key={ws}
+              client={client}
+              ws={ws}
+              notify={notify}
+              onSaved={() => void reload()}
+              onDeleted={() => void reload().then(() => go({ page: "home" }))}
+            />
+          )}
           {route.page === "tasks" && <TasksTab key={ws} client={client} ws={ws} notify={notify} highlight={route.task} />}
         </main>
       ) : workspaces && workspaces.length === 0 ? (
@@ -394,15 +408,22 @@ window.addEventListener("hashchange", (e) => {
 
 void start();
 
-/** Toasts each task made in the workspace (by an agent in any chat, or by hand), with a link to it, wherever in the workspace the person is. */
-function TaskToasts({ client, ws, notify }: { client: Client; ws: string; notify: Notify }) {
+/**
+ * Toasts what the workspace's feed says a person should see wherever in the workspace they are:
+ * each task made (by an agent in any chat, or by hand), with a link to it, and a notification
+ * that could not be sent, with a link to the settings.
+ */
+function FeedToasts({ client, ws, notify }: { client: Client; ws: string; notify: Notify }) {
   useEffect(
     () =>
       watchFeed(client, ws, (events) => {
         for (const e of events) {
-          if (e.type !== "task.created" || typeof e.task_id !== "string") continue;
-          const summary = typeof e.summary === "string" ? e.summary : "";
-          notify.info(`Task created: ${summary}`, { href: href({ page: "tasks", ws, task: e.task_id }), label: "Open task" });
+          if (e.type === "task.created" && typeof e.task_id === "string") {
+            const summary = typeof e.summary === "string" ? e.summary : "";
+            notify.info(`Task created: ${summary}`, { href: href({ page: "tasks", ws, task: e.task_id }), label: "Open task" });
+          } else if (e.type === "notification.failed") {
+            notify.info(`Could not notify ${String(e.to)}: ${String(e.error)}`, { href: href({ page: "settings", ws }), label: "Settings" });
+          }
         }
       }),
     [client, ws, notify],

@@ -1,13 +1,14 @@
 // The hash router: every view has an address, so reload and the back button work, and the
 // static files need no server-side routes (S3 serves them as they are).
 
-/** The place the hash names: `#/`, `#/global`, `#/w/{ws}/chats[/{id}]`, `#/w/{ws}/agents`, `#/w/{ws}/commands`, `#/w/{ws}/tasks[/{id}]`. */
+/** The place the hash names: `#/`, `#/global`, `#/w/{ws}/chats[/{id}]`, `#/w/{ws}/agents`, `#/w/{ws}/commands`, `#/w/{ws}/settings`, `#/w/{ws}/tasks[/{id}]`. */
 export type Route =
   | { page: "home" }
   | { page: "global" }
   | { page: "chats"; ws: string; chat?: string }
   | { page: "agents"; ws: string }
   | { page: "commands"; ws: string }
+  | { page: "settings"; ws: string }
   | { page: "tasks"; ws: string; task?: string };
 
 export function parseRoute(hash: string): Route {
@@ -22,6 +23,7 @@ export function parseRoute(hash: string): Route {
     const ws = parts[1];
     if (parts[2] === "agents") return { page: "agents", ws };
     if (parts[2] === "commands") return { page: "commands", ws };
+    if (parts[2] === "settings") return { page: "settings", ws };
     if (parts[2] === "tasks") return { page: "tasks", ws, task: parts[3] };
     return { page: "chats", ws, chat: parts[3] };
   }
@@ -40,6 +42,8 @@ export const href = (route: Route): string => {
       return `#/w/${encodeURIComponent(route.ws)}/agents`;
     case "commands":
       return `#/w/${encodeURIComponent(route.ws)}/commands`;
+    case "settings":
+      return `#/w/${encodeURIComponent(route.ws)}/settings`;
     case "tasks":
       return `#/w/${encodeURIComponent(route.ws)}/tasks${route.task ? `/${encodeURIComponent(route.task)}` : ""}`;
   }

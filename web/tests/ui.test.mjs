@@ -28,7 +28,7 @@ after(async () => {
 });
 
 const DEMO_START = "Hello! I am Spool's demo agent";
-const DEMO_END = "or to add a **helper** agent.";
+const DEMO_END = "or to set up a **team** of agents.";
 
 /** A signed-in page on a new workspace's chats. */
 async function workspacePage(name, viewport) {
@@ -464,6 +464,64 @@ test("a task is made, edited and deleted by hand", async () => {
   await page.getByText("No tasks yet.").waitFor();
   tasks = (await call("GET", `/v1/workspaces/${ws.id}/tasks`)).tasks;
   assert.deepEqual(tasks, []);
+  assertNoErrors(page);
+});
+
+test("workspace settings are edited, saved and say where notifications go", async () => {
+  const { page, ws } = await workspacePage("Settings");
+  await page.getByRole("link", { name: "Settings" }).click();
+  await page.waitForURL(new RegExp(`#/w/${ws.id}/settings`));
+  const status = page.getByRole("status", { name: "Notification status" });
+  await status.getByText("No email address is set").waitFor();
+  await page.getByLabel("Title").fill("Research desk");
+  await page.getByLabel("Description").fill("Papers and notes");
+  await page.getByLabel("Keep an idle chat's folder (days)").fill("30");
+  await page.getByLabel("Email").fill("ops@example.com");
+  await page.getByLabel("When an agent creates a task").uncheck();
+  await page.getByRole("button", { name: "Save settings" }).click();
+  // This server sends no email: the page says so, and what to do about it.
+  await status.getByText("SPOOL_NOTIFY_FROM").waitFor();
+  const saved = await call("GET", `/v1/workspaces/${ws.id}`);
+  assert.equal(saved.title, "Research desk");
+  assert.equal(saved.description, "Papers and notes");
+  assert.deepEqual(saved.cleanup, { turn_record_days: 7, chat_folder_days: 30 });
+  assert.equal(saved.notifications.email, "ops@example.com");
+  assert.deepEqual([saved.notifications.on_question, saved.notifications.on_task], [true, false]);
+  // The picker shows the new title.
+  await page.getByRole("combobox", { name: "Workspace" }).getByRole("option", { name: "Research desk" }).waitFor({ state: "attached" });
+  // A folder that does not exist is refused, and nothing changes.
+  await page.getByLabel("One folder for every chat").check();
+  await page.getByLabel(/^Folder/).fill("/no/such/folder");
+  await page.getByRole("button", { name: "Save settings" }).click();
+  await page.locator(".toast.error").waitFor();
+  assert.equal((await call("GET", `/v1/workspaces/${ws.id}`)).working_directory_mode, "temp");
+  // Settings survive a reload.
+  await page.reload();
+  await page.getByLabel("Email").waitFor();
+  assert.equal(await page.getByLabel("Email").inputValue(), "ops@example.com");
+  assert.equal(await page.getByLabel("Keep an idle chat's folder (days)").inputValue(), "30");
+  await screenshot(page, "workspace-settings");
+  // The refused folder's 400 is the only thing the console reports.
+  assert.deepEqual(page.errors.filter((e) => !/status of 400/.test(e)), []);
+});
+
+test("a workspace is deleted with its chats only once its title is typed", async () => {
+  const { page, ws } = await workspacePage("Doomed");
+  const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id });
+  await page.getByRole("link", { name: "Settings" }).click();
+  await page.getByRole("button", { name: "Delete workspace…" }).click();
+  const confirm = page.getByRole("button", { name: "Delete workspace and its chats" });
+  assert.equal(await confirm.isDisabled(), true);
+  await page.getByLabel("to confirm").fill("Doome");
+  assert.equal(await confirm.isDisabled(), true, "a near miss does not delete");
+  await page.getByLabel("to confirm").fill("Doomed");
+  await screenshot(page, "workspace-delete");
+  await confirm.click();
+  await page.getByRole("status").filter({ hasText: "Workspace “Doomed” deleted." }).waitFor();
+  await page.waitForURL((url) => !url.hash.includes(ws.id));
+  const workspaces = (await call("GET", "/v1/workspaces")).workspaces;
+  assert.ok(!workspaces.some((w) => w.id === ws.id), "the workspace is gone");
+  await assert.rejects(call("GET", `/v1/sessions/${chat.id}`), /: 404 /, "its chats are gone too");
   assertNoErrors(page);
 });
 

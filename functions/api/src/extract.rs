@@ -7,7 +7,7 @@ use axum::{
     extract::{FromRequest, FromRequestParts, Request},
     http::{StatusCode, header, request::Parts},
 };
-use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
 
 use crate::{ApiError, ChatApi};
@@ -185,34 +185,5 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body is not valid here: {e}")))
 }
 
-/// A PATCH field that may be cleared: absent keeps the value, `null` clears it, a value sets
-/// it. Use with `#[serde(default)]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Patch<T> {
-    /// The field was absent: keep the current value.
-    #[default]
-    Keep,
-    /// The field was `null`: clear the value.
-    Clear,
-    /// The field had a value: set it.
-    Set(T),
-}
-
-impl<T> Patch<T> {
-    /// Applies the change to `current`.
-    pub fn apply(self, current: &mut Option<T>) {
-        match self {
-            Self::Keep => {}
-            Self::Clear => *current = None,
-            Self::Set(value) => *current = Some(value),
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Option::<T>::deserialize(deserializer)?.map_or(Self::Clear, Self::Set))
-    }
-}
-
 pub use spool_domain::clock::rfc3339_ms;
+pub use spool_domain::settings::Patch;

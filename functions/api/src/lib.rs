@@ -80,6 +80,8 @@ pub struct ChatApi {
     revocations: Option<Arc<Revocations>>,
     /// The CLIs where agents run, when they run in this process's reach (`spool serve`).
     clis: Option<Arc<dyn spool_domain::clis::CliProbe>>,
+    /// How the worker tells people (for workspaces' notification status).
+    notifier: Arc<dyn spool_domain::notifier::Notifier>,
 }
 
 impl ChatApi {
@@ -105,7 +107,16 @@ impl ChatApi {
             refusals: audit::Refusals::default(),
             revocations: None,
             clis: None,
+            notifier: Arc::new(spool_domain::notifier::LogNotifier),
         }
+    }
+
+    /// The same API, saying that workspaces' notifications go through `notifier` (the
+    /// worker's).
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Arc<dyn spool_domain::notifier::Notifier>) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// The same API, answering `GET /v1/clis` with `probe` (the worker's CLIs).

@@ -23,6 +23,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
         .with_revocations(revocations)
-        .with_attachment_limits(config.attachments.limits());
+        .with_attachment_limits(config.attachments.limits())
+        .with_notifier(spool_aws::notifier_from_config(&config).await);
     lambda_http::run(spool_api::router(api)).await
 }

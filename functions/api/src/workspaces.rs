@@ -11,7 +11,12 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Agent, CliType, Error, Runtime, Task, Workspace, manage, workspace::new_id};
+use spool_domain::{
+    Agent, CliType, Error, Runtime, Task, Workspace, manage,
+    notifier::{NotificationStatus, Notifier},
+    settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
+    workspace::new_id,
+};
 use utoipa::ToSchema;
 
 use crate::{
@@ -29,23 +34,46 @@ pub(crate) struct WorkspaceView {
     /// The same as `title` (the name it had before).
     name: String,
     description: String,
+    /// `static` (every chat's CLI runs in `working_directory_path`) or `temp` (a folder of
+    /// each chat's own).
+    working_directory_mode: WorkingDirMode,
+    working_directory_path: Option<String>,
+    /// The same as `working_directory_path` (the name it had before).
     working_dir: Option<String>,
+    cleanup: Cleanup,
+    notifications: NotificationsView,
     #[schema(format = DateTime)]
     created_at: String,
     #[schema(format = DateTime)]
     updated_at: String,
 }
 
-impl From<Workspace> for WorkspaceView {
-    fn from(w: Workspace) -> Self {
+/// A workspace's notification settings, and what they do on this deployment.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct NotificationsView {
+    #[serde(flatten)]
+    settings: Notifications,
+    status: NotificationStatus,
+}
+
+impl WorkspaceView {
+    pub(crate) fn new(w: Workspace, notifier: &dyn Notifier) -> Self {
+        let status = spool_domain::notifier::status(&w.notifications, notifier);
         Self {
             created_at: rfc3339_ms(w.created_ms),
             updated_at: rfc3339_ms(w.updated_ms),
+            working_directory_mode: w.working_dir_mode(),
             id: w.id,
             title: w.name.clone(),
             name: w.name,
             description: w.description,
+            working_directory_path: w.working_dir.clone(),
             working_dir: w.working_dir,
+            cleanup: w.cleanup,
+            notifications: NotificationsView {
+                settings: w.notifications,
+                status,
+            },
         }
     }
 }
@@ -94,22 +122,30 @@ pub(crate) struct NewWorkspace {
     title: String,
     #[serde(default)]
     description: String,
+    /// `temp` unless a `working_directory_path` is given.
     #[serde(default)]
-    working_dir: Option<String>,
+    working_directory_mode: Option<WorkingDirMode>,
+    /// The folder of a `static` working directory (`working_dir` is accepted too).
+    #[serde(default, alias = "working_dir")]
+    working_directory_path: Option<String>,
+    #[serde(default)]
+    cleanup: Option<CleanupChange>,
+    #[serde(default)]
+    notifications: Option<NotificationsChange>,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WorkspacePatch {
-    /// Its title (`name` is accepted too).
-    #[serde(default, alias = "name")]
-    title: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-    /// `null` clears it.
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    working_dir: Patch<String>,
+impl NewWorkspace {
+    /// Everything but its title, as a change to a new workspace's defaults.
+    fn settings(self) -> WorkspaceChange {
+        WorkspaceChange {
+            title: Some(self.title),
+            description: Some(self.description),
+            working_directory_mode: self.working_directory_mode,
+            working_directory_path: self.working_directory_path.map_or(Patch::Keep, Patch::Set),
+            cleanup: self.cleanup,
+            notifications: self.notifications,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -218,16 +254,8 @@ pub(crate) async fn create_workspace(
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
     let now = api.clock.now_ms();
-    let mut workspace = Workspace {
-        id: new_id("ws"),
-        name: new.title.trim().to_owned(),
-        description: new.description,
-        working_dir: new.working_dir,
-        created_ms: now,
-        updated_ms: now,
-    };
-    workspace.validate()?;
-    workspace.confine_working_dir(&api.workspace_roots)?;
+    let mut workspace = Workspace::new(new_id("ws"), String::new(), now);
+    new.settings().apply(&mut workspace, &api.workspace_roots)?;
     let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
     let json = spool_domain::ContentType::parse("application/json")?;
     api.log
@@ -240,7 +268,10 @@ pub(crate) async fn create_workspace(
         .create_workspace(caller.org(), &workspace, &builtin)
         .await?;
     tracing::info!(org = %caller.org(), workspace = %workspace.id, "workspace created");
-    Ok((StatusCode::CREATED, Json(WorkspaceView::from(workspace))))
+    Ok((
+        StatusCode::CREATED,
+        Json(WorkspaceView::new(workspace, api.notifier.as_ref())),
+    ))
 }
 
 /// `GET /v1/workspaces`.
@@ -255,7 +286,7 @@ pub(crate) async fn list_workspaces(
         .workspaces(caller.org())
         .await?
         .into_iter()
-        .map(WorkspaceView::from)
+        .map(|w| WorkspaceView::new(w, api.notifier.as_ref()))
         .collect();
     Ok(Json(WorkspaceList { workspaces: list }))
 }
@@ -268,34 +299,26 @@ pub(crate) async fn get_workspace(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
-    Ok(Json(api.workspace_of(&caller, &id).await?.into()))
+    Ok(Json(WorkspaceView::new(
+        api.workspace_of(&caller, &id).await?,
+        api.notifier.as_ref(),
+    )))
 }
 
 /// `PATCH /v1/workspaces/{id}`.
-#[utoipa::path(patch, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = WorkspacePatch,
+#[utoipa::path(patch, path = "/v1/workspaces/{id}", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = WorkspaceChange,
     responses((status = 200, description = "The changed workspace", body = WorkspaceView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn update_workspace(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
-    JsonBody(change): JsonBody<WorkspacePatch>,
+    JsonBody(change): JsonBody<WorkspaceChange>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     let mut workspace = api.workspace_of(&caller, &id).await?;
-    if let Some(name) = change.title {
-        workspace.name = name.trim().to_owned();
-    }
-    if let Some(description) = change.description {
-        workspace.description = description;
-    }
-    let before = workspace.working_dir.clone();
-    change.working_dir.apply(&mut workspace.working_dir);
-    workspace.validate()?;
-    if workspace.working_dir != before {
-        workspace.confine_working_dir(&api.workspace_roots)?;
-    }
+    change.apply(&mut workspace, &api.workspace_roots)?;
     workspace.updated_ms = api.clock.now_ms();
     api.metadata.update_workspace(caller.org(), &workspace).await?;
-    Ok(Json(workspace.into()))
+    Ok(Json(WorkspaceView::new(workspace, api.notifier.as_ref())))
 }
 
 /// `DELETE /v1/workspaces/{id}`: the workspace, its chats (records, streams and pages) and its

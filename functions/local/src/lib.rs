@@ -268,7 +268,11 @@ async fn sweep_uploads(records: Arc<spool_embedded::EmbeddedMetadata>, files: Ar
 
 /// Starts the worker: agent turns from the turn queue and, on AWS, sealing jobs from the
 /// maintenance queue, as the worker function does on Lambda.
-fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
+fn spawn_worker(
+    services: &Services,
+    config: &Config,
+    notifier: Arc<dyn spool_domain::notifier::Notifier>,
+) -> anyhow::Result<()> {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
@@ -276,10 +280,19 @@ fn spawn_worker(services: &Services, config: &Config) -> anyhow::Result<()> {
         Arc::new(SystemClock),
         spool_worker::engine_settings(config),
     )
-    .with_files(services.files.clone());
+    .with_files(services.files.clone())
+    .with_notifier(notifier);
     let worker =
         spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     let worker = Arc::new(worker);
+    let sweep = spool_worker::folder_sweep(config, services.metadata.clone());
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(60 * 60));
+        loop {
+            every.tick().await;
+            sweep.run_if_due(now_ms()).await;
+        }
+    });
     // On the embedded store, leases are named after this process's slot in the data directory,
     // held as long as the worker runs: a restart takes back its interrupted turns at once.
     let slot = match config.backend {
@@ -341,7 +354,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         spool_stream::Access::Tokens(Box::new(keys.clone()))
     };
     let api_key = local_api_key(&services, config).await?;
-    spawn_worker(&services, config)?;
+    let notifier = spool_aws::notifier_from_config(config).await;
+    spawn_worker(&services, config, notifier.clone())?;
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
     // One limiter for every route, so an organization's writes count once whichever they take.
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
@@ -368,6 +382,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
+        .with_notifier(notifier)
         // The worker runs in this process: the API answers for its CLIs.
         .with_clis(Arc::new(spool_worker::cli_agents(config)));
     // A request has this long from its headers to its answer; long-polls wait less.

@@ -96,6 +96,14 @@ pub fn cli_agents(config: &spool_platform::Config) -> spool_agents::cli::CliAgen
     .with_roots(config.workspace_roots())
 }
 
+/// The daily sweep of the chats' folders under the CLI work directory.
+pub fn folder_sweep(
+    config: &spool_platform::Config,
+    metadata: Arc<dyn spool_domain::Metadata>,
+) -> spool_agents::sweep::FolderSweep {
+    spool_agents::sweep::FolderSweep::new(config.cli_work_dir(), metadata)
+}
+
 /// The engine's settings from configuration: the turn's time limit.
 pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Settings {
     spool_agents::Settings {
@@ -123,6 +131,8 @@ pub struct Worker {
     /// The turns queue and the lease to keep its messages for, while a batch's steps run
     /// (on Lambda: the event source's messages, by their receipt handles).
     heartbeats: Option<(Arc<dyn TurnQueue>, Duration)>,
+    /// The daily sweep of chats' folders on this worker's disk.
+    sweep: Option<Arc<spool_agents::sweep::FolderSweep>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -142,7 +152,15 @@ impl Worker {
             engine: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             heartbeats: None,
+            sweep: None,
         }
+    }
+
+    /// The same worker, sweeping chats' folders with `sweep` once a day as it takes work.
+    #[must_use]
+    pub fn with_sweep(mut self, sweep: Arc<spool_agents::sweep::FolderSweep>) -> Self {
+        self.sweep = Some(sweep);
+        self
     }
 
     /// The same worker, keeping the turns of a batch leased for `ttl` in `queue` while their
@@ -240,6 +258,11 @@ impl Worker {
     /// order, and after a failure the rest of its group is reported failed too, so SQS keeps
     /// them in order; groups and maintenance jobs run concurrently.
     pub async fn handle_batch(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        if let Some(sweep) = &self.sweep {
+            sweep
+                .run_if_due(spool_domain::Clock::now_ms(&spool_domain::SystemClock))
+                .await;
+        }
         // Turns (FIFO messages) stay leased while the batch runs, however long its steps take.
         let heartbeat = self.heartbeats.as_ref().map(|(queue, ttl)| {
             let receipts = event

@@ -12,6 +12,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let config = spool_platform::Config::from_env()?;
     let log = Arc::new(spool_aws::log_from_config(&config, None).await?);
     let metadata = Arc::new(spool_aws::metadata_from_config(&config, log.clients())?);
+    let sweep = Arc::new(spool_worker::folder_sweep(&config, metadata.clone()));
     let engine = spool_agents::Engine::new(
         log.clone(),
         metadata,
@@ -19,8 +20,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         Arc::new(spool_domain::SystemClock),
         spool_worker::engine_settings(&config),
     )
-    .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?));
-    let mut worker = Worker::new(log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?))
+    .with_notifier(spool_aws::notifier_from_config(&config).await);
+    let mut worker = Worker::new(log.clone())
+        .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
+        .with_sweep(sweep);
     // The turns a batch holds stay leased while their steps run (the queue's visibility
     // timeout is the short lease).
     if config.aws.turns_queue_url.is_some() {

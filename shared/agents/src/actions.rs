@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use spool_domain::{
     Metadata, StreamLog, Task, WorkspaceRoots,
     manage::{self, NewAgent},
+    notifier::{About, Notifier},
+    settings::{NotificationKind, WorkspaceChange},
     workspace::new_id,
 };
 
@@ -40,6 +42,10 @@ pub struct ActionContext<'a> {
     pub now_rfc3339: &'a str,
     /// Where a workspace's working directory may be.
     pub roots: &'a WorkspaceRoots,
+    /// How people are told about what the action did (a task created).
+    pub notifier: &'a dyn Notifier,
+    /// The chat's title, for notifications.
+    pub chat_title: &'a str,
 }
 
 /// Why an action failed, for the person and the agent.
@@ -181,6 +187,23 @@ impl ActionContext<'_> {
             actor: self.actor.to_owned(),
         };
         self.announce(event).await?;
+        if let Some(ws) = self.metadata.workspace(self.org, workspace).await.map_err(store)? {
+            let about = About {
+                chat: Some((self.session_id, self.chat_title)),
+                actor: self.actor,
+                detail: &task.title,
+            };
+            spool_domain::notifier::notify(
+                self.log,
+                self.notifier,
+                self.org,
+                &ws,
+                NotificationKind::Task,
+                about,
+                self.now_rfc3339,
+            )
+            .await;
+        }
         Ok(json!({ "task_id": task.id, "summary": task.title, "title": task.title }))
     }
 
@@ -267,39 +290,15 @@ impl ActionContext<'_> {
             .await
             .map_err(store)?
             .ok_or("the workspace no longer exists")?;
-        if let Some(name) = optional_text(args, "title|name")? {
-            workspace.name = name.trim().to_owned();
-        }
-        if let Some(description) = optional_text(args, "description")? {
-            workspace.description = description;
-        }
-        let mut moved = false;
-        let mode = optional_text(args, "working_directory_mode")?;
-        match mode.as_deref() {
-            // Each chat in a folder of its own.
-            Some("temp") => workspace.working_dir = None,
-            None | Some("static") => {}
-            Some(other) => return Err(format!("`working_directory_mode` is `static` or `temp`, not `{other}`")),
-        }
-        if let Some(dir) = optional_text(args, "working_directory_path|working_dir")? {
-            if mode.as_deref() == Some("temp") {
-                return Err("a `temp` working directory has no `working_directory_path`".to_owned());
-            }
-            moved = workspace.working_dir.as_deref() != Some(dir.as_str());
-            workspace.working_dir = Some(dir);
-        } else if mode.as_deref() == Some("static") && workspace.working_dir.is_none() {
-            return Err("a `static` working directory needs its `working_directory_path`".to_owned());
-        }
-        workspace.validate().map_err(store)?;
-        if moved {
-            workspace.confine_working_dir(self.roots).map_err(store)?;
-        }
+        let change: WorkspaceChange =
+            serde_json::from_value(args.clone()).map_err(|e| format!("the settings are not valid: {e}"))?;
+        change.apply(&mut workspace, self.roots).map_err(store)?;
         workspace.updated_ms = self.now_ms;
         self.metadata
             .update_workspace(self.org, &workspace)
             .await
             .map_err(store)?;
-        Ok(json!({ "workspace_id": workspace.id, "name": workspace.name }))
+        Ok(json!({ "workspace_id": workspace.id, "title": workspace.name }))
     }
 }
 

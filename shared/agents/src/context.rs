@@ -7,7 +7,7 @@
 //! when they need it; model runtimes as the `get_workspace_context` tool, not in every prompt.
 //! Tasks are not in it.
 
-use spool_domain::{Error, Metadata, clis::CliStatus};
+use spool_domain::{Error, Metadata, clis::CliStatus, notifier::Notifier};
 
 /// What the deployment can run, for the context.
 #[derive(Debug, Clone, Default)]
@@ -18,9 +18,11 @@ pub struct Capabilities {
     pub providers: Vec<&'static str>,
 }
 
-/// The context of the workspace `workspace_id`, as markdown.
+/// The context of the workspace `workspace_id`, as markdown; `notifier` says what its
+/// notification settings do here.
 pub async fn workspace_context(
     metadata: &dyn Metadata,
+    notifier: &dyn Notifier,
     org: &str,
     workspace_id: &str,
     capabilities: &Capabilities,
@@ -36,6 +38,32 @@ pub async fn workspace_context(
                 Some(dir) => text.push_str(&format!("- working directory: static, `{dir}`\n")),
                 None => text.push_str("- working directory: temp (a folder of each chat's own)\n"),
             }
+            text.push_str(&format!(
+                "- cleanup: finished turn records kept {} days; a chat's own folder kept {} days after it was last active\n",
+                ws.cleanup.turn_record_days, ws.cleanup.chat_folder_days
+            ));
+            let n = &ws.notifications;
+            let on: Vec<&str> = [
+                (n.on_question, "questions"),
+                (n.on_failure, "failed turns"),
+                (n.on_task, "new tasks"),
+            ]
+            .into_iter()
+            .filter_map(|(on, what)| on.then_some(what))
+            .collect();
+            match &n.email {
+                Some(email) => text.push_str(&format!(
+                    "- notify {email} about: {}\n",
+                    if on.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        on.join(", ")
+                    }
+                )),
+                None => text.push_str("- notify: no email address set\n"),
+            }
+            let status = spool_domain::notifier::status(n, notifier);
+            text.push_str(&format!("- notifications status: {}\n", status.message));
         }
         None => text.push_str("- (the workspace no longer exists)\n"),
     }

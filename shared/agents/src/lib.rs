@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod runtimes;
 pub mod scripted;
 pub mod state;
+pub mod sweep;
 pub mod tools;
 
 pub use engine::{EndReason, Engine, Outcome, Settings};

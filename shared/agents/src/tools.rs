@@ -129,12 +129,28 @@ pub fn specs(builtin: bool) -> Vec<ToolSpec> {
             ),
             spec(
                 "update_workspace",
-                "Change the workspace's title, description or working directory (`static`: the folder at `working_directory_path`; `temp`: a folder of each chat's own).",
+                "Change the workspace's settings: title, description, working directory (`static`: the folder at `working_directory_path`; `temp`: a folder of each chat's own), cleanup (days kept) and notifications (an email address and when to write). Only what you name changes.",
                 json!({
                     "title": { "type": "string" },
                     "description": { "type": "string" },
                     "working_directory_mode": { "type": "string", "enum": ["static", "temp"] },
-                    "working_directory_path": { "type": "string" }
+                    "working_directory_path": { "type": "string" },
+                    "cleanup": {
+                        "type": "object",
+                        "properties": {
+                            "turn_record_days": { "type": "integer", "minimum": 1, "maximum": 3650 },
+                            "chat_folder_days": { "type": "integer", "minimum": 1, "maximum": 3650 }
+                        }
+                    },
+                    "notifications": {
+                        "type": "object",
+                        "properties": {
+                            "email": { "type": ["string", "null"] },
+                            "on_question": { "type": "boolean" },
+                            "on_failure": { "type": "boolean" },
+                            "on_task": { "type": "boolean" }
+                        }
+                    }
                 }),
                 &[],
             ),

@@ -22,7 +22,8 @@ pub mod log;
 pub mod retry;
 
 pub use chat::{
-    attachment, claim, clis, commands, confine, directory, manage, revocation, service, session, turns, workspace,
+    attachment, claim, clis, commands, confine, directory, manage, notifier, revocation, service, session, settings,
+    turns, workspace,
 };
 pub use log::{group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 

@@ -4,7 +4,10 @@
 use std::{sync::Arc, time::Duration};
 
 use spool_agents::{Engine, Runtimes, Settings};
-use spool_domain::{Metadata, StreamLog, SystemClock};
+use spool_domain::{
+    Metadata, StreamLog, SystemClock,
+    notifier::{LogNotifier, Notifier},
+};
 use spool_tests::Harness;
 
 use super::{Api, serve, setup_on};
@@ -84,6 +87,17 @@ pub(crate) async fn stack_polling<H: Harness>(
     settings: Settings,
     poll: spool_worker::PollSettings,
 ) -> Stack {
+    stack_notifying(harness, runtimes, settings, poll, Arc::new(LogNotifier)).await
+}
+
+/// [`stack_polling`], the worker telling people through `notifier`.
+pub(crate) async fn stack_notifying<H: Harness>(
+    harness: &H,
+    runtimes: Runtimes,
+    settings: Settings,
+    poll: spool_worker::PollSettings,
+    notifier: Arc<dyn Notifier>,
+) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
@@ -95,7 +109,8 @@ pub(crate) async fn stack_polling<H: Harness>(
         Arc::new(SystemClock),
         settings,
     )
-    .with_files(files.clone());
+    .with_files(files.clone())
+    .with_notifier(notifier);
     let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
     let base = serve(log.clone(), metadata.clone(), turns, files).await;

@@ -125,7 +125,16 @@ impl Step<'_> {
             Ok(()) | Err(Error::Exists { .. }) => {}
             Err(e) => return Err(e),
         }
+        let detail = match &asked {
+            ChatEvent::AskQuestion(q) => q.question.clone(),
+            ChatEvent::PlanApprovalRequired(p) => format!("Review this plan:\n\n{}", p.plan),
+            ChatEvent::ToolApprovalRequired(a) => format!("Approve or decline `{}` ({})", a.tool, a.arguments),
+            _ => String::new(),
+        };
         self.append(vec![self.draft(asked)]).await?;
+        if let Some(workspace) = self.workspace().await? {
+            self.notify(&workspace, NotificationKind::Question, &detail).await;
+        }
         Ok(())
     }
 
@@ -151,6 +160,8 @@ impl Step<'_> {
             now_ms,
             now_rfc3339: &now,
             roots: &self.engine.settings.workspace_roots,
+            notifier: self.engine.notifier.as_ref(),
+            chat_title: &self.session.title,
         };
         let outcome = context.run(&call.name, &call.arguments).await;
         let mut drafts = Vec::new();

@@ -36,7 +36,13 @@ impl Step<'_> {
             EndReason::Error | EndReason::Aborted => TurnStatus::Failed,
             EndReason::Complete => TurnStatus::Completed,
         };
-        self.record(status, Some(reason.as_str().to_owned())).await?;
+        let workspace = self.workspace().await?;
+        let keep = workspace
+            .as_ref()
+            .map_or(spool_domain::session::TURN_RECORD_TTL_MS, |w| {
+                w.cleanup.turn_record_ms()
+            });
+        self.record_kept(status, Some(reason.as_str().to_owned()), keep).await?;
         self.append(vec![self.draft(ended)]).await?;
         self.announce(|ws| FeedEvent::ProcessingFinished {
             chat_id: self.session.id.clone(),
@@ -46,8 +52,43 @@ impl Step<'_> {
             reason,
         })
         .await?;
+        if reason == EndReason::Error
+            && let Some(workspace) = &workspace
+        {
+            self.notify(workspace, NotificationKind::Failure, error.unwrap_or("the turn failed"))
+                .await;
+        }
         self.seal(SealMode::Final).await;
         Ok(())
+    }
+
+    /// The chat's workspace, if it has one that still exists.
+    pub(super) async fn workspace(&self) -> Result<Option<Workspace>, Error> {
+        match &self.session.workspace_id {
+            Some(ws) => self.engine.metadata.workspace(&self.job.org, ws).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Tells the workspace's person about `kind`, as its settings ask ([`spool_domain::notifier`]).
+    pub(super) async fn notify(&self, workspace: &Workspace, kind: NotificationKind, detail: &str) {
+        let (_, now) = self.now();
+        let actor = self.agent_name();
+        let about = About {
+            chat: Some((&self.session.id, &self.session.title)),
+            actor: &actor,
+            detail,
+        };
+        spool_domain::notifier::notify(
+            self.engine.log.as_ref(),
+            self.engine.notifier.as_ref(),
+            &self.job.org,
+            workspace,
+            kind,
+            about,
+            &now,
+        )
+        .await;
     }
 
     /// Seals the chat's pages; idempotent, and a failure only waits for the next seal.
@@ -59,8 +100,15 @@ impl Step<'_> {
 
     /// Records where the turn is, for `GET /v1/sessions/{id}/turns`.
     pub(super) async fn record(&self, status: TurnStatus, detail: Option<String>) -> Result<(), Error> {
+        self.record_kept(status, detail, spool_domain::session::TURN_RECORD_TTL_MS)
+            .await
+    }
+
+    /// [`Self::record`], a finished record kept `keep_ms`.
+    async fn record_kept(&self, status: TurnStatus, detail: Option<String>, keep_ms: i64) -> Result<(), Error> {
         let start = self.state().start_seq.unwrap_or(self.job.trigger_seq);
-        let record = TurnRecord::at(&self.job.turn_id, start, status, detail, self.engine.clock.now_ms());
+        let record =
+            TurnRecord::at(&self.job.turn_id, start, status, detail, self.engine.clock.now_ms()).kept_for(keep_ms);
         self.engine
             .metadata
             .record_turn(&self.job.org, &self.session.id, &record)

@@ -46,7 +46,7 @@ pub use spool_domain::chat::event::EndReason;
 use spool_domain::{
     Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, Metadata, Offset, OpenRequest,
     ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
-    WorkspaceRoots,
+    Workspace, WorkspaceRoots,
     attachment::FileStore,
     chat::event::{
         AgentEnd, AgentStart, AskQuestion, AuthorType, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
@@ -54,7 +54,9 @@ use spool_domain::{
     },
     clock::rfc3339_ms,
     manage::announce,
+    notifier::{About, LogNotifier, Notifier},
     session::{append_events, preview, read_events},
+    settings::NotificationKind,
     workspace::new_id,
 };
 use tokio::sync::mpsc;
@@ -131,6 +133,8 @@ pub struct Engine {
     settings: Settings,
     /// Where chats' files are, for runtimes to read.
     files: Option<Arc<dyn FileStore>>,
+    /// How people are told when an agent needs them.
+    notifier: Arc<dyn Notifier>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -157,7 +161,15 @@ impl Engine {
             clock,
             settings,
             files: None,
+            notifier: Arc::new(LogNotifier),
         }
+    }
+
+    /// The same engine, telling people through `notifier` (a line in the log by default).
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// The same engine, giving runtimes the chats' files from `files`.

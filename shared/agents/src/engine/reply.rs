@@ -58,9 +58,14 @@ impl Step<'_> {
         };
         if self.context.is_none() {
             let capabilities = self.engine.runtimes.capabilities();
-            let text =
-                crate::context::workspace_context(self.engine.metadata.as_ref(), &self.job.org, &ws, &capabilities)
-                    .await?;
+            let text = crate::context::workspace_context(
+                self.engine.metadata.as_ref(),
+                self.engine.notifier.as_ref(),
+                &self.job.org,
+                &ws,
+                &capabilities,
+            )
+            .await?;
             self.context = Some(text);
         }
         Ok(self.context.clone())

@@ -671,6 +671,36 @@ pub enum FeedEvent {
         /// The workspace.
         workspace_id: String,
     },
+    /// Spool told a person about something in the workspace ([`crate::notifier`]).
+    #[serde(rename = "notification.sent")]
+    NotificationSent {
+        /// What about.
+        kind: crate::settings::NotificationKind,
+        /// To whom.
+        to: String,
+        /// How: `email` or `log` (no email sender is configured).
+        via: String,
+        /// Its subject line.
+        subject: String,
+        /// The chat it is about.
+        chat_id: Option<String>,
+        /// The workspace.
+        workspace_id: String,
+    },
+    /// Spool could not tell a person: what went wrong, for the operator.
+    #[serde(rename = "notification.failed")]
+    NotificationFailed {
+        /// What about.
+        kind: crate::settings::NotificationKind,
+        /// To whom.
+        to: String,
+        /// Why.
+        error: String,
+        /// The chat it is about.
+        chat_id: Option<String>,
+        /// The workspace.
+        workspace_id: String,
+    },
 }
 
 /// Who wrote a message, as feed events say it.

@@ -9,7 +9,9 @@
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
+//! - [`settings`]: a workspace's settings and how a change to them is applied;
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
+//! - [`notifier`]: telling a person, by email or in the log, when an agent needs them;
 //! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound.
@@ -27,8 +29,10 @@ pub mod confine;
 pub mod directory;
 pub mod event;
 pub mod manage;
+pub mod notifier;
 pub mod revocation;
 pub mod service;
 pub mod session;
+pub mod settings;
 pub mod turns;
 pub mod workspace;

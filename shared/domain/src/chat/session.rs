@@ -161,8 +161,8 @@ impl TurnStatus {
     }
 }
 
-/// How long a finished turn's record is kept: 7 days.
-pub const TURN_RECORD_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+/// How long a finished turn's record is kept unless its workspace says otherwise: 7 days.
+pub const TURN_RECORD_TTL_MS: i64 = crate::settings::DEFAULT_KEEP_DAYS as i64 * 24 * 3600 * 1000;
 
 /// A turn's record: what lists of turns show, kept apart from the stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,7 +180,8 @@ pub struct TurnRecord {
     pub created_ms: i64,
     /// When it last changed.
     pub updated_ms: i64,
-    /// When a finished record goes (7 days after it finished).
+    /// When a finished record goes (its workspace's `cleanup.turn_record_days` after it
+    /// finished; 7 days by default).
     #[serde(default)]
     pub expires_ms: Option<i64>,
 }
@@ -197,6 +198,16 @@ impl TurnRecord {
             updated_ms: now_ms,
             expires_ms: (status.rank() == 2).then_some(now_ms + TURN_RECORD_TTL_MS),
         }
+    }
+
+    /// The same record, kept `ttl_ms` after it finished (its workspace's cleanup setting)
+    /// instead of [`TURN_RECORD_TTL_MS`].
+    #[must_use]
+    pub fn kept_for(mut self, ttl_ms: i64) -> Self {
+        if self.expires_ms.is_some() {
+            self.expires_ms = Some(self.updated_ms.saturating_add(ttl_ms));
+        }
+        self
     }
 }
 

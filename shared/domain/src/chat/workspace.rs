@@ -9,7 +9,10 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::{
+    Error,
+    settings::{Cleanup, MAX_KEEP_DAYS, Notifications, WorkingDirMode, check_email},
+};
 
 /// The longest name of a workspace or an agent, in characters.
 pub const MAX_NAME_CHARS: usize = 100;
@@ -34,10 +37,42 @@ pub struct Workspace {
     /// unset).
     #[serde(default)]
     pub working_dir: Option<String>,
+    /// How long what its chats leave behind is kept.
+    #[serde(default)]
+    pub cleanup: Cleanup,
+    /// Whom Spool tells when an agent needs a person.
+    #[serde(default)]
+    pub notifications: Notifications,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
     /// When it last changed.
     pub updated_ms: i64,
+}
+
+impl Workspace {
+    /// A new workspace named `name`, with the default settings: a folder of each chat's own,
+    /// things kept [`crate::settings::DEFAULT_KEEP_DAYS`] days, no notifications.
+    pub fn new(id: String, name: String, now_ms: i64) -> Self {
+        Self {
+            id,
+            name,
+            description: String::new(),
+            working_dir: None,
+            cleanup: Cleanup::default(),
+            notifications: Notifications::default(),
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Where its CLI agents run.
+    pub fn working_dir_mode(&self) -> WorkingDirMode {
+        if self.working_dir.is_some() {
+            WorkingDirMode::Static
+        } else {
+            WorkingDirMode::Temp
+        }
+    }
 }
 
 /// How an agent produces its answers.
@@ -158,6 +193,20 @@ impl Workspace {
                 "working directory",
                 "give a path of 1 to 4096 bytes without control characters",
             ));
+        }
+        for (what, days) in [
+            ("cleanup turn_record_days", self.cleanup.turn_record_days),
+            ("cleanup chat_folder_days", self.cleanup.chat_folder_days),
+        ] {
+            if !(1..=MAX_KEEP_DAYS).contains(&days) {
+                return Err(Error::invalid(
+                    what,
+                    format!("give a number of days from 1 to {MAX_KEEP_DAYS}"),
+                ));
+            }
+        }
+        if let Some(email) = &self.notifications.email {
+            check_email(email)?;
         }
         Ok(())
     }

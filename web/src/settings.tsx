@@ -1,0 +1,197 @@
+// A workspace's settings page: its title and description, where its CLI agents run, how long
+// what its chats leave behind is kept, whom Spool tells when an agent needs a person (with
+// what that does on this server), and deleting the workspace, which asks for its title first.
+
+import { useEffect, useState } from "preact/hooks";
+import type { Client, Workspace, WorkspaceChange } from "./api";
+import type { Notify } from "./toasts";
+
+export function SettingsTab(props: {
+  client: Client;
+  ws: string;
+  notify: Notify;
+  /** The workspace changed (its title shows elsewhere). */
+  onSaved: () => void;
+  /** The workspace is gone. */
+  onDeleted: () => void;
+}) {
+  const { client, ws, notify } = props;
+  const [workspace, setWorkspace] = useState<Workspace | null>(null);
+  useEffect(() => {
+    client.workspace(ws).then(setWorkspace, notify.error);
+  }, [client, ws, notify]);
+  if (!workspace) return <p aria-busy="true">Loading…</p>;
+  return (
+    <section class="settings" aria-labelledby="settings-heading">
+      <h2 id="settings-heading">Workspace settings</h2>
+      <SettingsForm
+        key={workspace.updated_at}
+        workspace={workspace}
+        onSave={async (change) => {
+          try {
+            setWorkspace(await client.updateWorkspace(ws, change));
+            notify.info("Settings saved.");
+            props.onSaved();
+          } catch (e) {
+            notify.error(e);
+          }
+        }}
+      />
+      <DeleteWorkspace
+        title={workspace.title}
+        onDelete={async () => {
+          try {
+            await client.deleteWorkspace(ws);
+            notify.info(`Workspace “${workspace.title}” deleted.`);
+            props.onDeleted();
+          } catch (e) {
+            notify.error(e);
+          }
+        }}
+      />
+    </section>
+  );
+}
+
+function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (change: WorkspaceChange) => Promise<void> }) {
+  const [title, setTitle] = useState(workspace.title);
+  const [description, setDescription] = useState(workspace.description);
+  const [mode, setMode] = useState(workspace.working_directory_mode);
+  const [path, setPath] = useState(workspace.working_directory_path ?? "");
+  const [turnDays, setTurnDays] = useState(String(workspace.cleanup.turn_record_days));
+  const [folderDays, setFolderDays] = useState(String(workspace.cleanup.chat_folder_days));
+  const n = workspace.notifications;
+  const [email, setEmail] = useState(n.email ?? "");
+  const [onQuestion, setOnQuestion] = useState(n.on_question);
+  const [onFailure, setOnFailure] = useState(n.on_failure);
+  const [onTask, setOnTask] = useState(n.on_task);
+  const [saving, setSaving] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setSaving(true);
+    const change: WorkspaceChange = {
+      title: title.trim(),
+      description,
+      working_directory_mode: mode,
+      cleanup: { turn_record_days: Number(turnDays), chat_folder_days: Number(folderDays) },
+      notifications: { email: email.trim() || null, on_question: onQuestion, on_failure: onFailure, on_task: onTask },
+    };
+    // Only a folder that changed is sent: setting one is checked against the server's roots.
+    if (mode === "static" && path.trim() !== (workspace.working_directory_path ?? "")) {
+      change.working_directory_path = path.trim();
+    }
+    await onSave(change);
+    setSaving(false);
+  };
+  const days = (label: string, value: string, set: (v: string) => void, hint: string) => (
+    <label>
+      {label}
+      <input type="number" min={1} max={3650} required value={value} onInput={(e) => set(e.currentTarget.value)} />
+      <small>{hint}</small>
+    </label>
+  );
+  return (
+    <form class="settings-form" onSubmit={submit}>
+      <fieldset>
+        <legend>About</legend>
+        <label>
+          Title
+          <input required maxLength={100} value={title} onInput={(e) => setTitle(e.currentTarget.value)} />
+        </label>
+        <label>
+          Description
+          <textarea rows={3} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+          <small>Agents read it as the workspace's context.</small>
+        </label>
+      </fieldset>
+      <fieldset>
+        <legend>Working directory</legend>
+        <label class="choice">
+          <input type="radio" name="mode" checked={mode === "temp"} onChange={() => setMode("temp")} />
+          A folder of each chat's own (temporary)
+        </label>
+        <label class="choice">
+          <input type="radio" name="mode" checked={mode === "static"} onChange={() => setMode("static")} />
+          One folder for every chat
+        </label>
+        {mode === "static" && (
+          <label>
+            Folder
+            <input required value={path} placeholder="/srv/projects/docs" onInput={(e) => setPath(e.currentTarget.value)} />
+            <small>It must exist on the server, under a root the operator allowed.</small>
+          </label>
+        )}
+      </fieldset>
+      <fieldset>
+        <legend>Cleanup</legend>
+        {days("Keep finished turn records (days)", turnDays, setTurnDays, "How long a chat's list of turns shows a finished one.")}
+        {days("Keep an idle chat's folder (days)", folderDays, setFolderDays, "A daily sweep removes CLI agents' files of chats idle this long.")}
+      </fieldset>
+      <fieldset>
+        <legend>Notifications</legend>
+        <label>
+          Email
+          <input type="email" value={email} placeholder="you@example.com" onInput={(e) => setEmail(e.currentTarget.value)} />
+        </label>
+        <label class="choice">
+          <input type="checkbox" checked={onQuestion} onChange={(e) => setOnQuestion(e.currentTarget.checked)} />
+          When an agent asks a question or waits for an approval
+        </label>
+        <label class="choice">
+          <input type="checkbox" checked={onFailure} onChange={(e) => setOnFailure(e.currentTarget.checked)} />
+          When a turn fails
+        </label>
+        <label class="choice">
+          <input type="checkbox" checked={onTask} onChange={(e) => setOnTask(e.currentTarget.checked)} />
+          When an agent creates a task
+        </label>
+        <p class={`status status-${n.status.state}`} role="status" aria-label="Notification status">
+          {n.status.message}
+        </p>
+      </fieldset>
+      <button type="submit" class="primary" disabled={saving}>
+        {saving ? "Saving…" : "Save settings"}
+      </button>
+    </form>
+  );
+}
+
+function DeleteWorkspace({ title, onDelete }: { title: string; onDelete: () => Promise<void> }) {
+  const [asking, setAsking] = useState(false);
+  const [typed, setTyped] = useState("");
+  const [deleting, setDeleting] = useState(false);
+  return (
+    <section class="danger" aria-labelledby="danger-heading">
+      <h3 id="danger-heading">Delete this workspace</h3>
+      <p>This deletes every chat in it, its agents, tasks and commands. It cannot be undone.</p>
+      {asking ? (
+        <form
+          onSubmit={async (e) => {
+            e.preventDefault();
+            if (typed !== title) return;
+            setDeleting(true);
+            await onDelete();
+            setDeleting(false);
+          }}
+        >
+          <label>
+            Type <strong>{title}</strong> to confirm
+            <input autoFocus value={typed} onInput={(e) => setTyped(e.currentTarget.value)} />
+          </label>
+          <div class="buttons">
+            <button type="submit" class="danger" disabled={typed !== title || deleting}>
+              {deleting ? "Deleting…" : "Delete workspace and its chats"}
+            </button>
+            <button type="button" class="link" onClick={() => (setAsking(false), setTyped(""))}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      ) : (
+        <button type="button" class="danger" onClick={() => setAsking(true)}>
+          Delete workspace…
+        </button>
+      )}
+    </section>
+  );
+}
