@@ -415,7 +415,7 @@ async fn the_override_wins_and_the_builtin_agent_takes_the_first_installed_cli()
     let events = until(api, &chat, &turn, "agent_end").await;
     assert_eq!(one(&events, &turn, "agent_start")["payload"]["runtime"], "cli:opencode");
     let args = std::fs::read_to_string(s.bin.path().join("last-args")).unwrap();
-    assert!(args.starts_with("run --auto Read the file "), "{args}");
+    assert!(args.starts_with("run Read the file "), "{args}");
     // A CLI that is not installed: a system event that says so.
     api.ok(
         Method::PATCH,
@@ -461,6 +461,78 @@ async fn failing_clis_become_system_events() {
         let systems = system_messages(&events);
         assert!(systems.iter().any(|m| m.contains(expected)), "{cli}: {systems:?}");
     }
+}
+
+/// A CLI that exits with a process of its own still running (holding its output pipes open)
+/// has answered when it exits: its answer is read then, not when that process ends. The same
+/// CLI saying why it failed on stdout only is quoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_is_done_when_it_exits_and_its_reason_is_read_from_stdout_too() {
+    let s = setup(
+        &[
+            (
+                "claude",
+                r#"echo '{"message": "done early", "actions": []}' > "$SPOOL_OUTPUT_FILE"; sleep 25 & exit 0"#,
+            ),
+            ("gemini", "echo 'Not logged in · Please run /login'; exit 1"),
+        ],
+        Duration::from_secs(10),
+    )
+    .await;
+    let api = &s.stack.api;
+    let chat_of = |cli: &str| chat(&s, json!({ "name": cli, "runtime": "cli", "cli_type": cli }));
+    let chat = chat_of("claude").await;
+    let turn = send(api, &chat, "go").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    assert_eq!(one(&events, &turn, "message_end")["payload"]["text"], "done early");
+    let chat = chat_of("gemini").await;
+    let turn = send(api, &chat, "go").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let systems = system_messages(&events);
+    assert!(
+        systems
+            .iter()
+            .any(|m| m.contains("`gemini` exited with 1: Not logged in · Please run /login")),
+        "{systems:?}"
+    );
+}
+
+/// A CLI's change to the workspace's notifications or cleanup waits for a person's approval,
+/// as moving its working directory does: a prompt-injected agent cannot redirect what agents
+/// ask to another address alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_changing_notifications_needs_approval() {
+    let s = setup(
+        &[(
+            "claude",
+            r#"echo '{"actions": [{"type": "update_workspace", "notifications": {"email": "thief@example.com"}}]}' > "$SPOOL_OUTPUT_FILE""#,
+        )],
+        Duration::from_secs(20),
+    )
+    .await;
+    let api = &s.stack.api;
+    let chat = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": s.ws })))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = send(api, &chat, "send my notifications elsewhere").await;
+    let events = until(api, &chat, &turn, "tool_approval_required").await;
+    let call = one(&events, &turn, "tool_approval_required")["payload"]["tool_call_id"].clone();
+    let email = || async {
+        api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await["notifications"]["email"].clone()
+    };
+    assert!(email().await.is_null(), "nothing changes before the approval");
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/approval"),
+        Some(json!({ "decision": "decline", "tool_call_id": call })),
+    )
+    .await;
+    until(api, &chat, &turn, "agent_end").await;
+    assert!(email().await.is_null(), "a declined change never runs");
 }
 
 /// An abort kills the CLI and everything it started.

@@ -18,7 +18,7 @@ const SCRIPT: &str = r#"{"word_delay_ms": 0, "rules": [
     {"say": "Noted.", "tools": [{"name": "create_task", "arguments": {"summary": "Ship the release"}}]},
     {"say": "Done."}]},
   {"match": ["settings"], "rounds": [
-    {"say": "Changing.", "tools": [{"name": "update_workspace", "arguments": {"cleanup": {"chat_folder_days": 30}, "notifications": {"on_task": false}}}]},
+    {"say": "Changing.", "tools": [{"name": "update_workspace", "arguments": {"title": null, "working_directory_path": null, "cleanup": {"chat_folder_days": 30, "turn_record_days": null}, "notifications": {"on_task": false}}}]},
     {"say": "Changed."}]},
   {"match": ["fail"], "rounds": [{"fail": "the model is down"}]}],
  "default": [{"say": "Hello."}]}"#;
@@ -213,6 +213,9 @@ pub(crate) async fn the_worker_honours_the_settings<H: Harness>(harness: &H) {
     assert_eq!(settings["cleanup"]["chat_folder_days"], 30);
     assert_eq!(settings["notifications"]["on_task"], false);
     assert_eq!(settings["notifications"]["email"], "ops@example.com", "kept");
+    // The fields the model filled with `null` were left alone.
+    assert_eq!(settings["title"], "Agents");
+    assert_eq!(settings["cleanup"]["turn_record_days"], 2);
     // THEN a new task is not told
     let turn = send(api, &chat, "another task").await;
     until(api, &chat, &turn, "agent_end").await;

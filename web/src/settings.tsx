@@ -69,17 +69,26 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
   const submit = async (e: Event) => {
     e.preventDefault();
     setSaving(true);
-    const change: WorkspaceChange = {
-      title: title.trim(),
-      description,
-      working_directory_mode: mode,
-      cleanup: { turn_record_days: Number(turnDays), chat_folder_days: Number(folderDays) },
-      notifications: { email: email.trim() || null, on_question: onQuestion, on_failure: onFailure, on_task: onTask },
-    };
-    // Only a folder that changed is sent: setting one is checked against the server's roots.
+    // Only what the person changed is sent, so a change made meanwhile (by an agent, or in
+    // another tab) to another setting is not undone.
+    const change: WorkspaceChange = {};
+    if (title.trim() !== workspace.title) change.title = title.trim();
+    if (description !== workspace.description) change.description = description;
+    if (mode !== workspace.working_directory_mode) change.working_directory_mode = mode;
+    // A folder is sent only when it changed: setting one is checked against the server's roots.
     if (mode === "static" && path.trim() !== (workspace.working_directory_path ?? "")) {
       change.working_directory_path = path.trim();
     }
+    const cleanup: WorkspaceChange["cleanup"] = {};
+    if (Number(turnDays) !== workspace.cleanup.turn_record_days) cleanup.turn_record_days = Number(turnDays);
+    if (Number(folderDays) !== workspace.cleanup.chat_folder_days) cleanup.chat_folder_days = Number(folderDays);
+    if (Object.keys(cleanup).length > 0) change.cleanup = cleanup;
+    const notifications: WorkspaceChange["notifications"] = {};
+    if ((email.trim() || null) !== n.email) notifications.email = email.trim() || null;
+    if (onQuestion !== n.on_question) notifications.on_question = onQuestion;
+    if (onFailure !== n.on_failure) notifications.on_failure = onFailure;
+    if (onTask !== n.on_task) notifications.on_task = onTask;
+    if (Object.keys(notifications).length > 0) change.notifications = notifications;
     await onSave(change);
     setSaving(false);
   };

@@ -258,10 +258,14 @@ impl Worker {
     /// order, and after a failure the rest of its group is reported failed too, so SQS keeps
     /// them in order; groups and maintenance jobs run concurrently.
     pub async fn handle_batch(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        // Beside the batch, not before it: the batch's leases are kept from the start.
         if let Some(sweep) = &self.sweep {
-            sweep
-                .run_if_due(spool_domain::Clock::now_ms(&spool_domain::SystemClock))
-                .await;
+            let sweep = sweep.clone();
+            tokio::spawn(async move {
+                sweep
+                    .run_if_due(spool_domain::Clock::now_ms(&spool_domain::SystemClock))
+                    .await;
+            });
         }
         // Turns (FIFO messages) stay leased while the batch runs, however long its steps take.
         let heartbeat = self.heartbeats.as_ref().map(|(queue, ttl)| {

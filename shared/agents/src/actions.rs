@@ -187,7 +187,9 @@ impl ActionContext<'_> {
             actor: self.actor.to_owned(),
         };
         self.announce(event).await?;
-        if let Some(ws) = self.metadata.workspace(self.org, workspace).await.map_err(store)? {
+        // The task is made: telling someone about it is a courtesy that cannot fail the action
+        // (a retried action would make the task twice).
+        if let Ok(Some(ws)) = self.metadata.workspace(self.org, workspace).await {
             let about = About {
                 chat: Some((self.session_id, self.chat_title)),
                 actor: self.actor,
@@ -290,15 +292,32 @@ impl ActionContext<'_> {
             .await
             .map_err(store)?
             .ok_or("the workspace no longer exists")?;
+        // Models fill the fields they do not mean with `null`: those are left alone here (an
+        // agent clears the notification address with `""` and makes the directory `temp` by
+        // its mode).
         let change: WorkspaceChange =
-            serde_json::from_value(args.clone()).map_err(|e| format!("the settings are not valid: {e}"))?;
+            serde_json::from_value(without_nulls(args)).map_err(|e| format!("the settings are not valid: {e}"))?;
         change.apply(&mut workspace, self.roots).map_err(store)?;
         workspace.updated_ms = self.now_ms;
         self.metadata
             .update_workspace(self.org, &workspace)
             .await
             .map_err(store)?;
-        Ok(json!({ "workspace_id": workspace.id, "title": workspace.name }))
+        Ok(json!({ "workspace_id": workspace.id, "title": workspace.name, "name": workspace.name }))
+    }
+}
+
+/// `value` without the object fields that are `null`, at any depth.
+fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -70,7 +70,8 @@ pub fn program(cli: CliType) -> &'static str {
 ///   folder turns `--yolo` back into asking, which headless means refusing);
 /// - codex: `exec` with the workspace-write sandbox (its `--full-auto` is gone since 0.1xx),
 ///   outside a git repository when the folder is a chat's own;
-/// - opencode: `run`, permissions not explicitly denied granted (`--auto`).
+/// - opencode: `run` (not `--auto`, which would also grant what it asks about folders outside
+///   the one it runs in).
 pub fn arguments(cli: CliType, prompt: &str) -> Vec<String> {
     let prompt = prompt.to_owned();
     let args: &[&str] = match cli {
@@ -83,7 +84,7 @@ pub fn arguments(cli: CliType, prompt: &str) -> Vec<String> {
             "--skip-git-repo-check",
             "{prompt}",
         ],
-        CliType::Opencode => &["run", "--auto", "{prompt}"],
+        CliType::Opencode => &["run", "{prompt}"],
     };
     args.iter()
         .map(|a| {
@@ -347,7 +348,7 @@ struct Place {
 const OUTPUT_KEPT_BYTES: usize = 64 * 1024;
 
 /// Reads `pipe` to its end, keeping the last [`OUTPUT_KEPT_BYTES`].
-async fn read_bounded(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+async fn read_bounded(pipe: Option<impl tokio::io::AsyncRead + Unpin + Send>) -> String {
     let Some(mut pipe) = pipe else {
         return String::new();
     };
@@ -363,6 +364,20 @@ async fn read_bounded(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String
         }
     }
     String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// How long a pipe is still read after its CLI exited, for what it printed last.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// What a pipe's reader read, waiting at most [`PIPE_GRACE`] (then it is stopped).
+async fn drain(mut reader: tokio::task::JoinHandle<String>) -> String {
+    match tokio::time::timeout(PIPE_GRACE, &mut reader).await {
+        Ok(Ok(text)) => text,
+        _ => {
+            reader.abort();
+            String::new()
+        }
+    }
 }
 
 /// Makes `dir` (and its missing parents) readable by Spool's user only.
@@ -589,24 +604,23 @@ impl Cli {
             .map_err(|e| Error::Failed(format!("cannot start `{}`: {e}", self.path.display())))?;
         let mut guard = GroupGuard { pid: child.id() };
         // What it prints is read as it comes (so a full pipe never stalls it), up to a bound:
-        // only a failure's last words are shown.
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        // only a failure's last words are shown. The run ends when the CLI exits, not when its
+        // pipes close: a process it left running may hold them open.
+        let stdout = tokio::spawn(read_bounded(child.stdout.take()));
+        let stderr = tokio::spawn(read_bounded(child.stderr.take()));
         let timeout = self.agents.timeout;
-        let waited = tokio::time::timeout(timeout, async {
-            tokio::join!(child.wait(), read_bounded(stdout), read_bounded(stderr))
-        })
-        .await;
-        let (status, stderr) = match waited {
-            Err(_) => {
-                return Err(Error::Failed(format!(
-                    "`{}` ran longer than {} s and was stopped",
-                    self.name(),
-                    timeout.as_secs()
-                )));
-            }
-            // Some CLIs say why they failed on stdout (claude: "Not logged in").
-            Ok((status, stdout, stderr)) => (status, if stderr.trim().is_empty() { stdout } else { stderr }),
+        let Ok(status) = tokio::time::timeout(timeout, child.wait()).await else {
+            stdout.abort();
+            stderr.abort();
+            return Err(Error::Failed(format!(
+                "`{}` ran longer than {} s and was stopped",
+                self.name(),
+                timeout.as_secs()
+            )));
         };
+        let (stdout, stderr) = tokio::join!(drain(stdout), drain(stderr));
+        // Some CLIs say why they failed on stdout (claude: "Not logged in").
+        let stderr = if stderr.trim().is_empty() { stdout } else { stderr };
         // It exited: its group needs no killing (what it left running is its own).
         guard.pid = None;
         let status = status.map_err(|e| Error::Failed(format!("cannot wait for `{}`: {e}", self.name())))?;

@@ -7,7 +7,11 @@
 //! when they need it; model runtimes as the `get_workspace_context` tool, not in every prompt.
 //! Tasks are not in it.
 
-use spool_domain::{Error, Metadata, clis::CliStatus, notifier::Notifier};
+use spool_domain::{
+    Error, Metadata,
+    clis::CliStatus,
+    notifier::{DeliveryState, Notifier},
+};
 
 /// What the deployment can run, for the context.
 #[derive(Debug, Clone, Default)]
@@ -51,19 +55,26 @@ pub async fn workspace_context(
             .into_iter()
             .filter_map(|(on, what)| on.then_some(what))
             .collect();
+            // The address itself stays out: this text goes to model providers and into files.
+            let told = if on.is_empty() {
+                "nothing".to_owned()
+            } else {
+                on.join(", ")
+            };
             match &n.email {
-                Some(email) => text.push_str(&format!(
-                    "- notify {email} about: {}\n",
-                    if on.is_empty() {
-                        "nothing".to_owned()
-                    } else {
-                        on.join(", ")
-                    }
+                Some(_) => text.push_str(&format!(
+                    "- notifications: an email address is set, told about: {told}\n"
                 )),
-                None => text.push_str("- notify: no email address set\n"),
+                None => text.push_str("- notifications: no email address set\n"),
             }
-            let status = spool_domain::notifier::status(n, notifier);
-            text.push_str(&format!("- notifications status: {}\n", status.message));
+            let delivery = match spool_domain::notifier::status(n, notifier).state {
+                DeliveryState::Off => "nothing is sent",
+                DeliveryState::LogOnly => {
+                    "this server sends no email; notifications go to its log and the workspace's activity"
+                }
+                DeliveryState::Email => "sent by email",
+            };
+            text.push_str(&format!("- notifications status: {delivery}\n"));
         }
         None => text.push_str("- (the workspace no longer exists)\n"),
     }

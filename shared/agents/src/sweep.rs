@@ -75,17 +75,38 @@ impl FolderSweep {
         }
     }
 
-    /// Removes every chat folder that is due, now.
+    /// Removes every chat folder that is due, now. One that cannot be judged or removed is
+    /// logged and left for the next sweep; the others are still swept.
     pub async fn sweep(&self, now_ms: i64) -> Result<Swept, Error> {
         let mut swept = Swept::default();
         for (org, chat, dir) in chat_folders(&self.work_root).await? {
             swept.seen += 1;
-            if self.due(&org, &chat, now_ms).await? {
-                remove(&dir).await?;
-                swept.removed += 1;
+            match self.sweep_one(&org, &chat, &dir, now_ms).await {
+                Ok(true) => swept.removed += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(org, chat, error = %e, "cannot sweep a chat's folder; the next sweep tries again")
+                }
             }
         }
         Ok(swept)
+    }
+
+    /// Removes `dir` if it is due. A turn may start between the check and the removal: the
+    /// folder is first moved aside (atomically; a turn starting after that makes a fresh one),
+    /// then the chat is checked again and the folder put back if a turn has started.
+    async fn sweep_one(&self, org: &str, chat: &str, dir: &Path, now_ms: i64) -> Result<bool, Error> {
+        if !self.due(org, chat, now_ms).await? {
+            return Ok(false);
+        }
+        // A name no chat has (chat ids never start with a dot), swept itself if left behind.
+        let aside = dir.with_file_name(format!(".swept-{chat}"));
+        rename(dir, &aside).await?;
+        if !self.due(org, chat, now_ms).await.unwrap_or(false) && rename(&aside, dir).await.is_ok() {
+            return Ok(false);
+        }
+        remove(&aside).await?;
+        Ok(true)
     }
 
     /// Whether `chat`'s folder may go: the chat is gone, or idle past its workspace's setting
@@ -154,6 +175,17 @@ fn folder_name(entry: &std::fs::DirEntry) -> std::io::Result<Option<String>> {
 /// Whether a chat's folder is one Spool made: it has the `home/` a CLI run gets.
 fn spool_made(dir: &Path) -> bool {
     std::fs::symlink_metadata(dir.join("home")).is_ok_and(|m| m.is_dir())
+}
+
+/// Renames `from` to `to` (on one file system: atomic).
+async fn rename(from: &Path, to: &Path) -> Result<(), Error> {
+    let (from, to) = (from.to_path_buf(), to.to_path_buf());
+    let shown = from.display().to_string();
+    match tokio::task::spawn_blocking(move || std::fs::rename(&from, &to)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::unavailable(format!("move {shown} aside"), e)),
+        Err(e) => Err(Error::unavailable(format!("move {shown} aside"), e)),
+    }
 }
 
 /// Removes `dir` and everything in it; links inside are removed, never followed.

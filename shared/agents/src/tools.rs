@@ -51,12 +51,15 @@ pub fn kind(name: &str) -> Option<Kind> {
 
 /// Whether a call waits for a person's approval even from a CLI agent, whose actions otherwise
 /// run at once: moving the workspace's working directory decides what every later CLI run can
-/// reach, so a prompt-injected agent must not do it alone.
+/// reach, the notification address receives what agents ask and how turns fail, and the
+/// cleanup settings decide when chats' files are deleted, so a prompt-injected agent must not
+/// change any of them alone.
 pub fn always_needs_approval(call: &crate::runtime::ToolCall) -> bool {
+    let set = |f: &str| call.arguments.get(f).is_some_and(|v| !v.is_null());
     call.name == "update_workspace"
-        && ["working_directory_path", "working_dir"]
+        && (["working_directory_path", "working_dir", "notifications", "cleanup"]
             .iter()
-            .any(|f| call.arguments.get(f).is_some_and(|d| !d.is_null()))
+            .any(|f| set(f)))
 }
 
 /// The tools an agent may call: all of them for the built-in agent, the rest for others.
@@ -199,5 +202,28 @@ mod tests {
             }
         }
         assert_eq!(kind("rm_rf"), None);
+    }
+
+    #[test]
+    fn changing_where_agents_run_whom_spool_tells_or_what_it_keeps_always_needs_approval() {
+        let call = |arguments: serde_json::Value| crate::runtime::ToolCall {
+            id: "c".into(),
+            name: "update_workspace".into(),
+            arguments,
+        };
+        for risky in [
+            json!({ "working_directory_path": "/srv" }),
+            json!({ "working_dir": "/srv" }),
+            json!({ "notifications": { "email": "a@b.io" } }),
+            json!({ "cleanup": { "chat_folder_days": 1 } }),
+        ] {
+            assert!(always_needs_approval(&call(risky.clone())), "{risky}");
+        }
+        for harmless in [
+            json!({ "title": "Docs" }),
+            json!({ "description": "x", "working_directory_path": null }),
+        ] {
+            assert!(!always_needs_approval(&call(harmless.clone())), "{harmless}");
+        }
     }
 }

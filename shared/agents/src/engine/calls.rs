@@ -132,7 +132,7 @@ impl Step<'_> {
             _ => String::new(),
         };
         self.append(vec![self.draft(asked)]).await?;
-        if let Some(workspace) = self.workspace().await? {
+        if let Some(workspace) = self.workspace().await {
             self.notify(&workspace, NotificationKind::Question, &detail).await;
         }
         Ok(())

@@ -36,7 +36,7 @@ impl Step<'_> {
             EndReason::Error | EndReason::Aborted => TurnStatus::Failed,
             EndReason::Complete => TurnStatus::Completed,
         };
-        let workspace = self.workspace().await?;
+        let workspace = self.workspace().await;
         let keep = workspace
             .as_ref()
             .map_or(spool_domain::session::TURN_RECORD_TTL_MS, |w| {
@@ -62,11 +62,17 @@ impl Step<'_> {
         Ok(())
     }
 
-    /// The chat's workspace, if it has one that still exists.
-    pub(super) async fn workspace(&self) -> Result<Option<Workspace>, Error> {
-        match &self.session.workspace_id {
-            Some(ws) => self.engine.metadata.workspace(&self.job.org, ws).await,
-            None => Ok(None),
+    /// The chat's workspace, if it has one that still exists and can be read now: what it is
+    /// read for here (how long to keep a record, whom to tell) must not stop a turn, so a
+    /// failed read is logged and taken as no workspace.
+    pub(super) async fn workspace(&self) -> Option<Workspace> {
+        let ws = self.session.workspace_id.as_ref()?;
+        match self.engine.metadata.workspace(&self.job.org, ws).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(org = %self.job.org, workspace = %ws, error = %e, "cannot read the chat's workspace; its settings are not applied to this step");
+                None
+            }
         }
     }
 

@@ -18,6 +18,8 @@ use crate::{
 
 /// The longest detail a notification quotes, in characters.
 const MAX_DETAIL_CHARS: usize = 2000;
+/// How long a notifier may take to send one: the turn waits for it.
+const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One message to one person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +142,14 @@ pub async fn notify(
     };
     let notification = compose(workspace, kind, to, about);
     let chat_id = about.chat.map(|(id, _)| id.to_owned());
-    let event = match notifier.send(&notification).await {
+    let sent = match tokio::time::timeout(SEND_TIMEOUT, notifier.send(&notification)).await {
+        Ok(sent) => sent,
+        Err(_) => Err(Error::unavailable(
+            "send a notification",
+            format!("no answer within {} s", SEND_TIMEOUT.as_secs()),
+        )),
+    };
+    let event = match sent {
         Ok(()) => FeedEvent::NotificationSent {
             kind,
             to: to.to_owned(),

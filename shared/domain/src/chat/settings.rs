@@ -236,12 +236,6 @@ pub struct WorkspaceChange {
 }
 
 impl WorkspaceChange {
-    /// Whether the change moves the working directory: what every later CLI run can reach,
-    /// so an agent's change waits for a person's approval.
-    pub fn moves_working_dir(&self) -> bool {
-        matches!(self.working_directory_path, Patch::Set(_))
-    }
-
     /// Applies the change to `workspace`, checking every field; a folder newly set is confined
     /// to `roots` and stored resolved. On an error `workspace` may be half changed: drop it.
     pub fn apply(self, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
