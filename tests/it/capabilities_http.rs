@@ -52,18 +52,29 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
     tampered.push('x');
     let foreign: Value = other.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
     let other_jwt = other.token.clone().unwrap();
-    for (library, token) in [("lib-2", jwt.clone()), ("lib-1", tampered), ("lib-1", other_jwt)] {
+    // An expired one, signed with the right key for the right library.
+    let keys = spool_auth::TokenKeys::new(crate::support::SECRET).unwrap();
+    let mut old = spool_auth::Claims::new("key:k", org_of(&api), 1_000);
+    old.library_id = Some("lib-1".to_owned());
+    old.capabilities = vec!["context_for_query".to_owned()];
+    let expired = keys.issue(&old).unwrap();
+    let enable = json!({ "library_id": "lib-1", "jwt": jwt, "capabilities": ["context_for_query"] });
+    for (library, token) in [("lib-2", jwt.clone()), ("lib-1", tampered), ("lib-1", other_jwt), ("lib-1", expired)] {
+        assert_eq!(api.ok(Method::PUT, &path, Some(enable.clone())).await["status"], "enabled");
         let answer = api
             .ok(
                 Method::PUT,
                 &path,
-                Some(json!({ "library_id": library, "jwt": token, "capabilities": ["agent"] })),
+                Some(json!({ "library_id": library, "jwt": token, "capabilities": ["context_for_query"] })),
             )
             .await;
-        // THEN it is rejected with a reason, and the session keeps what it had
+        // THEN it is rejected with a reason, and the chat is back in anonymous mode: working,
+        // without what a companion enables
         assert_eq!(answer["status"], "rejected", "{answer}");
         assert!(answer["reason"].is_string());
-        assert_eq!(answer["capabilities_enabled"], json!(["context_for_query"]));
+        assert_eq!(answer["capabilities_enabled"], json!([]));
+        let got = api.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await;
+        assert_eq!(got["capabilities"], json!([]), "{library}");
     }
     // Malformed requests are 400; another organization's session is 404.
     for bad in [
@@ -85,7 +96,10 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
         .filter(|e| e["type"] == "capabilities")
         .map(|e| e["outcome"].as_str().unwrap())
         .collect();
-    assert_eq!(outcomes, ["enabled", "rejected", "rejected", "rejected"]);
+    assert_eq!(
+        outcomes,
+        ["enabled", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected"]
+    );
 }
 
 on_both_backends!(capabilities_http: companion_tokens_enable_what_they_grant);

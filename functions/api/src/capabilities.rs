@@ -113,11 +113,17 @@ pub(crate) async fn put_capabilities(
             }))
         }
         Err(reason) => {
-            tracing::info!(session = %id, %reason, "capabilities rejected");
+            // A token that is expired, altered or another's leaves the chat in anonymous mode:
+            // it keeps working, without what a companion enables.
+            tracing::warn!(security = true, org = %caller.org(), session = %id, library_id = %request.library_id, %reason, "companion token refused; the chat is in anonymous mode");
+            if !session.capabilities.is_empty() {
+                session.capabilities.clear();
+                api.metadata.update_session(caller.org(), &session).await?;
+            }
             Ok(Json(CapabilityOutcome {
                 session_id: id.into(),
                 status: CapabilityStatus::Rejected,
-                capabilities_enabled: session.capabilities,
+                capabilities_enabled: Vec::new(),
                 reason: Some(reason),
             }))
         }

@@ -159,6 +159,7 @@ pub(crate) async fn handshake(
     );
     claims.capabilities.clone_from(&record.capabilities);
     claims.library_id.clone_from(&request.library_id);
+    claims.version.clone_from(&request.version);
     let jwt = api
         .keys
         .issue(&claims)

@@ -13,6 +13,7 @@ use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
 mod admin;
+pub mod companion;
 pub mod server;
 pub mod web;
 
@@ -31,6 +32,8 @@ enum Command {
     /// Manage organizations and API keys (on the backend `--backend` names).
     #[command(subcommand)]
     Admin(admin::AdminCommand),
+    /// Run the companion on this machine: context from a folder of your notes for Spool's UI.
+    Companion(companion::CompanionArgs),
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -78,6 +81,7 @@ impl Cli {
                 serve(config, args.no_auth).await
             }
             Command::Admin(command) => admin::run(command).await,
+            Command::Companion(args) => companion::run(args).await,
         }
     }
 }
@@ -183,6 +187,10 @@ pub(crate) fn now_ms() -> i64 {
     SystemClock.now_ms()
 }
 
+/// What the local key's tokens carry: a companion run with it may turn on context from the
+/// person's notes (`context_for_query`) for their chats.
+const LOCAL_KEY_CAPABILITY: &str = "context_for_query";
+
 /// The local organization's API key: made with the organization on first start and kept in
 /// `{data_dir}/local-api-key` (readable by its owner only) so every start can print it. Only
 /// this development key is kept whole; keys from `spool admin create-api-key` are not.
@@ -197,13 +205,15 @@ async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<S
             && let Some(record) = directory.api_key(key.key_id()).await?
             && record.org_id == LOCAL_ORG
             && key.matches(&record.secret_hash)
+            && record.capabilities.iter().any(|c| c == LOCAL_KEY_CAPABILITY)
         {
             return Ok(key.reveal());
         }
-        tracing::warn!(file = %file.display(), "the kept local API key is not valid here; making a new one");
+        tracing::warn!(file = %file.display(), "the kept local API key is not valid here (or predates the companion); making a new one");
         std::fs::remove_file(&file).with_context(|| format!("cannot replace {}", file.display()))?;
     }
-    let (_, key) = spool_api::admin::create_api_key(directory, LOCAL_ORG, &[], now_ms()).await?;
+    let capabilities = [LOCAL_KEY_CAPABILITY.to_owned()];
+    let (_, key) = spool_api::admin::create_api_key(directory, LOCAL_ORG, &capabilities, now_ms()).await?;
     private_dir(&config.data_dir)?;
     write_private(&file, &key.reveal()).with_context(|| format!("cannot write {}", file.display()))?;
     Ok(key.reveal())
@@ -215,7 +225,7 @@ async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<S
 fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
     use secrecy::ExposeSecret;
     if let Some(secret) = &config.jwt_secret {
-        return Ok(spool_auth::TokenKeys::new(secret.expose_secret().as_bytes())?);
+        return Ok(config.token_keys(secret.expose_secret().as_bytes())?);
     }
     let file = config.data_dir.join("jwt-secret");
     let secret = match std::fs::read_to_string(&file) {
@@ -228,7 +238,7 @@ fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    Ok(spool_auth::TokenKeys::new(secret.as_bytes())?)
+    Ok(config.token_keys(secret.as_bytes())?)
 }
 
 /// Makes the data directory (and missing parents) readable by its owner only.

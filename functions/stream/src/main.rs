@@ -7,7 +7,7 @@ use std::sync::Arc;
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
     let config = spool_platform::Config::from_env()?;
-    let keys = spool_auth::TokenKeys::new(config.require_jwt_secret()?)?;
+    let keys = config.token_keys(config.require_jwt_secret()?)?;
     let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(&config, None).await?);
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
         log.clone(),

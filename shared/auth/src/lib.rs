@@ -18,6 +18,12 @@ pub use upload::UploadGrant;
 
 /// How long a token lives: one day.
 pub const TOKEN_TTL_SECONDS: i64 = 24 * 3600;
+/// Who issues Spool's tokens (`iss`).
+pub const ISSUER: &str = "spool";
+
+fn issuer() -> String {
+    ISSUER.to_owned()
+}
 
 /// Why a token or a secret was refused.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +65,9 @@ pub enum AuthError {
 /// What a token says about its bearer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
+    /// Who issued it: [`ISSUER`] (tokens from before it was written read as Spool's).
+    #[serde(default = "issuer")]
+    pub iss: String,
     /// Who the token was issued to (a user, an API key, an agent).
     pub sub: String,
     /// The organization whose data the bearer may use.
@@ -69,6 +78,9 @@ pub struct Claims {
     /// The companion library the token was issued for, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library_id: Option<String>,
+    /// The client's protocol version at the handshake, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Issued at (seconds since the Unix epoch).
     pub iat: i64,
     /// Expires at (seconds since the Unix epoch).
@@ -79,10 +91,12 @@ impl Claims {
     /// Claims for `sub` in `org`, issued at `now` (seconds) and valid for a day.
     pub fn new(sub: impl Into<String>, org: impl Into<String>, now: i64) -> Self {
         Self {
+            iss: issuer(),
             sub: sub.into(),
             org: org.into(),
             capabilities: Vec::new(),
             library_id: None,
+            version: None,
             iat: now,
             exp: now + TOKEN_TTL_SECONDS,
         }
@@ -94,12 +108,51 @@ impl Claims {
     }
 }
 
-/// The keys that sign and verify tokens.
+/// The keys that sign and verify tokens. Each token names its key (`kid`, derived from the
+/// secret, never revealing it), so a secret can be rotated without signing everyone out: the
+/// previous secret still verifies its own tokens until a set time ([`TokenKeys::with_previous`]),
+/// after which they are refused.
 #[derive(Clone)]
 pub struct TokenKeys {
+    kid: String,
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    previous: Option<PreviousKey>,
+}
+
+/// A secret being rotated out: it verifies, it never signs.
+#[derive(Clone)]
+struct PreviousKey {
+    kid: String,
+    decoding: DecodingKey,
+    /// Until when (seconds since the Unix epoch) its tokens are accepted.
+    until: i64,
+}
+
+/// A key's id: the first 8 bytes of the SHA-256 of `spool-kid` and the secret, in hex.
+fn key_id(secret: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(b"spool-kid\n");
+    hash.update(secret);
+    to_hex(&hash.finalize()[..8])
+}
+
+fn check_secret(secret: &[u8]) -> Result<(), AuthError> {
+    if secret.len() < TokenKeys::MIN_SECRET_BYTES {
+        return Err(AuthError::WeakSecret {
+            min: TokenKeys::MIN_SECRET_BYTES,
+            got: secret.len(),
+        });
+    }
+    Ok(())
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 impl std::fmt::Debug for TokenKeys {
@@ -114,40 +167,79 @@ impl TokenKeys {
 
     /// Keys from a shared secret.
     pub fn new(secret: &[u8]) -> Result<Self, AuthError> {
-        if secret.len() < Self::MIN_SECRET_BYTES {
-            return Err(AuthError::WeakSecret {
-                min: Self::MIN_SECRET_BYTES,
-                got: secret.len(),
-            });
-        }
+        check_secret(secret)?;
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = 5;
         validation.set_required_spec_claims(&["exp", "sub"]);
         Ok(Self {
+            kid: key_id(secret),
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),
             validation,
+            previous: None,
         })
+    }
+
+    /// The same keys, also accepting tokens signed with the `previous` secret until `until`
+    /// (seconds since the Unix epoch): a rotation's window. Set it to at least a token's
+    /// lifetime after the rotation ([`TOKEN_TTL_SECONDS`]) and nobody is signed out.
+    pub fn with_previous(mut self, previous: &[u8], until: i64) -> Result<Self, AuthError> {
+        check_secret(previous)?;
+        self.previous = Some(PreviousKey {
+            kid: key_id(previous),
+            decoding: DecodingKey::from_secret(previous),
+            until,
+        });
+        Ok(self)
+    }
+
+    /// The id of the key that signs (`kid` in every token's header).
+    pub fn kid(&self) -> &str {
+        &self.kid
     }
 
     /// Signs `claims` into a token.
     pub fn issue(&self, claims: &Claims) -> Result<String, AuthError> {
         check_org(&claims.org)?;
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
-            .map_err(|e| AuthError::Invalid(e.to_string()))
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, claims, &self.encoding).map_err(|e| AuthError::Invalid(e.to_string()))
     }
 
-    /// Verifies a token's signature, algorithm and expiry, and returns its claims.
+    /// Verifies a token's signature (with the key its `kid` names: the current one, or the
+    /// previous one inside its window), algorithm, issuer and expiry, and returns its claims.
     pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
         let claims: Claims = self.decode(token, &self.validation)?;
         check_org(&claims.org)?;
+        if claims.iss != ISSUER {
+            return Err(AuthError::Invalid(format!("issued by `{}`, not Spool", claims.iss)));
+        }
         Ok(claims)
+    }
+
+    /// The key a token's header names: the current one when it names none.
+    fn key_for(&self, token: &str) -> Result<&DecodingKey, AuthError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
+        match (header.kid.as_deref(), &self.previous) {
+            (None, _) => Ok(&self.decoding),
+            (Some(kid), _) if kid == self.kid => Ok(&self.decoding),
+            (Some(kid), Some(previous)) if kid == previous.kid => {
+                if unix_now() <= previous.until {
+                    Ok(&previous.decoding)
+                } else {
+                    Err(AuthError::Invalid(
+                        "signed with a rotated-out key after its window".to_owned(),
+                    ))
+                }
+            }
+            (Some(kid), _) => Err(AuthError::Invalid(format!("signed with an unknown key `{kid}`"))),
+        }
     }
 
     /// A token's claims, checked by `validation` (an expired one is [`AuthError::Expired`]).
     fn decode<T: serde::de::DeserializeOwned>(&self, token: &str, validation: &Validation) -> Result<T, AuthError> {
         use jsonwebtoken::errors::ErrorKind;
-        jsonwebtoken::decode::<T>(token, &self.decoding, validation)
+        jsonwebtoken::decode::<T>(token, self.key_for(token)?, validation)
             .map(|data| data.claims)
             .map_err(|e| match e.kind() {
                 ErrorKind::ExpiredSignature => AuthError::Expired,
@@ -236,6 +328,66 @@ pub(crate) mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs() as i64
+    }
+
+    #[test]
+    fn a_token_carries_the_designs_claims_and_names_its_key() {
+        let keys = TokenKeys::new(SECRET).unwrap();
+        let mut claims = Claims::new("key:k1", "org_a", now());
+        claims.library_id = Some("lib_1".to_owned());
+        claims.version = Some("1".to_owned());
+        claims.capabilities.push("context_for_query".to_owned());
+        let token = keys.issue(&claims).unwrap();
+        let header = jsonwebtoken::decode_header(&token).unwrap();
+        assert_eq!(header.kid.as_deref(), Some(keys.kid()));
+        assert!(!keys.kid().is_empty() && !String::from_utf8_lossy(SECRET).contains(keys.kid()));
+        let payload = token.split('.').nth(1).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&base64_url(payload)).unwrap();
+        for claim in ["iss", "sub", "library_id", "version", "iat", "exp", "capabilities"] {
+            assert!(json.get(claim).is_some(), "{claim} in {json}");
+        }
+        assert_eq!(json["iss"], ISSUER);
+        assert_eq!(json["exp"].as_i64().unwrap() - json["iat"].as_i64().unwrap(), TOKEN_TTL_SECONDS);
+        assert_eq!(keys.verify(&token).unwrap(), claims);
+        // Another issuer's token, even signed with the same secret, is not Spool's.
+        claims.iss = "someone-else".to_owned();
+        assert!(matches!(keys.verify(&keys.issue(&claims).unwrap()), Err(AuthError::Invalid(_))));
+    }
+
+    #[test]
+    fn a_rotated_out_key_verifies_its_tokens_during_its_window_only() {
+        const NEW: &[u8] = b"fedcba9876543210fedcba9876543210";
+        let old = TokenKeys::new(SECRET).unwrap();
+        let token = old.issue(&Claims::new("u", "org_a", now())).unwrap();
+        // Rotated: the new secret signs, the old one is accepted for a window.
+        let during = TokenKeys::new(NEW).unwrap().with_previous(SECRET, now() + 3600).unwrap();
+        assert_ne!(during.kid(), old.kid());
+        assert_eq!(during.verify(&token).unwrap().sub, "u");
+        let fresh = during.issue(&Claims::new("v", "org_a", now())).unwrap();
+        assert_eq!(during.verify(&fresh).unwrap().sub, "v");
+        assert!(old.verify(&fresh).is_err(), "the old secret does not verify the new key's tokens");
+        // After the window, the old key's tokens are refused.
+        let after = TokenKeys::new(NEW).unwrap().with_previous(SECRET, now() - 1).unwrap();
+        assert!(matches!(after.verify(&token), Err(AuthError::Invalid(_))));
+        assert!(matches!(TokenKeys::new(NEW).unwrap().verify(&token), Err(AuthError::Invalid(_))));
+    }
+
+    fn base64_url(text: &str) -> Vec<u8> {
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut bits = 0u32;
+        let mut count = 0;
+        let mut out = Vec::new();
+        for c in text.bytes() {
+            let v = alphabet.iter().position(|a| *a == c).unwrap() as u32;
+            bits = (bits << 6) | v;
+            count += 6;
+            if count >= 8 {
+                count -= 8;
+                out.push((bits >> count) as u8);
+                bits &= (1 << count) - 1;
+            }
+        }
+        out
     }
 
     #[test]

@@ -318,6 +318,10 @@ pub struct Config {
     /// and keeps one in its data directory when it is not set; on AWS the template passes one
     /// from Secrets Manager.
     pub jwt_secret: Option<SecretString>,
+    /// `SPOOL_JWT_PREVIOUS_SECRET`: the secret being rotated out; tokens it signed are still
+    /// accepted until `SPOOL_JWT_PREVIOUS_UNTIL` (seconds since the Unix epoch; a day after the
+    /// rotation keeps everyone signed in).
+    pub jwt_previous: Option<(SecretString, i64)>,
     /// AWS access and resource names.
     pub aws: AwsSettings,
     /// Chats' files.
@@ -337,6 +341,23 @@ impl Config {
                 var: "SPOOL_JWT_SECRET",
                 hint: "the template passes it from Secrets Manager; locally, set at least 32 random bytes",
             })
+    }
+
+    /// The token keys over `secret`, with the secret being rotated out when one is set.
+    pub fn token_keys(&self, secret: &[u8]) -> Result<spool_auth::TokenKeys, Error> {
+        use secrecy::ExposeSecret;
+        let invalid = |var: &'static str, e: spool_auth::AuthError| Error::Invalid {
+            var,
+            value: "(secret)".to_owned(),
+            reason: e.to_string(),
+        };
+        let keys = spool_auth::TokenKeys::new(secret).map_err(|e| invalid("SPOOL_JWT_SECRET", e))?;
+        match &self.jwt_previous {
+            Some((previous, until)) => keys
+                .with_previous(previous.expose_secret().as_bytes(), *until)
+                .map_err(|e| invalid("SPOOL_JWT_PREVIOUS_SECRET", e)),
+            None => Ok(keys),
+        }
     }
 
     /// Where chats' own folders for CLI agents are made: `SPOOL_CLI_WORK_DIR`, else `cli` in
@@ -425,6 +446,10 @@ impl Config {
             rate_limits: rate_limits(&vars)?,
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
+            jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
+                Some(secret) => Some((SecretString::from(secret), parse(&vars, "SPOOL_JWT_PREVIOUS_UNTIL", 0i64)?)),
+                None => None,
+            },
             attachments: {
                 let defaults = AttachmentSettings::default();
                 AttachmentSettings {

@@ -1,0 +1,109 @@
+//! `spool companion`: the companion service over a library of notes, on loopback
+//! ([`spool_companion`]).
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use spool_companion::{CompanionState, Library, http::check_loopback, spool::SpoolLink};
+
+/// `spool companion --library DIR --spool-url URL`.
+#[derive(Debug, clap::Args)]
+pub struct CompanionArgs {
+    /// The folder of notes (markdown and text) to answer from.
+    #[arg(long)]
+    pub library: PathBuf,
+    /// Where Spool is (its API), e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub spool_url: String,
+    /// Where the companion listens: loopback only.
+    #[arg(long, default_value = "127.0.0.1:8826")]
+    pub addr: SocketAddr,
+    /// A file holding the organization's API key (instead of SPOOL_API_KEY).
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// The organization's API key (tokens for the library are made from it).
+    #[arg(long, env = "SPOOL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// A hosted UI origin allowed to call the companion besides localhost pages (repeatable),
+    /// e.g. https://chat.example.com.
+    #[arg(long = "origin", value_name = "ORIGIN")]
+    pub origins: Vec<String>,
+    /// Where this machine's salt for the library id is kept.
+    #[arg(long, env = "SPOOL_COMPANION_SALT_FILE")]
+    pub salt_file: Option<PathBuf>,
+    /// How often the library is checked for changed notes, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub rescan_ms: u64,
+}
+
+impl CompanionArgs {
+    fn api_key(&self) -> anyhow::Result<String> {
+        if let Some(file) = &self.api_key_file {
+            let key = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            return Ok(key.trim().to_owned());
+        }
+        self.api_key
+            .clone()
+            .filter(|k| !k.trim().is_empty())
+            .context("give the organization's API key in SPOOL_API_KEY or --api-key-file (spool serve prints the local one)")
+    }
+
+    fn salt_file(&self) -> anyhow::Result<PathBuf> {
+        if let Some(file) = &self.salt_file {
+            return Ok(file.clone());
+        }
+        let home = std::env::var_os("HOME").context("set HOME or --salt-file")?;
+        Ok(PathBuf::from(home).join(".config/spool/companion-salt"))
+    }
+}
+
+/// Runs the companion until Ctrl-C.
+pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
+    check_loopback(args.addr).map_err(anyhow::Error::msg)?;
+    let api_key = args.api_key()?;
+    let started = std::time::Instant::now();
+    let root = args.library.clone();
+    let library = tokio::task::spawn_blocking(move || Library::open(&root))
+        .await?
+        .with_context(|| format!("cannot index the library {}", args.library.display()))?;
+    let library = Arc::new(library);
+    let salt = spool_companion::spool::salt(&args.salt_file()?).context("cannot keep the library id's salt")?;
+    let library_id = spool_companion::spool::library_id(library.root(), &salt);
+    let notes = library.rescan().map(|r| r.notes).unwrap_or(0);
+    eprintln!(
+        "Indexed {notes} notes in {} ms from {} (library id {library_id})",
+        started.elapsed().as_millis(),
+        library.root().display()
+    );
+    let rescan = library.clone();
+    let every = Duration::from_millis(args.rescan_ms.max(100));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let library = rescan.clone();
+            match tokio::task::spawn_blocking(move || library.rescan()).await {
+                Ok(Ok(r)) if r.indexed + r.removed > 0 => {
+                    tracing::info!(indexed = r.indexed, removed = r.removed, notes = r.notes, "library updated");
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot rescan the library; trying again"),
+                Err(e) => tracing::warn!(error = %e, "cannot rescan the library; trying again"),
+            }
+        }
+    });
+    let state = Arc::new(CompanionState {
+        library,
+        spool: SpoolLink::new(&args.spool_url, api_key, library_id),
+        origins: args.origins,
+    });
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}; is another companion running? pass --addr", args.addr))?;
+    eprintln!("Companion listening on http://{} for Spool at {}", listener.local_addr()?, args.spool_url);
+    axum::serve(listener, spool_companion::router(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

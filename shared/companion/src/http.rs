@@ -1,0 +1,252 @@
+//! # The companion's routes
+//!
+//! - `POST /handshake {version, user_agent}` → `{library_id, jwt, capabilities, version,
+//!   timestamp}`: Spool's token for the library, for the UI to present to Spool;
+//! - `GET /context-for-query?q=` → `{query, relevant_k_ids, relevant_d_ids, summary, confidence,
+//!   timestamp}`;
+//! - `GET /open-loops` → `{open_loops: [{id, title, created_at, last_mentioned}], timestamp}`;
+//! - `GET /proactive-suggestions` → `{suggestions: [{title, action, confidence, source}],
+//!   timestamp}`.
+//!
+//! Browsers may call it only from `localhost` or `127.0.0.1` pages and from the hosted UI
+//! origins it is given: a request from any other origin is refused (`403`), so a web page the
+//! person happens to visit cannot read their notes. It listens on loopback only
+//! ([`check_loopback`]).
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::{
+    Json, Router,
+    extract::{Query, Request, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{Library, library::rfc3339, spool::SpoolLink};
+
+/// The longest question answered, in characters.
+const MAX_QUERY_CHARS: usize = 1000;
+
+/// What the routes share.
+#[derive(Debug)]
+pub struct CompanionState {
+    /// The library.
+    pub library: Arc<Library>,
+    /// The link to Spool.
+    pub spool: SpoolLink,
+    /// Hosted UI origins allowed besides loopback pages (`https://chat.example.com`).
+    pub origins: Vec<String>,
+}
+
+/// The companion's routes over `state`.
+pub fn router(state: Arc<CompanionState>) -> Router {
+    Router::new()
+        .route("/handshake", post(handshake))
+        .route("/context-for-query", get(context_for_query))
+        .route("/open-loops", get(open_loops))
+        .route("/proactive-suggestions", get(suggestions))
+        .route("/healthz", get(|| async { Json(json!({ "ok": true })) }))
+        .layer(middleware::from_fn_with_state(state.clone(), cors))
+        .with_state(state)
+}
+
+/// Refuses an address other than loopback: the companion serves one person's notes to their
+/// own browser.
+pub fn check_loopback(addr: SocketAddr) -> Result<(), String> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the companion listens on loopback only (127.0.0.1 or ::1), not {addr}: it serves your notes to your own browser"
+        ))
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": { "code": code, "message": message.into() } }))).into_response()
+}
+
+/// Whether a page at `origin` may call the companion.
+fn allowed(origin: &str, configured: &[String]) -> bool {
+    if configured.iter().any(|o| o.trim_end_matches('/') == origin) {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    let host = rest.rsplit_once(':').map_or(rest, |(host, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) { host } else { rest }
+    });
+    matches!(scheme, "http" | "https") && matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// CORS for the allowed origins only; a request from another origin is refused before it runs.
+async fn cors(State(state): State<Arc<CompanionState>>, request: Request, next: Next) -> Response {
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_owned);
+    let Some(origin) = origin else {
+        // Not a browser's cross-origin request (curl, the companion's own checks).
+        return next.run(request).await;
+    };
+    if !allowed(&origin, &state.origins) {
+        tracing::warn!(%origin, "refused a request from an origin that is not allowed");
+        return error(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!("pages at {origin} may not use this companion; start it with --origin {origin} to allow them"),
+        );
+    }
+    let private_network = request.headers().contains_key("access-control-request-private-network");
+    let mut response = if request.method() == Method::OPTIONS {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&origin) {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+    }
+    headers.insert(header::VARY, HeaderValue::from_static("origin"));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST"));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("content-type"));
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    if private_network {
+        // A hosted (public) page calling a loopback address: Chrome's private network access.
+        headers.insert("access-control-allow-private-network", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+#[derive(Debug, Deserialize)]
+struct HandshakeBody {
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    user_agent: Option<String>,
+}
+
+async fn handshake(State(state): State<Arc<CompanionState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let request: HandshakeBody = if body.is_empty() {
+        HandshakeBody {
+            version: None,
+            user_agent: None,
+        }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(request) => request,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", format!("the body is not valid here: {e}")),
+        }
+    };
+    let now = now_ms();
+    tracing::info!(
+        library_id = state.spool.library_id(),
+        at = %rfc3339(now),
+        client = request.user_agent.as_deref().unwrap_or("unknown"),
+        origin = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()).unwrap_or("none"),
+        "handshake"
+    );
+    match state.spool.token(now).await {
+        Ok(token) => Json(json!({
+            "library_id": state.spool.library_id(),
+            "jwt": token.jwt,
+            "capabilities": token.capabilities,
+            "version": request.version.unwrap_or_else(|| "1".to_owned()),
+            "timestamp": rfc3339(now),
+        }))
+        .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "no token from Spool");
+            error(StatusCode::BAD_GATEWAY, "spool_unavailable", e.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct QueryParams {
+    #[serde(default)]
+    q: Option<String>,
+}
+
+async fn context_for_query(State(state): State<Arc<CompanionState>>, Query(params): Query<QueryParams>) -> Response {
+    let q = params.q.unwrap_or_default();
+    if q.trim().is_empty() || q.chars().count() > MAX_QUERY_CHARS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("give the question as ?q=, 1 to {MAX_QUERY_CHARS} characters"),
+        );
+    }
+    let library = state.library.clone();
+    match tokio::task::spawn_blocking(move || library.context(&q)).await {
+        Ok(Ok(context)) => {
+            let mut body = serde_json::to_value(context).unwrap_or_default();
+            body["timestamp"] = Value::String(rfc3339(now_ms()));
+            Json(body).into_response()
+        }
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+    }
+}
+
+async fn open_loops(State(state): State<Arc<CompanionState>>) -> Response {
+    let library = state.library.clone();
+    match tokio::task::spawn_blocking(move || library.open_loops()).await {
+        Ok(Ok(loops)) => Json(json!({ "open_loops": loops, "timestamp": rfc3339(now_ms()) })).into_response(),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+    }
+}
+
+async fn suggestions(State(state): State<Arc<CompanionState>>) -> Response {
+    let library = state.library.clone();
+    let now = now_ms();
+    match tokio::task::spawn_blocking(move || library.suggestions(now)).await {
+        Ok(Ok(list)) => Json(json!({ "suggestions": list, "timestamp": rfc3339(now) })).into_response(),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "index_failed", e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_pages_and_configured_origins_are_allowed() {
+        let configured = vec!["https://chat.example.com".to_owned()];
+        for ok in [
+            "http://localhost:8080",
+            "http://127.0.0.1:5173",
+            "http://localhost",
+            "https://chat.example.com",
+            "http://[::1]:8080",
+        ] {
+            assert!(allowed(ok, &configured), "{ok}");
+        }
+        for refused in [
+            "https://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io:8080",
+            "https://chat.example.com.evil.example",
+            "null",
+            "file://",
+        ] {
+            assert!(!allowed(refused, &configured), "{refused}");
+        }
+        assert!(check_loopback("127.0.0.1:8826".parse().unwrap()).is_ok());
+        assert!(check_loopback("0.0.0.0:8826".parse().unwrap()).is_err());
+    }
+}

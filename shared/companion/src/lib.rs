@@ -1,0 +1,15 @@
+//! # The companion
+//!
+//! `spool companion` runs on the person's own machine, over a library they choose (a folder of
+//! notes). Spool's web UI finds it on loopback, and it answers with what the person's notes say
+//! about a question, their open loops and suggestions: ids and short passages, never whole notes
+//! ([`library`]). It holds an API key of the person's organization and exchanges it for Spool's
+//! token for its library ([`spool`]), which the UI presents to Spool to turn the chat's
+//! `context_for_query` capability on ([`http`]).
+
+pub mod http;
+pub mod library;
+pub mod spool;
+
+pub use http::{CompanionState, router};
+pub use library::Library;
