@@ -59,8 +59,16 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
     old.capabilities = vec!["context_for_query".to_owned()];
     let expired = keys.issue(&old).unwrap();
     let enable = json!({ "library_id": "lib-1", "jwt": jwt, "capabilities": ["context_for_query"] });
-    for (library, token) in [("lib-2", jwt.clone()), ("lib-1", tampered), ("lib-1", other_jwt), ("lib-1", expired)] {
-        assert_eq!(api.ok(Method::PUT, &path, Some(enable.clone())).await["status"], "enabled");
+    for (library, token) in [
+        ("lib-2", jwt.clone()),
+        ("lib-1", tampered),
+        ("lib-1", other_jwt),
+        ("lib-1", expired),
+    ] {
+        assert_eq!(
+            api.ok(Method::PUT, &path, Some(enable.clone())).await["status"],
+            "enabled"
+        );
         let answer = api
             .ok(
                 Method::PUT,
@@ -98,7 +106,9 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
         .collect();
     assert_eq!(
         outcomes,
-        ["enabled", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected"]
+        [
+            "enabled", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected", "enabled", "rejected"
+        ]
     );
 }
 

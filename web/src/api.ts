@@ -300,12 +300,25 @@ export class Client {
   updateSession = (id: string, patch: { title?: string; agent_id?: string; cli_type?: CliType | null }) =>
     this.request<Session>("PATCH", `/v1/sessions/${enc(id)}`, patch);
   deleteSession = (id: string) => this.request<void>("DELETE", `/v1/sessions/${enc(id)}`);
-  sendMessage = (id: string, content: string, client_message_id: string, files: string[] = []) =>
+  sendMessage = (
+    id: string,
+    content: string,
+    client_message_id: string,
+    files: string[] = [],
+    client_context: Record<string, unknown> | null = null,
+  ) =>
     this.request<{ seq: number; turn_id?: string }>("POST", `/v1/sessions/${enc(id)}/messages`, {
       content,
       client_message_id,
       ...(files.length > 0 ? { files } : {}),
+      ...(client_context ? { client_context } : {}),
     });
+  putCapabilities = (id: string, grant: { library_id: string; jwt: string; capabilities: string[] }) =>
+    this.request<{ status: "enabled" | "rejected"; capabilities_enabled: string[]; reason?: string }>(
+      "PUT",
+      `/v1/sessions/${enc(id)}/capabilities`,
+      grant,
+    );
   abort = (id: string) => this.request<unknown>("POST", `/v1/sessions/${enc(id)}/control`, { action: "abort" });
   approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>
     this.request<unknown>("POST", `/v1/sessions/${enc(id)}/approval`, { tool_call_id, decision });

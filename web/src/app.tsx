@@ -9,6 +9,8 @@ import { AgentsTab } from "./agents";
 import { CommandsTab } from "./commands";
 import { ChatList } from "./chats";
 import { ChatWindow } from "./chat";
+import { connect } from "./companion";
+import { CompanionBadge, CompanionPanel } from "./companion-view";
 import { SettingsTab } from "./settings";
 import { TasksTab } from "./tasks";
 import { watchFeed } from "./live";
@@ -171,6 +173,8 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
   const [workspaces, setWorkspaces] = useState<Workspace[] | null>(null);
   const scope = scopeOf(client.token);
 
+  // The companion is looked for once, beside everything else; nothing waits on it.
+  useEffect(() => void connect(), []);
   const reload = useCallback(async () => {
     try {
       setWorkspaces(await client.workspaces());
@@ -222,6 +226,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
         <a class={route.page === "global" ? "active" : ""} href="#/global">
           Global chat
         </a>
+        <CompanionBadge />
         <button class="link" type="button" onClick={() => client.signOut("")}>
           Sign out
         </button>
@@ -255,6 +260,7 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
             </a>
           </nav>
           <FeedToasts key={`toasts-${ws}`} client={client} ws={ws} notify={notify} />
+          <CompanionPanel />
           {route.page === "chats" && (
             <>
               <ChatList key={ws} client={client} ws={ws} notify={notify} open={route.chat} />

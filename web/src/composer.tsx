@@ -5,6 +5,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Client, CommandEntry, CommandPreview, FileRef, Session } from "./api";
+import { contextFor, enableFor, useCompanion } from "./companion";
 import { Paperclip } from "./icons";
 import { go } from "./route";
 import { open, type Timeline } from "./timeline";
@@ -44,6 +45,11 @@ export function Composer(props: {
   onDroppedTaken: () => void;
 }) {
   const { client, session, sessionId, workspaceId, timeline, notify, onSession, dropped, onDroppedTaken } = props;
+  // With a companion, the chat in view gets its capabilities (its token, presented to Spool).
+  const companion = useCompanion();
+  useEffect(() => {
+    if (companion.status === "connected") void enableFor(client, sessionId);
+  }, [companion, client, sessionId]);
   const [text, setText] = useState("");
   const [uploads, setUploads] = useState<Upload[]>([]);
   const picker = useRef<HTMLInputElement>(null);
@@ -177,7 +183,10 @@ export function Composer(props: {
         // `//…` sends a message that starts with `/`.
         const message = content.startsWith("//") ? content.slice(1) : content;
         const ids = attached.map((f) => f.id);
-        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids);
+        // What the person's notes say about it: nothing asked (and no wait) in offline mode.
+        await enableFor(client, sessionId);
+        const context = await contextFor(message);
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context);
         setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
         if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
       }

@@ -4,10 +4,11 @@
 
 import assert from "node:assert/strict";
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { api, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+import { api, screenshot, signedInPage, startBrowser, startCompanion, startSpool } from "./harness.mjs";
 
 let spool;
 let browser;
@@ -523,6 +524,75 @@ test("a workspace is deleted with its chats only once its title is typed", async
   assert.ok(!workspaces.some((w) => w.id === ws.id), "the workspace is gone");
   await assert.rejects(call("GET", `/v1/sessions/${chat.id}`), /: 404 /, "its chats are gone too");
   assertNoErrors(page);
+});
+
+/** A workspace's chats, with the UI looking for its companion at `companionUrl`. */
+async function pageWithCompanionAt(name, companionUrl) {
+  const ws = await call("POST", "/v1/workspaces", { name });
+  const page = await signedInPage(browser, spool);
+  await page.context().addInitScript((url) => localStorage.setItem("spool.companion.url", url), companionUrl);
+  await page.goto(`${spool.origin}/#/w/${ws.id}/chats`);
+  await page.reload();
+  await page.getByRole("heading", { name: "Chats" }).waitFor();
+  return { page, ws };
+}
+
+test("with the companion running, the header says connected and a message carries what the notes say", async () => {
+  const library = await mkdtemp(join(tmpdir(), "spool-notes-"));
+  await writeFile(join(library, "garden.md"), `# Garden\n\n${"Compost and soil. ".repeat(30)}The tomatoes need water every morning in July.${" Mulch the beds.".repeat(30)}`);
+  await writeFile(join(library, "week.md"), "# Week\n- [ ] Call the plumber\n");
+  const companion = await startCompanion(spool, library);
+  try {
+    const { page } = await pageWithCompanionAt("With notes", companion.url);
+    await page.getByText("Companion connected").waitFor().catch(async (e) => {
+      throw new Error(`${e.message}\nthe badge says: ${await page.locator(".companion summary").getAttribute("title")}`);
+    });
+    // The side panel shows what the notes leave open.
+    await page.getByRole("complementary", { name: "From your notes" }).getByText("Call the plumber").first().waitFor();
+    const id = await newChat(page);
+    await send(page, "When do the tomatoes need water?");
+    await userMessages(page).first().getByText("tomatoes need water").waitFor();
+    const sent = (await events(id)).find((e) => e.type === "user_message_submitted");
+    const context = sent.payload.client_context;
+    assert.ok(context, "the message carries client_context");
+    assert.equal(context.relevant_k_ids.length, 1, JSON.stringify(context));
+    assert.match(context.summary, /tomatoes need water/);
+    // The chat has the companion's capability, so the agent gets the context.
+    assert.deepEqual((await call("GET", `/v1/sessions/${id}`)).capabilities, ["context_for_query"]);
+    await page.keyboard.press("Escape");
+    await screenshot(page, "companion-connected");
+    assertNoErrors(page);
+  } finally {
+    await companion.stop();
+  }
+});
+
+test("without a companion, or with one that hangs, the page says Offline mode and sends without asking it", async () => {
+  // One that accepts connections and never answers.
+  const hung = createServer(() => {});
+  await new Promise((r) => hung.listen(0, "127.0.0.1", r));
+  const hangUrl = `http://127.0.0.1:${hung.address().port}`;
+  try {
+    for (const url of ["http://127.0.0.1:1", hangUrl]) {
+      const { page } = await pageWithCompanionAt(`Offline ${url}`, url);
+      const asked = [];
+      page.on("request", (r) => r.url().startsWith(url) && asked.push(new URL(r.url()).pathname));
+      await page.getByText("Offline mode").waitFor();
+      const badge = await page.locator(".companion summary").getAttribute("title");
+      assert.match(badge, /No companion answered/);
+      const id = await newChat(page);
+      await send(page, "hello without notes");
+      await userMessages(page).first().getByText("hello without notes").waitFor();
+      const sent = (await events(id)).find((e) => e.type === "user_message_submitted");
+      assert.equal(sent.payload.client_context, undefined);
+      // The send never consulted the companion: offline mode does not wait on it.
+      assert.deepEqual(asked, [], `${url}: ${asked}`);
+      await turnEnded(id);
+      assertNoErrors(page);
+    }
+  } finally {
+    hung.close();
+  }
 });
 
 test("agent text cannot inject script or markup", async () => {

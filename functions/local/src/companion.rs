@@ -42,10 +42,9 @@ impl CompanionArgs {
             let key = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
             return Ok(key.trim().to_owned());
         }
-        self.api_key
-            .clone()
-            .filter(|k| !k.trim().is_empty())
-            .context("give the organization's API key in SPOOL_API_KEY or --api-key-file (spool serve prints the local one)")
+        self.api_key.clone().filter(|k| !k.trim().is_empty()).context(
+            "give the organization's API key in SPOOL_API_KEY or --api-key-file (spool serve prints the local one)",
+        )
     }
 
     fn salt_file(&self) -> anyhow::Result<PathBuf> {
@@ -83,7 +82,12 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
             let library = rescan.clone();
             match tokio::task::spawn_blocking(move || library.rescan()).await {
                 Ok(Ok(r)) if r.indexed + r.removed > 0 => {
-                    tracing::info!(indexed = r.indexed, removed = r.removed, notes = r.notes, "library updated");
+                    tracing::info!(
+                        indexed = r.indexed,
+                        removed = r.removed,
+                        notes = r.notes,
+                        "library updated"
+                    );
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "cannot rescan the library; trying again"),
@@ -96,10 +100,17 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
         spool: SpoolLink::new(&args.spool_url, api_key, library_id),
         origins: args.origins,
     });
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}; is another companion running? pass --addr", args.addr))?;
-    eprintln!("Companion listening on http://{} for Spool at {}", listener.local_addr()?, args.spool_url);
+    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| {
+        format!(
+            "cannot listen on {}; is another companion running? pass --addr",
+            args.addr
+        )
+    })?;
+    eprintln!(
+        "Companion listening on http://{} for Spool at {}",
+        listener.local_addr()?,
+        args.spool_url
+    );
     axum::serve(listener, spool_companion::router(state))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -20,9 +20,10 @@ use tower_http::{
 
 /// What the UI's pages may load: only their own origin's scripts, styles and connections (the
 /// API is the same origin here; images also from `blob:`, the chat's files the UI fetched with its
-/// token), and no framing. Agent text is escaped by the UI; this is the
+/// token; connections also to loopback, where the person's companion runs), and no framing. Agent text is escaped by the UI; this is the
 /// second wall.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data: blob: https:; object-src 'none'; \
+    connect-src 'self' http://127.0.0.1:* http://localhost:*; \
     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The UI's routes, or a page that says how to build it when `dir` has no `index.html`.

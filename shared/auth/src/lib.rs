@@ -347,11 +347,17 @@ pub(crate) mod tests {
             assert!(json.get(claim).is_some(), "{claim} in {json}");
         }
         assert_eq!(json["iss"], ISSUER);
-        assert_eq!(json["exp"].as_i64().unwrap() - json["iat"].as_i64().unwrap(), TOKEN_TTL_SECONDS);
+        assert_eq!(
+            json["exp"].as_i64().unwrap() - json["iat"].as_i64().unwrap(),
+            TOKEN_TTL_SECONDS
+        );
         assert_eq!(keys.verify(&token).unwrap(), claims);
         // Another issuer's token, even signed with the same secret, is not Spool's.
         claims.iss = "someone-else".to_owned();
-        assert!(matches!(keys.verify(&keys.issue(&claims).unwrap()), Err(AuthError::Invalid(_))));
+        assert!(matches!(
+            keys.verify(&keys.issue(&claims).unwrap()),
+            Err(AuthError::Invalid(_))
+        ));
     }
 
     #[test]
@@ -360,16 +366,25 @@ pub(crate) mod tests {
         let old = TokenKeys::new(SECRET).unwrap();
         let token = old.issue(&Claims::new("u", "org_a", now())).unwrap();
         // Rotated: the new secret signs, the old one is accepted for a window.
-        let during = TokenKeys::new(NEW).unwrap().with_previous(SECRET, now() + 3600).unwrap();
+        let during = TokenKeys::new(NEW)
+            .unwrap()
+            .with_previous(SECRET, now() + 3600)
+            .unwrap();
         assert_ne!(during.kid(), old.kid());
         assert_eq!(during.verify(&token).unwrap().sub, "u");
         let fresh = during.issue(&Claims::new("v", "org_a", now())).unwrap();
         assert_eq!(during.verify(&fresh).unwrap().sub, "v");
-        assert!(old.verify(&fresh).is_err(), "the old secret does not verify the new key's tokens");
+        assert!(
+            old.verify(&fresh).is_err(),
+            "the old secret does not verify the new key's tokens"
+        );
         // After the window, the old key's tokens are refused.
         let after = TokenKeys::new(NEW).unwrap().with_previous(SECRET, now() - 1).unwrap();
         assert!(matches!(after.verify(&token), Err(AuthError::Invalid(_))));
-        assert!(matches!(TokenKeys::new(NEW).unwrap().verify(&token), Err(AuthError::Invalid(_))));
+        assert!(matches!(
+            TokenKeys::new(NEW).unwrap().verify(&token),
+            Err(AuthError::Invalid(_))
+        ));
     }
 
     fn base64_url(text: &str) -> Vec<u8> {

@@ -73,7 +73,11 @@ fn now_ms() -> i64 {
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": { "code": code, "message": message.into() } }))).into_response()
+    (
+        status,
+        Json(json!({ "error": { "code": code, "message": message.into() } })),
+    )
+        .into_response()
 }
 
 /// Whether a page at `origin` may call the companion.
@@ -85,7 +89,11 @@ fn allowed(origin: &str, configured: &[String]) -> bool {
         return false;
     };
     let host = rest.rsplit_once(':').map_or(rest, |(host, port)| {
-        if port.chars().all(|c| c.is_ascii_digit()) { host } else { rest }
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            host
+        } else {
+            rest
+        }
     });
     matches!(scheme, "http" | "https") && matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
@@ -120,8 +128,14 @@ async fn cors(State(state): State<Arc<CompanionState>>, request: Request, next: 
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
     }
     headers.insert(header::VARY, HeaderValue::from_static("origin"));
-    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST"));
-    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("content-type"));
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("content-type"),
+    );
     headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
     if private_network {
         // A hosted (public) page calling a loopback address: Chrome's private network access.
@@ -147,7 +161,13 @@ async fn handshake(State(state): State<Arc<CompanionState>>, headers: HeaderMap,
     } else {
         match serde_json::from_slice(&body) {
             Ok(request) => request,
-            Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", format!("the body is not valid here: {e}")),
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("the body is not valid here: {e}"),
+                );
+            }
         }
     };
     let now = now_ms();

@@ -107,7 +107,9 @@ pub struct Library {
 
 impl std::fmt::Debug for Library {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Library").field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("Library")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -214,7 +216,11 @@ impl Library {
         if words.is_empty() {
             return Ok(context);
         }
-        let matcher = words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ");
+        let matcher = words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ");
         let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut statement = db.prepare_cached(
             "SELECT id, title, snippet(notes_fts, 2, '', '', '…', 10), body FROM notes_fts
@@ -237,7 +243,7 @@ impl Library {
                 let covered = words.iter().filter(|w| lower.contains(w.as_str())).count();
                 #[allow(clippy::cast_precision_loss)]
                 let coverage = covered as f64 / words.len() as f64;
-                context.confidence = (0.3 + 0.7 * coverage).min(1.0);
+                context.confidence = 0.7f64.mul_add(coverage, 0.3).min(1.0);
             }
             passages.push(format!("{title}: {}", partial(&snippet, &body)));
             if id.starts_with("k_") {
@@ -411,14 +417,23 @@ fn unchecked_items(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The words of a query that are searched: letters and digits, lower case, at most
-/// [`MAX_QUERY_WORDS`], each at least two characters.
+/// Words too common to say what a question is about.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "could", "did", "do", "does", "for", "from",
+    "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "not", "of", "on", "or",
+    "our", "should", "so", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we",
+    "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// The words of a query that are searched: letters and digits, lower case, at least two
+/// characters, not [`STOP_WORDS`], at most [`MAX_QUERY_WORDS`].
 fn query_words(query: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     for word in query
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 2)
         .map(str::to_lowercase)
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
     {
         if !words.contains(&word) {
             words.push(word);
@@ -435,7 +450,11 @@ fn query_words(query: &str) -> Vec<String> {
 fn partial(snippet: &str, body: &str) -> String {
     let snippet = snippet.trim();
     let whole = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    let shown = snippet.trim_matches('…').split_whitespace().collect::<Vec<_>>().join(" ");
+    let shown = snippet
+        .trim_matches('…')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     if shown.chars().count() * 10 >= whole.chars().count() * 8 {
         let half = whole.chars().count() / 2;
         let cut: String = whole.chars().take(half).collect();
@@ -497,8 +516,16 @@ mod tests {
         assert!(context.relevant_k_ids.iter().all(|id| id.starts_with("k_")));
         assert!(context.summary.contains("tomatoes need water"), "{}", context.summary);
         assert!(context.summary.chars().count() <= MAX_SUMMARY_CHARS);
-        for whole in [long.as_str(), "Tomatoes: water them.", "Paid for tomato seeds and a watering can."] {
-            assert!(!context.summary.contains(whole), "a whole note leaked: {}", context.summary);
+        for whole in [
+            long.as_str(),
+            "Tomatoes: water them.",
+            "Paid for tomato seeds and a watering can.",
+        ] {
+            assert!(
+                !context.summary.contains(whole),
+                "a whole note leaked: {}",
+                context.summary
+            );
         }
         assert!(context.confidence > 0.5 && context.confidence <= 1.0);
         let none = lib.context("zebra").unwrap();
@@ -526,7 +553,10 @@ mod tests {
     #[test]
     fn open_loops_are_unchecked_items_and_open_notes() {
         let (_dir, lib) = library(&[
-            ("todo.md", "# Week\n- [ ] Call the plumber\n- [x] Pay rent\n  * [ ] Book flights"),
+            (
+                "todo.md",
+                "# Week\n- [ ] Call the plumber\n- [x] Pay rent\n  * [ ] Book flights",
+            ),
             ("project.md", "---\nstatus: open\n---\n# Launch plan\n"),
             ("done.md", "---\nstatus: done\n---\n# Old plan\n"),
         ]);
@@ -534,7 +564,11 @@ mod tests {
         titles.sort();
         assert_eq!(titles, ["Book flights", "Call the plumber", "Launch plan"]);
         let suggestions = lib.suggestions(ms(Some(SystemTime::now()))).unwrap();
-        assert!(suggestions.iter().any(|s| s.title == "Close the loop: Call the plumber"));
+        assert!(
+            suggestions
+                .iter()
+                .any(|s| s.title == "Close the loop: Call the plumber")
+        );
         assert!(suggestions.iter().any(|s| s.action.starts_with("open_note:k_")));
     }
 }

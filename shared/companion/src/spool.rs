@@ -122,12 +122,16 @@ impl SpoolLink {
             let body: serde_json::Value = response.json().await.unwrap_or_default();
             return Err(SpoolError::Refused {
                 status: status.as_u16(),
-                message: body["error"]["message"].as_str().unwrap_or("no reason given").to_owned(),
+                message: body["error"]["message"]
+                    .as_str()
+                    .unwrap_or("no reason given")
+                    .to_owned(),
             });
         }
         let answer: Answer = response.json().await.map_err(unreachable)?;
-        let expires_ms = time::OffsetDateTime::parse(&answer.expires_at, &time::format_description::well_known::Rfc3339)
-            .map_or(0, |t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
+        let expires_ms =
+            time::OffsetDateTime::parse(&answer.expires_at, &time::format_description::well_known::Rfc3339)
+                .map_or(0, |t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
         Ok(Token {
             jwt: answer.jwt,
             capabilities: answer.capabilities,

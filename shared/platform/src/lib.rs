@@ -447,7 +447,10 @@ impl Config {
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
-                Some(secret) => Some((SecretString::from(secret), parse(&vars, "SPOOL_JWT_PREVIOUS_UNTIL", 0i64)?)),
+                Some(secret) => Some((
+                    SecretString::from(secret),
+                    parse(&vars, "SPOOL_JWT_PREVIOUS_UNTIL", 0i64)?,
+                )),
                 None => None,
             },
             attachments: {

@@ -1,0 +1,143 @@
+// The companion, as the UI sees it: a local service (`spool companion`) over the person's
+// notes, looked for at start in parallel with everything else and never waited on. Every call
+// to it has one second; a companion that is absent, slow or refused leaves the UI in "Offline
+// mode", working exactly as without one, and then nothing consults it at all: a message is sent
+// at once. Connected, each chat in view gets the companion's capabilities (its token, presented
+// to Spool), and each message carries what the notes say about it (`client_context`).
+
+import { useEffect, useState } from "preact/hooks";
+import type { Client } from "./api";
+
+/** Where the companion is looked for unless the person set another address. */
+export const DEFAULT_COMPANION_URL = "http://127.0.0.1:8826";
+const URL_KEY = "spool.companion.url";
+/** How long any call to the companion may take. */
+const TIMEOUT_MS = 1000;
+
+export type CompanionState =
+  | { status: "checking" }
+  | { status: "connected"; url: string; library_id: string; jwt: string; capabilities: string[] }
+  | { status: "offline"; reason: string };
+
+let state: CompanionState = { status: "checking" };
+const listeners = new Set<(s: CompanionState) => void>();
+/** The chats whose capabilities were asked for with the current token. */
+let enabled = new Map<string, Promise<void>>();
+
+function set(next: CompanionState) {
+  state = next;
+  listeners.forEach((l) => l(next));
+}
+
+export function companionUrl(): string {
+  return localStorage.getItem(URL_KEY) || DEFAULT_COMPANION_URL;
+}
+
+/** Looks for the companion at `url` from now on. */
+export function setCompanionUrl(url: string) {
+  if (url.trim() && url.trim() !== DEFAULT_COMPANION_URL) localStorage.setItem(URL_KEY, url.trim());
+  else localStorage.removeItem(URL_KEY);
+  void connect();
+}
+
+/** The companion's state, kept current. */
+export function useCompanion(): CompanionState {
+  const [current, setCurrent] = useState(state);
+  useEffect(() => {
+    listeners.add(setCurrent);
+    setCurrent(state);
+    return () => void listeners.delete(setCurrent);
+  }, []);
+  return current;
+}
+
+async function timed(url: string, init: RequestInit = {}): Promise<Response> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  try {
+    return await fetch(url, { ...init, signal: abort.signal });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Looks for the companion: its handshake, within a second. */
+export async function connect(): Promise<void> {
+  const url = companionUrl().replace(/\/+$/, "");
+  set({ status: "checking" });
+  enabled = new Map();
+  try {
+    const response = await timed(`${url}/handshake`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ version: "1", user_agent: "spool-web" }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      set({ status: "offline", reason: `The companion at ${url} could not get a token: ${body?.error?.message ?? response.status}` });
+      return;
+    }
+    set({ status: "connected", url, library_id: body.library_id, jwt: body.jwt, capabilities: body.capabilities ?? [] });
+  } catch {
+    set({
+      status: "offline",
+      reason: `No companion answered at ${url} within a second. Run \`spool companion --library ~/notes --spool-url ${location.origin}\` so that answers know your notes.`,
+    });
+  }
+}
+
+/** Turns the companion's capabilities on for chat `sessionId` (once per token). */
+export function enableFor(client: Client, sessionId: string): Promise<void> {
+  const current = state;
+  if (current.status !== "connected") return Promise.resolve();
+  let asked = enabled.get(sessionId);
+  if (!asked) {
+    asked = client
+      .putCapabilities(sessionId, { library_id: current.library_id, jwt: current.jwt, capabilities: current.capabilities })
+      .then((outcome) => {
+        if (outcome.status !== "enabled") set({ status: "offline", reason: `Spool refused the companion's token: ${outcome.reason ?? "no reason given"}` });
+      })
+      .catch(() => undefined);
+    enabled.set(sessionId, asked);
+  }
+  return asked;
+}
+
+/** What the notes say about `query`, or nothing: at once when offline, within a second when connected. */
+export async function contextFor(query: string): Promise<Record<string, unknown> | null> {
+  const current = state;
+  if (current.status !== "connected" || !query.trim()) return null;
+  try {
+    const response = await timed(`${current.url}/context-for-query?q=${encodeURIComponent(query.slice(0, 1000))}`);
+    return response.ok ? await response.json() : null;
+  } catch {
+    return null; // late or failed: the message goes without it
+  }
+}
+
+export interface OpenLoop {
+  id: string;
+  title: string;
+  last_mentioned: string;
+}
+
+export interface Suggestion {
+  title: string;
+  action: string;
+  source: string;
+}
+
+/** The companion's open loops and suggestions, when connected. */
+export async function sidePanel(): Promise<{ loops: OpenLoop[]; suggestions: Suggestion[] } | null> {
+  const current = state;
+  if (current.status !== "connected") return null;
+  try {
+    const [loops, suggestions] = await Promise.all([
+      timed(`${current.url}/open-loops`).then((r) => r.json()),
+      timed(`${current.url}/proactive-suggestions`).then((r) => r.json()),
+    ]);
+    return { loops: loops.open_loops ?? [], suggestions: suggestions.suggestions ?? [] };
+  } catch {
+    return null;
+  }
+}
