@@ -153,6 +153,7 @@ bench: deps tests/bench/reference/node_modules/.installed ## Benchmarks: both ba
 	$(PYTHON) localstack/emulator.py up; \
 	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
 	  --reference tests/bench/reference/server.mjs --out target/bench/log.json --readme README.md
+	python3 tests/bench/companion.py target/release/spool
 
 # `npm install --no-save`, not `npm ci`: the reference server's file store (lmdb) has optional
 # per-platform packages that this npm leaves out of the lock file, which `npm ci` then refuses.

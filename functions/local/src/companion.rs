@@ -68,7 +68,7 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
     let library = Arc::new(library);
     let salt = spool_companion::spool::salt(&args.salt_file()?).context("cannot keep the library id's salt")?;
     let library_id = spool_companion::spool::library_id(library.root(), &salt);
-    let notes = library.rescan().map(|r| r.notes).unwrap_or(0);
+    let notes = library.notes().unwrap_or(0);
     eprintln!(
         "Indexed {notes} notes in {} ms from {} (library id {library_id})",
         started.elapsed().as_millis(),

@@ -45,6 +45,10 @@ pub struct Script {
     /// answered; `{files}` names them (`notes.txt (1.2 KB, text/plain)`).
     #[serde(default)]
     pub files: Option<String>,
+    /// Said before the first round's text when the message carried what the person's notes say
+    /// (a companion's `client_context`); `{ids}` names the notes, `{summary}` quotes it.
+    #[serde(default)]
+    pub notes: Option<String>,
 }
 
 fn default_delay() -> u64 {
@@ -99,6 +103,7 @@ impl Script {
             word_delay_ms: default_delay(),
             rules: Vec::new(),
             files: None,
+            notes: None,
             default: vec![Round {
                 say: "You said: {input}".to_owned(),
                 ..Round::default()
@@ -160,7 +165,9 @@ impl Runtime for Scripted {
         let Message::User { text: input } = &request.messages[last_user] else {
             unreachable!("found as a user message")
         };
-        // The files are acknowledged apart (`files`), not echoed as words.
+        // The files and the notes' context are acknowledged apart (`files`, `notes`), not
+        // echoed as words.
+        let context = crate::state::client_context_of(input);
         let input = crate::state::as_written(input);
         let since = &request.messages[last_user + 1..];
         let round_index = since.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
@@ -204,6 +211,21 @@ impl Runtime for Scripted {
                 .collect();
             if !names.is_empty() {
                 text = format!("{}{text}", template.replace("{files}", &names.join(", ")));
+            }
+        }
+        if round_index == 0
+            && let (Some(template), Some(context)) = (&script.notes, &context)
+        {
+            let ids: Vec<&str> = ["relevant_k_ids", "relevant_d_ids"]
+                .iter()
+                .filter_map(|k| context[*k].as_array())
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            if !ids.is_empty() {
+                let summary = context["summary"].as_str().unwrap_or_default();
+                let said = template.replace("{ids}", &ids.join(", ")).replace("{summary}", summary);
+                text = format!("{said}{text}");
             }
         }
         let delay = Duration::from_millis(script.word_delay_ms);

@@ -182,7 +182,20 @@ const FILES_NOTE: &str = "\n\n(Attached: ";
 
 /// A person's message as they wrote it, without the note naming its files.
 pub fn as_written(text: &str) -> &str {
-    text.split(FILES_NOTE).next().unwrap_or(text)
+    let text = text.split(FILES_NOTE).next().unwrap_or(text);
+    text.split(CONTEXT_OPEN).next().unwrap_or(text)
+}
+
+/// How a message's `client_context` is set after its text.
+const CONTEXT_OPEN: &str = "\n\n<client_context>\n";
+const CONTEXT_CLOSE: &str = "\n</client_context>";
+
+/// The `client_context` a person's message carried to the agent (its chat has the
+/// `context_for_query` capability), as JSON.
+pub fn client_context_of(text: &str) -> Option<Value> {
+    let (_, rest) = text.split_once(CONTEXT_OPEN)?;
+    let (context, _) = rest.rsplit_once(CONTEXT_CLOSE)?;
+    serde_json::from_str(context).ok()
 }
 
 fn user_text(message: &UserMessage, with_context: bool) -> String {
@@ -197,7 +210,7 @@ fn user_text(message: &UserMessage, with_context: bool) -> String {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            format!("{content}\n\n<client_context>\n{context}\n</client_context>")
+            format!("{content}{CONTEXT_OPEN}{context}{CONTEXT_CLOSE}")
         }
         _ => content,
     }
@@ -316,6 +329,27 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_messages_context_is_read_back_and_not_echoed_as_its_words() {
+        let message = UserMessage {
+            content: "When do the tomatoes need water?".to_owned(),
+            author: "p".to_owned(),
+            files: Vec::new(),
+            metadata: None,
+            client_context: Some(json!({ "relevant_k_ids": ["k_0123456789abcdef"], "summary": "in July" })),
+            answers: None,
+        };
+        let text = user_text(&message, true);
+        assert_eq!(as_written(&text), "When do the tomatoes need water?");
+        assert_eq!(client_context_of(&text).unwrap()["summary"], "in July");
+        let without = user_text(&message, false);
+        assert_eq!(
+            without, "When do the tomatoes need water?",
+            "only a chat with the capability gets it"
+        );
+        assert_eq!(client_context_of(&without), None);
+    }
 
     fn event(seq: u64, kind_type: &str, turn: Option<&str>, payload: Value) -> Event {
         let event: ChatEvent = serde_json::from_value(json!({ "type": kind_type, "payload": payload })).unwrap();

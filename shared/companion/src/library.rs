@@ -130,7 +130,7 @@ impl Library {
         })?;
         let db = Connection::open_in_memory()?;
         db.execute_batch(
-            "CREATE TABLE notes (id TEXT PRIMARY KEY, rel TEXT NOT NULL UNIQUE, title TEXT NOT NULL,
+            "CREATE TABLE notes (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, rel TEXT NOT NULL UNIQUE, title TEXT NOT NULL,
                                  size INTEGER NOT NULL, mtime_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL,
                                  open INTEGER NOT NULL);
              CREATE VIRTUAL TABLE notes_fts USING fts5(id UNINDEXED, title, body, tokenize = 'porter unicode61');
@@ -148,6 +148,13 @@ impl Library {
     /// The library's folder, resolved.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// How many notes are indexed.
+    pub fn notes(&self) -> Result<usize, LibraryError> {
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n: i64 = db.query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// Brings the index up to date with the folder.
@@ -180,15 +187,18 @@ impl Library {
                 continue; // not UTF-8, or gone since the walk: not a note
             };
             let id = note_id(&file.rel);
-            remove(&tx, &id)?;
+            if known.contains_key(&file.rel) {
+                remove(&tx, &id)?;
+            }
             let title = title_of(&text, &file.rel);
             let open = front_matter_open(&text);
             tx.execute(
                 "INSERT INTO notes (id, rel, title, size, mtime_ms, created_ms, open) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![id, file.rel, title, size, file.mtime_ms, file.created_ms, open],
             )?;
+            // The text row shares the note's row id, so it is found (and removed) by it.
             tx.execute(
-                "INSERT INTO notes_fts (id, title, body) VALUES (?1, ?2, ?3)",
+                "INSERT INTO notes_fts (rowid, id, title, body) VALUES (last_insert_rowid(), ?1, ?2, ?3)",
                 params![id, title, text],
             )?;
             for item in unchecked_items(&text) {
@@ -311,8 +321,11 @@ impl Library {
 
 /// Removes a note from the index.
 fn remove(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<(), rusqlite::Error> {
+    tx.execute(
+        "DELETE FROM notes_fts WHERE rowid = (SELECT n FROM notes WHERE id = ?1)",
+        params![id],
+    )?;
     tx.execute("DELETE FROM notes WHERE id = ?1", params![id])?;
-    tx.execute("DELETE FROM notes_fts WHERE id = ?1", params![id])?;
     tx.execute("DELETE FROM loops WHERE note_id = ?1", params![id])?;
     Ok(())
 }
