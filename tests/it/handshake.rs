@@ -67,8 +67,27 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
     )
     .unwrap();
     assert_eq!(expires.unix_timestamp(), claims.exp);
+    assert_eq!((claims.iss.as_str(), claims.version.as_deref()), ("spool", Some("1")));
 
-    // AND the token works on the stream function, inside its organization's namespace
+    // AND a token issued for a companion's library is no bearer's: it only enables capabilities
+    let refused = http
+        .put(format!("{base}/v1/stream/notes"))
+        .bearer_auth(body["jwt"].as_str().unwrap())
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    // AND a person's token (no library) works on the stream function, inside its
+    // organization's namespace
+    let response = handshake(
+        &http,
+        &base,
+        json!({"api_key": key, "version": "1", "user_agent": "spool-test/1"}),
+    )
+    .await;
+    let body: Value = response.json().await.unwrap();
     let jwt = body["jwt"].as_str().unwrap();
     let created = http
         .put(format!("{base}/v1/stream/notes"))
@@ -84,7 +103,7 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
     // AND the handshake is in the organization's audit stream, which the token can read but
     // not write
     let events = audit_events(log.as_ref(), &org).await;
-    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events.len(), 2, "{events:?}");
     assert_eq!(events[0]["type"], "handshake");
     assert_eq!(events[0]["outcome"], "accepted");
     assert_eq!(events[0]["user_agent"], "spool-test/1");
@@ -104,7 +123,7 @@ pub(crate) async fn an_api_key_becomes_a_token_for_its_organization<H: Harness>(
     ] {
         assert_eq!(request.bearer_auth(jwt).send().await.unwrap().status(), 403);
     }
-    assert_eq!(audit_events(log.as_ref(), &org).await.len(), 1);
+    assert_eq!(audit_events(log.as_ref(), &org).await.len(), 2);
 }
 
 /// Wrong, unknown and malformed keys, bad bodies and bad tokens get a 4xx and no token.

@@ -51,33 +51,43 @@ export function useCompanion(): CompanionState {
   return current;
 }
 
-async function timed(url: string, init: RequestInit = {}): Promise<Response> {
+/** A call to the companion, its answer read whole, within `TIMEOUT_MS`: a companion that
+ * sends its headers and then stalls is cut off too. */
+async function timed(url: string, init: RequestInit = {}): Promise<{ ok: boolean; status: number; body: any }> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
   try {
-    return await fetch(url, { ...init, signal: abort.signal });
+    const response = await fetch(url, { ...init, signal: abort.signal });
+    const body = await response.json().catch(() => ({}));
+    return { ok: response.ok, status: response.status, body };
   } finally {
     clearTimeout(timer);
   }
 }
+
+/** A token is asked for again this long after the last, well before it expires (a day). */
+const REFRESH_MS = 6 * 3600 * 1000;
+let refresh: ReturnType<typeof setTimeout> | undefined;
 
 /** Looks for the companion: its handshake, within a second. */
 export async function connect(): Promise<void> {
   const url = companionUrl().replace(/\/+$/, "");
   set({ status: "checking" });
   enabled = new Map();
+  clearTimeout(refresh);
   try {
-    const response = await timed(`${url}/handshake`, {
+    const { ok, status, body } = await timed(`${url}/handshake`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ version: "1", user_agent: "spool-web" }),
     });
-    const body = await response.json().catch(() => ({}));
-    if (!response.ok) {
-      set({ status: "offline", reason: `The companion at ${url} could not get a token: ${body?.error?.message ?? response.status}` });
+    if (!ok) {
+      set({ status: "offline", reason: `The companion at ${url} could not get a token: ${body?.error?.message ?? status}` });
       return;
     }
     set({ status: "connected", url, library_id: body.library_id, jwt: body.jwt, capabilities: body.capabilities ?? [] });
+    // A tab left open gets a fresh token before this one expires.
+    refresh = setTimeout(() => void connect(), REFRESH_MS);
   } catch {
     set({
       status: "offline",
@@ -97,7 +107,8 @@ export function enableFor(client: Client, sessionId: string): Promise<void> {
       .then((outcome) => {
         if (outcome.status !== "enabled") set({ status: "offline", reason: `Spool refused the companion's token: ${outcome.reason ?? "no reason given"}` });
       })
-      .catch(() => undefined);
+      // Asked again next time: a failed request is not an answer.
+      .catch(() => void enabled.delete(sessionId));
     enabled.set(sessionId, asked);
   }
   return asked;
@@ -108,8 +119,8 @@ export async function contextFor(query: string): Promise<Record<string, unknown>
   const current = state;
   if (current.status !== "connected" || !query.trim()) return null;
   try {
-    const response = await timed(`${current.url}/context-for-query?q=${encodeURIComponent(query.slice(0, 1000))}`);
-    return response.ok ? await response.json() : null;
+    const { ok, body } = await timed(`${current.url}/context-for-query?q=${encodeURIComponent(query.slice(0, 1000))}`);
+    return ok ? body : null;
   } catch {
     return null; // late or failed: the message goes without it
   }
@@ -132,11 +143,8 @@ export async function sidePanel(): Promise<{ loops: OpenLoop[]; suggestions: Sug
   const current = state;
   if (current.status !== "connected") return null;
   try {
-    const [loops, suggestions] = await Promise.all([
-      timed(`${current.url}/open-loops`).then((r) => r.json()),
-      timed(`${current.url}/proactive-suggestions`).then((r) => r.json()),
-    ]);
-    return { loops: loops.open_loops ?? [], suggestions: suggestions.suggestions ?? [] };
+    const [loops, suggestions] = await Promise.all([timed(`${current.url}/open-loops`), timed(`${current.url}/proactive-suggestions`)]);
+    return { loops: loops.body.open_loops ?? [], suggestions: suggestions.body.suggestions ?? [] };
   } catch {
     return null;
   }

@@ -4,9 +4,11 @@
 //! `POST /v1/handshake` issued for its `library_id`, and presents it to enable capabilities
 //! (such as `context_for_query`) on a session. Spool verifies the token's signature and expiry,
 //! that it is the caller's organization's and that its `library_id` is the one named, and
-//! enables the capabilities both asked for and granted. Any failure leaves the session working
-//! without them: the answer says `rejected` and why, and changes nothing. Every attempt is
-//! audited.
+//! enables the capabilities both asked for and granted. A token that is expired, altered,
+//! another organization's, for another library or not a companion's leaves the session in
+//! anonymous mode: working, with no capabilities, the answer `rejected` with why; it is logged
+//! as a security event. Every attempt is audited. A companion's token is good for nothing else:
+//! the bearer check refuses it.
 
 use std::sync::Arc;
 
@@ -39,7 +41,7 @@ pub(crate) struct CapabilityRequest {
 pub(crate) enum CapabilityStatus {
     /// The token was valid: what it grants of what was asked is enabled.
     Enabled,
-    /// The token was not valid here: nothing changed.
+    /// The token was not valid here: the session has no capabilities now.
     Rejected,
 }
 
@@ -73,7 +75,7 @@ pub(crate) async fn put_capabilities(
         ));
     }
     let mut session = api.session_of(&caller, &id).await?;
-    let verdict = match api.keys.verify(&request.jwt) {
+    let verdict = match api.keys.verify_companion(&request.jwt) {
         Err(e) => Err(e.to_string()),
         Ok(claims) if claims.org != caller.org() => Err("the token is another organization's".to_owned()),
         Ok(claims) if claims.library_id.as_deref() != Some(request.library_id.as_str()) => {

@@ -268,6 +268,14 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     assert_eq!(ok.headers()["access-control-allow-origin"], "http://localhost:8080");
     let refused = from("https://evil.example").await.unwrap();
     assert_eq!(refused.status(), 403);
+    // A page that re-points its own name at loopback (DNS rebinding) reads without an Origin.
+    let rebound = http
+        .get(format!("{url}/context-for-query?q=tomatoes"))
+        .header("host", "evil.example:8826")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
     assert!(refused.headers().get("access-control-allow-origin").is_none());
     let preflight = http
         .request(reqwest::Method::OPTIONS, format!("{url}/handshake"))

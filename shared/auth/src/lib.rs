@@ -217,6 +217,31 @@ impl TokenKeys {
         Ok(claims)
     }
 
+    /// Verifies a bearer's token ([`Self::verify`]): a companion's token, issued for a
+    /// library, is refused here. It only enables a chat's capabilities
+    /// ([`Self::verify_companion`]), so a page or process that gets one from the companion cannot
+    /// act as the person.
+    pub fn verify_bearer(&self, token: &str) -> Result<Claims, AuthError> {
+        let claims = self.verify(token)?;
+        if claims.library_id.is_some() {
+            return Err(AuthError::Invalid(
+                "a companion's token only enables capabilities; sign in with an API key".to_owned(),
+            ));
+        }
+        Ok(claims)
+    }
+
+    /// Verifies a companion's token ([`Self::verify`]): one issued for a library.
+    pub fn verify_companion(&self, token: &str) -> Result<Claims, AuthError> {
+        let claims = self.verify(token)?;
+        if claims.library_id.is_none() {
+            return Err(AuthError::Invalid(
+                "not a companion's token (it names no library)".to_owned(),
+            ));
+        }
+        Ok(claims)
+    }
+
     /// The key a token's header names: the current one when it names none.
     fn key_for(&self, token: &str) -> Result<&DecodingKey, AuthError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
@@ -236,15 +261,28 @@ impl TokenKeys {
         }
     }
 
-    /// A token's claims, checked by `validation` (an expired one is [`AuthError::Expired`]).
+    /// A token's claims, checked by `validation` (an expired one is [`AuthError::Expired`]). A
+    /// token that names no key (issued before keys had ids, or an upload grant) is tried with
+    /// the current key, then with the previous one inside its window.
     fn decode<T: serde::de::DeserializeOwned>(&self, token: &str, validation: &Validation) -> Result<T, AuthError> {
         use jsonwebtoken::errors::ErrorKind;
-        jsonwebtoken::decode::<T>(token, self.key_for(token)?, validation)
-            .map(|data| data.claims)
-            .map_err(|e| match e.kind() {
-                ErrorKind::ExpiredSignature => AuthError::Expired,
-                _ => AuthError::Invalid(e.to_string()),
-            })
+        let decode = |key: &DecodingKey| {
+            jsonwebtoken::decode::<T>(token, key, validation)
+                .map(|data| data.claims)
+                .map_err(|e| match e.kind() {
+                    ErrorKind::ExpiredSignature => AuthError::Expired,
+                    _ => AuthError::Invalid(e.to_string()),
+                })
+        };
+        let named = jsonwebtoken::decode_header(token)
+            .map_err(|e| AuthError::Invalid(e.to_string()))?
+            .kid;
+        match (&named, &self.previous) {
+            (None, Some(previous)) if unix_now() <= previous.until => {
+                decode(&self.decoding).or_else(|current| decode(&previous.decoding).map_err(|_| current))
+            }
+            _ => decode(self.key_for(token)?),
+        }
     }
 }
 
@@ -295,7 +333,7 @@ impl Access {
                     Some(header) => bearer(header).ok_or(AuthError::MalformedAuthorization)?,
                     None => query_token(query).ok_or(AuthError::MissingToken)?,
                 };
-                keys.verify(token)
+                keys.verify_bearer(token)
             }
         }
     }
@@ -385,6 +423,32 @@ pub(crate) mod tests {
             TokenKeys::new(NEW).unwrap().verify(&token),
             Err(AuthError::Invalid(_))
         ));
+        // A token from before keys had ids is covered by the window too.
+        let unnamed = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &Claims::new("w", "org_a", now()),
+            &EncodingKey::from_secret(SECRET),
+        )
+        .unwrap();
+        assert_eq!(during.verify(&unnamed).unwrap().sub, "w");
+        assert!(after.verify(&unnamed).is_err());
+    }
+
+    #[test]
+    fn a_companions_token_enables_capabilities_and_is_no_bearers() {
+        let keys = TokenKeys::new(SECRET).unwrap();
+        let person = keys.issue(&Claims::new("key:k", "org_a", now())).unwrap();
+        let mut claims = Claims::new("key:k", "org_a", now());
+        claims.library_id = Some("lib_1".to_owned());
+        let companion = keys.issue(&claims).unwrap();
+        let access = Access::Tokens(Box::new(keys.clone()));
+        assert!(access.caller(Some(&format!("Bearer {person}")), None, now()).is_ok());
+        assert!(matches!(
+            access.caller(Some(&format!("Bearer {companion}")), None, now()),
+            Err(AuthError::Invalid(_))
+        ));
+        assert!(keys.verify_companion(&companion).is_ok());
+        assert!(keys.verify_companion(&person).is_err());
     }
 
     fn base64_url(text: &str) -> Vec<u8> {

@@ -11,7 +11,8 @@
 //! Browsers may call it only from `localhost` or `127.0.0.1` pages and from the hosted UI
 //! origins it is given: a request from any other origin is refused (`403`), so a web page the
 //! person happens to visit cannot read their notes. It listens on loopback only
-//! ([`check_loopback`]).
+//! ([`check_loopback`]) and answers only requests addressed to loopback's names, so a page that
+//! re-points its own name at 127.0.0.1 (DNS rebinding) is refused too.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -98,8 +99,34 @@ fn allowed(origin: &str, configured: &[String]) -> bool {
     matches!(scheme, "http" | "https") && matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
-/// CORS for the allowed origins only; a request from another origin is refused before it runs.
+/// Whether a request's `Host` names loopback: a page whose own name was re-pointed at
+/// 127.0.0.1 (DNS rebinding) sends its name here, and its same-origin reads carry no `Origin`.
+fn loopback_host(host: Option<&str>) -> bool {
+    let Some(host) = host else {
+        return false;
+    };
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// CORS for the allowed origins only; a request from another origin, or addressed to another
+/// name than loopback's, is refused before it runs.
 async fn cors(State(state): State<Arc<CompanionState>>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok());
+    if !loopback_host(host) {
+        tracing::warn!(
+            host = host.unwrap_or("none"),
+            "refused a request addressed to another name than loopback"
+        );
+        return error(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "address the companion as 127.0.0.1 or localhost",
+        );
+    }
     let origin = request
         .headers()
         .get(header::ORIGIN)
@@ -266,6 +293,18 @@ mod tests {
         ] {
             assert!(!allowed(refused, &configured), "{refused}");
         }
+        for host in ["127.0.0.1:8826", "localhost:8826", "[::1]:8826", "localhost"] {
+            assert!(loopback_host(Some(host)), "{host}");
+        }
+        for host in [
+            "evil.example:8826",
+            "127.0.0.1.nip.io:8826",
+            "localhost.evil.example",
+            "",
+        ] {
+            assert!(!loopback_host(Some(host)), "{host}");
+        }
+        assert!(!loopback_host(None));
         assert!(check_loopback("127.0.0.1:8826".parse().unwrap()).is_ok());
         assert!(check_loopback("0.0.0.0:8826".parse().unwrap()).is_err());
     }

@@ -183,13 +183,13 @@ impl Library {
                 continue;
             }
             let path = self.root.join(&file.rel);
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue; // not UTF-8, or gone since the walk: not a note
-            };
             let id = note_id(&file.rel);
             if known.contains_key(&file.rel) {
                 remove(&tx, &id)?;
             }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue; // not UTF-8, or gone since the walk: not a note (any more)
+            };
             let title = title_of(&text, &file.rel);
             let open = front_matter_open(&text);
             tx.execute(
@@ -330,25 +330,35 @@ fn remove(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<(), rusqlite::Erro
     Ok(())
 }
 
-/// Every note under `dir`: not hidden, not a link, a note's extension, not too large.
+/// Every note under `dir`: not hidden, not a link, a note's extension, not too large. Only the
+/// library's own folder must be readable: a folder or file inside that cannot be read (no
+/// permission, gone since it was listed) is logged and left out.
 fn walk(root: &Path, dir: &Path, out: &mut Vec<OnDisk>) -> Result<(), LibraryError> {
-    let io = |source| LibraryError::Io {
-        path: dir.display().to_string(),
-        source,
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(source) if dir == root => {
+            return Err(LibraryError::Io {
+                path: dir.display().to_string(),
+                source,
+            });
+        }
+        Err(e) => {
+            tracing::warn!(folder = %dir.display(), error = %e, "cannot read a folder of the library; leaving it out");
+            return Ok(());
+        }
     };
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
+    for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.starts_with('.') {
             continue;
         }
-        let kind = entry.file_type().map_err(io)?;
+        let Ok(kind) = entry.file_type() else { continue };
         let path = entry.path();
         if kind.is_dir() {
             walk(root, &path, out)?;
         } else if kind.is_file() && is_note(name) {
-            let meta = entry.metadata().map_err(io)?;
+            let Ok(meta) = entry.metadata() else { continue };
             if meta.len() > MAX_NOTE_BYTES {
                 continue;
             }
@@ -561,6 +571,26 @@ mod tests {
         assert_eq!(lib.rescan().unwrap().removed, 1);
         assert!(lib.context("kiwi").unwrap().relevant_k_ids.is_empty());
         assert_eq!(lib.rescan().unwrap().indexed, 0, "nothing changed, nothing indexed");
+    }
+
+    #[test]
+    fn an_unreadable_folder_is_left_out_and_an_unreadable_note_leaves_the_index() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, lib) = library(&[("a.md", "kiwi"), ("locked/b.md", "kiwi")]);
+        assert_eq!(lib.context("kiwi").unwrap().relevant_k_ids.len(), 2);
+        std::fs::set_permissions(dir.path().join("locked"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        // Root reads every folder whatever its mode: then there is nothing to leave out.
+        let unreadable = std::fs::read_dir(dir.path().join("locked")).is_err();
+        let report = lib.rescan();
+        std::fs::set_permissions(dir.path().join("locked"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let report = report.unwrap();
+        if unreadable {
+            assert_eq!((report.notes, report.removed), (1, 1));
+        }
+        // A note that stops being text is no longer answered from.
+        std::fs::write(dir.path().join("a.md"), [0xff, 0xfe, 0x00]).unwrap();
+        lib.rescan().unwrap();
+        assert!(!lib.context("kiwi").unwrap().relevant_k_ids.contains(&note_id("a.md")));
     }
 
     #[test]

@@ -447,10 +447,18 @@ impl Config {
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
-                Some(secret) => Some((
-                    SecretString::from(secret),
-                    parse(&vars, "SPOOL_JWT_PREVIOUS_UNTIL", 0i64)?,
-                )),
+                Some(secret) => {
+                    if !vars.contains_key("SPOOL_JWT_PREVIOUS_UNTIL") {
+                        return Err(Error::Missing {
+                            var: "SPOOL_JWT_PREVIOUS_UNTIL",
+                            hint: "a rotated-out secret needs the end of its window (seconds since the Unix epoch, e.g. `date -d '+1 day' +%s`)",
+                        });
+                    }
+                    Some((
+                        SecretString::from(secret),
+                        parse(&vars, "SPOOL_JWT_PREVIOUS_UNTIL", 0i64)?,
+                    ))
+                }
                 None => None,
             },
             attachments: {
