@@ -81,6 +81,17 @@ fn companion(args: &[&str], key: &str) -> (Running, String, Vec<String>) {
     panic!("the companion did not start: {printed:?}");
 }
 
+/// Sends a request and reads its JSON answer.
+trait IntoJson {
+    async fn into_json(self) -> Value;
+}
+
+impl IntoJson for reqwest::RequestBuilder {
+    async fn into_json(self) -> Value {
+        self.send().await.expect("send").json().await.expect("a JSON answer")
+    }
+}
+
 fn notes(dir: &Path) {
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
@@ -131,12 +142,8 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     let shake: Value = http
         .post(format!("{url}/handshake"))
         .json(&json!({ "version": "1", "user_agent": "test" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .into_json()
+        .await;
     let library_id = shake["library_id"].as_str().unwrap();
     assert!(library_id.starts_with("lib_"), "{shake}");
     assert!(shake["timestamp"].is_string() && shake["version"] == "1");
@@ -144,23 +151,15 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     let person: Value = http
         .post(format!("{spool_url}/v1/handshake"))
         .json(&json!({ "api_key": key }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .into_json()
+        .await;
     let bearer = format!("Bearer {}", person["jwt"].as_str().unwrap());
     let chat: Value = http
         .post(format!("{spool_url}/v1/sessions"))
         .header("authorization", &bearer)
         .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .into_json()
+        .await;
     let enabled: Value = http
         .put(format!(
             "{spool_url}/v1/sessions/{}/capabilities",
@@ -168,12 +167,8 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         ))
         .header("authorization", &bearer)
         .json(&json!({ "library_id": library_id, "jwt": shake["jwt"], "capabilities": shake["capabilities"] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .into_json()
+        .await;
     assert_eq!(enabled["status"], "enabled", "{enabled}");
 
     // Context: the notes that match, passages of them, never a whole note.
@@ -181,12 +176,8 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         .get(format!(
             "{url}/context-for-query?q=When%20do%20the%20tomatoes%20need%20water%3F"
         ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .into_json()
+        .await;
     assert_eq!(context["relevant_k_ids"].as_array().unwrap().len(), 2, "{context}");
     assert_eq!(context["relevant_d_ids"].as_array().unwrap().len(), 1, "{context}");
     let summary = context["summary"].as_str().unwrap();
@@ -208,14 +199,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     );
 
     // Open loops and suggestions.
-    let loops: Value = http
-        .get(format!("{url}/open-loops"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let loops: Value = http.get(format!("{url}/open-loops")).into_json().await;
     let titles: Vec<&str> = loops["open_loops"]
         .as_array()
         .unwrap()
@@ -224,14 +208,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         .collect();
     assert_eq!(titles, ["Call the plumber about the tomatoes"]);
     assert!(loops["open_loops"][0]["last_mentioned"].is_string());
-    let suggestions: Value = http
-        .get(format!("{url}/proactive-suggestions"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let suggestions: Value = http.get(format!("{url}/proactive-suggestions")).into_json().await;
     assert!(
         suggestions["suggestions"]
             .as_array()
@@ -245,14 +222,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     std::fs::write(library.join("fruit.md"), "Kiwi season starts in May.").unwrap();
     let mut found = false;
     for _ in 0..50 {
-        let context: Value = http
-            .get(format!("{url}/context-for-query?q=kiwi"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let context: Value = http.get(format!("{url}/context-for-query?q=kiwi")).into_json().await;
         if context["relevant_k_ids"].as_array().unwrap().len() == 1 {
             found = true;
             break;
