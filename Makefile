@@ -45,6 +45,7 @@ test: deps web browser tests/clis/node_modules/.installed ## Install what the te
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
+	$(PYTHON) infra/check.py $(VENV)/bin/checkov
 	npm run --silent --prefix web check
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=$(TEST_STATE) EMULATOR_ENV_FILE=$(TEST_STATE)/env; \
@@ -133,10 +134,11 @@ web-test: web browser ## Run the browser tests of the web UI (headless Chromium,
 fmt: ## Format the code
 	cargo fmt --all
 
-lint: deps ## Check formatting, clippy, the template and the UI's types
+lint: deps ## Check formatting, clippy, the template (cfn-lint, checkov) and the UI's types
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
+	$(PYTHON) infra/check.py $(VENV)/bin/checkov
 	npm run --silent --prefix web check
 
 emulator-up: deps ## Start the AWS emulator on 127.0.0.1:$EMULATOR_PORT and write .env.emulator
