@@ -85,6 +85,55 @@ async fn the_worker_reports_only_failed_messages_of_a_batch() {
     assert_eq!(meta.sealed, meta.tail);
 }
 
+/// A sealer that panics on one stream, as a bug in a job would.
+struct PanicsOn(String, Arc<dyn spool_domain::StreamSealer>);
+
+#[async_trait::async_trait]
+impl spool_domain::StreamSealer for PanicsOn {
+    async fn seal(
+        &self,
+        path: &spool_domain::StreamPath,
+        mode: spool_domain::SealMode,
+    ) -> Result<spool_domain::SealReport, spool_domain::Error> {
+        assert_ne!(path.as_str(), self.0, "a bug in a job");
+        self.1.seal(path, mode).await
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_panics_is_reported_failed_never_acknowledged() {
+    // GIVEN a batch whose second job panics
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap());
+    let path = unique_path("worker");
+    fill(log.as_ref(), &path).await;
+    let mut event: aws_lambda_events::event::sqs::SqsEvent =
+        serde_json::from_str(include_str!("../../functions/worker/events/seal.json")).unwrap();
+    let template = event.records[0].clone();
+    let record = |id: &str, body: String| {
+        let mut r = template.clone();
+        r.message_id = Some(id.to_owned());
+        r.body = Some(body);
+        r
+    };
+    event.records = vec![
+        record("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
+        record("bug", r#"{"job":"seal","path":"buggy/stream"}"#.to_owned()),
+    ];
+    // WHEN the worker handles it
+    let sealer = Arc::new(PanicsOn("buggy/stream".to_owned(), log.clone()));
+    let worker = Arc::new(Worker::new(sealer));
+    let response = worker.handle_batch(event).await;
+    // THEN the panicking job is reported failed, so SQS delivers it again (a record a partial
+    // batch response does not list is deleted as done), and the good one is done
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, vec!["bug"]);
+}
+
 #[cfg(feature = "emulator")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {

@@ -287,10 +287,17 @@ impl Worker {
             groups.entry(group).or_default().push(record);
         }
         let mut tasks = tokio::task::JoinSet::new();
+        // Each group's message ids, by its task: a task that panics leaves no answer of its
+        // own, and a record a partial batch response does not list is deleted as done.
+        let mut ids_of = std::collections::HashMap::new();
         for (_, records) in groups {
             let worker = Arc::clone(self);
             let heartbeat = heartbeat.clone();
-            tasks.spawn(async move {
+            let ids: Vec<String> = records
+                .iter()
+                .map(|r| r.message_id.clone().unwrap_or_default())
+                .collect();
+            let task = tasks.spawn(async move {
                 let mut failed = Vec::new();
                 for record in records {
                     let id = record.message_id.clone().unwrap_or_default();
@@ -316,13 +323,18 @@ impl Worker {
                 }
                 failed
             });
+            ids_of.insert(task.id(), ids);
         }
         let mut response = SqsBatchResponse::default();
-        while let Some(done) = tasks.join_next().await {
+        while let Some(done) = tasks.join_next_with_id().await {
             match done {
-                Ok(failed) => failed.into_iter().for_each(|id| response.add_failure(id)),
+                Ok((_, failed)) => failed.into_iter().for_each(|id| response.add_failure(id)),
                 Err(e) => {
-                    tracing::error!(error = %e, "a job panicked; its messages are retried after their visibility timeout")
+                    // Every record of the group is reported failed, so SQS delivers them again.
+                    tracing::error!(error = %e, "a job panicked; its group's messages are reported failed");
+                    for id in ids_of.remove(&e.id()).unwrap_or_default() {
+                        response.add_failure(id);
+                    }
                 }
             }
         }
