@@ -49,6 +49,23 @@ async fn the_embedded_store_seals_full_pages_in_the_background() {
     assert_eq!(sealed % per_page(), 0, "only full pages are sealed");
 }
 
+/// The sample seal event's first record, as each of `records` (`(message id, body)`).
+fn batch(records: &[(&str, String)]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let mut event: aws_lambda_events::event::sqs::SqsEvent =
+        serde_json::from_str(include_str!("../../functions/worker/events/seal.json")).unwrap();
+    let template = event.records[0].clone();
+    event.records = records
+        .iter()
+        .map(|(id, body)| {
+            let mut r = template.clone();
+            r.message_id = Some((*id).to_owned());
+            r.body = Some(body.clone());
+            r
+        })
+        .collect();
+    event
+}
+
 #[tokio::test]
 async fn the_worker_reports_only_failed_messages_of_a_batch() {
     // GIVEN a batch with a seal job for a stream, one for a stream that no longer exists, and
@@ -57,20 +74,11 @@ async fn the_worker_reports_only_failed_messages_of_a_batch() {
     let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap());
     let path = unique_path("worker");
     fill(log.as_ref(), &path).await;
-    let mut event: aws_lambda_events::event::sqs::SqsEvent =
-        serde_json::from_str(include_str!("../../functions/worker/events/seal.json")).unwrap();
-    let template = event.records[0].clone();
-    let record = |id: &str, body: String| {
-        let mut r = template.clone();
-        r.message_id = Some(id.to_owned());
-        r.body = Some(body);
-        r
-    };
-    event.records = vec![
-        record("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
-        record("gone", r#"{"job":"seal","path":"no/such/stream"}"#.to_owned()),
-        record("junk", "not a job".to_owned()),
-    ];
+    let event = batch(&[
+        ("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
+        ("gone", r#"{"job":"seal","path":"no/such/stream"}"#.to_owned()),
+        ("junk", "not a job".to_owned()),
+    ]);
     // WHEN the worker handles it
     let worker = Arc::new(Worker::new(log.clone()));
     let response = worker.handle_batch(event).await;
@@ -107,19 +115,10 @@ async fn a_job_that_panics_is_reported_failed_never_acknowledged() {
     let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap());
     let path = unique_path("worker");
     fill(log.as_ref(), &path).await;
-    let mut event: aws_lambda_events::event::sqs::SqsEvent =
-        serde_json::from_str(include_str!("../../functions/worker/events/seal.json")).unwrap();
-    let template = event.records[0].clone();
-    let record = |id: &str, body: String| {
-        let mut r = template.clone();
-        r.message_id = Some(id.to_owned());
-        r.body = Some(body);
-        r
-    };
-    event.records = vec![
-        record("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
-        record("bug", r#"{"job":"seal","path":"buggy/stream"}"#.to_owned()),
-    ];
+    let event = batch(&[
+        ("good", format!(r#"{{"job":"seal","path":"{path}","final_seal":true}}"#)),
+        ("bug", r#"{"job":"seal","path":"buggy/stream"}"#.to_owned()),
+    ]);
     // WHEN the worker handles it
     let sealer = Arc::new(PanicsOn("buggy/stream".to_owned(), log.clone()));
     let worker = Arc::new(Worker::new(sealer));

@@ -998,6 +998,27 @@ mod tests {
                 },
                 json!({ "type": "task.created", "task_id": "t", "summary": "Do", "chat_id": "s", "workspace_id": "w", "actor": "Planner" }),
             ),
+            (
+                FeedEvent::NotificationSent {
+                    kind: crate::settings::NotificationKind::Question,
+                    to: "a@b.io".into(),
+                    via: "email".into(),
+                    subject: "S".into(),
+                    chat_id: Some("s".into()),
+                    workspace_id: "w".into(),
+                },
+                json!({ "type": "notification.sent", "kind": "question", "to": "a@b.io", "via": "email", "subject": "S", "chat_id": "s", "workspace_id": "w" }),
+            ),
+            (
+                FeedEvent::NotificationFailed {
+                    kind: crate::settings::NotificationKind::Failure,
+                    to: "a@b.io".into(),
+                    error: "E".into(),
+                    chat_id: None,
+                    workspace_id: "w".into(),
+                },
+                json!({ "type": "notification.failed", "kind": "failure", "to": "a@b.io", "error": "E", "chat_id": null, "workspace_id": "w" }),
+            ),
         ];
         for (event, pinned) in cases {
             assert_eq!(serde_json::to_value(&event).unwrap(), pinned);
