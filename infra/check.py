@@ -1,14 +1,47 @@
 #!/usr/bin/env python3
 """Runs checkov on infra/template.yaml and holds its findings to infra/checkov-accepted.json:
 a finding not accepted there fails, and so does an accepted one that no longer occurs (so the
-list stays true). Usage: infra/check.py path/to/checkov"""
+list stays true). Then checks what checkov does not: no function's environment holds a secret
+(secrets are read by ARN at cold start). Usage: infra/check.py path/to/checkov"""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Loader(yaml.SafeLoader):
+    """Reads CloudFormation's short-form tags (!Ref, !Sub, …) as their plain values."""
+
+
+Loader.add_multi_constructor("!", lambda loader, suffix, node: (
+    loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode)
+    else loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode)
+    else loader.construct_mapping(node)))
+
+SECRET_NAME = re.compile(r"SECRET|API_KEY|PASSWORD|TOKEN", re.IGNORECASE)
+
+
+def secrets_in_environments():
+    """Each (resource, variable) whose environment holds a secret: a secret-like name (one that
+    names ARNs is fine) or a dynamic reference that resolves into the environment."""
+    with open(os.path.join(HERE, "template.yaml")) as f:
+        template = yaml.load(f, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    environments = [("Globals", template.get("Globals", {}).get("Function", {}).get("Environment", {}))]
+    for name, resource in template["Resources"].items():
+        environments.append((name, resource.get("Properties", {}).get("Environment", {})))
+    found = []
+    for name, environment in environments:
+        for var, value in (environment or {}).get("Variables", {}).items():
+            named = SECRET_NAME.search(var) and not var.endswith(("_ARN", "_ARNS"))
+            if named or "{{resolve:" in str(value):
+                found.append((name, var))
+    return found
 
 
 def main():
@@ -33,7 +66,12 @@ def main():
         print(f"checkov: {check} on {resource} passes now: remove it from infra/checkov-accepted.json")
     print(f"checkov: {passed} checks passed, {len(failed)} findings, all accepted with a reason" if not new and not stale
           else f"checkov: {len(new)} new findings, {len(stale)} stale acceptances")
-    sys.exit(1 if new or stale else 0)
+    leaks = secrets_in_environments()
+    for resource, var in leaks:
+        print(f"template: {resource} puts {var} in a function's environment: read it by ARN from Secrets Manager (SPOOL_SECRET_ARNS)")
+    if not leaks:
+        print("template: no function's environment holds a secret")
+    sys.exit(1 if new or stale or leaks else 0)
 
 
 if __name__ == "__main__":

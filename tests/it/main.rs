@@ -49,6 +49,8 @@ mod llm_http;
 mod openapi_http;
 mod processes;
 mod sealing;
+#[cfg(feature = "emulator")]
+mod secrets_aws;
 mod sessions;
 mod sessions_http;
 mod settings_http;

@@ -5,13 +5,17 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
-    let config = spool_platform::Config::from_env()?;
-    let keys = config.token_keys(config.require_jwt_secret()?)?;
-    let log = spool_aws::log_from_config(&config, None).await?;
+    // The environment, with the secrets SPOOL_SECRET_ARNS names over it (nothing secret is in
+    // the environment); the signing keys follow the secret's rotation.
+    let configured = spool_aws::configure().await?;
+    let config = &configured.config;
+    let keys = configured.token_keys()?;
+    configured.keep_fresh(&keys);
+    let log = spool_aws::log_from_config(config, None).await?;
     let stores = spool_api::Stores {
-        metadata: Arc::new(spool_aws::metadata_from_config(&config, log.clients())?),
-        turns: Arc::new(spool_aws::turn_queue_from_config(&config, log.clients())?),
-        files: Arc::new(spool_aws::files_from_config(&config, log.clients())?),
+        metadata: Arc::new(spool_aws::metadata_from_config(config, log.clients())?),
+        turns: Arc::new(spool_aws::turn_queue_from_config(config, log.clients())?),
+        files: Arc::new(spool_aws::files_from_config(config, log.clients())?),
         log: Arc::new(log),
     };
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
@@ -24,6 +28,6 @@ async fn main() -> Result<(), lambda_http::Error> {
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
-        .with_notifier(spool_aws::notifier_from_config(&config).await);
+        .with_notifier(spool_aws::notifier_from_config(config).await);
     lambda_http::run(spool_api::router(api)).await
 }

@@ -6,9 +6,13 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
-    let config = spool_platform::Config::from_env()?;
-    let keys = config.token_keys(config.require_jwt_secret()?)?;
-    let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(&config, None).await?);
+    // The environment, with the secrets SPOOL_SECRET_ARNS names over it (nothing secret is in
+    // the environment); the signing keys follow the secret's rotation.
+    let configured = spool_aws::configure().await?;
+    let config = &configured.config;
+    let keys = configured.token_keys()?;
+    configured.keep_fresh(&keys);
+    let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(config, None).await?);
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
         log.clone(),
         config.revocation_check,

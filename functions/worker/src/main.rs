@@ -9,7 +9,8 @@ use spool_worker::Worker;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = spool_platform::Config::from_env()?;
+    // The environment, with the secrets SPOOL_SECRET_ARNS names (provider keys) over it.
+    let config = spool_aws::configure().await?.config;
     let log = Arc::new(spool_aws::log_from_config(&config, None).await?);
     let metadata = Arc::new(spool_aws::metadata_from_config(&config, log.clients())?);
     let sweep = Arc::new(spool_worker::folder_sweep(&config, metadata.clone()));

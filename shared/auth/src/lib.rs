@@ -7,11 +7,12 @@
 //! API keys ([`ApiKey`]) are generated, parsed and hashed here too.
 
 mod api_key;
+mod keys;
 pub mod rate;
 mod upload;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+pub use keys::TokenKeys;
 pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 use serde::{Deserialize, Serialize};
 pub use upload::UploadGrant;
@@ -108,184 +109,6 @@ impl Claims {
     }
 }
 
-/// The keys that sign and verify tokens. Each token names its key (`kid`, derived from the
-/// secret, never revealing it), so a secret can be rotated without signing everyone out: the
-/// previous secret still verifies its own tokens until a set time ([`TokenKeys::with_previous`]),
-/// after which they are refused.
-#[derive(Clone)]
-pub struct TokenKeys {
-    kid: String,
-    encoding: EncodingKey,
-    decoding: DecodingKey,
-    validation: Validation,
-    previous: Option<PreviousKey>,
-}
-
-/// A secret being rotated out: it verifies, it never signs.
-#[derive(Clone)]
-struct PreviousKey {
-    kid: String,
-    decoding: DecodingKey,
-    /// Until when (seconds since the Unix epoch) its tokens are accepted.
-    until: i64,
-}
-
-/// A key's id: the first 8 bytes of the SHA-256 of `spool-kid` and the secret, in hex.
-fn key_id(secret: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    hash.update(b"spool-kid\n");
-    hash.update(secret);
-    to_hex(&hash.finalize()[..8])
-}
-
-fn check_secret(secret: &[u8]) -> Result<(), AuthError> {
-    if secret.len() < TokenKeys::MIN_SECRET_BYTES {
-        return Err(AuthError::WeakSecret {
-            min: TokenKeys::MIN_SECRET_BYTES,
-            got: secret.len(),
-        });
-    }
-    Ok(())
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-impl std::fmt::Debug for TokenKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TokenKeys(..)")
-    }
-}
-
-impl TokenKeys {
-    /// The shortest secret accepted: 256 bits, HS256's own strength.
-    pub const MIN_SECRET_BYTES: usize = 32;
-
-    /// Keys from a shared secret.
-    pub fn new(secret: &[u8]) -> Result<Self, AuthError> {
-        check_secret(secret)?;
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.leeway = 5;
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        Ok(Self {
-            kid: key_id(secret),
-            encoding: EncodingKey::from_secret(secret),
-            decoding: DecodingKey::from_secret(secret),
-            validation,
-            previous: None,
-        })
-    }
-
-    /// The same keys, also accepting tokens signed with the `previous` secret until `until`
-    /// (seconds since the Unix epoch): a rotation's window. Set it to at least a token's
-    /// lifetime after the rotation ([`TOKEN_TTL_SECONDS`]) and nobody is signed out.
-    pub fn with_previous(mut self, previous: &[u8], until: i64) -> Result<Self, AuthError> {
-        check_secret(previous)?;
-        self.previous = Some(PreviousKey {
-            kid: key_id(previous),
-            decoding: DecodingKey::from_secret(previous),
-            until,
-        });
-        Ok(self)
-    }
-
-    /// The id of the key that signs (`kid` in every token's header).
-    pub fn kid(&self) -> &str {
-        &self.kid
-    }
-
-    /// Signs `claims` into a token.
-    pub fn issue(&self, claims: &Claims) -> Result<String, AuthError> {
-        check_org(&claims.org)?;
-        let mut header = Header::new(Algorithm::HS256);
-        header.kid = Some(self.kid.clone());
-        jsonwebtoken::encode(&header, claims, &self.encoding).map_err(|e| AuthError::Invalid(e.to_string()))
-    }
-
-    /// Verifies a token's signature (with the key its `kid` names: the current one, or the
-    /// previous one inside its window), algorithm, issuer and expiry, and returns its claims.
-    pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
-        let claims: Claims = self.decode(token, &self.validation)?;
-        check_org(&claims.org)?;
-        if claims.iss != ISSUER {
-            return Err(AuthError::Invalid(format!("issued by `{}`, not Spool", claims.iss)));
-        }
-        Ok(claims)
-    }
-
-    /// Verifies a bearer's token ([`Self::verify`]): a companion's token, issued for a
-    /// library, is refused here. It only enables a chat's capabilities
-    /// ([`Self::verify_companion`]), so a page or process that gets one from the companion cannot
-    /// act as the person.
-    pub fn verify_bearer(&self, token: &str) -> Result<Claims, AuthError> {
-        let claims = self.verify(token)?;
-        if claims.library_id.is_some() {
-            return Err(AuthError::Invalid(
-                "a companion's token only enables capabilities; sign in with an API key".to_owned(),
-            ));
-        }
-        Ok(claims)
-    }
-
-    /// Verifies a companion's token ([`Self::verify`]): one issued for a library.
-    pub fn verify_companion(&self, token: &str) -> Result<Claims, AuthError> {
-        let claims = self.verify(token)?;
-        if claims.library_id.is_none() {
-            return Err(AuthError::Invalid(
-                "not a companion's token (it names no library)".to_owned(),
-            ));
-        }
-        Ok(claims)
-    }
-
-    /// The key a token's header names: the current one when it names none.
-    fn key_for(&self, token: &str) -> Result<&DecodingKey, AuthError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
-        match (header.kid.as_deref(), &self.previous) {
-            (None, _) => Ok(&self.decoding),
-            (Some(kid), _) if kid == self.kid => Ok(&self.decoding),
-            (Some(kid), Some(previous)) if kid == previous.kid => {
-                if unix_now() <= previous.until {
-                    Ok(&previous.decoding)
-                } else {
-                    Err(AuthError::Invalid(
-                        "signed with a rotated-out key after its window".to_owned(),
-                    ))
-                }
-            }
-            (Some(kid), _) => Err(AuthError::Invalid(format!("signed with an unknown key `{kid}`"))),
-        }
-    }
-
-    /// A token's claims, checked by `validation` (an expired one is [`AuthError::Expired`]). A
-    /// token that names no key (issued before keys had ids, or an upload grant) is tried with
-    /// the current key, then with the previous one inside its window.
-    fn decode<T: serde::de::DeserializeOwned>(&self, token: &str, validation: &Validation) -> Result<T, AuthError> {
-        use jsonwebtoken::errors::ErrorKind;
-        let decode = |key: &DecodingKey| {
-            jsonwebtoken::decode::<T>(token, key, validation)
-                .map(|data| data.claims)
-                .map_err(|e| match e.kind() {
-                    ErrorKind::ExpiredSignature => AuthError::Expired,
-                    _ => AuthError::Invalid(e.to_string()),
-                })
-        };
-        let named = jsonwebtoken::decode_header(token)
-            .map_err(|e| AuthError::Invalid(e.to_string()))?
-            .kid;
-        match (&named, &self.previous) {
-            (None, Some(previous)) if unix_now() <= previous.until => {
-                decode(&self.decoding).or_else(|current| decode(&previous.decoding).map_err(|_| current))
-            }
-            _ => decode(self.key_for(token)?),
-        }
-    }
-}
-
 /// Checks that an organization id is safe to use as one segment of a storage key.
 pub fn check_org(org: &str) -> Result<(), AuthError> {
     let ok = (1..=64).contains(&org.len()) && org.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -357,6 +180,8 @@ pub fn bearer(authorization: &str) -> Option<&str> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
     use super::*;
 
     pub(crate) const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -377,8 +202,8 @@ pub(crate) mod tests {
         claims.capabilities.push("context_for_query".to_owned());
         let token = keys.issue(&claims).unwrap();
         let header = jsonwebtoken::decode_header(&token).unwrap();
-        assert_eq!(header.kid.as_deref(), Some(keys.kid()));
-        assert!(!keys.kid().is_empty() && !String::from_utf8_lossy(SECRET).contains(keys.kid()));
+        assert_eq!(header.kid, Some(keys.kid()));
+        assert!(!keys.kid().is_empty() && !String::from_utf8_lossy(SECRET).contains(&keys.kid()));
         let payload = token.split('.').nth(1).unwrap();
         let json: serde_json::Value = serde_json::from_slice(&base64_url(payload)).unwrap();
         for claim in ["iss", "sub", "library_id", "version", "iat", "exp", "capabilities"] {
@@ -432,6 +257,31 @@ pub(crate) mod tests {
         .unwrap();
         assert_eq!(during.verify(&unnamed).unwrap().sub, "w");
         assert!(after.verify(&unnamed).is_err());
+    }
+
+    #[test]
+    fn a_listed_verifier_accepts_its_tokens_without_signing_and_clones_share_a_replacement() {
+        const NEXT: &[u8] = b"fedcba9876543210fedcba9876543210";
+        // The next secret is staged: these keys accept its tokens, and still sign with the current one.
+        let keys = TokenKeys::new(SECRET).unwrap().with_verifier(NEXT).unwrap();
+        let next = TokenKeys::new(NEXT).unwrap();
+        let from_next = next.issue(&Claims::new("n", "org_a", now())).unwrap();
+        assert_eq!(keys.verify(&from_next).unwrap().sub, "n");
+        assert_eq!(keys.kids(), vec![TokenKeys::new(SECRET).unwrap().kid(), next.kid()]);
+        let from_here = keys.issue(&Claims::new("h", "org_a", now())).unwrap();
+        assert_eq!(jsonwebtoken::decode_header(&from_here).unwrap().kid, Some(keys.kid()));
+        assert_ne!(keys.kid(), next.kid());
+        // Listing the signing secret again, or twice, changes nothing.
+        assert_eq!(keys.clone().with_verifier(SECRET).unwrap().kids().len(), 2);
+        assert_eq!(keys.clone().with_verifier(NEXT).unwrap().kids().len(), 2);
+        // A replacement reaches every clone: a router holding one sees the new keys.
+        let held = keys.clone();
+        keys.replace(&TokenKeys::new(NEXT).unwrap().with_verifier(SECRET).unwrap());
+        assert_eq!(held.kid(), next.kid());
+        assert_eq!(held.verify(&from_here).unwrap().sub, "h");
+        keys.replace(&TokenKeys::new(NEXT).unwrap());
+        assert!(matches!(held.verify(&from_here), Err(AuthError::Invalid(_))));
+        assert!(TokenKeys::new(SECRET).unwrap().with_verifier(b"short").is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! refuses any token with an audience) and a bearer token is never a grant (a grant must
 //! have this audience).
 
-use jsonwebtoken::{Algorithm, Header, Validation};
+use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::{AuthError, TokenKeys, check_org};
@@ -47,8 +47,7 @@ impl TokenKeys {
             aud: AUDIENCE.to_owned(),
             grant: grant.clone(),
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &signed, &self.encoding)
-            .map_err(|e| AuthError::Invalid(e.to_string()))
+        self.sign(&signed)
     }
 
     /// Verifies an upload grant: signature, audience and expiry.

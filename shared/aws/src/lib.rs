@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notifier;
 pub mod sdk;
 pub mod seal_queue;
+pub mod secrets;
 pub mod sessions;
 pub mod turn_queue;
 pub mod workspaces;
@@ -31,6 +32,7 @@ pub use metrics::RequestCounter;
 pub use notifier::{SesNotifier, notifier_from_config};
 pub use sdk::{AwsClients, behavior_version, load_sdk_config};
 pub use seal_queue::SqsSealScheduler;
+pub use secrets::{Configured, SecretSource, configure};
 pub use turn_queue::SqsTurnQueue;
 
 use std::sync::Arc;

@@ -31,6 +31,16 @@ pub enum Error {
         /// What to do about it.
         hint: &'static str,
     },
+    /// A secret named by `SPOOL_SECRET_ARNS` could not be read or is not what Spool expects.
+    #[error(
+        "cannot use secret {arn}: {reason}. It must exist, hold a JSON object of configuration variables (e.g. {{\"SPOOL_JWT_SECRET\": \"…\"}}), and be readable by the function's role (secretsmanager:GetSecretValue)"
+    )]
+    Secret {
+        /// The secret's ARN.
+        arn: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The env file could not be read.
     #[error("cannot read env file {path}: {source}")]
     EnvFile {
@@ -214,6 +224,12 @@ pub struct AwsSettings {
     /// `SPOOL_NOTIFY_FROM`: the verified Amazon SES address workspaces' notifications are sent
     /// from (with either backend); without it they go to the log and the workspace's feed.
     pub notify_from: Option<String>,
+    /// `SPOOL_SECRET_ARNS`: Secrets Manager secrets (`,`-separated ARNs), each a JSON object of
+    /// configuration variables read at cold start, so nothing secret is in the environment.
+    pub secret_arns: Vec<String>,
+    /// `SPOOL_SECRETS_REFRESH_MS`: how often a serving process reads those secrets again, so a
+    /// rotated signing secret reaches it (default 300000).
+    pub secrets_refresh: Duration,
 }
 
 impl AwsSettings {
@@ -315,8 +331,8 @@ pub struct Config {
     /// revoked key's tokens stop working within this bound (default 30000).
     pub revocation_check: Duration,
     /// `SPOOL_JWT_SECRET`: the token signing secret (at least 32 bytes). `spool serve` makes
-    /// and keeps one in its data directory when it is not set; on AWS the template passes one
-    /// from Secrets Manager.
+    /// and keeps one in its data directory when it is not set; on AWS it is read
+    /// from the Secrets Manager secret `SPOOL_SECRET_ARNS` names, never from the environment.
     pub jwt_secret: Option<SecretString>,
     /// `SPOOL_JWT_PREVIOUS_SECRET`: the secret being rotated out; tokens it signed are still
     /// accepted until `SPOOL_JWT_PREVIOUS_UNTIL` (seconds since the Unix epoch; a day after the
@@ -339,7 +355,7 @@ impl Config {
             .map(|s| s.expose_secret().as_bytes())
             .ok_or(Error::Missing {
                 var: "SPOOL_JWT_SECRET",
-                hint: "the template passes it from Secrets Manager; locally, set at least 32 random bytes",
+                hint: "on AWS it comes from the secret SPOOL_SECRET_ARNS names (the template makes it); locally, set at least 32 random bytes",
             })
     }
 
@@ -509,6 +525,17 @@ impl Config {
                 turns_queue_url: get("SPOOL_TURNS_QUEUE_URL"),
                 maintenance_queue_url: get("SPOOL_MAINTENANCE_QUEUE_URL"),
                 notify_from: get("SPOOL_NOTIFY_FROM"),
+                secret_arns: get("SPOOL_SECRET_ARNS")
+                    .map(|arns| {
+                        arns.split(',')
+                            .map(str::trim)
+                            .filter(|arn| !arn.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                secrets_refresh: millis(&vars, "SPOOL_SECRETS_REFRESH_MS", Duration::from_secs(300))?
+                    .max(Duration::from_secs(1)),
             },
         })
     }
