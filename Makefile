@@ -27,7 +27,7 @@ WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig
 CHROMIUM      ?= /usr/bin/chromium
 export CHROMIUM
 
-.PHONY: help run test soak cli-check conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+.PHONY: help run test soak cli-check lambda-check conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 # `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
 # spool serve, and messages per chat under injected AWS faults.
@@ -41,7 +41,7 @@ run: web ## Build and start Spool locally (embedded store, web UI) and print its
 	cargo build --release -p spool-local
 	./target/release/spool serve
 
-test: deps web browser tests/clis/node_modules/.installed ## Install what the tests need, start the emulator, run every check and test, stop the emulator
+test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
@@ -59,6 +59,7 @@ test: deps web browser tests/clis/node_modules/.installed ## Install what the te
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
+	cargo build -q --workspace --all-features --bins --locked && ./target/debug/spool-lambda-check || status=1; \
 	exit $$status
 
 # The real claude, gemini, codex and opencode CLIs, pinned in tests/clis (`npm install --no-save`,
@@ -68,6 +69,12 @@ tests/clis/node_modules/.installed: tests/clis/package.json tests/clis/package-l
 	@echo "Installing the real CLI agents from npm for the CLI check (about 1 GB)…"
 	npm install --prefix tests/clis --no-save --no-audit --no-fund --loglevel=error
 	touch $@
+
+# The functions as Lambda functions: each binary under cargo-lambda's runtime API emulator,
+# one chat end to end against the emulator (make emulator-up first). make test runs it.
+lambda-check: $(CARGO_LAMBDA) ## Host the API, stream and worker binaries as Lambda functions and drive one chat through them
+	cargo build -q --workspace --all-features --bins --locked
+	./target/debug/spool-lambda-check
 
 cli-check: tests/clis/node_modules/.installed ## Check Spool's command lines against the real claude, gemini, codex and opencode CLIs
 	cargo build -q --locked -p spool-tests --bin spool-cli-check
