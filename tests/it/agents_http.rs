@@ -509,6 +509,67 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
     assert_eq!(all_events(&api, &chat).await.len(), events.len());
 }
 
+/// Attempts are runs, not deliveries: a job the queue delivered five times, four of them to a
+/// throttled function that never ran it, runs its step (it is not given up as a fifth attempt);
+/// a step whose runs are used up is given up; and the last delivery before the dead-letter
+/// queue ends the turn rather than leave the chat waiting.
+pub(crate) async fn throttled_deliveries_use_no_attempts<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let base = serve(
+        log.clone(),
+        metadata.clone(),
+        harness.turns().await,
+        harness.files().await,
+    )
+    .await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let org = org_of(&api);
+    let engine = engine(log.clone(), metadata.clone());
+    let worker = Arc::new(
+        spool_worker::Worker::new(log)
+            .with_turns(engine.clone(), 3)
+            .with_max_deliveries(8),
+    );
+    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
+    let batch = |chat: &str, turn: &str, delivery: u32| {
+        let mut record = fixture["Records"][0].clone();
+        record["attributes"]["MessageGroupId"] = json!(chat);
+        record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
+        record["body"] =
+            json!(json!({ "org": org, "session_id": chat, "turn_id": turn, "trigger_seq": 1 }).to_string());
+        serde_json::from_value::<aws_lambda_events::event::sqs::SqsEvent>(json!({ "Records": [record] })).unwrap()
+    };
+    // WHEN a turn's first run comes on its fifth delivery
+    let (_, chat) = chat_with(&api, script()).await;
+    let turn = send(&api, &chat, "Ada").await;
+    let response = worker.handle_batch(batch(&chat, &turn, 5)).await;
+    // THEN the step runs and the turn completes
+    assert!(response.batch_item_failures.is_empty());
+    let events = all_events(&api, &chat).await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    assert!(!types_of(&events, &turn).contains(&"system".to_owned()));
+
+    // WHEN a step's three runs were used up by earlier runs
+    let (_, chat) = chat_with(&api, script()).await;
+    let turn = send(&api, &chat, "Grace").await;
+    let job = TurnJob {
+        org: org.clone(),
+        session_id: chat.clone(),
+        turn_id: turn.clone(),
+        trigger_seq: 1,
+    };
+    for _ in 0..3 {
+        engine.count_run(&job).await.unwrap();
+    }
+    let response = worker.handle_batch(batch(&chat, &turn, 4)).await;
+    // THEN the next delivery gives the turn up, saying so, and the job goes to the dead-letter queue
+    assert_eq!(response.batch_item_failures.len(), 1);
+    let events = all_events(&api, &chat).await;
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "error");
+    assert!(types_of(&events, &turn).contains(&"system".to_owned()));
+}
+
 /// A Lambda batch from the FIFO turns queue: chats run their turns in order; after a failure
 /// the rest of that chat's records are reported failed too (so SQS keeps their order), and other
 /// chats' turns run.
@@ -912,6 +973,7 @@ on_both_backends!(
     a_redelivered_step_writes_nothing_twice,
     a_turn_given_up_says_so_in_the_chat,
     a_fifo_batch_fails_only_the_rest_of_a_failing_group,
+    throttled_deliveries_use_no_attempts,
     an_agent_never_starts_on_empty_input,
     the_demo_agent_defines_a_team_from_a_conversation,
 );

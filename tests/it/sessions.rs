@@ -200,6 +200,22 @@ pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H
     assert!(store.turns(&org, &id, 0, 10).await.unwrap().is_empty());
 }
 
+/// A step's runs are counted one by one, per step, in one organization's chat only, and the
+/// count survives the process (it is in the store).
+pub(crate) async fn runs_of_a_step_are_counted_per_step<H: Harness>(harness: &H) {
+    let store = harness.metadata().await;
+    let (org, id) = (unique_id("org"), unique_id("ses"));
+    store.create_session(&org, &session(&id, None, 1)).await.unwrap();
+    assert_eq!(store.count_run(&org, &id, "t1.1", 100).await.unwrap(), 1);
+    assert_eq!(store.count_run(&org, &id, "t1.1", 200).await.unwrap(), 2);
+    // Another step, another chat, another organization: counts of their own.
+    assert_eq!(store.count_run(&org, &id, "t1.7", 300).await.unwrap(), 1);
+    assert_eq!(store.count_run(&org, "other", "t1.1", 300).await.unwrap(), 1);
+    assert_eq!(store.count_run("other_org", &id, "t1.1", 300).await.unwrap(), 1);
+    let again = harness.metadata().await;
+    assert_eq!(again.count_run(&org, &id, "t1.1", 400).await.unwrap(), 3);
+}
+
 /// A chat's attachments are stored with it, listed oldest first, completed once, and go with
 /// it; another organization sees none.
 pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H) {
@@ -262,5 +278,6 @@ on_both_backends!(
     sessions: sessions_are_listed_by_last_activity,
     a_session_has_one_pending_turn,
     turn_records_move_forward_and_expire,
+    runs_of_a_step_are_counted_per_step,
     attachments_are_kept_with_their_chat,
 );

@@ -128,6 +128,10 @@ pub struct Worker {
     sealer: Arc<dyn StreamSealer>,
     engine: Option<Arc<Engine>>,
     max_attempts: u32,
+    /// The deliveries of a job the queue makes before its dead-letter queue (the template's
+    /// `maxReceiveCount`): the last one ends the turn if its step fails, however few of the
+    /// deliveries ran (throttled ones do not).
+    max_deliveries: u32,
     /// The turns queue and the lease to keep its messages for, while a batch's steps run
     /// (on Lambda: the event source's messages, by their receipt handles).
     heartbeats: Option<(Arc<dyn TurnQueue>, Duration)>,
@@ -151,6 +155,7 @@ impl Worker {
             sealer,
             engine: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_deliveries: DEFAULT_MAX_ATTEMPTS + 2,
             heartbeats: None,
             sweep: None,
         }
@@ -172,11 +177,22 @@ impl Worker {
         self
     }
 
-    /// The same worker, running turns with `engine`, each step tried `max_attempts` times.
+    /// The same worker, running turns with `engine`, each step tried `max_attempts` times
+    /// (runs, not deliveries), in at most `max_attempts + 2` deliveries unless
+    /// [`Self::with_max_deliveries`] says otherwise.
     #[must_use]
     pub fn with_turns(mut self, engine: Arc<Engine>, max_attempts: u32) -> Self {
         self.engine = Some(engine);
         self.max_attempts = max_attempts.max(1);
+        self.max_deliveries = self.max_attempts + 2;
+        self
+    }
+
+    /// The same worker, knowing that the queue delivers a job `max_deliveries` times before
+    /// its dead-letter queue (at least one more than the attempts).
+    #[must_use]
+    pub fn with_max_deliveries(mut self, max_deliveries: u32) -> Self {
+        self.max_deliveries = max_deliveries.max(self.max_attempts + 1);
         self
     }
 
@@ -203,15 +219,20 @@ impl Worker {
         }
     }
 
-    /// Runs one step of a turn, delivered for the `attempt`-th time. On the last attempt a
-    /// failure ends the turn (a `system` event, `agent_end{reason: error}`) and is returned as
-    /// [`Error::GaveUp`], so the message goes to the dead-letter queue. If even that fails, the
-    /// plain error comes back, the job is delivered again, and a delivery past the last attempt
+    /// Runs one step of a turn, delivered for the `delivery`-th time. Attempts are runs, counted
+    /// in the store as they start ([`Engine::count_run`]): a delivery that never reached a
+    /// worker (a throttled invocation) uses none. On the last attempt, or the last delivery
+    /// before the dead-letter queue, a failure ends the turn (a `system` event,
+    /// `agent_end{reason: error}`) and is returned as [`Error::GaveUp`]. If even that fails,
+    /// the plain error comes back, the job is delivered again, and a run past the last attempt
     /// only tries to end the turn: no chat is left waiting on a turn nobody runs.
-    pub async fn run_turn(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
+    pub async fn run_turn(&self, job: &TurnJob, delivery: u32) -> Result<Outcome, Error> {
         let engine = self.engine.as_ref().ok_or(Error::NoTurns)?;
-        let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, attempt);
+        let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, delivery, attempt = tracing::field::Empty);
         async {
+            let attempt = engine.count_run(job).await?;
+            tracing::Span::current().record("attempt", attempt);
+            let last = attempt >= self.max_attempts || delivery >= self.max_deliveries;
             if attempt > self.max_attempts {
                 let reason = "its last attempt failed";
                 engine.give_up(job, attempt, reason).await?;
@@ -225,7 +246,7 @@ impl Worker {
                     tracing::info!(?outcome, "turn step done");
                     Ok(outcome)
                 }
-                Err(e) if attempt >= self.max_attempts => {
+                Err(e) if last => {
                     tracing::error!(error.message = %e, error.cause_chain = ?e, "turn step failed for the last time");
                     match engine.give_up(job, attempt, &e.to_string()).await {
                         Ok(()) => Err(Error::GaveUp(Box::new(e.into()))),

@@ -25,6 +25,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     .with_notifier(spool_aws::notifier_from_config(&config).await);
     let mut worker = Worker::new(log.clone())
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
+        .with_max_deliveries(config.agents.turn_max_deliveries)
         .with_sweep(sweep);
     // The turns a batch holds stay leased while their steps run (the queue's visibility
     // timeout is the short lease).

@@ -17,7 +17,9 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord};
+use spool_domain::{
+    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, session::RUN_COUNT_TTL_MS,
+};
 
 use crate::{
     errors::ddb,
@@ -268,6 +270,28 @@ impl Sessions for AwsMetadata {
             .send()
             .await;
         applied(result, "UpdateItem (release a turn)")
+    }
+
+    async fn count_run(&self, org: &str, session_id: &str, step: &str, now_ms: i64) -> Result<u32, Error> {
+        let out = self
+            .dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, session_id)))
+            .key("sk", s(format!("run#{step}")))
+            .update_expression("ADD runs :one SET #ttl = :ttl")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":ttl", n(now_ms.saturating_add(RUN_COUNT_TTL_MS).div_euclid(1000)))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(|e| ddb("UpdateItem (count a turn's run)", e))?;
+        out.attributes()
+            .and_then(|a| a.get("runs"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| Error::unavailable("count a turn's run", "DynamoDB returned no count"))
     }
 
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error> {

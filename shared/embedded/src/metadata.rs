@@ -18,7 +18,7 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -131,6 +131,18 @@ CREATE TABLE IF NOT EXISTS attachments (
 );
 CREATE INDEX IF NOT EXISTS attachments_by_time ON attachments (org, session_id, created_ms, id);";
 
+/// Version 5: the real runs of turn steps (a delivery that never ran is not an attempt).
+const MIGRATION_5: &str = "
+CREATE TABLE IF NOT EXISTS turn_runs (
+    org        TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    step       TEXT NOT NULL,
+    runs       INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (org, session_id, step)
+);
+CREATE INDEX IF NOT EXISTS turn_runs_by_expiry ON turn_runs (expires_ms);";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -194,6 +206,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 4 {
             conn.execute_batch(MIGRATION_4)?;
+        }
+        if version < 5 {
+            conn.execute_batch(MIGRATION_5)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

@@ -6,7 +6,9 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord};
+use spool_domain::{
+    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, session::RUN_COUNT_TTL_MS,
+};
 
 use crate::{
     db::sql,
@@ -262,6 +264,23 @@ impl Sessions for EmbeddedMetadata {
             )
             .map(drop)
             .map_err(|e| sql("record a turn", e))
+        })
+        .await
+    }
+
+    async fn count_run(&self, org: &str, session_id: &str, step: &str, now_ms: i64) -> Result<u32, Error> {
+        let (org, session_id, step) = (org.to_owned(), session_id.to_owned(), step.to_owned());
+        self.with(move |conn| {
+            conn.execute("DELETE FROM turn_runs WHERE expires_ms < ?1", params![now_ms])
+                .map_err(|e| sql("expire run counts", e))?;
+            conn.query_row(
+                "INSERT INTO turn_runs (org, session_id, step, runs, expires_ms) VALUES (?1, ?2, ?3, 1, ?4)
+                 ON CONFLICT (org, session_id, step) DO UPDATE SET runs = runs + 1, expires_ms = excluded.expires_ms
+                 RETURNING runs",
+                params![org, session_id, step, now_ms.saturating_add(RUN_COUNT_TTL_MS)],
+                |row| row.get::<_, u32>(0),
+            )
+            .map_err(|e| sql("count a turn's run", e))
         })
         .await
     }

@@ -100,6 +100,10 @@ pub struct AgentSettings {
     /// `SPOOL_TURN_MAX_ATTEMPTS`: how many times a turn step is tried before the turn is ended
     /// with an error (default 3; the template's dead-letter redrive says the same).
     pub turn_max_attempts: u32,
+    /// `SPOOL_TURN_MAX_DELIVERIES`: how many times the turns queue delivers a job before its
+    /// dead-letter queue (the template's `maxReceiveCount`; default the attempts and two more).
+    /// Attempts count runs, not deliveries; the last delivery ends a turn whose step fails.
+    pub turn_max_deliveries: u32,
     /// `SPOOL_TURN_LEASE_MS`: how long a worker holds a turn without a heartbeat (default
     /// 120000; the turns queue's visibility timeout in the template): a worker that dies loses
     /// its turns after at most this long, while a running step extends its lease every third
@@ -487,6 +491,11 @@ impl Config {
             },
             agents: AgentSettings {
                 turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
+                turn_max_deliveries: parse(
+                    &vars,
+                    "SPOOL_TURN_MAX_DELIVERIES",
+                    parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1) + 2,
+                )?,
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
                 worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", 16usize)?.max(1),
                 org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", 4usize)?.max(1),

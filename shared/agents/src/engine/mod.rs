@@ -179,7 +179,16 @@ impl Engine {
         self
     }
 
-    /// Runs one step of a turn; `attempt` counts the job's deliveries, this one included.
+    /// Counts a run of `job`'s step as it starts; how many there have been, this one included
+    /// ([`spool_domain::Sessions::count_run`]). The worker passes it to [`Self::run`].
+    pub async fn count_run(&self, job: &TurnJob) -> Result<u32, Error> {
+        self.metadata
+            .count_run(&job.org, &job.session_id, &job.key(), self.clock.now_ms())
+            .await
+    }
+
+    /// Runs one step of a turn; `attempt` counts the step's runs, this one included (each run's
+    /// appends are fenced off from an earlier run's by it).
     pub async fn run(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
         let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
             return Ok(Outcome::Nothing);

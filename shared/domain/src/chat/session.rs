@@ -163,6 +163,9 @@ impl TurnStatus {
 
 /// How long a finished turn's record is kept unless its workspace says otherwise: 7 days.
 pub const TURN_RECORD_TTL_MS: i64 = crate::settings::DEFAULT_KEEP_DAYS as i64 * 24 * 3600 * 1000;
+/// How long a turn step's count of runs is kept after its last run ([`Sessions::count_run`]):
+/// far longer than any step's deliveries last.
+pub const RUN_COUNT_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// A turn's record: what lists of turns show, kept apart from the stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,6 +262,12 @@ pub trait Sessions: Send + Sync {
     /// Records where a turn is, unless its record is already further along
     /// ([`TurnStatus::rank`]): a late `queued` never hides `completed`.
     async fn record_turn(&self, org: &str, session_id: &str, turn: &TurnRecord) -> Result<(), Error>;
+
+    /// Counts a real run of one step of a turn (`step`: the job's key, [`crate::TurnJob::key`])
+    /// at `now_ms` and returns how many there have been, this one included. A delivery that
+    /// never ran (a throttled invocation) is not counted, so only runs use up a step's
+    /// attempts. A count is kept [`RUN_COUNT_TTL_MS`] after its last run.
+    async fn count_run(&self, org: &str, session_id: &str, step: &str, now_ms: i64) -> Result<u32, Error>;
 
     /// The session's turns, newest first, at most `limit`; finished ones past their
     /// [`TurnRecord::expires_ms`] are gone.
