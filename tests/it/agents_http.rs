@@ -439,6 +439,7 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
         session_id: chat.clone(),
         turn_id: turn.clone(),
         trigger_seq: 1,
+        continuation: 0,
     };
     let engine = engine(log.clone(), metadata.clone());
     // WHEN the first delivery dies after some of the answer was written
@@ -488,6 +489,7 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
         session_id: chat.clone(),
         turn_id: turn.clone(),
         trigger_seq: 1,
+        continuation: 0,
     };
     let engine = engine(log, metadata);
     assert_eq!(engine.run(&job, 1).await.unwrap(), Outcome::Waiting);
@@ -558,6 +560,7 @@ pub(crate) async fn throttled_deliveries_use_no_attempts<H: Harness>(harness: &H
         session_id: chat.clone(),
         turn_id: turn.clone(),
         trigger_seq: 1,
+        continuation: 0,
     };
     for _ in 0..3 {
         engine.count_run(&job).await.unwrap();
@@ -657,6 +660,7 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
         session_id: chat.clone(),
         turn_id: "turn_blank".to_owned(),
         trigger_seq: 1,
+        continuation: 0,
     };
     let outcome = engine(log, metadata).run(&job, 1).await.unwrap();
     assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Error));
@@ -757,6 +761,79 @@ pub(crate) async fn a_step_longer_than_its_lease_keeps_it<H: Harness>(harness: &
 }
 
 /// On Lambda, the turns of a batch stay leased while the batch runs: the function extends their
+/// A Lambda invocation about to reach its deadline: the running step ends its partial message
+/// as interrupted and a new job on the turns queue carries the turn on, which the next
+/// invocation finishes, with one start, one end and nothing written twice.
+pub(crate) async fn a_step_at_the_lambda_deadline_carries_over_to_a_new_job<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let queue = harness.turns().await;
+    let base = serve(log.clone(), metadata.clone(), queue.clone(), harness.files().await).await;
+    let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
+    let slow = json!({ "word_delay_ms": 250, "rules": [],
+        "default": [{ "say": "one two three four five six seven eight nine ten eleven twelve" }] });
+    let (_, chat) = chat_with(&api, slow).await;
+    let turn = send(&api, &chat, "talk").await;
+    let lease = spool_domain::Lease::new(Duration::from_secs(60), "lambda");
+    let receive = |queue: Arc<dyn spool_domain::TurnQueue>| {
+        let lease = lease.clone();
+        async move {
+            let delivered = queue
+                .receive(&spool_domain::Receive::new(1, lease, Duration::from_secs(5)))
+                .await
+                .unwrap();
+            assert_eq!(delivered.len(), 1, "{delivered:?}");
+            delivered.into_iter().next().unwrap()
+        }
+    };
+    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
+    let event = |delivery: &spool_domain::Delivery| {
+        let mut record = fixture["Records"][0].clone();
+        record["receiptHandle"] = json!(delivery.receipt);
+        record["attributes"]["MessageGroupId"] = json!(delivery.job.group());
+        record["body"] = json!(serde_json::to_string(&delivery.job).unwrap());
+        serde_json::from_value::<aws_lambda_events::event::sqs::SqsEvent>(json!({ "Records": [record] })).unwrap()
+    };
+    let worker = Arc::new(
+        spool_worker::Worker::new(log.clone())
+            .with_turns(engine(log, metadata), 3)
+            .with_heartbeats(queue.clone(), Duration::from_secs(60)),
+    );
+    // WHEN the turn's job reaches an invocation that ends in little more than its margin
+    let first = receive(queue.clone()).await;
+    let deadline = std::time::SystemTime::now() + spool_worker::DEADLINE_MARGIN + Duration::from_millis(1200);
+    let response = worker.handle_batch_until(event(&first), Some(deadline)).await;
+    // THEN it is done with (the event source mapping deletes it) and the turn has not ended
+    assert!(response.batch_item_failures.is_empty());
+    queue.ack(&first.receipt).await.unwrap();
+    let events = all_events(&api, &chat).await;
+    let types = types_of(&events, &turn);
+    assert!(!types.contains(&"agent_end".to_owned()), "{types:?}");
+    let cut = one(&events, &turn, "message_end");
+    assert_eq!(cut["payload"]["interrupted"], true, "{cut}");
+    // AND a new job carries it on, which the next invocation finishes
+    let next = receive(queue.clone()).await;
+    assert_eq!(next.job, first.job.continued());
+    let response = worker.handle_batch(event(&next)).await;
+    assert!(response.batch_item_failures.is_empty());
+    queue.ack(&next.receipt).await.unwrap();
+    let events = until(&api, &chat, &turn, "agent_end").await;
+    let types = types_of(&events, &turn);
+    assert_eq!(types.iter().filter(|t| *t == "agent_start").count(), 1, "{types:?}");
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["turn_id"] == turn.as_str() && e["type"] == "message_end")
+        .collect();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(
+        ends[1]["payload"]["text"],
+        "one two three four five six seven eight nine ten eleven twelve"
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+}
+
 /// visibility, so a short visibility timeout never hands a running turn to another invocation.
 pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &H) {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
@@ -960,6 +1037,7 @@ on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
     queued_messages_are_answered_each_by_its_own_turn,
     a_lambda_batch_keeps_its_turns_leased,
+    a_step_at_the_lambda_deadline_carries_over_to_a_new_job,
     a_step_longer_than_its_lease_keeps_it,
     a_runtime_past_the_turn_time_limit_is_stopped,
     a_question_waits_for_its_answer,

@@ -13,6 +13,7 @@ fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {
         session_id: session.to_owned(),
         turn_id: turn.to_owned(),
         trigger_seq: seq,
+        continuation: 0,
     }
 }
 

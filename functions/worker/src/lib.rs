@@ -119,6 +119,10 @@ pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Setting
     }
 }
 
+/// How long before a Lambda invocation's deadline a running turn step stops and hands over to
+/// a new job: time to end its message, record the turn and enqueue the job.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(30);
+
 /// How many times a turn step is tried before it is given up (the template's
 /// `maxReceiveCount` of the turns queue says the same).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -227,6 +231,19 @@ impl Worker {
     /// the plain error comes back, the job is delivered again, and a run past the last attempt
     /// only tries to end the turn: no chat is left waiting on a turn nobody runs.
     pub async fn run_turn(&self, job: &TurnJob, delivery: u32) -> Result<Outcome, Error> {
+        self.run_turn_until(job, delivery, None).await
+    }
+
+    /// [`Self::run_turn`] on a host that stops at `host_deadline` (a Lambda invocation's, less
+    /// [`DEADLINE_MARGIN`]): a step still running then ends cleanly and a new job carries it
+    /// on, put on the turns queue before this one is acknowledged (so a crash between the two
+    /// only runs the step again).
+    pub async fn run_turn_until(
+        &self,
+        job: &TurnJob,
+        delivery: u32,
+        host_deadline: Option<tokio::time::Instant>,
+    ) -> Result<Outcome, Error> {
         let engine = self.engine.as_ref().ok_or(Error::NoTurns)?;
         let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, delivery, attempt = tracing::field::Empty);
         async {
@@ -241,7 +258,18 @@ impl Worker {
                     reason,
                 )))));
             }
-            match engine.run(job, attempt).await {
+            // Fencing needs a number that grows with every run; the greater of the two counts
+            // does, and also covers runs from before runs were counted.
+            match engine.run_until(job, attempt.max(delivery), host_deadline).await {
+                Ok(Outcome::Continued) => {
+                    let queue = self.heartbeats.as_ref().map(|(queue, _)| queue).ok_or(Error::NoTurns)?;
+                    queue.enqueue(&job.continued()).await?;
+                    tracing::info!(
+                        continuation = job.continuation + 1,
+                        "the step stopped before the host's deadline; a new job carries it on"
+                    );
+                    Ok(Outcome::Continued)
+                }
                 Ok(outcome) => {
                     tracing::info!(?outcome, "turn step done");
                     Ok(outcome)
@@ -268,9 +296,19 @@ impl Worker {
 
     /// Parses a message body and runs its job.
     pub async fn handle_message(&self, body: &str, attempt: u32) -> Result<(), Error> {
+        self.handle_message_until(body, attempt, None).await
+    }
+
+    /// [`Self::handle_message`] on a host that stops at `host_deadline`.
+    async fn handle_message_until(
+        &self,
+        body: &str,
+        attempt: u32,
+        host_deadline: Option<tokio::time::Instant>,
+    ) -> Result<(), Error> {
         match serde_json::from_str(body).map_err(Error::Malformed)? {
             Job::Maintenance(job) => self.run(job).await,
-            Job::Turn(job) => self.run_turn(&job, attempt).await.map(drop),
+            Job::Turn(job) => self.run_turn_until(&job, attempt, host_deadline).await.map(drop),
         }
     }
 
@@ -279,6 +317,24 @@ impl Worker {
     /// order, and after a failure the rest of its group is reported failed too, so SQS keeps
     /// them in order; groups and maintenance jobs run concurrently.
     pub async fn handle_batch(self: &Arc<Self>, event: SqsEvent) -> SqsBatchResponse {
+        self.handle_batch_until(event, None).await
+    }
+
+    /// [`Self::handle_batch`] in a Lambda invocation that ends at `deadline` (its context's):
+    /// turn steps still running [`DEADLINE_MARGIN`] before it stop cleanly and carry on in a
+    /// new job, rather than be killed mid-write.
+    pub async fn handle_batch_until(
+        self: &Arc<Self>,
+        event: SqsEvent,
+        deadline: Option<std::time::SystemTime>,
+    ) -> SqsBatchResponse {
+        let host_deadline = deadline.map(|at| {
+            let left = at
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+                .saturating_sub(DEADLINE_MARGIN);
+            tokio::time::Instant::now() + left
+        });
         // Beside the batch, not before it: the batch's leases are kept from the start.
         if let Some(sweep) = &self.sweep {
             let sweep = sweep.clone();
@@ -334,7 +390,7 @@ impl Worker {
                         .unwrap_or(1);
                     let span = tracing::info_span!("job", message_id = %id);
                     let result = worker
-                        .handle_message(record.body.as_deref().unwrap_or_default(), attempt)
+                        .handle_message_until(record.body.as_deref().unwrap_or_default(), attempt, host_deadline)
                         .instrument(span)
                         .await;
                     if let Err(e) = result {

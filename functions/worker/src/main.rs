@@ -35,7 +35,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     let worker = &Arc::new(worker);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(worker.handle_batch(event.payload).await)
+        // The invocation's deadline: steps stop cleanly before it and carry on in a new job.
+        let deadline = std::time::UNIX_EPOCH + std::time::Duration::from_millis(event.context.deadline);
+        Ok::<_, lambda_runtime::Error>(worker.handle_batch_until(event.payload, Some(deadline)).await)
     }))
     .await
 }

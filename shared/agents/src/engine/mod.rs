@@ -44,9 +44,9 @@ use std::{
 use serde_json::Value;
 pub use spool_domain::chat::event::EndReason;
 use spool_domain::{
-    Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, Metadata, Offset, OpenRequest,
-    ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus, WaitOutcome,
-    Workspace, WorkspaceRoots,
+    Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, MAX_CONTINUATIONS, Metadata, Offset,
+    OpenRequest, ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
+    WaitOutcome, Workspace, WorkspaceRoots,
     attachment::FileStore,
     chat::event::{
         AgentEnd, AgentStart, AskQuestion, AuthorType, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
@@ -85,6 +85,10 @@ pub enum Outcome {
     Waiting,
     /// Nothing to do: the chat is gone, the turn had ended, or a newer delivery took over.
     Nothing,
+    /// The step stopped cleanly before its host's deadline (a Lambda invocation about to be
+    /// killed): its partial message is ended as interrupted, and a new job
+    /// ([`TurnJob::continued`]) must carry it on.
+    Continued,
 }
 
 /// The engine's knobs.
@@ -190,6 +194,18 @@ impl Engine {
     /// Runs one step of a turn; `attempt` counts the step's runs, this one included (each run's
     /// appends are fenced off from an earlier run's by it).
     pub async fn run(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
+        self.run_until(job, attempt, None).await
+    }
+
+    /// [`Self::run`], on a host that stops at `host_deadline`: before then, the step stops
+    /// cleanly and answers [`Outcome::Continued`] (unless the step was carried over
+    /// [`MAX_CONTINUATIONS`] times already; then only the turn's own time limit holds).
+    pub async fn run_until(
+        &self,
+        job: &TurnJob,
+        attempt: u32,
+        host_deadline: Option<tokio::time::Instant>,
+    ) -> Result<Outcome, Error> {
         let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
             return Ok(Outcome::Nothing);
         };
@@ -209,7 +225,7 @@ impl Engine {
             job,
             writer: Writer {
                 producer: format!("turn:{}", job.turn_id),
-                epoch: job.trigger_seq.saturating_mul(1024) + u64::from(attempt.min(1023)),
+                epoch: epoch(job, attempt),
                 seq: 0,
             },
             session,
@@ -219,6 +235,7 @@ impl Engine {
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
             deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            host_deadline: host_deadline.filter(|_| job.continuation < MAX_CONTINUATIONS),
             context: None,
         };
         match turn.drive().await {
@@ -271,6 +288,7 @@ impl Engine {
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
             deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            host_deadline: None,
             context: None,
         };
         if TurnState::replay(&step.events, &job.turn_id).ended {
@@ -283,6 +301,14 @@ impl Engine {
         .await?;
         step.end(EndReason::Error, Some(reason)).await
     }
+}
+
+/// A run's producer epoch: newer for each carry-over of the step and, within one, for each
+/// run, so a run's appends fence off every earlier run's. Giving up uses the step's last epoch.
+fn epoch(job: &TurnJob, attempt: u32) -> u64 {
+    job.trigger_seq.saturating_mul(1024)
+        + u64::from(job.continuation.min(MAX_CONTINUATIONS)) * 32
+        + u64::from(attempt.clamp(1, 31))
 }
 
 /// Appends a step's events with its producer claims.
@@ -303,6 +329,8 @@ enum Replied {
     Done,
     Aborted,
     Failed(String),
+    /// Stopped before the host's deadline.
+    CarriedOver,
 }
 
 /// One step of one turn.
@@ -323,6 +351,8 @@ struct Step<'a> {
     own_tail: Arc<AtomicU64>,
     /// When the step's runtime time runs out ([`Settings::step_timeout`]).
     deadline: tokio::time::Instant,
+    /// When its host stops it (a Lambda invocation's deadline, less a margin to end cleanly).
+    host_deadline: Option<tokio::time::Instant>,
     /// The workspace's context, once made in this step.
     context: Option<String>,
 }
@@ -421,6 +451,11 @@ impl Step<'_> {
             match self.reply(runtime.as_ref()).await? {
                 Replied::Done => {}
                 Replied::Aborted => return self.finish(EndReason::Aborted, None).await,
+                Replied::CarriedOver => {
+                    let detail = "carried over to a new invocation".to_owned();
+                    self.record(TurnStatus::InProgress, Some(detail)).await?;
+                    return Ok(Outcome::Continued);
+                }
                 Replied::Failed(reason) => {
                     self.system(Level::Error, &format!("The agent could not answer: {reason}"))
                         .await?;

@@ -139,6 +139,15 @@ impl Step<'_> {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let deadline = tokio::time::sleep_until(self.deadline);
         tokio::pin!(deadline);
+        let host_deadline = self.host_deadline;
+        let host = async move {
+            match host_deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(host);
+        let mut carried_over = false;
         let outcome = {
             let respond = runtime.respond(&request, &mut sink);
             tokio::pin!(respond);
@@ -146,6 +155,11 @@ impl Step<'_> {
                 tokio::select! {
                     biased;
                     () = &mut abort => break None,
+                    // The host is about to stop: end here, cleanly, and let a new job carry on.
+                    () = &mut host => {
+                        carried_over = true;
+                        break None;
+                    }
                     result = &mut respond => break Some(result),
                     // Dropping the reply stops it (its HTTP stream closes, its process group
                     // is killed).
@@ -178,6 +192,18 @@ impl Step<'_> {
         }
         self.flush(&message_id, &mut buffer, &mut written).await?;
         match outcome {
+            None if carried_over => {
+                if started {
+                    let end = MessageEnd {
+                        message_id,
+                        text: written,
+                        interrupted: true,
+                        ..MessageEnd::default()
+                    };
+                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
+                }
+                Ok(Replied::CarriedOver)
+            }
             None => {
                 if started {
                     let end = MessageEnd {

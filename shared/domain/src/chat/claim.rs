@@ -94,6 +94,7 @@ pub async fn reconcile(
                 session_id: session_id.to_owned(),
                 turn_id: holder.turn_id.clone(),
                 trigger_seq: tail,
+                continuation: 0,
             };
             stores.turns.enqueue(&job).await?;
             tracing::warn!(org, session = session_id, turn = %holder.turn_id, "a running turn stood still too long; queued it again");
@@ -109,6 +110,7 @@ pub async fn reconcile(
         session_id: session_id.to_owned(),
         turn_id: holder.turn_id.clone(),
         trigger_seq,
+        continuation: 0,
     };
     let queued = TurnRecord::at(&holder.turn_id, trigger_seq, TurnStatus::Queued, None, now_ms);
     stores.sessions.record_turn(org, session_id, &queued).await?;

@@ -25,7 +25,18 @@ pub struct TurnJob {
     pub turn_id: String,
     /// The seq of the event that asked for the turn (its start, or an answer that resumes it).
     pub trigger_seq: u64,
+    /// How many times this step was carried over to a new job because its host (a Lambda
+    /// invocation) was about to end ([`TurnJob::continued`]); 0 for the step's first job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub continuation: u32,
 }
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most times one step may be carried over to a new job.
+pub const MAX_CONTINUATIONS: u32 = 30;
 
 impl Receive {
     /// Up to `max` jobs leased by `lease`, waiting up to `wait`, with no bound per organization.
@@ -40,9 +51,32 @@ impl Receive {
 }
 
 impl TurnJob {
-    /// The job's deduplication key: one job per turn step.
+    /// A job for one step of a turn, asked for by the event at `trigger_seq`.
+    pub fn new(org: &str, session_id: &str, turn_id: &str, trigger_seq: u64) -> Self {
+        Self {
+            org: org.to_owned(),
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            trigger_seq,
+            continuation: 0,
+        }
+    }
+
+    /// The job's deduplication key: one job per turn step (and per carry-over of it).
     pub fn key(&self) -> String {
-        format!("{}.{}", self.turn_id, self.trigger_seq)
+        match self.continuation {
+            0 => format!("{}.{}", self.turn_id, self.trigger_seq),
+            n => format!("{}.{}.c{n}", self.turn_id, self.trigger_seq),
+        }
+    }
+
+    /// The job that carries this step on after its host stopped it before its deadline.
+    #[must_use]
+    pub fn continued(&self) -> Self {
+        Self {
+            continuation: self.continuation + 1,
+            ..self.clone()
+        }
     }
 
     /// The job's ordering group: its session, within its organization.

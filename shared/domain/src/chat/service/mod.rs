@@ -288,6 +288,7 @@ impl ChatService {
             session_id: session_id.to_owned(),
             turn_id: turn_id.to_owned(),
             trigger_seq: seq,
+            continuation: 0,
         };
         let record = TurnRecord::at(turn_id, seq, TurnStatus::Queued, None, self.clock.now_ms());
         self.metadata.record_turn(org, session_id, &record).await?;
