@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use secrecy::ExposeSecret;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
@@ -23,11 +25,21 @@ async fn main() -> Result<(), lambda_http::Error> {
         config.revocation_check,
     ));
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
+    let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
+    // The stream protocol's writes (and reads, buffered) are served here too: the stream
+    // function, which faces the internet, only reads.
+    let streams = spool_stream::StreamApi::new(stores.log.clone(), access.clone(), config.live)
+        .with_rate_limiter(limiter.clone())
+        .with_revocations(revocations.clone());
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
         .with_workspace_roots(config.workspace_roots())
-        .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
+        .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(spool_aws::notifier_from_config(config).await);
-    lambda_http::run(spool_api::router(api)).await
+    let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
+    let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
+    // Only through the deployment's CloudFront distribution (it adds the origin secret).
+    let secret = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
+    lambda_http::run(spool_edge::only_through_cdn(app, secret.as_deref())).await
 }

@@ -38,6 +38,9 @@ pub enum ApiError {
     /// Over a rate limit (`429` with `Retry-After`).
     #[error(transparent)]
     RateLimited(#[from] spool_auth::Limited),
+    /// A write sent to a deployment's read-only stream function.
+    #[error("{0}")]
+    ReadOnly(String),
 }
 
 impl ApiError {
@@ -53,6 +56,7 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::ReadOnly(_) => (StatusCode::METHOD_NOT_ALLOWED, "read_only"),
             Self::Log(e) => spool_edge::status_of(e),
         }
     }
@@ -72,6 +76,7 @@ impl ApiError {
                 (HeaderName::from_static(PRODUCER_RECEIVED_SEQ), received.to_string()),
             ],
             Self::RateLimited(limited) => vec![(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
+            Self::ReadOnly(_) => vec![(header::ALLOW, "GET, HEAD, OPTIONS".to_owned())],
             _ => Vec::new(),
         }
     }

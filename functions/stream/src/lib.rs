@@ -183,6 +183,29 @@ pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
         .post(handlers::append)
         .delete(handlers::delete)
         .options(handlers::preflight);
+    with_routes(api, routes, max_body_bytes)
+}
+
+/// The stream function's Router on AWS, where it faces the internet and reads only: every read
+/// of [`router`], and a `405` (`Allow: GET, HEAD, OPTIONS`) for a write, which the deployment
+/// sends to the API function instead (CloudFront routes a stream's writes there, so a stream
+/// keeps one URL). Its role holds no write rights.
+pub fn reader(api: StreamApi) -> Router {
+    async fn refuse() -> ApiError {
+        ApiError::ReadOnly(
+            "this endpoint only reads streams; send writes to the deployment's URL (CloudFront routes them to the API function) or its API URL".to_owned(),
+        )
+    }
+    let routes = get(handlers::read)
+        .head(handlers::head)
+        .put(refuse)
+        .post(refuse)
+        .delete(refuse)
+        .options(handlers::preflight);
+    with_routes(api, routes, 0)
+}
+
+fn with_routes(api: StreamApi, routes: axum::routing::MethodRouter<Arc<StreamApi>>, max_body_bytes: usize) -> Router {
     Router::new()
         .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
         .route(

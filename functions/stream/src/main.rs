@@ -1,7 +1,10 @@
-//! The stream Lambda: the stream function's Router with response streaming, behind a function
-//! URL in RESPONSE_STREAM mode (so SSE and long-polls stream instead of being buffered).
+//! The stream Lambda: the stream function's read-only Router with response streaming, behind a
+//! function URL in RESPONSE_STREAM mode (so SSE and long-polls stream instead of being
+//! buffered). Writes to streams go to the API function.
 
 use std::sync::Arc;
+
+use secrecy::ExposeSecret;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -20,6 +23,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     let api = spool_stream::StreamApi::new(log, spool_stream::Access::Tokens(Box::new(keys)), config.live)
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
         .with_revocations(revocations);
-    let app = spool_stream::router(api, config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES);
+    // Reads only: writes go to the API function (the template's role grants no writes here).
+    let app = spool_stream::reader(api);
+    // Only through the deployment's CloudFront distributions (they add the origin secret).
+    let secret = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
+    let app = spool_edge::only_through_cdn(app, secret.as_deref());
     lambda_http::run_with_streaming_response(app).await
 }

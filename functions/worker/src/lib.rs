@@ -123,6 +123,13 @@ pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Setting
 /// a new job: time to end its message, record the turn and enqueue the job.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 
+/// The margin kept before an invocation's deadline, when `left` remains of it: [`DEADLINE_MARGIN`],
+/// or a fifth of the time for a short invocation, so a step still gets most of it (with a
+/// margin as long as the whole invocation, every step would carry over at once).
+fn deadline_margin(left: Duration) -> Duration {
+    DEADLINE_MARGIN.min(left / 5)
+}
+
 /// How many times a turn step is tried before it is given up (the template's
 /// `maxReceiveCount` of the turns queue says the same).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -235,7 +242,7 @@ impl Worker {
     }
 
     /// [`Self::run_turn`] on a host that stops at `host_deadline` (a Lambda invocation's, less
-    /// [`DEADLINE_MARGIN`]): a step still running then ends cleanly and a new job carries it
+    /// a margin): a step still running then ends cleanly and a new job carries it
     /// on, put on the turns queue before this one is acknowledged (so a crash between the two
     /// only runs the step again).
     pub async fn run_turn_until(
@@ -328,12 +335,16 @@ impl Worker {
         event: SqsEvent,
         deadline: Option<std::time::SystemTime>,
     ) -> SqsBatchResponse {
-        let host_deadline = deadline.map(|at| {
-            let left = at
-                .duration_since(std::time::SystemTime::now())
-                .unwrap_or_default()
-                .saturating_sub(DEADLINE_MARGIN);
-            tokio::time::Instant::now() + left
+        // A deadline already past as the invocation starts is no real one (Lambda never starts
+        // an invocation without time; an emulator may send a stale one): only the turn's own
+        // time limit holds then.
+        let left = deadline.and_then(|at| at.duration_since(std::time::SystemTime::now()).ok());
+        if deadline.is_some() && left.is_none() {
+            tracing::warn!("the invocation's deadline has passed as it starts; ignoring it");
+        }
+        let host_deadline = left.map(|left| {
+            tracing::debug!(left_ms = left.as_millis(), "the invocation's time");
+            tokio::time::Instant::now() + left.saturating_sub(deadline_margin(left))
         });
         // Beside the batch, not before it: the batch's leases are kept from the start.
         if let Some(sweep) = &self.sweep {
@@ -593,5 +604,17 @@ pub async fn poll_queue(worker: Arc<Worker>, sqs: aws_sdk_sqs::Client, queue_url
                 Err(e) => tracing::error!(error.message = %e, error.cause_chain = ?e, "job failed; SQS will retry it"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_invocation_keeps_most_of_its_time_for_the_step() {
+        assert_eq!(deadline_margin(Duration::from_secs(900)), DEADLINE_MARGIN);
+        assert_eq!(deadline_margin(Duration::from_secs(30)), Duration::from_secs(6));
+        assert_eq!(deadline_margin(Duration::ZERO), Duration::ZERO);
     }
 }

@@ -36,8 +36,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let worker = &Arc::new(worker);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // The invocation's deadline: steps stop cleanly before it and carry on in a new job.
-        let deadline = std::time::UNIX_EPOCH + std::time::Duration::from_millis(event.context.deadline);
-        Ok::<_, lambda_runtime::Error>(worker.handle_batch_until(event.payload, Some(deadline)).await)
+        // (0 means the runtime API gave none, as emulators may.)
+        let deadline = (event.context.deadline > 0)
+            .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_millis(event.context.deadline));
+        if deadline.is_none() {
+            tracing::warn!("the invocation has no deadline; steps end only by the turn's time limit");
+        }
+        Ok::<_, lambda_runtime::Error>(worker.handle_batch_until(event.payload, deadline).await)
     }))
     .await
 }

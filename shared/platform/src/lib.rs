@@ -338,6 +338,10 @@ pub struct Config {
     /// and keeps one in its data directory when it is not set; on AWS it is read
     /// from the Secrets Manager secret `SPOOL_SECRET_ARNS` names, never from the environment.
     pub jwt_secret: Option<SecretString>,
+    /// `SPOOL_ORIGIN_SECRET`: on AWS, the value CloudFront sends in `x-spool-origin` with every
+    /// request to the functions; set, the API and stream functions refuse requests without it,
+    /// so only the deployment's CloudFront URL reaches them. Read from Secrets Manager.
+    pub origin_secret: Option<SecretString>,
     /// `SPOOL_JWT_PREVIOUS_SECRET`: the secret being rotated out; tokens it signed are still
     /// accepted until `SPOOL_JWT_PREVIOUS_UNTIL` (seconds since the Unix epoch; a day after the
     /// rotation keeps everyone signed in).
@@ -466,6 +470,7 @@ impl Config {
             rate_limits: rate_limits(&vars)?,
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
+            origin_secret: get("SPOOL_ORIGIN_SECRET").map(SecretString::from),
             jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
                 Some(secret) => {
                     if !vars.contains_key("SPOOL_JWT_PREVIOUS_UNTIL") {

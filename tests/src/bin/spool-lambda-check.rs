@@ -65,6 +65,7 @@ struct Hosted {
 }
 
 impl Hosted {
+    /// Hosts `name` with `env` (cargo-lambda gives each invocation a deadline of its own).
     async fn start(name: &'static str, env: &[(String, String)], logs: &Path) -> Result<Self> {
         let port = free_port()?;
         let emulator_log = logs.join(format!("{name}.emulator.log"));
@@ -280,7 +281,15 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
     let sdk = spool_aws::load_sdk_config(&config.aws).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    // Every request comes "through CloudFront": it carries the origin secret.
+    let origin = spool_auth::random_secret(16).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut through_cdn = reqwest::header::HeaderMap::new();
+    through_cdn.insert(spool_edge::ORIGIN_HEADER, origin.parse()?);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .default_headers(through_cdn)
+        .build()?;
+    let direct = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
 
     // Queues of its own, so nothing else's messages reach these functions.
     let suffix = spool_tests::unique_id("lc");
@@ -311,6 +320,15 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         .await?
         .arn
         .context("the secret's ARN")?;
+    let origin_arn = secrets
+        .create_secret()
+        .name(format!("{suffix}-origin-secret"))
+        .secret_string(json!({ "SPOOL_ORIGIN_SECRET": origin }).to_string())
+        .send()
+        .await?
+        .arn
+        .context("the origin secret's ARN")?;
+    let both = format!("{secret_arn},{origin_arn}");
 
     let mut env: Vec<(String, String)> = emulator.into_iter().filter(|(k, _)| k != "SPOOL_JWT_SECRET").collect();
     env.extend([
@@ -323,9 +341,9 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         env
     };
-    let api_env = with(&[("SPOOL_SECRET_ARNS", &secret_arn)]);
+    let api_env = with(&[("SPOOL_SECRET_ARNS", &both)]);
     let stream_env = with(&[
-        ("SPOOL_SECRET_ARNS", &secret_arn),
+        ("SPOOL_SECRET_ARNS", &both),
         ("SPOOL_LONG_POLL_MS", "20000"),
         ("SPOOL_SSE_MAX_MS", "60000"),
     ]);
@@ -343,6 +361,17 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
     say(&format!(
         "made organization {org} and a key with spool admin --backend aws"
     ));
+
+    // 0. Around the CDN, neither function answers.
+    for (function, path) in [(api, "/v1/docs"), (stream, "/v1/stream/anything")] {
+        let status = direct.get(format!("{}{path}", function.url())).send().await?.status();
+        ensure!(
+            status == 403,
+            "{} answered {status} to a request that did not come through the CDN",
+            function.name
+        );
+    }
+    say("a request without the origin secret is refused by both functions (403)");
 
     // 1. The person's side, through the API function's URL.
     let handshake = http
@@ -464,8 +493,10 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
             break;
         }
     }
+    // One delivery ran the whole step: nothing was carried over or retried.
+    ensure!(turn_batches == 1, "the turn took {turn_batches} deliveries");
     say(&format!(
-        "the worker ran the turn ({turn_batches} turn batches, {seal_batches} seal batches delivered)"
+        "the worker ran the turn in one delivery ({seal_batches} seal batches delivered)"
     ));
 
     // 4. The answer, read back through the stream function.
@@ -503,7 +534,51 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         all.len()
     ));
 
-    // 5. A malformed job is reported failed, never deleted as done.
+    // 5. The stream function only reads: a stream's writes go to the API function, and the
+    //    stream function reads what they wrote.
+    let refused = http
+        .put(format!("{}/v1/stream/lambda-check/notes", stream.url()))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .send()
+        .await?;
+    ensure!(
+        refused.status() == 405,
+        "a write to the stream function answered {}",
+        refused.status()
+    );
+    for (method, body) in [
+        (reqwest::Method::PUT, None),
+        (reqwest::Method::POST, Some(r#"{"note": 1}"#)),
+    ] {
+        let mut request = http
+            .request(method.clone(), format!("{}/v1/stream/lambda-check/notes", api.url()))
+            .bearer_auth(&token)
+            .header("content-type", "application/json");
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let response = request.send().await?;
+        ensure!(
+            response.status().is_success(),
+            "{method} through the API function: {}",
+            response.status()
+        );
+    }
+    let notes = http
+        .get(format!("{}/v1/stream/lambda-check/notes?offset=-1", stream.url()))
+        .bearer_auth(&token)
+        .send()
+        .await?
+        .text()
+        .await?;
+    ensure!(
+        notes.contains(r#""note":1"#) || notes.contains(r#""note": 1"#),
+        "read back {notes}"
+    );
+    say("the stream function refuses writes (405); the API function takes them and the stream function reads them");
+
+    // 6. A malformed job is reported failed, never deleted as done.
     sqs.send_message()
         .queue_url(&maintenance)
         .message_body("{\"not\": \"a job\"}")
@@ -524,12 +599,14 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
     for queue in [&turns, &maintenance] {
         sqs.delete_queue().queue_url(queue).send().await?;
     }
-    secrets
-        .delete_secret()
-        .secret_id(&secret_arn)
-        .force_delete_without_recovery(true)
-        .send()
-        .await?;
+    for arn in [&secret_arn, &origin_arn] {
+        secrets
+            .delete_secret()
+            .secret_id(arn)
+            .force_delete_without_recovery(true)
+            .send()
+            .await?;
+    }
     Ok(())
 }
 
