@@ -2,7 +2,9 @@
 """Runs checkov on infra/template.yaml and holds its findings to infra/checkov-accepted.json:
 a finding not accepted there fails, and so does an accepted one that no longer occurs (so the
 list stays true). Then checks what checkov does not: no function's environment holds a secret
-(secrets are read by ARN at cold start). Usage: infra/check.py path/to/checkov"""
+(secrets are read by ARN at cold start), and the CloudFront Function that sends a stream's
+writes to the API is the one in infra/edge/ and does so (run in Node with a stand-in for its
+`cloudfront` module). Usage: infra/check.py path/to/checkov"""
 
 import json
 import os
@@ -44,6 +46,46 @@ def secrets_in_environments():
     return found
 
 
+NODE_CHECK = r"""
+import { handler } from './stream-writes.mjs';
+const cases = [['GET', null], ['HEAD', null], ['OPTIONS', null], ['POST', 'api'], ['PUT', 'api'], ['DELETE', 'api'], ['PATCH', 'api']];
+let failed = 0;
+for (const [method, origin] of cases) {
+  globalThis.__selected = null;
+  const request = { method, uri: '/v1/stream/a/b', headers: {} };
+  const out = handler({ request });
+  if (out !== request || globalThis.__selected !== origin) {
+    console.log(`${method}: origin ${globalThis.__selected}, expected ${origin}`);
+    failed++;
+  }
+}
+process.exit(failed ? 1 : 0);
+"""
+
+
+def stream_writes_function():
+    """Problems with the CloudFront Function: not the file's code, or not routing as it says."""
+    import tempfile
+    with open(os.path.join(HERE, "template.yaml")) as f:
+        template = yaml.load(f, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    with open(os.path.join(HERE, "edge", "stream-writes.js")) as f:
+        code = f.read()
+    inline = template["Resources"]["StreamWritesFunction"]["Properties"]["FunctionCode"]
+    if inline.strip() != code.strip():
+        return ["the template's StreamWritesFunction is not infra/edge/stream-writes.js: copy the file into it"]
+    with tempfile.TemporaryDirectory() as tmp:
+        module = code.replace("import cf from 'cloudfront';",
+                              "const cf = { selectRequestOriginById: (id) => { globalThis.__selected = id; } };")
+        with open(os.path.join(tmp, "stream-writes.mjs"), "w") as f:
+            f.write(module + "\nexport { handler };\n")
+        with open(os.path.join(tmp, "check.mjs"), "w") as f:
+            f.write(NODE_CHECK)
+        run = subprocess.run(["node", "check.mjs"], cwd=tmp, capture_output=True, text=True)
+    if run.returncode != 0:
+        return [f"infra/edge/stream-writes.js routes wrongly: {run.stdout}{run.stderr}"]
+    return []
+
+
 def main():
     checkov = sys.argv[1] if len(sys.argv) > 1 else "checkov"
     run = subprocess.run(
@@ -71,7 +113,12 @@ def main():
         print(f"template: {resource} puts {var} in a function's environment: read it by ARN from Secrets Manager (SPOOL_SECRET_ARNS)")
     if not leaks:
         print("template: no function's environment holds a secret")
-    sys.exit(1 if new or stale or leaks else 0)
+    edge = stream_writes_function()
+    for problem in edge:
+        print(f"template: {problem}")
+    if not edge:
+        print("template: the CloudFront Function sends a stream's writes to the API origin and its reads to the stream function")
+    sys.exit(1 if new or stale or leaks or edge else 0)
 
 
 if __name__ == "__main__":

@@ -62,3 +62,15 @@ async fn not_built() -> impl IntoResponse {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    /// The deployment's CloudFront serves the UI with the same policy (its response headers
+    /// policy in the template), so the UI behaves the same on AWS as under `spool serve`.
+    #[test]
+    fn the_template_serves_the_ui_with_the_same_content_security_policy() {
+        let template = include_str!("../../../infra/template.yaml");
+        let expected = format!("ContentSecurityPolicy: \"{}\"", super::CONTENT_SECURITY_POLICY);
+        assert!(template.contains(&expected), "the template's CSP differs from {expected}");
+    }
+}
