@@ -86,6 +86,19 @@ def stream_writes_function():
     return []
 
 
+def dashboard_problems():
+    """The dashboard's body must be JSON once CloudFormation substitutes its ${…} names."""
+    import re
+    with open(os.path.join(HERE, "template.yaml")) as f:
+        template = yaml.load(f, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    body = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"][0]
+    try:
+        widgets = json.loads(re.sub(r"\$\{[^}]+\}", "x", body))["widgets"]
+    except (json.JSONDecodeError, KeyError) as e:
+        return [f"the dashboard's body is not JSON with widgets: {e}"]
+    return [] if widgets else ["the dashboard has no widgets"]
+
+
 def main():
     checkov = sys.argv[1] if len(sys.argv) > 1 else "checkov"
     run = subprocess.run(
@@ -118,7 +131,10 @@ def main():
         print(f"template: {problem}")
     if not edge:
         print("template: the CloudFront Function sends a stream's writes to the API origin and its reads to the stream function")
-    sys.exit(1 if new or stale or leaks or edge else 0)
+    board = dashboard_problems()
+    for problem in board:
+        print(f"template: {problem}")
+    sys.exit(1 if new or stale or leaks or edge or board else 0)
 
 
 if __name__ == "__main__":

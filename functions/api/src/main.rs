@@ -13,7 +13,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     let config = &configured.config;
     let keys = configured.token_keys()?;
     configured.keep_fresh(&keys);
-    let log = spool_aws::log_from_config(config, None).await?;
+    // Append conflicts, as CloudWatch metrics (EMF).
+    let metrics = Arc::new(spool_aws::EmfMetrics::for_this_function());
+    let log = spool_aws::log_with_metrics(config, None, metrics).await?;
     let stores = spool_api::Stores {
         metadata: Arc::new(spool_aws::metadata_from_config(config, log.clients())?),
         turns: Arc::new(spool_aws::turn_queue_from_config(config, log.clients())?),

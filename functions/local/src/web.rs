@@ -71,6 +71,9 @@ mod tests {
     fn the_template_serves_the_ui_with_the_same_content_security_policy() {
         let template = include_str!("../../../infra/template.yaml");
         let expected = format!("ContentSecurityPolicy: \"{}\"", super::CONTENT_SECURITY_POLICY);
-        assert!(template.contains(&expected), "the template's CSP differs from {expected}");
+        assert!(
+            template.contains(&expected),
+            "the template's CSP differs from {expected}"
+        );
     }
 }

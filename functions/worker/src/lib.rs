@@ -148,6 +148,8 @@ pub struct Worker {
     heartbeats: Option<(Arc<dyn TurnQueue>, Duration)>,
     /// The daily sweep of chats' folders on this worker's disk.
     sweep: Option<Arc<spool_agents::sweep::FolderSweep>>,
+    /// Where turn steps' times and seal requests' waits are recorded.
+    metrics: Arc<dyn spool_domain::Metrics>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -169,7 +171,15 @@ impl Worker {
             max_deliveries: DEFAULT_MAX_ATTEMPTS + 2,
             heartbeats: None,
             sweep: None,
+            metrics: Arc::new(spool_domain::LogMetrics),
         }
+    }
+
+    /// The same worker, recording turn steps' times and seal requests' waits in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The same worker, sweeping chats' folders with `sweep` once a day as it takes work.
@@ -252,6 +262,29 @@ impl Worker {
         host_deadline: Option<tokio::time::Instant>,
     ) -> Result<Outcome, Error> {
         let engine = self.engine.as_ref().ok_or(Error::NoTurns)?;
+        let started = std::time::Instant::now();
+        let result = self.step(engine, job, delivery, host_deadline).await;
+        let outcome = match &result {
+            Ok(Outcome::Ended(_)) => "ended",
+            Ok(Outcome::Waiting) => "waiting",
+            Ok(Outcome::Continued) => "continued",
+            Ok(Outcome::Nothing) => "nothing",
+            Err(_) => "failed",
+        };
+        self.metrics.record(spool_domain::Metric::TurnStep {
+            took: started.elapsed(),
+            outcome,
+        });
+        result
+    }
+
+    async fn step(
+        &self,
+        engine: &Engine,
+        job: &TurnJob,
+        delivery: u32,
+        host_deadline: Option<tokio::time::Instant>,
+    ) -> Result<Outcome, Error> {
         let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, delivery, attempt = tracing::field::Empty);
         async {
             let attempt = engine.count_run(job).await?;
@@ -399,6 +432,17 @@ impl Worker {
                         .get("ApproximateReceiveCount")
                         .and_then(|n| n.parse().ok())
                         .unwrap_or(1);
+                    // A seal request's wait on the maintenance queue (its messages have no group).
+                    if !record.attributes.contains_key("MessageGroupId")
+                        && let Some(sent) = record
+                            .attributes
+                            .get("SentTimestamp")
+                            .and_then(|t| t.parse::<i64>().ok())
+                    {
+                        let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+                        let lag = Duration::from_millis(u64::try_from(now - sent).unwrap_or(0));
+                        worker.metrics.record(spool_domain::Metric::SealLag { lag });
+                    }
                     let span = tracing::info_span!("job", message_id = %id);
                     let result = worker
                         .handle_message_until(record.body.as_deref().unwrap_or_default(), attempt, host_deadline)

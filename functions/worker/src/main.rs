@@ -11,7 +11,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     // The environment, with the secrets SPOOL_SECRET_ARNS names (provider keys) over it.
     let config = spool_aws::configure().await?.config;
-    let log = Arc::new(spool_aws::log_from_config(&config, None).await?);
+    // Turn steps, tokens, append conflicts and seal lag, as CloudWatch metrics (EMF).
+    let metrics: Arc<dyn spool_domain::Metrics> = Arc::new(spool_aws::EmfMetrics::for_this_function());
+    let log = Arc::new(spool_aws::log_with_metrics(&config, None, metrics.clone()).await?);
     let metadata = Arc::new(spool_aws::metadata_from_config(&config, log.clients())?);
     let sweep = Arc::new(spool_worker::folder_sweep(&config, metadata.clone()));
     let engine = spool_agents::Engine::new(
@@ -22,8 +24,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         spool_worker::engine_settings(&config),
     )
     .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?))
-    .with_notifier(spool_aws::notifier_from_config(&config).await);
+    .with_notifier(spool_aws::notifier_from_config(&config).await)
+    .with_metrics(metrics.clone());
     let mut worker = Worker::new(log.clone())
+        .with_metrics(metrics)
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
         .with_max_deliveries(config.agents.turn_max_deliveries)
         .with_sweep(sweep);

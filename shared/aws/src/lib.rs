@@ -9,6 +9,7 @@
 pub mod attachments;
 pub mod commands;
 pub mod directory;
+pub mod emf;
 mod errors;
 pub mod faults;
 pub mod files;
@@ -24,6 +25,7 @@ pub mod sessions;
 pub mod turn_queue;
 pub mod workspaces;
 
+pub use emf::EmfMetrics;
 pub use faults::{FaultCounts, FaultInjector, FaultPlan};
 pub use files::{PENDING_TAG, S3Files};
 pub use log::{AwsLog, AwsLogOptions};
@@ -46,12 +48,23 @@ pub async fn log_from_config(
     config: &Config,
     counter: Option<RequestCounter>,
 ) -> Result<AwsLog, spool_platform::Error> {
+    log_with_metrics(config, counter, Arc::new(spool_domain::LogMetrics)).await
+}
+
+/// [`log_from_config`], counting append conflicts in `metrics` (a Lambda function's
+/// [`EmfMetrics`]).
+pub async fn log_with_metrics(
+    config: &Config,
+    counter: Option<RequestCounter>,
+    metrics: Arc<dyn spool_domain::Metrics>,
+) -> Result<AwsLog, spool_platform::Error> {
     let table = AwsSettings::require(&config.aws.streams_table, "SPOOL_STREAMS_TABLE")?.to_owned();
     let bucket = AwsSettings::require(&config.aws.pages_bucket, "SPOOL_PAGES_BUCKET")?.to_owned();
     let clients = AwsClients::new(&config.aws, counter).await;
     let mut options = AwsLogOptions::new(table, bucket);
     options.limits = config.limits;
     options.poll_interval = config.live_poll;
+    options.metrics = metrics;
     options.scheduler = config.aws.maintenance_queue_url.as_ref().map(|url| {
         Arc::new(SqsSealScheduler::new(clients.sqs.clone(), url.clone())) as Arc<dyn spool_domain::SealScheduler>
     });

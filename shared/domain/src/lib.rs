@@ -9,7 +9,8 @@
 //! - [`chat`]: chats above the log (the typed events, sessions, the chat service, turns and
 //!   their claims, workspaces and agents, organizations and keys);
 //! - [`error`], [`retry`], [`clock`] and [`failpoint`]: the one error type, the one backoff,
-//!   injected time and crash points, so tests can be exact.
+//!   injected time and crash points, so tests can be exact; [`metrics`]: what Spool measures
+//!   about itself.
 //!
 //! Both halves' modules are re-exported here by name (`spool_domain::stream`,
 //! `spool_domain::session`, …).
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod error;
 pub mod failpoint;
 pub mod log;
+pub mod metrics;
 pub mod retry;
 
 pub use chat::{
@@ -34,6 +36,7 @@ pub use directory::{ApiKeyRecord, Directory, Org};
 pub use error::Error;
 pub use failpoint::FailPoints;
 pub use limits::{LiveSettings, LogLimits};
+pub use metrics::{LogMetrics, Metric, Metrics};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
 pub use session::{
     Event, EventDraft, EventKind, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, TurnStatus,

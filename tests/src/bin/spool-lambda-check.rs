@@ -28,6 +28,10 @@ use std::{
     net::TcpListener,
     path::{Path, PathBuf},
     process::{ExitCode, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -61,7 +65,15 @@ struct Hosted {
     port: u16,
     log: PathBuf,
     _emulator: Child,
-    _function: Child,
+    function: tokio::task::JoinHandle<()>,
+    restarts: Arc<AtomicUsize>,
+}
+
+impl Drop for Hosted {
+    fn drop(&mut self) {
+        // Dropping the task drops the running child, which kills it.
+        self.function.abort();
+    }
 }
 
 impl Hosted {
@@ -88,27 +100,58 @@ impl Hosted {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let log = logs.join(format!("{name}.log"));
-        let function = Command::new(repo().join(format!("target/debug/{name}")))
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-            .env("AWS_LAMBDA_FUNCTION_NAME", "_")
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-            .env("RUST_LOG", "info")
-            .stdout(std::fs::File::create(&log)?)
-            .stderr(Stdio::from(std::fs::File::create(logs.join(format!("{name}.err")))?))
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("start target/debug/{name} (cargo build --workspace --all-features --bins)"))?;
+        let (stdout, stderr) = (
+            std::fs::File::create(&log)?,
+            std::fs::File::create(logs.join(format!("{name}.err")))?,
+        );
+        let spawn = {
+            let env = env.to_vec();
+            move || -> Result<Child> {
+                Command::new(repo().join(format!("target/debug/{name}")))
+                    .env_clear()
+                    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+                    .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+                    .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+                    .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+                    .env("RUST_LOG", "info")
+                    .stdout(stdout.try_clone()?)
+                    .stderr(Stdio::from(stderr.try_clone()?))
+                    .kill_on_drop(true)
+                    .spawn()
+                    .with_context(|| {
+                        format!("start target/debug/{name} (cargo build --workspace --all-features --bins)")
+                    })
+            }
+        };
+        let mut first = spawn()?;
+        // As Lambda does, a runtime that exits is started again (cargo-lambda's emulator now
+        // and then answers a runtime's long poll for the next event without one, which
+        // lambda_runtime treats as fatal); how often is reported.
+        let restarts = Arc::new(AtomicUsize::new(0));
+        let counted = restarts.clone();
+        let function = tokio::spawn(async move {
+            loop {
+                let _ = first.wait().await;
+                if counted.fetch_add(1, Ordering::Relaxed) >= 20 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                match spawn() {
+                    Ok(child) => first = child,
+                    Err(_) => return,
+                }
+            }
+        });
         say(&format!("{name} hosted on 127.0.0.1:{port}"));
         Ok(Self {
             name,
             port,
             log,
             _emulator: emulator,
-            _function: function,
+            function,
+            restarts,
         })
     }
 
@@ -499,6 +542,15 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         "the worker ran the turn in one delivery ({seal_batches} seal batches delivered)"
     ));
 
+    // The worker reported the step as a CloudWatch metric (an EMF line on its stdout).
+    let emf = std::fs::read_to_string(&worker.log)?
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|doc| doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Spool" && doc["TurnStepMs"].is_number());
+    let emf = emf.context("no EMF line with TurnStepMs in the worker's output")?;
+    ensure!(emf["Outcome"] == "ended", "the step's metric: {emf}");
+    say("the worker emitted the step's metric in CloudWatch's embedded metric format");
+
     // 4. The answer, read back through the stream function.
     let (woken, _) = waiting.await??;
     ensure!(!woken.is_empty(), "the long-poll woke with nothing");
@@ -622,6 +674,15 @@ async fn main() -> ExitCode {
     let mut hosted = Vec::new();
     match check(&mut hosted, logs.path()).await {
         Ok(()) => {
+            for function in &hosted {
+                let restarts = function.restarts.load(Ordering::Relaxed);
+                if restarts > 0 {
+                    say(&format!(
+                        "{}'s runtime was started again {restarts} times",
+                        function.name
+                    ));
+                }
+            }
             say("passed");
             ExitCode::SUCCESS
         }

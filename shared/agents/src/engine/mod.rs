@@ -139,6 +139,8 @@ pub struct Engine {
     files: Option<Arc<dyn FileStore>>,
     /// How people are told when an agent needs them.
     notifier: Arc<dyn Notifier>,
+    /// Where the models' token counts are recorded.
+    metrics: Arc<dyn spool_domain::Metrics>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -166,7 +168,15 @@ impl Engine {
             settings,
             files: None,
             notifier: Arc::new(LogNotifier),
+            metrics: Arc::new(spool_domain::LogMetrics),
         }
+    }
+
+    /// The same engine, recording the models' token counts in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The same engine, telling people through `notifier` (a line in the log by default).

@@ -269,6 +269,10 @@ impl Step<'_> {
         };
         drafts.push(self.draft(ChatEvent::MessageEnd(end)));
         if let Some(usage) = reply.usage {
+            self.engine.metrics.record(spool_domain::Metric::ModelTokens {
+                input: usage.input_tokens,
+                output: usage.output_tokens,
+            });
             drafts.push(self.draft(ChatEvent::Usage(usage)));
         }
         self.append(drafts).await?;

@@ -268,10 +268,11 @@ impl Inner {
                     return answers;
                 }
                 Err(Conflict::Lost) => {
+                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
                     fresh = false;
                     self.forget_head(path);
                 }
-                Err(Conflict::Busy) => {}
+                Err(Conflict::Busy) => self.opts.metrics.record(spool_domain::Metric::AppendConflict),
                 Err(Conflict::Failed(e)) => return for_each(&e, round.len()),
             }
             if started.elapsed() > CONTENTION_BUDGET {

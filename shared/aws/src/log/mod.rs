@@ -61,6 +61,8 @@ pub struct AwsLogOptions {
     pub poll_interval: Duration,
     /// Where to ask for sealing when a page's worth of messages is waiting.
     pub scheduler: Option<Arc<dyn SealScheduler>>,
+    /// Where append conflicts are counted.
+    pub metrics: Arc<dyn spool_domain::Metrics>,
 }
 
 impl AwsLogOptions {
@@ -74,6 +76,7 @@ impl AwsLogOptions {
             fail_points: Arc::new(FailPoints::default()),
             poll_interval: Duration::from_millis(500),
             scheduler: None,
+            metrics: Arc::new(spool_domain::LogMetrics),
         }
     }
 }

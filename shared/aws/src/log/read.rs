@@ -106,8 +106,12 @@ impl Inner {
         let Some((messages, from_pages)) = read_stored(self, state, start, max_bytes).await? else {
             return Ok(None);
         };
-        if state.needs_touch(now) {
-            self.touch(state, now).await?;
+        // A read refreshes a sliding TTL; if that fails, the read still answers (the stream may
+        // only expire sooner), and the next read tries again.
+        if state.needs_touch(now)
+            && let Err(e) = self.touch(state, now).await
+        {
+            tracing::warn!(path = %path, error = %e, "cannot refresh the stream's TTL on this read");
         }
         Ok(Some(state.chunk(start, messages, from_pages)))
     }
