@@ -8,6 +8,9 @@ PYTHON        := $(VENV)/bin/python
 EMULATOR      ?= moto
 EMULATOR_PORT ?= 4566
 CARGO_LAMBDA  := $(VENV)/bin/cargo-lambda
+SAM_VENV      := $(CURDIR)/.venv-sam
+SAM           := $(SAM_VENV)/bin/sam
+STAGE         ?= dev
 # `make test` runs its own emulator, apart from one started with `make emulator-up`.
 TEST_STATE    := .emulator/test
 # The official Durable Streams conformance suite plus the client resume test
@@ -27,7 +30,7 @@ WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig
 CHROMIUM      ?= /usr/bin/chromium
 export CHROMIUM
 
-.PHONY: help run test soak cli-check lambda-check conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+.PHONY: help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 # `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
 # spool serve, and messages per chat under injected AWS faults.
@@ -41,11 +44,12 @@ run: web ## Build and start Spool locally (embedded store, web UI) and print its
 	cargo build --release -p spool-local
 	./target/release/spool serve
 
-test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
+test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
 	$(PYTHON) infra/check.py $(VENV)/bin/checkov
+	cd infra && SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint
 	npm run --silent --prefix web check
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=$(TEST_STATE) EMULATOR_ENV_FILE=$(TEST_STATE)/env; \
@@ -60,6 +64,7 @@ test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) ## Ins
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	cargo build -q --workspace --all-features --bins --locked && ./target/debug/spool-lambda-check || status=1; \
+	$(SAM_VENV)/bin/python tests/deploy/check_publish.py || status=1; \
 	exit $$status
 
 # The real claude, gemini, codex and opencode CLIs, pinned in tests/clis (`npm install --no-save`,
@@ -141,11 +146,12 @@ web-test: web browser ## Run the browser tests of the web UI (headless Chromium,
 fmt: ## Format the code
 	cargo fmt --all
 
-lint: deps ## Check formatting, clippy, the template (cfn-lint, checkov) and the UI's types
+lint: deps $(SAM) ## Check formatting, clippy, the template (cfn-lint, checkov, sam validate) and the UI's types
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
 	$(PYTHON) infra/check.py $(VENV)/bin/checkov
+	cd infra && SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint
 	npm run --silent --prefix web check
 
 emulator-up: deps ## Start the AWS emulator on 127.0.0.1:$EMULATOR_PORT and write .env.emulator
@@ -182,6 +188,34 @@ watch: $(CARGO_LAMBDA) ## Emulate the Lambda functions on 127.0.0.1:9000 (cargo 
 	  $(PYTHON) -c 'import secrets; print(secrets.token_hex(32))' > .emulator/watch-jwt-secret
 	SPOOL_JWT_SECRET=$${SPOOL_JWT_SECRET:-$$(cat .emulator/watch-jwt-secret)} PATH=$(VENV)/bin:$$PATH \
 	  cargo lambda watch -A 127.0.0.1 -P 9000 --disable-cors $(if $(wildcard .env.emulator),--env-file .env.emulator)
+
+$(SAM): infra/requirements-deploy.txt
+	python3 -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check -r infra/requirements-deploy.txt
+	touch $@
+
+# `make deploy`: build the functions (sam build runs the build-* targets below), deploy the stack
+# spool-$(STAGE) (PARAMS="Key=Value …" adds parameter overrides), publish the web UI and write
+# .env.aws-$(STAGE). Needs AWS credentials, and the arm64 Rust target (added here).
+deploy: $(SAM) $(CARGO_LAMBDA) web ## Deploy to AWS: build, sam deploy (STAGE=dev), publish the UI, print the URL and the first-key commands
+	rustup target add aarch64-unknown-linux-gnu
+	cd infra && SAM_CLI_TELEMETRY=0 PATH=$(VENV)/bin:$$PATH $(SAM) build
+	cd infra && SAM_CLI_TELEMETRY=0 $(SAM) deploy --stack-name spool-$(STAGE) \
+	  --parameter-overrides Stage=$(STAGE) $(PARAMS)
+	$(SAM_VENV)/bin/python infra/publish.py spool-$(STAGE) $(STAGE)
+
+# Called by `sam build` (BuildMethod: makefile) with ARTIFACTS_DIR: each builds all three
+# binaries once (cargo finds the later calls fresh) and copies its own as `bootstrap`.
+LAMBDA_BUILD = PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 --locked -p spool-api -p spool-stream -p spool-worker
+build-ApiFunction:
+	$(LAMBDA_BUILD)
+	cp target/lambda/spool-api/bootstrap $(ARTIFACTS_DIR)/bootstrap
+build-StreamFunction:
+	$(LAMBDA_BUILD)
+	cp target/lambda/spool-stream/bootstrap $(ARTIFACTS_DIR)/bootstrap
+build-TurnsFunction build-WorkerFunction:
+	$(LAMBDA_BUILD)
+	cp target/lambda/spool-worker/bootstrap $(ARTIFACTS_DIR)/bootstrap
 
 lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64, small (profile `lambda`: target/lambda/*/bootstrap)
 	PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 -p spool-api -p spool-stream -p spool-worker
