@@ -440,6 +440,7 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
         turn_id: turn.clone(),
         trigger_seq: 1,
         continuation: 0,
+        step_started_ms: None,
     };
     let engine = engine(log.clone(), metadata.clone());
     // WHEN the first delivery dies after some of the answer was written
@@ -490,6 +491,7 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
         turn_id: turn.clone(),
         trigger_seq: 1,
         continuation: 0,
+        step_started_ms: None,
     };
     let engine = engine(log, metadata);
     assert_eq!(engine.run(&job, 1).await.unwrap(), Outcome::Waiting);
@@ -561,6 +563,7 @@ pub(crate) async fn throttled_deliveries_use_no_attempts<H: Harness>(harness: &H
         turn_id: turn.clone(),
         trigger_seq: 1,
         continuation: 0,
+        step_started_ms: None,
     };
     for _ in 0..3 {
         engine.count_run(&job).await.unwrap();
@@ -661,6 +664,7 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
         turn_id: "turn_blank".to_owned(),
         trigger_seq: 1,
         continuation: 0,
+        step_started_ms: None,
     };
     let outcome = engine(log, metadata).run(&job, 1).await.unwrap();
     assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Error));
@@ -814,7 +818,12 @@ pub(crate) async fn a_step_at_the_lambda_deadline_carries_over_to_a_new_job<H: H
     assert_eq!(cut["payload"]["interrupted"], true, "{cut}");
     // AND a new job carries it on, which the next invocation finishes
     let next = receive(queue.clone()).await;
-    assert_eq!(next.job, first.job.continued());
+    assert_eq!(
+        next.job,
+        first
+            .job
+            .continued(next.job.step_started_ms.expect("when the step began"))
+    );
     let response = worker.handle_batch(event(&next)).await;
     assert!(response.batch_item_failures.is_empty());
     queue.ack(&next.receipt).await.unwrap();

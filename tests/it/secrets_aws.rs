@@ -181,7 +181,7 @@ async fn the_signing_secret_rotates_through_its_stages_without_refusing_tokens()
     let configured = configure_from(vars).await.unwrap();
     let keys = configured.token_keys().unwrap();
     let held = keys.clone(); // what a router holds
-    configured.keep_fresh(&keys);
+    configured.keep_fresh(&keys, None);
     let source = SecretSource::new(client.clone(), vec![arn.clone()]);
     let first_kid = TokenKeys::new(FIRST.as_bytes()).unwrap().kid();
     let second_kid = TokenKeys::new(SECOND.as_bytes()).unwrap().kid();
@@ -189,7 +189,7 @@ async fn the_signing_secret_rotates_through_its_stages_without_refusing_tokens()
     // WHEN the next secret is staged
     let pending = stage(&client, &arn, SECOND).await;
     // THEN a process reads it, still signs with the current one and accepts both
-    let staged = refreshed(&source, &configured.config).await.unwrap();
+    let staged = refreshed(&source, &configured.config).await.unwrap().keys;
     assert_eq!(staged.kid(), first_kid);
     assert_eq!(staged.verify(&token(SECOND)).unwrap().sub, "u");
     assert_eq!(staged.verify(&token(FIRST)).unwrap().sub, "u");
@@ -221,8 +221,60 @@ async fn the_signing_secret_rotates_through_its_stages_without_refusing_tokens()
     let third = stage(&client, &arn, THIRD).await;
     promote(&client, &arn, &third).await;
     // THEN the first secret, two rotations old, no longer verifies
-    let rotated = refreshed(&source, &configured.config).await.unwrap();
+    let rotated = refreshed(&source, &configured.config).await.unwrap().keys;
     assert!(rotated.verify(&token(FIRST)).is_err());
     assert_eq!(rotated.verify(&token(SECOND)).unwrap().sub, "u");
     assert_eq!(rotated.verify(&token(THIRD)).unwrap().sub, "u");
+}
+
+/// Only the current versions must be readable: a previous version that is not what Spool
+/// expects (the plain string an older template generated, a typo in a rotation) is skipped, and
+/// the function starts. A too-short staged secret is skipped too.
+#[tokio::test]
+async fn a_malformed_staged_version_never_stops_a_function_from_starting() {
+    let client = client().await;
+    let arn = secret(&client, "an-old-plain-string-secret-from-an-older-template").await;
+    client
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(signing(FIRST))
+        .send()
+        .await
+        .unwrap();
+    stage(&client, &arn, "short").await;
+    let mut vars = emulator_vars();
+    vars.push(("SPOOL_SECRET_ARNS".into(), arn));
+    let configured = configure_from(vars).await.unwrap();
+    let keys = configured.token_keys().unwrap();
+    assert_eq!(keys.kids(), vec![TokenKeys::new(FIRST.as_bytes()).unwrap().kid()]);
+    assert_eq!(keys.verify(&token(FIRST)).unwrap().sub, "u");
+}
+
+/// CloudFront's origin secret rotates like the signing secret: after a new value is put, the
+/// functions accept it and the previous one (CloudFront may still send that) until the next.
+#[tokio::test]
+async fn the_origin_secret_accepts_its_current_and_previous_values() {
+    let client = client().await;
+    let origin = |value: &str| serde_json::json!({ "SPOOL_ORIGIN_SECRET": value }).to_string();
+    let arn = secret(&client, &origin("first-origin-value")).await;
+    client
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(origin("second-origin-value"))
+        .send()
+        .await
+        .unwrap();
+    let mut vars = emulator_vars();
+    vars.push(("SPOOL_SECRET_ARNS".into(), arn));
+    vars.push(("SPOOL_JWT_SECRET".into(), FIRST.into()));
+    let configured = configure_from(vars).await.unwrap();
+    let check = configured.origin_check().expect("an origin check");
+    let headers = |value: &str| {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(spool_edge::ORIGIN_HEADER, value.parse().unwrap());
+        headers
+    };
+    assert!(check.admits(&headers("second-origin-value")));
+    assert!(check.admits(&headers("first-origin-value")));
+    assert!(!check.admits(&headers("third-origin-value")));
 }

@@ -14,6 +14,7 @@ fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {
         turn_id: turn.to_owned(),
         trigger_seq: seq,
         continuation: 0,
+        step_started_ms: None,
     }
 }
 

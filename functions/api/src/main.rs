@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use secrecy::ExposeSecret;
-
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
@@ -12,7 +10,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     let configured = spool_aws::configure().await?;
     let config = &configured.config;
     let keys = configured.token_keys()?;
-    configured.keep_fresh(&keys);
+    let origin = configured.origin_check();
+    configured.keep_fresh(&keys, origin.as_ref());
     // Append conflicts, as CloudWatch metrics (EMF).
     let metrics = Arc::new(spool_aws::EmfMetrics::for_this_function());
     let log = spool_aws::log_with_metrics(config, None, metrics).await?;
@@ -42,6 +41,5 @@ async fn main() -> Result<(), lambda_http::Error> {
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     // Only through the deployment's CloudFront distribution (it adds the origin secret).
-    let secret = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
-    lambda_http::run(spool_edge::only_through_cdn(app, secret.as_deref())).await
+    lambda_http::run(spool_edge::only_through_cdn(app, origin)).await
 }

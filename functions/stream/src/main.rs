@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use secrecy::ExposeSecret;
-
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     lambda_http::tracing::init_default_subscriber();
@@ -14,7 +12,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     let configured = spool_aws::configure().await?;
     let config = &configured.config;
     let keys = configured.token_keys()?;
-    configured.keep_fresh(&keys);
+    let origin = configured.origin_check();
+    configured.keep_fresh(&keys, origin.as_ref());
     let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(config, None).await?);
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
         log.clone(),
@@ -26,7 +25,6 @@ async fn main() -> Result<(), lambda_http::Error> {
     // Reads only: writes go to the API function (the template's role grants no writes here).
     let app = spool_stream::reader(api);
     // Only through the deployment's CloudFront distributions (they add the origin secret).
-    let secret = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
-    let app = spool_edge::only_through_cdn(app, secret.as_deref());
+    let app = spool_edge::only_through_cdn(app, origin);
     lambda_http::run_with_streaming_response(app).await
 }

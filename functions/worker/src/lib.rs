@@ -287,7 +287,16 @@ impl Worker {
     ) -> Result<Outcome, Error> {
         let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, delivery, attempt = tracing::field::Empty);
         async {
-            let attempt = engine.count_run(job).await?;
+            let started_ms = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+            // The store keeps the count; if it cannot, the delivery's count stands in (it only
+            // over-counts, by throttled deliveries).
+            let attempt = match engine.count_run(job).await {
+                Ok(attempt) => attempt,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot count this run; counting deliveries instead");
+                    delivery
+                }
+            };
             tracing::Span::current().record("attempt", attempt);
             let last = attempt >= self.max_attempts || delivery >= self.max_deliveries;
             if attempt > self.max_attempts {
@@ -303,12 +312,22 @@ impl Worker {
             match engine.run_until(job, attempt.max(delivery), host_deadline).await {
                 Ok(Outcome::Continued) => {
                     let queue = self.heartbeats.as_ref().map(|(queue, _)| queue).ok_or(Error::NoTurns)?;
-                    queue.enqueue(&job.continued()).await?;
-                    tracing::info!(
-                        continuation = job.continuation + 1,
-                        "the step stopped before the host's deadline; a new job carries it on"
-                    );
-                    Ok(Outcome::Continued)
+                    match queue.enqueue(&job.continued(started_ms)).await {
+                        Ok(()) => {
+                            tracing::info!(
+                                continuation = job.continuation + 1,
+                                "the step stopped before the host's deadline; a new job carries it on"
+                            );
+                            Ok(Outcome::Continued)
+                        }
+                        // The last delivery cannot hand over: the turn ends rather than wait.
+                        Err(e) if last => {
+                            let reason = format!("it could not be carried over: {e}");
+                            engine.give_up(job, attempt, &reason).await?;
+                            Err(Error::GaveUp(Box::new(e.into())))
+                        }
+                        Err(e) => Err(e.into()),
+                    }
                 }
                 Ok(outcome) => {
                     tracing::info!(?outcome, "turn step done");
@@ -375,6 +394,8 @@ impl Worker {
         if deadline.is_some() && left.is_none() {
             tracing::warn!("the invocation's deadline has passed as it starts; ignoring it");
         }
+        // Without a turns queue to carry a step over on, only the turn's own time limit holds.
+        let left = left.filter(|_| self.heartbeats.is_some());
         let host_deadline = left.map(|left| {
             tracing::debug!(left_ms = left.as_millis(), "the invocation's time");
             tokio::time::Instant::now() + left.saturating_sub(deadline_margin(left))

@@ -8,10 +8,14 @@
 //! memory only.
 //!
 //! The signing secret rotates without signing anyone out, using Secrets Manager's stages:
-//! tokens name their key (`kid`), the `AWSCURRENT` version signs, and the `AWSPENDING` and
-//! `AWSPREVIOUS` versions verify. [`Configured::keep_fresh`] reads the stages again every
+//! tokens name their key (`kid`), the `AWSCURRENT` version signs, the `AWSPENDING` version
+//! verifies, and the `AWSPREVIOUS` version verifies for a token's lifetime after the secret
+//! last changed. [`Configured::keep_fresh`] reads the stages again every
 //! `SPOOL_SECRETS_REFRESH_MS`, so a rotation staged as `AWSPENDING` is accepted everywhere
-//! before it is promoted to sign (docs/RUNBOOK.md, "Rotate the signing secret").
+//! before it is promoted to sign (docs/RUNBOOK.md, "Rotate the signing secret"). CloudFront's
+//! origin secret (`SPOOL_ORIGIN_SECRET`) is accepted in its current and previous versions, so
+//! it rotates too. Only the current versions must be readable: a stage that is missing or
+//! malformed is skipped with a warning, never a reason not to start.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,14 +23,17 @@ use std::time::Duration;
 use aws_sdk_secretsmanager::Client;
 use secrecy::{ExposeSecret, SecretString};
 use spool_auth::TokenKeys;
+use spool_edge::OriginCheck;
 use spool_platform::{Config, Error};
 
 use crate::errors::describe;
 
 /// The variable whose value signs tokens.
 const SIGNING_VAR: &str = "SPOOL_JWT_SECRET";
-/// The stages whose signing secret verifies without signing.
-const VERIFYING_STAGES: [&str; 2] = ["AWSPENDING", "AWSPREVIOUS"];
+/// The variable whose value CloudFront sends to the functions.
+const ORIGIN_VAR: &str = "SPOOL_ORIGIN_SECRET";
+/// The stages whose values of those two verify, besides the current one.
+const OTHER_STAGES: [&str; 2] = ["AWSPENDING", "AWSPREVIOUS"];
 
 /// Where a process's secrets are read from.
 #[derive(Debug, Clone)]
@@ -40,16 +47,25 @@ pub struct SecretSource {
 pub struct SecretValues {
     /// Configuration variables from the current versions, in the order of the ARNs.
     vars: Vec<(String, SecretString)>,
-    /// The signing secret's values in its other stages.
-    verifiers: Vec<SecretString>,
+    /// The signing and origin secrets' values in their other stages: (variable, stage, value).
+    staged: Vec<(&'static str, &'static str, SecretString)>,
+    /// When the secret holding the signing secret last changed (seconds since the Unix epoch).
+    signing_changed: Option<i64>,
 }
 
 impl std::fmt::Debug for SecretValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.vars.iter().map(|(name, _)| name.as_str()).collect();
-        write!(f, "SecretValues({names:?}, {} verifiers)", self.verifiers.len())
+        let staged: Vec<String> = self
+            .staged
+            .iter()
+            .map(|(var, stage, _)| format!("{var}@{stage}"))
+            .collect();
+        write!(f, "SecretValues({names:?}, staged {staged:?})")
     }
 }
+
+type Object = HashMap<String, SecretString>;
 
 impl SecretSource {
     /// Reads the secrets `arns` name through `client`.
@@ -58,7 +74,7 @@ impl SecretSource {
     }
 
     /// One stage of one secret, parsed; `None` when the secret has no version in that stage.
-    async fn stage(&self, arn: &str, stage: &str) -> Result<Option<HashMap<String, SecretString>>, Error> {
+    async fn stage(&self, arn: &str, stage: &str) -> Result<Option<Object>, Error> {
         let failed = |reason: String| Error::Secret {
             arn: arn.to_owned(),
             reason,
@@ -97,21 +113,42 @@ impl SecretSource {
             .map(Some)
     }
 
-    /// Reads every secret's current version, and the signing secret's other stages.
+    /// When `arn` last changed, if Secrets Manager says.
+    async fn changed(&self, arn: &str) -> Option<i64> {
+        match self.client.describe_secret().secret_id(arn).send().await {
+            Ok(out) => out.last_changed_date().map(|date| date.secs()),
+            Err(e) => {
+                tracing::warn!(%arn, error = %describe(&e), "cannot read when the signing secret changed; its previous version verifies for a token's lifetime from now");
+                None
+            }
+        }
+    }
+
+    /// Reads every secret's current version, and the signing and origin secrets' other
+    /// stages (best effort: a stage that cannot be read or parsed is skipped, with a warning).
     pub async fn read(&self) -> Result<SecretValues, Error> {
         let mut values = SecretValues::default();
         for arn in &self.arns {
             let current = self.stage(arn, "AWSCURRENT").await?.unwrap_or_default();
             let mut names: Vec<_> = current.into_iter().collect();
             names.sort_by(|a, b| a.0.cmp(&b.0));
-            if names.iter().any(|(name, _)| name == SIGNING_VAR) {
-                for stage in VERIFYING_STAGES {
-                    if let Some(mut other) = self.stage(arn, stage).await?
-                        && let Some(secret) = other.remove(SIGNING_VAR)
-                    {
-                        values.verifiers.push(secret);
+            let holds = |var: &str| names.iter().any(|(name, _)| name == var);
+            let rotating: Vec<&'static str> = [SIGNING_VAR, ORIGIN_VAR].into_iter().filter(|var| holds(var)).collect();
+            for stage in OTHER_STAGES.into_iter().filter(|_| !rotating.is_empty()) {
+                match self.stage(arn, stage).await {
+                    Ok(Some(mut other)) => {
+                        for var in &rotating {
+                            if let Some(value) = other.remove(*var) {
+                                values.staged.push((var, stage, value));
+                            }
+                        }
                     }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "skipping a secret's {stage} version"),
                 }
+            }
+            if rotating.contains(&SIGNING_VAR) {
+                values.signing_changed = self.changed(arn).await;
             }
             values.vars.extend(names);
         }
@@ -142,54 +179,95 @@ pub async fn configure_from(vars: Vec<(String, String)>) -> Result<Configured, E
     let sdk = crate::load_sdk_config(&config.aws).await;
     let source = SecretSource::new(Client::new(&sdk), config.aws.secret_arns.clone());
     let values = source.read().await?;
-    let merged = vars.into_iter().chain(
-        values
-            .vars
-            .iter()
-            .map(|(name, value)| (name.clone(), value.expose_secret().to_owned())),
-    );
     Ok(Configured {
-        config: Config::from_vars(merged)?,
+        config: merged(vars, &values)?,
         secrets: Some((source, values)),
     })
 }
 
-fn keys_of(config: &Config, verifiers: &[SecretString]) -> Result<TokenKeys, Error> {
+/// The configuration from `vars` with the secrets' current values over them.
+fn merged(vars: Vec<(String, String)>, values: &SecretValues) -> Result<Config, Error> {
+    let secrets = values
+        .vars
+        .iter()
+        .map(|(name, value)| (name.clone(), value.expose_secret().to_owned()));
+    Config::from_vars(vars.into_iter().chain(secrets))
+}
+
+/// The token keys: the current signing secret; the pending one; the previous one for a token's
+/// lifetime (and a refresh) after the secret last changed. A staged value too weak to be a key
+/// is skipped.
+fn keys_of(config: &Config, values: &SecretValues) -> Result<TokenKeys, Error> {
     let mut keys = config.token_keys(config.require_jwt_secret()?)?;
-    for secret in verifiers {
-        keys = keys
-            .with_verifier(secret.expose_secret().as_bytes())
-            .map_err(|e| Error::Invalid {
-                var: SIGNING_VAR,
-                value: "(a staged secret)".to_owned(),
-                reason: e.to_string(),
-            })?;
+    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock) / 1000;
+    let window = spool_auth::TOKEN_TTL_SECONDS + i64::try_from(config.aws.secrets_refresh.as_secs()).unwrap_or(0) + 300;
+    for (var, stage, secret) in values.staged.iter().filter(|(var, ..)| *var == SIGNING_VAR) {
+        let bytes = secret.expose_secret().as_bytes();
+        let with = if *stage == "AWSPREVIOUS" {
+            keys.clone()
+                .with_previous(bytes, values.signing_changed.unwrap_or(now) + window)
+        } else {
+            keys.clone().with_verifier(bytes)
+        };
+        match with {
+            Ok(with) => keys = with,
+            Err(e) => tracing::warn!(%var, %stage, error = %e, "skipping a staged signing secret"),
+        }
     }
     Ok(keys)
 }
 
+/// What CloudFront may send: the current origin secret and its other stages' values.
+fn origin_of(config: &Config, values: &SecretValues) -> Option<OriginCheck> {
+    let current = config.origin_secret.as_ref()?;
+    let mut accepted = vec![current.expose_secret()];
+    accepted.extend(
+        values
+            .staged
+            .iter()
+            .filter(|(var, ..)| *var == ORIGIN_VAR)
+            .map(|(_, _, value)| value.expose_secret()),
+    );
+    Some(OriginCheck::any_of(&accepted))
+}
+
 impl Configured {
-    /// The token keys: the signing secret, verifying its other stages too.
+    /// The token keys: the signing secret, with its other stages as [`keys_of`] says.
     pub fn token_keys(&self) -> Result<TokenKeys, Error> {
-        let verifiers = self.secrets.as_ref().map_or(&[][..], |(_, values)| &values.verifiers);
-        keys_of(&self.config, verifiers)
+        match &self.secrets {
+            Some((_, values)) => keys_of(&self.config, values),
+            None => keys_of(&self.config, &SecretValues::default()),
+        }
     }
 
-    /// Keeps `keys` (and every clone of them) up to date with the secrets, reading them every
-    /// `SPOOL_SECRETS_REFRESH_MS` on a task of its own. Nothing to do without secrets.
-    pub fn keep_fresh(&self, keys: &TokenKeys) {
+    /// What a request must carry to have come through CloudFront (`SPOOL_ORIGIN_SECRET`, in its
+    /// current and previous versions); `None` when no origin secret is configured.
+    pub fn origin_check(&self) -> Option<OriginCheck> {
+        match &self.secrets {
+            Some((_, values)) => origin_of(&self.config, values),
+            None => origin_of(&self.config, &SecretValues::default()),
+        }
+    }
+
+    /// Keeps `keys` and `origin` (and every clone of them) up to date with the secrets, reading
+    /// them every `SPOOL_SECRETS_REFRESH_MS` on a task of its own. Nothing to do without secrets.
+    pub fn keep_fresh(&self, keys: &TokenKeys, origin: Option<&OriginCheck>) {
         let Some((source, _)) = &self.secrets else { return };
-        let (source, keys, config) = (source.clone(), keys.clone(), self.config.clone());
+        let (source, keys, origin, config) = (source.clone(), keys.clone(), origin.cloned(), self.config.clone());
         let every = config.aws.secrets_refresh.max(Duration::from_secs(1));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 match refreshed(&source, &config).await {
-                    Ok(fresh) if fresh.kids() != keys.kids() => {
-                        tracing::info!(kids = ?fresh.kids(), "the signing secret changed; using the new keys");
-                        keys.replace(&fresh);
+                    Ok(fresh) => {
+                        if fresh.keys.kids() != keys.kids() {
+                            tracing::info!(kids = ?fresh.keys.kids(), "the signing secret changed; using the new keys");
+                        }
+                        keys.replace(&fresh.keys);
+                        if let (Some(origin), Some(fresh)) = (&origin, &fresh.origin) {
+                            origin.replace(fresh);
+                        }
                     }
-                    Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "could not read the secrets again; keeping the keys in use"),
                 }
             }
@@ -197,18 +275,25 @@ impl Configured {
     }
 }
 
-/// The token keys from the secrets as they are now.
-pub async fn refreshed(source: &SecretSource, config: &Config) -> Result<TokenKeys, Error> {
+/// The keys and origin check as the secrets are now.
+#[derive(Debug)]
+pub struct Fresh {
+    /// The token keys.
+    pub keys: TokenKeys,
+    /// The origin check, when an origin secret is configured.
+    pub origin: Option<OriginCheck>,
+}
+
+/// The token keys and origin check from the secrets as they are now.
+pub async fn refreshed(source: &SecretSource, config: &Config) -> Result<Fresh, Error> {
     let values = source.read().await?;
-    let signing = values
-        .vars
-        .iter()
-        .rev()
-        .find(|(name, _)| name == SIGNING_VAR)
-        .map(|(_, secret)| secret.expose_secret().to_owned());
-    let mut config = config.clone();
-    if let Some(signing) = signing {
-        config.jwt_secret = Some(SecretString::from(signing));
-    }
-    keys_of(&config, &values.verifiers)
+    let config = merged(Vec::new(), &values).map(|fresh| Config {
+        jwt_secret: fresh.jwt_secret.or_else(|| config.jwt_secret.clone()),
+        origin_secret: fresh.origin_secret.or_else(|| config.origin_secret.clone()),
+        ..config.clone()
+    })?;
+    Ok(Fresh {
+        keys: keys_of(&config, &values)?,
+        origin: origin_of(&config, &values),
+    })
 }

@@ -22,10 +22,12 @@ use crate::{ErrorBody, respond};
 /// The header CloudFront adds to the requests it sends to Spool's functions.
 pub const ORIGIN_HEADER: &str = "x-spool-origin";
 
-/// What a request must carry in [`ORIGIN_HEADER`]: only a digest of the secret is kept.
+/// What a request must carry in [`ORIGIN_HEADER`]: one of the secret's values (the current one,
+/// and while the secret rotates, the one CloudFront may still send); only digests are kept.
+/// Clones share the values: [`OriginCheck::replace`] changes every clone's.
 #[derive(Clone)]
 pub struct OriginCheck {
-    digest: [u8; 32],
+    digests: Arc<std::sync::RwLock<Vec<[u8; 32]>>>,
 }
 
 impl std::fmt::Debug for OriginCheck {
@@ -41,27 +43,46 @@ fn digest(value: &[u8]) -> [u8; 32] {
 impl OriginCheck {
     /// Requests must carry `secret`.
     pub fn new(secret: &str) -> Self {
+        Self::any_of(&[secret])
+    }
+
+    /// Requests must carry one of `secrets`.
+    pub fn any_of(secrets: &[&str]) -> Self {
         Self {
-            digest: digest(secret.as_bytes()),
+            digests: Arc::new(std::sync::RwLock::new(
+                secrets.iter().map(|secret| digest(secret.as_bytes())).collect(),
+            )),
         }
+    }
+
+    /// Makes every clone accept `other`'s values from now on.
+    pub fn replace(&self, other: &OriginCheck) {
+        let values = other
+            .digests
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        *self.digests.write().unwrap_or_else(std::sync::PoisonError::into_inner) = values;
     }
 
     /// Whether a request with these headers came through the CDN. Digests of equal length are
     /// compared, so the comparison's time says nothing about the secret.
     pub fn admits(&self, headers: &axum::http::HeaderMap) -> bool {
-        headers
-            .get(ORIGIN_HEADER)
-            .is_some_and(|value| digest(value.as_bytes()) == self.digest)
+        let Some(value) = headers.get(ORIGIN_HEADER) else {
+            return false;
+        };
+        let presented = digest(value.as_bytes());
+        self.digests
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&presented)
     }
 }
 
-/// `router`, answering only requests that came through the CDN when a `secret` is configured.
-pub fn only_through_cdn(router: axum::Router, secret: Option<&str>) -> axum::Router {
-    match secret {
-        Some(secret) => router.layer(axum::middleware::from_fn_with_state(
-            Arc::new(OriginCheck::new(secret)),
-            require_origin,
-        )),
+/// `router`, answering only requests that came through the CDN when a `check` is configured.
+pub fn only_through_cdn(router: axum::Router, check: Option<OriginCheck>) -> axum::Router {
+    match check {
+        Some(check) => router.layer(axum::middleware::from_fn_with_state(Arc::new(check), require_origin)),
         None => router,
     }
 }
@@ -112,5 +133,20 @@ mod tests {
         assert_eq!(call(None).await, StatusCode::FORBIDDEN);
         assert_eq!(call(Some("the-origin-secreT")).await, StatusCode::FORBIDDEN);
         assert_eq!(call(Some("")).await, StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn a_rotation_accepts_both_values_until_the_old_one_is_dropped_everywhere() {
+        let headers = |value: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(ORIGIN_HEADER, value.parse().unwrap());
+            headers
+        };
+        let check = OriginCheck::new("old");
+        let held = check.clone();
+        check.replace(&OriginCheck::any_of(&["new", "old"]));
+        assert!(held.admits(&headers("old")) && held.admits(&headers("new")));
+        check.replace(&OriginCheck::new("new"));
+        assert!(!held.admits(&headers("old")) && held.admits(&headers("new")));
     }
 }

@@ -495,12 +495,14 @@ impl Config {
                 }
             },
             agents: AgentSettings {
-                turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1),
+                // At most 30 each: a run's producer epoch counts them in 5 bits.
+                turn_max_attempts: parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.clamp(1, 28),
                 turn_max_deliveries: parse(
                     &vars,
                     "SPOOL_TURN_MAX_DELIVERIES",
-                    parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.max(1) + 2,
-                )?,
+                    parse(&vars, "SPOOL_TURN_MAX_ATTEMPTS", 3u32)?.clamp(1, 28) + 2,
+                )?
+                .min(30),
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
                 worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", 16usize)?.max(1),
                 org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", 4usize)?.max(1),

@@ -244,7 +244,7 @@ impl Engine {
             read_tail: read,
             own_tail: Arc::new(AtomicU64::new(read)),
             events,
-            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            deadline: tokio::time::Instant::now() + self.step_budget(job),
             host_deadline: host_deadline.filter(|_| job.continuation < MAX_CONTINUATIONS),
             context: None,
         };
@@ -254,6 +254,19 @@ impl Engine {
                 Ok(Outcome::Nothing)
             }
             other => other,
+        }
+    }
+
+    /// What is left of the step's time limit: all of it, or for a carried-over step, what its
+    /// earlier jobs left (so carrying over never stretches the limit).
+    fn step_budget(&self, job: &TurnJob) -> Duration {
+        let limit = self.settings.step_timeout;
+        match job.step_started_ms {
+            Some(started) => {
+                let spent = u64::try_from(self.clock.now_ms().saturating_sub(started)).unwrap_or(0);
+                limit.saturating_sub(Duration::from_millis(spent))
+            }
+            None => limit,
         }
     }
 

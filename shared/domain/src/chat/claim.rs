@@ -95,6 +95,7 @@ pub async fn reconcile(
                 turn_id: holder.turn_id.clone(),
                 trigger_seq: tail,
                 continuation: 0,
+                step_started_ms: None,
             };
             stores.turns.enqueue(&job).await?;
             tracing::warn!(org, session = session_id, turn = %holder.turn_id, "a running turn stood still too long; queued it again");
@@ -111,6 +112,7 @@ pub async fn reconcile(
         turn_id: holder.turn_id.clone(),
         trigger_seq,
         continuation: 0,
+        step_started_ms: None,
     };
     let queued = TurnRecord::at(&holder.turn_id, trigger_seq, TurnStatus::Queued, None, now_ms);
     stores.sessions.record_turn(org, session_id, &queued).await?;

@@ -29,6 +29,10 @@ pub struct TurnJob {
     /// invocation) was about to end ([`TurnJob::continued`]); 0 for the step's first job.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub continuation: u32,
+    /// When the step's first job started to run (ms since the Unix epoch), for a carried-over
+    /// step: its time limit counts from then, not from each carry-over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_ms: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -59,6 +63,7 @@ impl TurnJob {
             turn_id: turn_id.to_owned(),
             trigger_seq,
             continuation: 0,
+            step_started_ms: None,
         }
     }
 
@@ -70,11 +75,13 @@ impl TurnJob {
         }
     }
 
-    /// The job that carries this step on after its host stopped it before its deadline.
+    /// The job that carries this step on after its host stopped it before its deadline; the
+    /// step began at `started_ms` unless an earlier job of it says when.
     #[must_use]
-    pub fn continued(&self) -> Self {
+    pub fn continued(&self, started_ms: i64) -> Self {
         Self {
             continuation: self.continuation + 1,
+            step_started_ms: self.step_started_ms.or(Some(started_ms)),
             ..self.clone()
         }
     }

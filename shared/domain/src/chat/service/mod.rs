@@ -289,6 +289,7 @@ impl ChatService {
             turn_id: turn_id.to_owned(),
             trigger_seq: seq,
             continuation: 0,
+            step_started_ms: None,
         };
         let record = TurnRecord::at(turn_id, seq, TurnStatus::Queued, None, self.clock.now_ms());
         self.metadata.record_turn(org, session_id, &record).await?;
