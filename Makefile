@@ -206,7 +206,10 @@ deploy: $(SAM) $(CARGO_LAMBDA) web ## Deploy to AWS: build, sam deploy (STAGE=de
 
 # Called by `sam build` (BuildMethod: makefile) with ARTIFACTS_DIR: each builds all three
 # binaries once (cargo finds the later calls fresh) and copies its own as `bootstrap`.
-LAMBDA_BUILD = PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 --locked -p spool-api -p spool-stream -p spool-worker
+# LAMBDA_ARCH=--x86-64 builds for x86 (the template says arm64; used to check the build path
+# on a machine without the aarch64 target).
+LAMBDA_ARCH ?= --arm64
+LAMBDA_BUILD = PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda $(LAMBDA_ARCH) --locked -p spool-api -p spool-stream -p spool-worker
 build-ApiFunction:
 	$(LAMBDA_BUILD)
 	cp target/lambda/spool-api/bootstrap $(ARTIFACTS_DIR)/bootstrap

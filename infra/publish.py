@@ -10,17 +10,11 @@ import sys
 
 import boto3
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outputs import OUTPUTS  # noqa: E402 - the one list of the stack's outputs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Stack outputs -> the variables Spool reads.
-VARIABLES = {
-    "StreamsTableName": "SPOOL_STREAMS_TABLE",
-    "MetadataTableName": "SPOOL_METADATA_TABLE",
-    "PagesBucketName": "SPOOL_PAGES_BUCKET",
-    "AttachmentsBucketName": "SPOOL_ATTACHMENTS_BUCKET",
-    "TurnsQueueUrl": "SPOOL_TURNS_QUEUE_URL",
-    "MaintenanceQueueUrl": "SPOOL_MAINTENANCE_QUEUE_URL",
-}
 
 
 def outputs(cloudformation, stack):
@@ -54,7 +48,7 @@ def env_file(found, region):
     """The `.env.aws-<stage>` text for the stack's outputs."""
     lines = ["# Written by `make deploy` (infra/publish.py): the deployed stack's resources.",
              "SPOOL_BACKEND=aws", f"AWS_REGION={region}"]
-    lines += [f"{var}={found[key]}" for key, var in VARIABLES.items() if key in found]
+    lines += [f"{var}={found[key]}" for key, var in OUTPUTS.items() if key in found]
     return "\n".join(lines) + "\n"
 
 

@@ -37,6 +37,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "infra"))
+from outputs import OUTPUTS  # noqa: E402 - the one list of the stack's outputs
+
 # `make test` keeps its own emulator apart from one a developer started with `make emulator-up`.
 STATE = Path(os.environ.get("EMULATOR_STATE", ROOT / ".emulator"))
 TEMPLATE = ROOT / "infra" / "template.yaml"
@@ -44,14 +47,6 @@ ENV_FILE = Path(os.environ.get("EMULATOR_ENV_FILE", ROOT / ".env.emulator"))
 STACK = "spool-local"
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-OUTPUTS = {
-    "StreamsTableName": "SPOOL_STREAMS_TABLE",
-    "MetadataTableName": "SPOOL_METADATA_TABLE",
-    "PagesBucketName": "SPOOL_PAGES_BUCKET",
-    "AttachmentsBucketName": "SPOOL_ATTACHMENTS_BUCKET",
-    "TurnsQueueUrl": "SPOOL_TURNS_QUEUE_URL",
-    "MaintenanceQueueUrl": "SPOOL_MAINTENANCE_QUEUE_URL",
-}
 
 
 def say(message):

@@ -193,40 +193,16 @@ impl Step<'_> {
         self.flush(&message_id, &mut buffer, &mut written).await?;
         match outcome {
             None if carried_over => {
-                if started {
-                    let end = MessageEnd {
-                        message_id,
-                        text: written,
-                        interrupted: true,
-                        ..MessageEnd::default()
-                    };
-                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
-                }
+                self.end_cut(started, message_id, written, false).await?;
                 Ok(Replied::CarriedOver)
             }
             None => {
-                if started {
-                    let end = MessageEnd {
-                        message_id,
-                        text: written,
-                        aborted: true,
-                        ..MessageEnd::default()
-                    };
-                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
-                }
+                self.end_cut(started, message_id, written, true).await?;
                 Ok(Replied::Aborted)
             }
             Some(Err(runtime::Error::Store(e))) => Err(e),
             Some(Err(runtime::Error::Failed(reason))) => {
-                if started {
-                    let end = MessageEnd {
-                        message_id,
-                        text: written,
-                        interrupted: true,
-                        ..MessageEnd::default()
-                    };
-                    self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
-                }
+                self.end_cut(started, message_id, written, false).await?;
                 Ok(Replied::Failed(reason))
             }
             Some(Ok(reply)) => {
@@ -234,6 +210,29 @@ impl Step<'_> {
                 Ok(Replied::Done)
             }
         }
+    }
+
+    /// Ends a reply cut short, with what it wrote, if it had begun: `aborted` by a person, or
+    /// else interrupted (a failure, or the host's deadline).
+    async fn end_cut(
+        &mut self,
+        started: bool,
+        message_id: String,
+        written: String,
+        aborted: bool,
+    ) -> Result<(), Error> {
+        if !started {
+            return Ok(());
+        }
+        let end = MessageEnd {
+            message_id,
+            text: written,
+            aborted,
+            interrupted: !aborted,
+            ..MessageEnd::default()
+        };
+        self.append(vec![self.draft(ChatEvent::MessageEnd(end))]).await?;
+        Ok(())
     }
 
     pub(super) async fn flush(
