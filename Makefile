@@ -160,14 +160,21 @@ emulator-up: deps ## Start the AWS emulator on 127.0.0.1:$EMULATOR_PORT and writ
 emulator-down: ## Stop the emulator
 	@if [ -x $(PYTHON) ]; then $(PYTHON) localstack/emulator.py down; fi
 
-bench: deps tests/bench/reference/node_modules/.installed ## Benchmarks: both backends, and spool serve beside the reference Durable Streams server
+# Electric's Rust Durable Streams server, the fastest peer that runs here, built once into the
+# bench's own target dir (about 15 minutes the first time).
+ELECTRIC := $(CURDIR)/target/bench-electric/bin/durable-streams-server
+$(ELECTRIC):
+	@echo "bench: building Electric's durable-streams-server once into target/bench-electric (about 15 minutes)…"
+	cargo install --quiet durable-streams --version 0.1.5 --root target/bench-electric --target-dir target/bench-electric/build
+
+bench: deps tests/bench/reference/node_modules/.installed $(ELECTRIC) ## Benchmarks: both backends, and spool serve beside the reference Durable Streams servers (Node, and Electric's Rust one)
 	cargo build --release -p spool-bench -p spool-local -p spool-api -p spool-stream -p spool-worker
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
 	$(PYTHON) localstack/emulator.py up; \
 	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
-	  --reference tests/bench/reference/server.mjs --out target/bench/log.json --readme README.md
+	  --reference tests/bench/reference/server.mjs --electric $(ELECTRIC) --out target/bench/log.json --readme README.md
 	python3 tests/bench/companion.py target/release/spool
 
 # `npm install --no-save`, not `npm ci`: the reference server's file store (lmdb) has optional

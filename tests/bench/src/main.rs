@@ -47,6 +47,10 @@ struct Args {
     /// memory and file-backed.
     #[arg(long)]
     reference: Option<PathBuf>,
+    /// Electric's Rust Durable Streams server (`durable-streams-server`, which `make bench`
+    /// builds into its own target dir): a further column on the protocol workloads.
+    #[arg(long)]
+    electric: Option<PathBuf>,
     /// Messages in the large catch-up read of the protocol workloads.
     #[arg(long, default_value_t = 1_000_000)]
     large_read_messages: u64,
@@ -581,11 +585,16 @@ async fn main() -> anyhow::Result<()> {
             resume_readers: 200,
         };
         // One target at a time, so none competes with another for the two cores.
-        for start in [
-            &(|| protocol::Target::spool(spool, false)) as &dyn Fn() -> anyhow::Result<protocol::Target>,
-            &|| protocol::Target::reference(script, false),
-            &|| protocol::Target::reference(script, true),
-        ] {
+        let electric = args.electric.clone();
+        let mut starts: Vec<Box<dyn Fn() -> anyhow::Result<protocol::Target>>> = vec![
+            Box::new(|| protocol::Target::spool(spool, false)),
+            Box::new(|| protocol::Target::reference(script, false)),
+            Box::new(|| protocol::Target::reference(script, true)),
+        ];
+        if let Some(bin) = electric {
+            starts.push(Box::new(move || protocol::Target::electric(&bin)));
+        }
+        for start in &starts {
             let target = start()?;
             protocol_results.push(protocol::run(&target, &sizes).await?);
         }

@@ -1,6 +1,8 @@
 //! The Durable Streams protocol over HTTP, side by side: `spool serve` (embedded store, durable
-//! on disk) and the reference Node server `@durable-streams/server` in its in-memory and its
-//! file-backed mode, on the same workloads in the same run.
+//! on disk), the reference Node server `@durable-streams/server` in its in-memory and its
+//! file-backed mode, and Electric's Rust server (`durable-streams-server` from the
+//! `durable-streams` crate, in its default durable WAL mode), on the same workloads in the same
+//! run.
 //!
 //! Every workload checks what it measured: appends are acknowledged, concurrent writers' messages
 //! are all there in each writer's order, reads return every message, live readers get every
@@ -91,6 +93,20 @@ impl Target {
         }
         let name = if file { "reference (file)" } else { "reference (memory)" };
         Self::start(name, command, dir, "/v1/stream")
+    }
+
+    /// Electric's Rust Durable Streams server (`durable-streams-server`, built by `make bench`),
+    /// durable (its default WAL mode) in a temporary directory; streams at `/{path}`. It prints
+    /// the port it is given, not one it chose, so a free port is picked for it.
+    pub(crate) fn electric(bin: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut command = Command::new(bin);
+        command
+            .args(["--port", &port.to_string(), "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env("RUST_LOG", "warn");
+        Self::start("electric (rust)", command, dir, "")
     }
 
     fn start(name: &'static str, mut command: Command, dir: tempfile::TempDir, prefix: &str) -> anyhow::Result<Self> {
