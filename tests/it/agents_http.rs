@@ -513,6 +513,28 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
     assert_eq!(all_events(&api, &chat).await.len(), events.len());
 }
 
+/// One record of a batch as Lambda's SQS event source mapping hands it over (the fixture
+/// `functions/worker/events/turn.json`), of FIFO group `group`, with `body`.
+fn sqs_record(group: &str, body: String) -> Value {
+    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
+    let mut record = fixture["Records"][0].clone();
+    record["attributes"]["MessageGroupId"] = json!(group);
+    record["body"] = json!(body);
+    record
+}
+
+/// The record of a job the turn queue delivered, with its receipt.
+fn delivered_record(delivery: &spool_domain::Delivery) -> Value {
+    let mut record = sqs_record(&delivery.job.group(), serde_json::to_string(&delivery.job).unwrap());
+    record["receiptHandle"] = json!(delivery.receipt);
+    record
+}
+
+/// A batch of `records`, as the worker's Lambda handler receives it.
+fn sqs_batch(records: Vec<Value>) -> aws_lambda_events::event::sqs::SqsEvent {
+    serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
 /// Attempts are runs, not deliveries: a job the queue delivered five times, four of them to a
 /// throttled function that never ran it, runs its step (it is not given up as a fifth attempt);
 /// a step whose runs are used up is given up; and the last delivery before the dead-letter
@@ -535,14 +557,11 @@ pub(crate) async fn throttled_deliveries_use_no_attempts<H: Harness>(harness: &H
             .with_turns(engine.clone(), 3)
             .with_max_deliveries(8),
     );
-    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
     let batch = |chat: &str, turn: &str, delivery: u32| {
-        let mut record = fixture["Records"][0].clone();
-        record["attributes"]["MessageGroupId"] = json!(chat);
+        let job = json!({ "org": org, "session_id": chat, "turn_id": turn, "trigger_seq": 1 });
+        let mut record = sqs_record(chat, job.to_string());
         record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
-        record["body"] =
-            json!(json!({ "org": org, "session_id": chat, "turn_id": turn, "trigger_seq": 1 }).to_string());
-        serde_json::from_value::<aws_lambda_events::event::sqs::SqsEvent>(json!({ "Records": [record] })).unwrap()
+        sqs_batch(vec![record])
     };
     // WHEN a turn's first run comes on its fifth delivery
     let (_, chat) = chat_with(&api, script()).await;
@@ -595,23 +614,19 @@ pub(crate) async fn a_fifo_batch_fails_only_the_rest_of_a_failing_group<H: Harne
     let (_, second) = chat_with(&api, script()).await;
     let t1 = send(&api, &first, "one").await;
     let t2 = send(&api, &second, "two").await;
-    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
     let record = |id: &str, group: &str, body: String| {
-        let mut record = fixture["Records"][0].clone();
+        let mut record = sqs_record(group, body);
         record["messageId"] = json!(id);
-        record["attributes"]["MessageGroupId"] = json!(group);
-        record["body"] = json!(body);
         record
     };
     let job = |chat: &str, turn: &str| {
         json!({ "org": org, "session_id": chat, "turn_id": turn, "trigger_seq": 1 }).to_string()
     };
-    let event = json!({ "Records": [
+    let event = sqs_batch(vec![
         record("a-1", "group-a", "not a job".to_owned()),
         record("a-2", "group-a", job(&first, &t1)),
         record("b-1", "group-b", job(&second, &t2)),
-    ]});
-    let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(event).unwrap();
+    ]);
     let worker = Arc::new(spool_worker::Worker::new(log.clone()).with_turns(engine(log, metadata), 3));
     let response = worker.handle_batch(event).await;
     let mut failed: Vec<&str> = response
@@ -790,14 +805,7 @@ pub(crate) async fn a_step_at_the_lambda_deadline_carries_over_to_a_new_job<H: H
             delivered.into_iter().next().unwrap()
         }
     };
-    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
-    let event = |delivery: &spool_domain::Delivery| {
-        let mut record = fixture["Records"][0].clone();
-        record["receiptHandle"] = json!(delivery.receipt);
-        record["attributes"]["MessageGroupId"] = json!(delivery.job.group());
-        record["body"] = json!(serde_json::to_string(&delivery.job).unwrap());
-        serde_json::from_value::<aws_lambda_events::event::sqs::SqsEvent>(json!({ "Records": [record] })).unwrap()
-    };
+    let event = |delivery: &spool_domain::Delivery| sqs_batch(vec![delivered_record(delivery)]);
     let worker = Arc::new(
         spool_worker::Worker::new(log.clone())
             .with_turns(engine(log, metadata), 3)
@@ -865,13 +873,7 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
         .await
         .unwrap();
     assert_eq!(delivered.len(), 1);
-    let fixture: Value = serde_json::from_str(include_str!("../../functions/worker/events/turn.json")).unwrap();
-    let mut record = fixture["Records"][0].clone();
-    record["receiptHandle"] = json!(delivered[0].receipt);
-    record["attributes"]["MessageGroupId"] = json!(delivered[0].job.group());
-    record["body"] = json!(serde_json::to_string(&delivered[0].job).unwrap());
-    let event: aws_lambda_events::event::sqs::SqsEvent =
-        serde_json::from_value(json!({ "Records": [record] })).unwrap();
+    let event = sqs_batch(vec![delivered_record(&delivered[0])]);
     let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let runtimes = Runtimes::scripted_only().with_openai(Arc::new(Slow(asked, None)));
     let worker = spool_worker::Worker::new(log.clone())

@@ -162,7 +162,10 @@ impl SecretSource {
 pub struct Configured {
     /// The configuration: the environment, with the secrets over it.
     pub config: Config,
-    secrets: Option<(SecretSource, SecretValues)>,
+    /// Where the secrets are read again, when any are configured.
+    source: Option<SecretSource>,
+    /// What they held at start (nothing without secrets).
+    values: SecretValues,
 }
 
 /// The configuration from the process's environment and the secrets `SPOOL_SECRET_ARNS` names.
@@ -174,14 +177,19 @@ pub async fn configure() -> Result<Configured, Error> {
 pub async fn configure_from(vars: Vec<(String, String)>) -> Result<Configured, Error> {
     let config = Config::from_vars(vars.clone())?;
     if config.aws.secret_arns.is_empty() {
-        return Ok(Configured { config, secrets: None });
+        return Ok(Configured {
+            config,
+            source: None,
+            values: SecretValues::default(),
+        });
     }
     let sdk = crate::load_sdk_config(&config.aws).await;
     let source = SecretSource::new(Client::new(&sdk), config.aws.secret_arns.clone());
     let values = source.read().await?;
     Ok(Configured {
         config: merged(vars, &values)?,
-        secrets: Some((source, values)),
+        source: Some(source),
+        values,
     })
 }
 
@@ -234,25 +242,19 @@ fn origin_of(config: &Config, values: &SecretValues) -> Option<OriginCheck> {
 impl Configured {
     /// The token keys: the signing secret, with its other stages as [`keys_of`] says.
     pub fn token_keys(&self) -> Result<TokenKeys, Error> {
-        match &self.secrets {
-            Some((_, values)) => keys_of(&self.config, values),
-            None => keys_of(&self.config, &SecretValues::default()),
-        }
+        keys_of(&self.config, &self.values)
     }
 
     /// What a request must carry to have come through CloudFront (`SPOOL_ORIGIN_SECRET`, in its
     /// current and previous versions); `None` when no origin secret is configured.
     pub fn origin_check(&self) -> Option<OriginCheck> {
-        match &self.secrets {
-            Some((_, values)) => origin_of(&self.config, values),
-            None => origin_of(&self.config, &SecretValues::default()),
-        }
+        origin_of(&self.config, &self.values)
     }
 
     /// Keeps `keys` and `origin` (and every clone of them) up to date with the secrets, reading
     /// them every `SPOOL_SECRETS_REFRESH_MS` on a task of its own. Nothing to do without secrets.
     pub fn keep_fresh(&self, keys: &TokenKeys, origin: Option<&OriginCheck>) {
-        let Some((source, _)) = &self.secrets else { return };
+        let Some(source) = &self.source else { return };
         let (source, keys, origin, config) = (source.clone(), keys.clone(), origin.cloned(), self.config.clone());
         let every = config.aws.secrets_refresh.max(Duration::from_secs(1));
         tokio::spawn(async move {
