@@ -307,9 +307,10 @@ impl Worker {
                     reason,
                 )))));
             }
-            // Fencing needs a number that grows with every run; the greater of the two counts
-            // does, and also covers runs from before runs were counted.
-            match engine.run_until(job, attempt.max(delivery), host_deadline).await {
+            // Fencing needs a number that grows with every delivery and that no two runs share:
+            // the queue's delivery count (the run count is for attempts only: a retried count whose
+            // answer was lost, or one that fell back to the delivery, could repeat a number).
+            match engine.run_until(job, delivery, host_deadline).await {
                 Ok(Outcome::Continued) => {
                     let queue = self.heartbeats.as_ref().map(|(queue, _)| queue).ok_or(Error::NoTurns)?;
                     match queue.enqueue(&job.continued(started_ms)).await {

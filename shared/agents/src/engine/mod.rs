@@ -201,8 +201,8 @@ impl Engine {
             .await
     }
 
-    /// Runs one step of a turn; `attempt` counts the step's runs, this one included (each run's
-    /// appends are fenced off from an earlier run's by it).
+    /// Runs one step of a turn; `attempt` counts the job's deliveries, this one included (each
+    /// delivery's appends are fenced off from an earlier one's by it).
     pub async fn run(&self, job: &TurnJob, attempt: u32) -> Result<Outcome, Error> {
         self.run_until(job, attempt, None).await
     }
