@@ -136,6 +136,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             "workspace_id" => mine.ws.clone(),
             "agent_id" => mine.agent.clone(),
             "jwt" => mine.companion.clone(),
+            "stream_path" => "notes/a".to_owned(),
             other => panic!("no value for `{other}`"),
         }
     };
@@ -168,7 +169,9 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             _ => path,
         };
         let body = valid_body(&op, &fill);
-        let names_a = template.contains('{') || (template == "/v1/sessions" && op.method == "post");
+        let names_a = template.contains('{')
+            || (template == "/v1/sessions" && op.method == "post")
+            || template == "/v1/read-tokens";
         let mut request = b
             .http
             .request(op.method(), format!("{}{path}", b.base))

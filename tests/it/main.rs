@@ -48,6 +48,7 @@ mod lambda_events;
 mod llm_http;
 mod openapi_http;
 mod processes;
+mod read_tokens_http;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;

@@ -328,6 +328,20 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         .await;
     assert_eq!(outcome["status"], "rejected");
 
+    // A read grant for the chat's stream, and none for a stream that does not exist.
+    let grant = api
+        .ok(
+            Method::POST,
+            "/v1/read-tokens",
+            Some(json!({ "path": format!("sessions/{chat}") })),
+        )
+        .await;
+    assert!(grant["read_token"].as_str().is_some_and(|t| !t.is_empty()), "{grant}");
+    api.refused(404, Method::POST, "/v1/read-tokens", Some(json!({ "path": "no/such" })))
+        .await;
+    api.refused(400, Method::POST, "/v1/read-tokens", Some(json!({ "paths": "x" })))
+        .await;
+
     // The global chat and agent-first posting.
     api.refused(
         403,

@@ -23,6 +23,7 @@ mod files;
 pub mod global;
 mod handshake;
 mod messages;
+mod reads;
 mod sessions;
 mod turns;
 mod workspaces;
@@ -237,6 +238,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         // Its body is read as a stream, exactly as long as the grant says: no limit applies.
         .routes(routes!(attachments::upload))
         .routes(routes!(capabilities::put_capabilities))
+        .routes(routes!(reads::read_token))
         .routes(routes!(commands::list_global))
         .routes(limited(
             routes!(commands::get_global, commands::put_global, commands::delete_global),

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position, WaitOutcome};
 
 use crate::{
-    ApiError, Intent, StreamApi,
+    ApiError, Intent, Sharing, StreamApi,
     body::{self, Use},
     protocol::{
         self, Live, PRODUCER_EPOCH, PRODUCER_SEQ, ReadQuery, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT,
@@ -38,6 +38,13 @@ const STABLE: &str = "public, max-age=60, stale-while-revalidate=300";
 /// so a reader never misses an append.
 const REVALIDATE: &str = "no-cache";
 const NO_STORE: &str = "no-store";
+/// Cache-Control of an answer to the bearers of a read grant that is not immutable (a tail, a
+/// long-poll's data or its `204`): a shared cache keyed on the grant serves it to every reader
+/// of the stream who asks within 5 s, and holds the readers who ask while it is on its way
+/// (request collapsing). It is never wrong, only up to 5 s old: messages are a prefix of what
+/// follows, and the next read starts at its `Stream-Next-Offset` with its new `Stream-Cursor`,
+/// which no earlier answer was cached under.
+const SHARED: &str = "public, max-age=5";
 
 /// Response headers under construction.
 #[derive(Default)]
@@ -310,7 +317,7 @@ pub(crate) async fn head(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read).await?;
+    let (path, _) = api.resolve_read((&headers, &extensions), &uri, &raw).await?;
     let meta = api.log.metadata(&path).await?;
     let mut out = Headers::default();
     out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
@@ -336,7 +343,8 @@ pub(crate) async fn head(
         ("offset" = Option<String>, Query, description = "Where to read from: `-1` (the start), `now` (the tail) or an offset a response gave"),
         ("live" = Option<String>, Query, description = "`long-poll` or `sse`; without it, a catch-up read"),
         ("cursor" = Option<String>, Query, description = "The last `Stream-Cursor` (live reads through a CDN)"),
-        ("token" = Option<String>, Query, description = "The bearer token, for clients that cannot set headers")),
+        ("token" = Option<String>, Query, description = "The bearer token, for clients that cannot set headers"),
+        ("read_token" = Option<String>, Query, description = "A read grant from `POST /v1/read-tokens`, instead of a bearer token: every reader of the stream shares it, so a CDN keyed on it serves their live reads with one origin request (answers say `Cache-Control: public, max-age=5`)")),
     responses((status = 200, description = "Messages in the stream's content type, or `text/event-stream` with `live=sse` (headers: `Stream-Next-Offset`, `Stream-Up-To-Date`, `Stream-Closed`, `ETag`)", content_type = "application/octet-stream"),
         (status = 204, description = "A long-poll that saw nothing new"),
         (status = 304, description = "`If-None-Match` matched"),
@@ -349,7 +357,7 @@ pub(crate) async fn read(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let path = api.resolve((&headers, &extensions), &uri, &raw, Intent::Read).await?;
+    let (path, sharing) = api.resolve_read((&headers, &extensions), &uri, &raw).await?;
     let query = ReadQuery::parse(uri.query())?;
     let from = query.offset.unwrap_or(Position::START);
     match query.live {
@@ -357,9 +365,9 @@ pub(crate) async fn read(
         Live::No => {
             let chunk = api.log.read(&path, from, None).await?;
             if from == Position::Now {
-                return Ok(tail_answer(&chunk, StatusCode::OK, None));
+                return Ok(tail_answer(&chunk, StatusCode::OK, None, sharing));
             }
-            Ok(chunk_answer(&chunk, &headers, None))
+            Ok(chunk_answer(&chunk, &headers, None, sharing))
         }
         Live::LongPoll => {
             let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms()));
@@ -375,22 +383,25 @@ pub(crate) async fn read(
                 }
             }
             if chunk.messages.is_empty() {
-                return Ok(tail_answer(&chunk, StatusCode::NO_CONTENT, cursor));
+                return Ok(tail_answer(&chunk, StatusCode::NO_CONTENT, cursor, sharing));
             }
-            Ok(chunk_answer(&chunk, &headers, cursor))
+            Ok(chunk_answer(&chunk, &headers, cursor, sharing))
         }
     }
 }
 
 /// An answer with no message: a long-poll that timed out (`204`), or a catch-up from `now`
 /// (`200`, with an empty body of the stream's type).
-fn tail_answer(chunk: &Chunk, status: StatusCode, cursor: Option<String>) -> Response {
+fn tail_answer(chunk: &Chunk, status: StatusCode, cursor: Option<String>, sharing: Sharing) -> Response {
     let mut out = Headers::default();
     out.set(header::CONTENT_TYPE.as_str(), &chunk.content_type)
         .set(STREAM_NEXT_OFFSET, chunk.next_offset)
         .set(STREAM_UP_TO_DATE, "true")
         .flag(STREAM_CLOSED, chunk.closed)
-        .set(header::CACHE_CONTROL.as_str(), NO_STORE);
+        .set(
+            header::CACHE_CONTROL.as_str(),
+            if sharing == Sharing::Shared { SHARED } else { NO_STORE },
+        );
     if let Some(cursor) = cursor.filter(|_| !chunk.closed) {
         out.set(STREAM_CURSOR, cursor);
     }
@@ -403,7 +414,7 @@ fn tail_answer(chunk: &Chunk, status: StatusCode, cursor: Option<String>) -> Res
 
 /// A chunk of messages (possibly none, at the tail), with its ETag; `304` when the client
 /// already has exactly this answer.
-fn chunk_answer(chunk: &Chunk, request: &HeaderMap, cursor: Option<String>) -> Response {
+fn chunk_answer(chunk: &Chunk, request: &HeaderMap, cursor: Option<String>, sharing: Sharing) -> Response {
     let etag = format!(
         "\"{}:{}:{}{}\"",
         chunk.stream_id,
@@ -413,6 +424,8 @@ fn chunk_answer(chunk: &Chunk, request: &HeaderMap, cursor: Option<String>) -> R
     );
     let cache = if chunk.immutable {
         IMMUTABLE
+    } else if sharing == Sharing::Shared {
+        SHARED
     } else if chunk.up_to_date && !chunk.closed {
         REVALIDATE
     } else {

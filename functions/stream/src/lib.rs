@@ -46,6 +46,16 @@ pub const BODY_SLACK_BYTES: usize = 64 * 1024;
 /// API writes them.
 pub use spool_auth::Access;
 
+/// Who a read's answers are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// The caller alone (a bearer token): a shared cache keeps them only under the caller's
+    /// `Authorization` header or `token`.
+    Private,
+    /// Every bearer of one read grant: a shared cache keyed on the grant may serve them to all.
+    Shared,
+}
+
 /// Whether a request reads, changes or creates a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Intent {
@@ -111,6 +121,34 @@ impl StreamApi {
             return;
         }
         std::future::pending::<()>().await;
+    }
+
+    /// The stream a read names, and whether its answers may be shared: a read with a read grant
+    /// (`?read_token=`, from `POST /v1/read-tokens`) and no `Authorization` header is for every
+    /// bearer of that grant, so a shared cache that keys on the grant may keep its answers
+    /// ([`spool_auth::ReadGrant`]); any other read is the caller's own.
+    async fn resolve_read(
+        &self,
+        parts: (&HeaderMap, &axum::http::Extensions),
+        uri: &Uri,
+        raw: &str,
+    ) -> Result<(StreamPath, Sharing), ApiError> {
+        let (headers, extensions) = parts;
+        let grant = spool_auth::read_token(uri.query()).filter(|_| !headers.contains_key(header::AUTHORIZATION));
+        let (Some(token), Access::Tokens(keys)) = (grant, &self.access) else {
+            return Ok((self.resolve(parts, uri, raw, Intent::Read).await?, Sharing::Private));
+        };
+        let grant = keys
+            .verify_read(token)
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        spool_edge::note_caller(extensions, &grant.org);
+        let path = StreamPath::parse(raw)?;
+        if grant.path != path.as_str() {
+            return Err(ApiError::Forbidden(
+                "this read token is for another stream; get one for this stream from POST /v1/read-tokens".to_owned(),
+            ));
+        }
+        Ok((StreamPath::parse(format!("o/{}/{path}", grant.org))?, Sharing::Shared))
     }
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.

@@ -9,11 +9,13 @@
 mod api_key;
 mod keys;
 pub mod rate;
+mod read;
 mod upload;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 pub use keys::TokenKeys;
 pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
+pub use read::{READ_WINDOW_SECONDS, ReadGrant};
 use serde::{Deserialize, Serialize};
 pub use upload::UploadGrant;
 
@@ -164,10 +166,19 @@ impl Access {
 
 /// The `token` query parameter. Tokens are base64url and dots, so they need no decoding.
 fn query_token(query: Option<&str>) -> Option<&str> {
+    query_param(query, "token")
+}
+
+/// The `read_token` query parameter: a [`ReadGrant`].
+pub fn read_token(query: Option<&str>) -> Option<&str> {
+    query_param(query, "read_token")
+}
+
+fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
     query?
         .split('&')
         .filter_map(|pair| pair.split_once('='))
-        .find(|(k, v)| *k == "token" && !v.is_empty())
+        .find(|(k, v)| *k == name && !v.is_empty())
         .map(|(_, v)| v)
 }
 

@@ -314,6 +314,7 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         }
         ("post", "/v1/sessions/{id}/agent-messages") => json!({ "author": "bot", "text": "Ready?", "ask": true }),
         ("post", "/chat/user_message") => json!({ "text": "hello" }),
+        ("post", "/v1/read-tokens") => json!({ "path": fill("stream_path") }),
         ("post", "/v1/sessions/{id}/slash-commands/resolve" | "/v1/sessions/{id}/slash-commands/preview") => {
             json!({ "input": "/help" })
         }
