@@ -30,7 +30,12 @@ WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig
 CHROMIUM      ?= /usr/bin/chromium
 export CHROMIUM
 
-.PHONY: help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+# Debian's nginx: the request-collapsing cache in front of spool serve in the live-reader
+# simulation (make test runs a small one, make bench the full one).
+NGINX         ?= /usr/sbin/nginx
+COLLAPSE_TEST := --collapse-hot-readers 300 --collapse-chats 20 --collapse-readers-per-chat 2 --collapse-events 5
+
+.PHONY: nginx help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 # `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
 # spool serve, and messages per chat under injected AWS faults.
@@ -44,7 +49,7 @@ run: web ## Build and start Spool locally (embedded store, web UI) and print its
 	cargo build --release -p spool-local
 	./target/release/spool serve
 
-test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
+test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
@@ -64,6 +69,7 @@ test: deps web browser tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM)
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	cargo build -q --workspace --all-features --bins --locked && ./target/debug/spool-lambda-check || status=1; \
+	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \
 	$(SAM_VENV)/bin/python tests/deploy/check_publish.py || status=1; \
 	exit $$status
 
@@ -139,6 +145,13 @@ browser: ## Install Chromium for the browser tests (apt, as root or with sudo)
 	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
 	[ -x "$(CHROMIUM)" ] || { echo "Chromium is not at $(CHROMIUM); install it, or set CHROMIUM to its path"; exit 1; }
 
+nginx: ## Install Debian's nginx for the live-reader simulation (apt, as root or with sudo)
+	@if [ -x "$(NGINX)" ]; then exit 0; fi; \
+	echo "Installing nginx from Debian's packages for the live-reader simulation…"; \
+	sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends nginx-light >/dev/null; \
+	[ -x "$(NGINX)" ] || { echo "nginx is not at $(NGINX); install it, or set NGINX to its path"; exit 1; }
+
 web-test: web browser ## Run the browser tests of the web UI (headless Chromium, against spool serve)
 	cargo build -p spool-local --locked
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web
@@ -167,14 +180,14 @@ $(ELECTRIC):
 	@echo "bench: building Electric's durable-streams-server once into target/bench-electric (about 15 minutes)…"
 	cargo install --quiet durable-streams --version 0.1.5 --root target/bench-electric --target-dir target/bench-electric/build
 
-bench: deps tests/bench/reference/node_modules/.installed $(ELECTRIC) ## Benchmarks: both backends, and spool serve beside the reference Durable Streams servers (Node, and Electric's Rust one)
+bench: deps nginx tests/bench/reference/node_modules/.installed $(ELECTRIC) ## Benchmarks: both backends, and spool serve beside the reference Durable Streams servers (Node, and Electric's Rust one)
 	cargo build --release -p spool-bench -p spool-local -p spool-api -p spool-stream -p spool-worker
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
 	$(PYTHON) localstack/emulator.py up; \
 	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
-	  --reference tests/bench/reference/server.mjs --electric $(ELECTRIC) --out target/bench/log.json --readme README.md
+	  --reference tests/bench/reference/server.mjs --electric $(ELECTRIC) --nginx $(NGINX) --out target/bench/log.json --readme README.md
 	python3 tests/bench/companion.py target/release/spool
 
 # `npm install --no-save`, not `npm ci`: the reference server's file store (lmdb) has optional

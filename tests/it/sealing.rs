@@ -106,6 +106,24 @@ impl spool_domain::StreamSealer for PanicsOn {
         assert_ne!(path.as_str(), self.0, "a bug in a job");
         self.1.seal(path, mode).await
     }
+
+    async fn seal_when_idle(
+        &self,
+        path: &spool_domain::StreamPath,
+        tail: spool_domain::Offset,
+    ) -> Result<(), spool_domain::Error> {
+        assert_ne!(path.as_str(), self.0, "a bug in a job");
+        self.1.seal_when_idle(path, tail).await
+    }
+
+    async fn seal_if_idle(
+        &self,
+        path: &spool_domain::StreamPath,
+        tail: spool_domain::Offset,
+    ) -> Result<spool_domain::SealReport, spool_domain::Error> {
+        assert_ne!(path.as_str(), self.0, "a bug in a job");
+        self.1.seal_if_idle(path, tail).await
+    }
 }
 
 #[tokio::test]
@@ -166,4 +184,94 @@ async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
     let sealed = sealed_soon(log.as_ref(), &path).await;
     assert_eq!(sealed % per_page(), 0, "only full pages are sealed");
     polling.abort();
+}
+
+/// A chat's last page waits for the chat to be idle: full pages are sealed when its turn ends,
+/// the short last page only if nothing was appended for `idle_seal` (300 ms in tests), so a busy
+/// chat writes a page per page of events, not one per turn.
+async fn the_last_page_is_sealed_only_once_the_stream_is_idle(
+    log: &(impl StreamWriter + StreamReader + spool_domain::StreamSealer),
+) {
+    let path = unique_path("idle");
+    fill(log, &path).await;
+    let tail = log.metadata(&path).await.unwrap().tail;
+    // WHEN a turn ends (full pages now, the rest once idle) and the chat goes on at once
+    log.seal_when_idle(&path, tail).await.unwrap();
+    let sealed = log.metadata(&path).await.unwrap().sealed.seq();
+    assert_eq!(sealed, 3 * per_page(), "the full pages are sealed at once");
+    log.append(&path, Append::one(Bytes::from("\"more\""))).await.unwrap();
+    tokio::time::sleep(test_limits().idle_seal * 3).await;
+    // THEN the busy chat's last page was not sealed on its own
+    let meta = log.metadata(&path).await.unwrap();
+    assert_eq!(meta.sealed.seq(), sealed, "the tail moved: no short page");
+    // WHEN the next turn ends and the chat stays quiet
+    log.seal_when_idle(&path, meta.tail).await.unwrap();
+    // THEN its last page is sealed once it has been idle
+    spool_tests::eventually("the idle chat sealed to its end", || async {
+        let meta = log.metadata(&path).await.unwrap();
+        (meta.sealed == meta.tail).then_some(())
+    })
+    .await;
+    // AND a stale idle check seals nothing more and fails nothing
+    let report = log.seal_if_idle(&path, tail).await.unwrap();
+    assert_eq!(report.sealed_through, log.metadata(&path).await.unwrap().tail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_store_seals_a_chats_last_page_once_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap();
+    the_last_page_is_sealed_only_once_the_stream_is_idle(&log).await;
+}
+
+#[cfg(feature = "emulator")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_aws_an_idle_seal_is_a_delayed_job_the_worker_runs_if_nothing_came() {
+    // GIVEN the AWS log whose seal requests go to the emulator's maintenance queue, and the
+    // worker polling it
+    let harness = spool_tests::AwsHarness::new();
+    let clients = harness.clients().await;
+    let queue = harness
+        .config()
+        .aws
+        .maintenance_queue_url
+        .clone()
+        .expect("SPOOL_MAINTENANCE_QUEUE_URL");
+    let mut options = harness.options();
+    options.scheduler = Some(Arc::new(spool_aws::SqsSealScheduler::new(
+        clients.sqs.clone(),
+        queue.clone(),
+    )));
+    let log = Arc::new(spool_aws::AwsLog::new(clients.clone(), options));
+    let worker = Arc::new(Worker::new(log.clone()));
+    let polling = tokio::spawn(spool_worker::poll_queue(
+        worker,
+        clients.sqs.clone(),
+        queue,
+        std::time::Duration::from_secs(1),
+    ));
+    the_last_page_is_sealed_only_once_the_stream_is_idle(log.as_ref()).await;
+    polling.abort();
+}
+
+#[tokio::test]
+async fn an_idle_seal_job_seals_to_the_end_only_if_the_tail_has_not_moved() {
+    // GIVEN a stream of three and a half pages, and idle-seal jobs: one sent at an older tail,
+    // one at the current tail
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(spool_embedded::EmbeddedLog::open(dir.path(), embedded_options(false)).unwrap());
+    let path = unique_path("idle-job");
+    fill(log.as_ref(), &path).await;
+    let tail = log.metadata(&path).await.unwrap().tail.seq();
+    let worker = Arc::new(Worker::new(log.clone()));
+    let job = |at: u64| format!(r#"{{"job":"seal","path":"{path}","final_seal":true,"if_tail":{at}}}"#);
+    // WHEN the stale one runs
+    let response = worker.handle_batch(batch(&[("stale", job(tail - 1))])).await;
+    assert!(response.batch_item_failures.is_empty());
+    // THEN only full pages are sealed
+    assert_eq!(log.metadata(&path).await.unwrap().sealed.seq(), 3 * per_page());
+    // WHEN the current one runs, THEN the stream is sealed to its end
+    let response = worker.handle_batch(batch(&[("idle", job(tail))])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(log.metadata(&path).await.unwrap().sealed.seq(), tail);
 }

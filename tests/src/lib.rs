@@ -15,13 +15,16 @@ use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamP
 use spool_embedded::{EmbeddedLog, EmbeddedMetadata, Options};
 use spool_platform::Config;
 
-/// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages.
+/// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages,
+/// and a chat idle for 300 ms has its last page sealed.
 pub fn test_limits() -> LogLimits {
     LogLimits {
         max_append_bytes: 4 * 1024 * 1024,
         max_read_bytes: 64 * 1024,
         page_bytes: 2 * 1024,
         page_max_messages: 32,
+        // A chat's last page is sealed soon after its turn, so tests see it.
+        idle_seal: std::time::Duration::from_millis(300),
     }
 }
 

@@ -684,7 +684,9 @@ async fn serve_rate_limits_handshakes_writes_and_creations() {
 async fn the_data_directory_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&["--data-dir", "data"], dir.path());
+    // A chat's last page is sealed once it is idle: at once here, so there are pages to check.
+    let idle = std::ffi::OsString::from("1");
+    let server = Server::start_with(&["--data-dir", "data"], dir.path(), &[("SPOOL_IDLE_SEAL_MS", &idle)]);
     let key = server.api_key();
     let token = token(&server.url, &key).await;
     let sent: serde_json::Value = reqwest::Client::new()
@@ -698,7 +700,7 @@ async fn the_data_directory_is_private() {
         .await
         .unwrap();
     until_ended(&server.url, &token, "global", sent["turn_id"].as_str().unwrap()).await;
-    // Pages are sealed after the turn; give the worker a moment to write them.
+    // The chat's page is sealed 1 ms after the turn; give the worker a moment to write it.
     let pages = dir.path().join("data/pages");
     for _ in 0..50 {
         if std::fs::read_dir(&pages).unwrap().next().is_some() {

@@ -370,7 +370,8 @@ pub(crate) async fn read(
             Ok(chunk_answer(&chunk, &headers, None, sharing))
         }
         Live::LongPoll => {
-            let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms()));
+            let request = format!("{path}@{from:?}");
+            let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms(), &request));
             let mut chunk = api.log.read(&path, from, None).await?;
             if chunk.messages.is_empty() && !chunk.closed {
                 let waited = tokio::select! {

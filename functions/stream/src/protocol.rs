@@ -274,18 +274,33 @@ pub(crate) fn after_param(query: Option<&str>) -> Result<Option<u64>, ApiError> 
 /// The collapsing cursor of live responses: the number of 20-second intervals since
 /// 2024-10-09T00:00:00Z, moved strictly past a client's cursor that is not behind it (with
 /// 1 s to 1 h of jitter), so a CDN never serves one cached answer forever.
-pub fn cursor(client: Option<&str>, now_ms: i64) -> String {
+///
+/// The jitter is spread like a random one but drawn from `request` (the stream and offset read)
+/// and the client's cursor, so every answer to one cache key carries the same cursor: readers
+/// whose requests reached the origin apart (one arrived after the cached answer expired, say)
+/// still ask for the same next key, and a CDN goes on collapsing them into one request.
+pub fn cursor(client: Option<&str>, now_ms: i64, request: &str) -> String {
     const EPOCH_MS: i64 = 1_728_432_000_000;
     const INTERVAL_S: i64 = 20;
     let current = (now_ms - EPOCH_MS).div_euclid(INTERVAL_S * 1000);
     match client.and_then(|c| c.parse::<i64>().ok()) {
         Some(theirs) if theirs >= current => {
-            let jitter_s = fastrand::i64(1..=3600);
+            let jitter_s = 1 + (fnv1a([request.as_bytes(), b"\n", &theirs.to_le_bytes()]) % 3600) as i64;
             let jitter = (jitter_s + INTERVAL_S - 1) / INTERVAL_S;
             theirs.saturating_add(jitter.max(1)).to_string()
         }
         _ => current.to_string(),
     }
+}
+
+/// FNV-1a (64-bit) of `parts`, in order: a stable spread, not a secret.
+fn fnv1a<const N: usize>(parts: [&[u8]; N]) -> u64 {
+    parts
+        .iter()
+        .flat_map(|part| part.iter())
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
 
 #[cfg(test)]
@@ -392,11 +407,17 @@ mod tests {
     #[test]
     fn cursors_only_move_forward() {
         let now = 1_800_000_000_000;
-        let current: i64 = cursor(None, now).parse().unwrap();
-        assert_eq!(cursor(Some("1"), now), current.to_string());
-        for _ in 0..100 {
-            let next: i64 = cursor(Some(&current.to_string()), now).parse().unwrap();
+        let current: i64 = cursor(None, now, "s@1").parse().unwrap();
+        assert_eq!(cursor(Some("1"), now, "s@1"), current.to_string());
+        let mut seen = std::collections::HashSet::new();
+        for offset in 0..100 {
+            let request = format!("s@{offset}");
+            let next: i64 = cursor(Some(&current.to_string()), now, &request).parse().unwrap();
             assert!(next > current && next <= current + 180, "{next}");
+            // One key, one next cursor: answers to the same request agree.
+            assert_eq!(cursor(Some(&current.to_string()), now, &request), next.to_string());
+            seen.insert(next);
         }
+        assert!(seen.len() > 20, "spread like jitter: {seen:?}");
     }
 }

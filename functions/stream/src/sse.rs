@@ -148,7 +148,8 @@ impl Reader {
                     control.insert("streamClosed".into(), Value::Bool(true));
                     control.insert("upToDate".into(), Value::Bool(true));
                 } else {
-                    let cursor = protocol::cursor(client_cursor.as_deref(), now_ms());
+                    let request = format!("{}@{}", self.path, chunk.start);
+                    let cursor = protocol::cursor(client_cursor.as_deref(), now_ms(), &request);
                     control.insert("streamCursor".into(), Value::String(cursor));
                     if chunk.up_to_date {
                         control.insert("upToDate".into(), Value::Bool(true));

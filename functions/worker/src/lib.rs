@@ -19,7 +19,9 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::Deserialize;
 use spool_agents::{Engine, Outcome};
-use spool_domain::{Delivery, Lease, Receive, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob};
+use spool_domain::{
+    Delivery, Lease, Offset, Receive, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob,
+};
 use tracing::Instrument;
 
 use crate::heartbeat::Heartbeat;
@@ -220,9 +222,18 @@ impl Worker {
     /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
     pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
         match job {
-            MaintenanceJob::Seal { path, final_seal } => {
-                let mode = if final_seal { SealMode::Final } else { SealMode::Full };
-                match self.sealer.seal(&path, mode).await {
+            MaintenanceJob::Seal {
+                path,
+                final_seal,
+                if_tail,
+            } => {
+                let sealed = match (final_seal, if_tail) {
+                    // An idle seal: the short last page only if nothing came since it was sent.
+                    (true, Some(tail)) => self.sealer.seal_if_idle(&path, Offset::after(tail)).await,
+                    (true, None) => self.sealer.seal(&path, SealMode::Final).await,
+                    (false, _) => self.sealer.seal(&path, SealMode::Full).await,
+                };
+                match sealed {
                     Ok(report) => {
                         tracing::info!(
                             %path,
@@ -454,8 +465,15 @@ impl Worker {
                         .get("ApproximateReceiveCount")
                         .and_then(|n| n.parse().ok())
                         .unwrap_or(1);
-                    // A seal request's wait on the maintenance queue (its messages have no group).
+                    // A seal request's wait on the maintenance queue (its messages have no group);
+                    // an idle seal's wait is on purpose, not lag.
+                    let body = record.body.as_deref().unwrap_or_default();
+                    let idle_seal = matches!(
+                        serde_json::from_str::<MaintenanceJob>(body),
+                        Ok(MaintenanceJob::Seal { if_tail: Some(_), .. })
+                    );
                     if !record.attributes.contains_key("MessageGroupId")
+                        && !idle_seal
                         && let Some(sent) = record
                             .attributes
                             .get("SentTimestamp")

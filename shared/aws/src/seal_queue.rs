@@ -4,6 +4,8 @@
 //! [`MaintenanceJob::Seal`] to the maintenance queue; the worker function seals off the
 //! request path. Sealing is idempotent, so a duplicate delivery costs one head read.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use spool_domain::{Error, SealScheduler, StreamPath, jobs::MaintenanceJob};
 
@@ -30,15 +32,39 @@ impl SealScheduler for SqsSealScheduler {
         let job = MaintenanceJob::Seal {
             path: path.clone(),
             final_seal: false,
+            if_tail: None,
         };
-        let body = serde_json::to_string(&job).map_err(|e| Error::unavailable("encode seal job", e))?;
+        self.send(&job, Duration::ZERO).await
+    }
+
+    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration) -> Result<(), Error> {
+        let job = MaintenanceJob::Seal {
+            path: path.clone(),
+            final_seal: true,
+            if_tail: Some(tail),
+        };
+        self.send(&job, delay).await
+    }
+}
+
+impl SqsSealScheduler {
+    /// Sends `job`, delivered after `delay` rounded up to whole seconds (SQS delays a message
+    /// 15 minutes at most).
+    async fn send(&self, job: &MaintenanceJob, delay: Duration) -> Result<(), Error> {
+        let body = serde_json::to_string(job).map_err(|e| Error::unavailable("encode seal job", e))?;
+        let seconds = delay.as_millis().div_ceil(1000).min(u128::from(MAX_DELAY_SECONDS));
+        let delay = i32::try_from(seconds).unwrap_or(0);
         self.sqs
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
+            .delay_seconds(delay)
             .send()
             .await
             .map_err(|e| Error::unavailable("SQS SendMessage (seal job)", crate::errors::describe(&e)))?;
         Ok(())
     }
 }
+
+/// SQS's longest message delay.
+const MAX_DELAY_SECONDS: u64 = 900;

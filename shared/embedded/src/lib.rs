@@ -373,6 +373,33 @@ impl StreamSealer for EmbeddedLog {
         let limits = self.inner.shared.limits;
         seal_stream(self, &self.inner.fail, &limits, path, mode).await
     }
+
+    async fn seal_when_idle(&self, path: &StreamPath, tail: Offset) -> Result<(), Error> {
+        self.seal(path, SealMode::Full).await?;
+        let idle = self.inner.shared.limits.idle_seal;
+        if idle.is_zero() {
+            return self.seal(path, SealMode::Final).await.map(drop);
+        }
+        // A timer in this process: a restart forgets it, and the tail stays in SQLite until the
+        // chat's next turn ends. It does not keep the log open.
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let path = path.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(idle).await;
+            let Some(inner) = weak.upgrade() else { return };
+            let log = EmbeddedLog { inner };
+            if let Err(e) = log.seal_if_idle(&path, tail).await {
+                tracing::warn!(%path, error = %e, "cannot seal an idle stream's last page; its next turn will");
+            }
+        });
+        Ok(())
+    }
+
+    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error> {
+        let idle = self.metadata(path).await?.tail == tail;
+        self.seal(path, if idle { SealMode::Final } else { SealMode::Full })
+            .await
+    }
 }
 
 #[async_trait]

@@ -317,7 +317,8 @@ pub struct Config {
     /// what `make web` builds).
     pub web_dir: PathBuf,
     /// `SPOOL_MAX_APPEND_BYTES`, `SPOOL_MAX_READ_BYTES`, `SPOOL_PAGE_BYTES`,
-    /// `SPOOL_PAGE_MAX_MESSAGES`.
+    /// `SPOOL_PAGE_MAX_MESSAGES`, `SPOOL_IDLE_SEAL_MS` (how long a chat is idle before its short
+    /// last page is sealed; default 10 minutes, at most 15 on AWS).
     pub limits: LogLimits,
     /// `SPOOL_LIVE_POLL_MS`: how often a live reader re-checks a stream that another process
     /// may write (default 500).
@@ -425,6 +426,7 @@ impl Config {
             max_read_bytes: parse(&vars, "SPOOL_MAX_READ_BYTES", defaults.max_read_bytes)?,
             page_bytes: parse(&vars, "SPOOL_PAGE_BYTES", defaults.page_bytes)?,
             page_max_messages: parse(&vars, "SPOOL_PAGE_MAX_MESSAGES", defaults.page_max_messages)?,
+            idle_seal: millis(&vars, "SPOOL_IDLE_SEAL_MS", defaults.idle_seal)?,
         };
         for (var, value) in [
             ("SPOOL_MAX_READ_BYTES", limits.max_read_bytes),

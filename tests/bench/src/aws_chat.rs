@@ -9,8 +9,9 @@
 //!
 //! 1. **Writing**: `turns` messages, round three chats, each answered by the scripted agent
 //!    streaming a 60-word answer at 40 words a second (the engine writes an update at most
-//!    every 100 ms), one after the other. The worker seals each turn into a page when it ends, so this counts
-//!    sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
+//!    every 100 ms), one after the other. The worker seals full pages as they fill and each
+//!    chat's last page once the chat has been idle (10 s here, 10 minutes deployed), so this
+//!    counts sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
 //!    that is not counted.
 //! 2. **Catching up**: one reader reads a whole chat from its start over the Durable Streams
 //!    route, from the sealed pages.
@@ -113,6 +114,9 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     config.data_dir = dir.path().join("data");
     // Requests are counted, not the abuse limits.
     config.rate_limits = spool_auth::RateLimits::OFF;
+    // A chat's last page is sealed once the chat has been idle this long (10 minutes in a
+    // deployment): short enough to see here, long past the pause between two turns of a chat.
+    config.limits.idle_seal = IDLE_SEAL;
     let counter = RequestCounter::default();
     let app = spool_local::app(&config, false, Some(counter.clone()))
         .await
@@ -169,6 +173,17 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
             .map(|(_, n)| n)
             .sum::<u64>()
     };
+    // Each chat's idle seal comes IDLE_SEAL after its last turn: wait for them (at most a
+    // minute), then for quiet.
+    for chat in &chats {
+        for _ in 0..600 {
+            let meta = watcher.metadata(&chat.path).await?;
+            if meta.sealed == meta.tail {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     for _ in 0..20 {
         let before = busy(&counter);
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -229,6 +244,10 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         catch_up_request_ms,
     })
 }
+
+/// How long a chat waits, idle, before its last page is sealed in this workload: longer than
+/// the pause between two turns of one chat (two other chats' turns, about 3.5 s).
+const IDLE_SEAL: Duration = Duration::from_secs(10);
 
 /// The turns go round this many chats, as a worker serving several chats sees them. (It also
 /// keeps the emulator's queueing out of the way: moto's FIFO long poll holds back a group that

@@ -2,13 +2,17 @@
 //! requests [`crate::aws_chat`] counted.
 //!
 //! The prices are constants with the date they were read, to be updated when AWS changes them.
-//! Free tiers, storage, data transfer and CloudFront are left out; so is everything the
+//! Free tiers, storage, data transfer and CloudFront (except its requests in the collapsed
+//! reader-hour, where they are most of the cost) are left out; so is everything the
 //! emulator cannot tell (real request latencies, so Lambda durations are the ones measured
 //! here, on loopback to the emulator).
 
 use serde::{Deserialize, Serialize};
 
-use crate::aws_chat::{AwsChat, Usage};
+use crate::{
+    aws_chat::{AwsChat, Usage},
+    collapse::Collapse,
+};
 
 /// Where and when the prices below were read.
 pub(crate) const PRICES: &str = "AWS us-east-1 on-demand list prices as published in 2025 (DynamoDB's \
@@ -30,6 +34,11 @@ const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
 const LAMBDA_GB_SECOND: f64 = 0.000_013_333_4;
 /// Per API Gateway HTTP API request (the first 300 million a month).
 const HTTP_API_REQUEST: f64 = 1.00 / 1e6;
+/// Per CloudFront HTTPS request (United States, Europe).
+const CLOUDFRONT_REQUEST: f64 = 0.0100 / 1e4;
+
+/// How long the template's stream function holds a long-poll (`SPOOL_LONG_POLL_MS`).
+const LONG_POLL_SECONDS: f64 = 50.0;
 
 /// Memory of the functions in `infra/template.yaml`, in GB: the API and stream functions get the
 /// global 256 MB, the turns worker 512 MB.
@@ -52,6 +61,19 @@ pub(crate) struct Model {
     pub(crate) prices: String,
     pub(crate) per_million_events: Vec<Line>,
     pub(crate) per_live_reader_hour: Vec<Line>,
+    /// A naive design's million events, from the same events: one DynamoDB item per event.
+    #[serde(default)]
+    pub(crate) naive_per_million_events: Vec<Line>,
+    /// An idle reader-hour of one chat read by this many readers through CloudFront with read
+    /// grants (long-polls collapsed), and how many times cheaper than an SSE reader-hour.
+    #[serde(default)]
+    pub(crate) collapsed_reader_hours: Vec<(u64, f64, f64)>,
+    /// Origin long-polls per collapsed key the simulation measured, used above.
+    #[serde(default)]
+    pub(crate) origin_polls_per_key: f64,
+    /// S3 PUTs per million events if every page were full (the page-size minimum).
+    #[serde(default)]
+    pub(crate) page_minimum_puts_per_million: f64,
 }
 
 fn line(item: &str, units: f64, price: f64) -> Line {
@@ -93,8 +115,8 @@ fn requests(usage: &Usage, what: &str) -> Vec<Line> {
     ]
 }
 
-/// Prices what `chat` measured.
-pub(crate) fn model(chat: &AwsChat) -> Model {
+/// Prices what `chat` measured (and, with `collapse`, live readers through CloudFront).
+pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
     // Per 1,000 events → per million.
     let k = 1000.0;
     let mut per_million: Vec<Line> = requests(&chat.write, "writing and sealing")
@@ -144,10 +166,56 @@ pub(crate) fn model(chat: &AwsChat) -> Model {
         3600.0 * STREAM_GB,
         LAMBDA_GB_SECOND,
     ));
+    let sse_hour: f64 = per_hour.iter().map(|l| l.usd).sum();
+
+    // Collapsed: per chat, one origin long-poll per key (times what the simulation measured)
+    // every LONG_POLL_SECONDS, shared by its readers; per reader, CloudFront's requests.
+    let k = collapse.map_or(1.0, |c| c.hot_origin_per_event.max(1.0));
+    let polls = 3600.0 / LONG_POLL_SECONDS;
+    let probe_units = chat.idle_reader_minute.read_units * LONG_POLL_SECONDS / 60.0;
+    let held = LONG_POLL_SECONDS * STREAM_GB * LAMBDA_GB_SECOND;
+    let origin_poll = probe_units.mul_add(DYNAMODB_READ_UNIT, LAMBDA_REQUEST + held);
+    let chat_hour = polls * k * origin_poll;
+    let collapsed_reader_hours = [1u64, 100, 10_000]
+        .iter()
+        .map(|&n| {
+            let usd = chat_hour / n as f64 + polls * CLOUDFRONT_REQUEST;
+            (n, usd, sse_hour / usd)
+        })
+        .collect();
+
+    // Naive: each event its own conditional PutItem (1 write unit per KB, key overhead
+    // included), read back once by Query (eventually consistent: half a unit per 4 KB); no
+    // pages, no seal jobs; the same Lambda and API Gateway costs as Spool's.
+    let item_kb = ((chat.mean_event_bytes + 64.0) / 1024.0).ceil();
+    let mut naive = vec![
+        line(
+            "DynamoDB write units, one item per event",
+            1e6 * item_kb,
+            DYNAMODB_WRITE_UNIT,
+        ),
+        line(
+            "DynamoDB read units, one reader catching up (Query)",
+            (1e6 * (chat.mean_event_bytes + 64.0) / 4096.0 / 2.0).ceil(),
+            DYNAMODB_READ_UNIT,
+        ),
+    ];
+    naive.extend(
+        per_million
+            .iter()
+            .filter(|l| l.item.starts_with("Lambda") || l.item.starts_with("API Gateway"))
+            .cloned(),
+    );
+    let page_minimum_puts_per_million =
+        1e6 * chat.mean_event_bytes / spool_domain::LogLimits::DEFAULT_PAGE_BYTES as f64;
     Model {
         prices: PRICES.to_owned(),
         per_million_events: per_million,
         per_live_reader_hour: per_hour,
+        naive_per_million_events: naive,
+        collapsed_reader_hours,
+        origin_polls_per_key: k,
+        page_minimum_puts_per_million,
     }
 }
 
@@ -167,6 +235,36 @@ pub(crate) fn table(model: &Model) -> String {
         }
         let total: f64 = lines.iter().map(|l| l.usd).sum();
         out.push_str(&format!("| **total** | | **{total:.4}** |\n\n"));
+    }
+    if !model.naive_per_million_events.is_empty() {
+        out.push_str("| a naive design, per million chat events (one DynamoDB item per event, no pages) | units | USD |\n| --- | ---: | ---: |\n");
+        for l in &model.naive_per_million_events {
+            out.push_str(&format!("| {} | {:.0} | {:.4} |\n", l.item, l.units, l.usd));
+        }
+        let total: f64 = model.naive_per_million_events.iter().map(|l| l.usd).sum();
+        out.push_str(&format!("| **total** | | **{total:.4}** |\n\n"));
+    }
+    if !model.collapsed_reader_hours.is_empty() {
+        out.push_str(&format!(
+            "| an idle reader-hour of one chat through CloudFront, read grants, {LONG_POLL_SECONDS:.0} s long-polls ({:.2} origin long-polls per key, as simulated) | USD per reader-hour | times cheaper than an SSE reader-hour |\n| --- | ---: | ---: |\n",
+            model.origin_polls_per_key
+        ));
+        for (n, usd, ratio) in &model.collapsed_reader_hours {
+            out.push_str(&format!("| {n} readers | {usd:.6} | {ratio:.0} |\n"));
+        }
+        out.push('\n');
+    }
+    if model.page_minimum_puts_per_million > 0.0 {
+        let puts = model
+            .per_million_events
+            .iter()
+            .find(|l| l.item == "S3 PUT/LIST, writing and sealing")
+            .map_or(0.0, |l| l.units);
+        out.push_str(&format!(
+            "S3 PUT/LIST per million events written and sealed: {puts:.0}, against {:.0} if every page were a full 1 MiB ({:.1}×).\n\n",
+            model.page_minimum_puts_per_million,
+            puts / model.page_minimum_puts_per_million.max(1e-9)
+        ));
     }
     out.push_str(&format!("Prices: {}.\n", model.prices));
     out

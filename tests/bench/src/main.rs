@@ -7,6 +7,7 @@
 
 mod aws_chat;
 mod chat;
+mod collapse;
 mod cost;
 mod pages;
 mod protocol;
@@ -75,6 +76,26 @@ struct Args {
     /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`.
     #[arg(long)]
     from_json: Option<PathBuf>,
+    /// nginx (Debian's `nginx-light`), the request-collapsing cache of the live-reader
+    /// simulation (needs `--env-file`); without it the simulation does not run.
+    #[arg(long)]
+    nginx: Option<PathBuf>,
+    /// Readers of the busy chat in the live-reader simulation.
+    #[arg(long, default_value_t = 2000)]
+    collapse_hot_readers: usize,
+    /// Other chats in the live-reader simulation, and readers of each.
+    #[arg(long, default_value_t = 200)]
+    collapse_chats: usize,
+    #[arg(long, default_value_t = 3)]
+    collapse_readers_per_chat: usize,
+    /// Events appended to every chat of the live-reader simulation.
+    #[arg(long, default_value_t = 10)]
+    collapse_events: u64,
+    /// Run only the live-reader simulation (with `--env-file` and `--nginx`), and fail if a
+    /// reader missed or repeated an event or an outsider read the busy chat (`make test` runs
+    /// a small one).
+    #[arg(long)]
+    only_collapse: bool,
 }
 
 /// One backend's figures.
@@ -121,6 +142,8 @@ struct Report {
     page_sizes: Vec<pages::PageSize>,
     #[serde(default)]
     uploads: Vec<uploads::UploadFigures>,
+    #[serde(default)]
+    collapse: Option<collapse::Collapse>,
 }
 
 /// A Lambda function's binary: what is uploaded.
@@ -482,6 +505,10 @@ fn render(report: &Report) -> String {
         out.push('\n');
         out.push_str(&uploads::table(&report.uploads));
     }
+    if let Some(collapse) = &report.collapse {
+        out.push('\n');
+        out.push_str(&collapse::table(collapse));
+    }
     if let Some(model) = &report.cost {
         out.push('\n');
         out.push_str(&cost::table(model));
@@ -510,6 +537,21 @@ fn splice_readme(readme: &std::path::Path, tables: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The live-reader simulation, when there is an emulator and nginx.
+async fn simulate_collapse(args: &Args) -> anyhow::Result<Option<collapse::Collapse>> {
+    let (Some(env_file), Some(nginx)) = (&args.env_file, &args.nginx) else {
+        return Ok(None);
+    };
+    let config = spool_platform::Config::from_env_and_file(env_file)?;
+    let shape = collapse::Shape {
+        hot_readers: args.collapse_hot_readers,
+        chats: args.collapse_chats,
+        readers_per_chat: args.collapse_readers_per_chat,
+        events: args.collapse_events,
+    };
+    Ok(Some(collapse::run(&config, nginx, shape).await?))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -521,6 +563,13 @@ async fn main() -> anyhow::Result<()> {
         if let Some(readme) = &args.readme {
             splice_readme(readme, &tables)?;
         }
+        return Ok(());
+    }
+    if args.only_collapse {
+        let collapse = simulate_collapse(&args)
+            .await?
+            .context("--only-collapse needs --env-file and --nginx")?;
+        print!("{}", collapse::table(&collapse));
         return Ok(());
     }
     let limits = LogLimits::default();
@@ -571,6 +620,7 @@ async fn main() -> anyhow::Result<()> {
         aws_chat = Some(aws_chat::run(&config, args.aws_chat_turns).await?);
         page_sizes = pages::run(&config, args.page_messages, args.page_resumes).await?;
     }
+    let collapse = simulate_collapse(&args).await?;
 
     let mut protocol_results = Vec::new();
     let mut protocol_sizes = None;
@@ -623,10 +673,11 @@ async fn main() -> anyhow::Result<()> {
         protocol_sizes,
         protocol: protocol_results,
         binaries: binaries(),
-        cost: aws_chat.as_ref().map(cost::model),
+        cost: aws_chat.as_ref().map(|chat| cost::model(chat, collapse.as_ref())),
         aws_chat,
         page_sizes,
         uploads: upload_figures,
+        collapse,
     };
     if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;

@@ -58,7 +58,7 @@ impl Step<'_> {
             self.notify(workspace, NotificationKind::Failure, error.unwrap_or("the turn failed"))
                 .await;
         }
-        self.seal(SealMode::Final).await;
+        self.seal_when_idle().await;
         Ok(())
     }
 
@@ -100,6 +100,21 @@ impl Step<'_> {
     /// Seals the chat's pages; idempotent, and a failure only waits for the next seal.
     pub(super) async fn seal(&self, mode: SealMode) {
         if let Err(e) = self.engine.log.seal(&self.path, mode).await {
+            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
+        }
+    }
+
+    /// Seals the chat's full pages, and its last page once the chat has been idle a while;
+    /// idempotent, and a failure only waits for the next seal.
+    pub(super) async fn seal_when_idle(&self) {
+        let tail = match self.engine.log.metadata(&self.path).await {
+            Ok(meta) => meta.tail,
+            Err(e) => {
+                tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
+                return;
+            }
+        };
+        if let Err(e) = self.engine.log.seal_when_idle(&self.path, tail).await {
             tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
         }
     }

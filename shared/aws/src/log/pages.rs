@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use spool_domain::{
-    Error, SealMode, SealReport, SeqRange, StreamPath, StreamSealer,
+    Error, Offset, SealMode, SealReport, SeqRange, StreamPath, StreamReader, StreamSealer,
     page::{page_name, parse_page_name},
     seal::{PageStore, seal_stream},
     state::StreamState,
@@ -141,6 +141,22 @@ impl StreamSealer for AwsLog {
     async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error> {
         let limits = self.inner.opts.limits;
         seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await
+    }
+
+    async fn seal_when_idle(&self, path: &StreamPath, tail: Offset) -> Result<(), Error> {
+        // Without a maintenance queue nothing can wait: seal to the end now.
+        let Some(scheduler) = self.inner.opts.scheduler.clone() else {
+            return self.seal(path, SealMode::Final).await.map(drop);
+        };
+        self.seal(path, SealMode::Full).await?;
+        let idle = self.inner.opts.limits.idle_seal;
+        scheduler.schedule_idle(path, tail.seq(), idle).await
+    }
+
+    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error> {
+        let idle = self.metadata(path).await?.tail == tail;
+        self.seal(path, if idle { SealMode::Final } else { SealMode::Full })
+            .await
     }
 }
 

@@ -19,6 +19,10 @@ pub enum MaintenanceJob {
         /// Seal the short last page too.
         #[serde(default)]
         final_seal: bool,
+        /// With `final_seal`: only if the stream's tail is still this one (nothing was appended
+        /// since the job was sent, so the stream has been idle); otherwise only full pages.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        if_tail: Option<u64>,
     },
 }
 
@@ -31,11 +35,23 @@ mod tests {
         let job = MaintenanceJob::Seal {
             path: StreamPath::parse("sessions/a").unwrap(),
             final_seal: false,
+            if_tail: None,
         };
         let json = serde_json::to_string(&job).unwrap();
         assert_eq!(json, r#"{"job":"seal","path":"sessions/a","final_seal":false}"#);
         let back: MaintenanceJob = serde_json::from_str(r#"{"job":"seal","path":"sessions/a"}"#).unwrap();
         assert_eq!(back, job);
         assert!(serde_json::from_str::<MaintenanceJob>(r#"{"job":"seal","path":"/bad"}"#).is_err());
+        let idle = MaintenanceJob::Seal {
+            path: StreamPath::parse("sessions/a").unwrap(),
+            final_seal: true,
+            if_tail: Some(7),
+        };
+        let json = serde_json::to_string(&idle).unwrap();
+        assert_eq!(
+            json,
+            r#"{"job":"seal","path":"sessions/a","final_seal":true,"if_tail":7}"#
+        );
+        assert_eq!(serde_json::from_str::<MaintenanceJob>(&json).unwrap(), idle);
     }
 }

@@ -15,6 +15,11 @@ pub struct LogLimits {
     pub page_bytes: usize,
     /// The most messages one sealed page holds.
     pub page_max_messages: usize,
+    /// How long a chat's short last page waits after its last turn before it is sealed
+    /// ([`crate::StreamSealer::seal_when_idle`]): full pages are sealed as they fill, and a
+    /// chat's partial tail once it has been quiet this long, so a busy chat writes one page per
+    /// page of events rather than one per turn.
+    pub idle_seal: std::time::Duration,
 }
 
 impl LogLimits {
@@ -38,6 +43,8 @@ impl LogLimits {
     pub const DEFAULT_PAGE_BYTES: usize = 1024 * 1024;
     /// Bounds the per-message index work of decoding one page.
     pub const DEFAULT_PAGE_MAX_MESSAGES: usize = 16_384;
+    /// 10 minutes: within SQS's 15-minute limit on a delayed message.
+    pub const DEFAULT_IDLE_SEAL: std::time::Duration = std::time::Duration::from_secs(600);
 }
 
 impl Default for LogLimits {
@@ -47,6 +54,7 @@ impl Default for LogLimits {
             max_read_bytes: Self::DEFAULT_MAX_READ_BYTES,
             page_bytes: Self::DEFAULT_PAGE_BYTES,
             page_max_messages: Self::DEFAULT_PAGE_MAX_MESSAGES,
+            idle_seal: Self::DEFAULT_IDLE_SEAL,
         }
     }
 }

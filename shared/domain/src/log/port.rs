@@ -56,6 +56,16 @@ pub trait StreamReader: Send + Sync {
 pub trait StreamSealer: Send + Sync {
     /// Seals what `mode` says; idempotent and safe to run concurrently.
     async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error>;
+
+    /// Seals `path`'s full pages now, and its short last page once the stream has been idle for
+    /// [`crate::LogLimits::idle_seal`]: if its tail is then still `tail`. (If it moved, whatever
+    /// moved it ends with a call of its own: a chat's turns end with one.) A chat whose every
+    /// turn sealed its few events into a page of their own would cost a page write per turn.
+    async fn seal_when_idle(&self, path: &StreamPath, tail: Offset) -> Result<(), Error>;
+
+    /// What a [`Self::seal_when_idle`] does when its time comes: seals to the end if `path`'s
+    /// tail is still `tail`, else only its full pages.
+    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error>;
 }
 
 /// The whole stream log.
@@ -70,4 +80,7 @@ impl<T: StreamWriter + StreamReader + StreamSealer> StreamLog for T {}
 pub trait SealScheduler: Send + Sync {
     /// Requests that `path` be sealed.
     async fn schedule(&self, path: &StreamPath) -> Result<(), Error>;
+
+    /// Requests that `path` be sealed to its end after `delay`, if its tail is then still `tail`.
+    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration) -> Result<(), Error>;
 }
