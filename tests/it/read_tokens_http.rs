@@ -66,7 +66,13 @@ pub(crate) async fn a_read_grant_reads_one_stream_and_its_answers_may_be_shared<
     // A long-poll at the tail answers with what comes next, cacheable, with a cursor.
     a.ok(Method::PUT, "/v1/stream/notes/n", None).await;
     let notes = grant(&a, "notes/n").await;
-    let live = format!("{}&offset=now&live=long-poll", notes["url"].as_str().unwrap());
+    let notes_url = notes["url"].as_str().unwrap();
+    // `offset=now` is the tail when the request comes: never kept for later readers.
+    let now = anonymous_get(&a, &format!("{notes_url}&offset=now")).await;
+    assert_eq!(now.status(), StatusCode::OK);
+    assert_eq!(cache_control(&now), "no-store");
+    let tail = now.headers()["stream-next-offset"].to_str().unwrap().to_owned();
+    let live = format!("{notes_url}&offset={tail}&live=long-poll");
     let poll = anonymous_get(&a, &live);
     let post = async {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;

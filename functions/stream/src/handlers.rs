@@ -360,6 +360,13 @@ pub(crate) async fn read(
     let (path, sharing) = api.resolve_read((&headers, &extensions), &uri, &raw).await?;
     let query = ReadQuery::parse(uri.query())?;
     let from = query.offset.unwrap_or(Position::START);
+    // `now` is the tail when the request comes: an answer kept for later readers would start
+    // them in the past.
+    let sharing = if from == Position::Now {
+        Sharing::Private
+    } else {
+        sharing
+    };
     match query.live {
         Live::Sse => sse::respond(api.clone(), path, from, query.cursor).await,
         Live::No => {
@@ -370,8 +377,6 @@ pub(crate) async fn read(
             Ok(chunk_answer(&chunk, &headers, None, sharing))
         }
         Live::LongPoll => {
-            let request = format!("{path}@{from:?}");
-            let cursor = Some(protocol::cursor(query.cursor.as_deref(), now_ms(), &request));
             let mut chunk = api.log.read(&path, from, None).await?;
             if chunk.messages.is_empty() && !chunk.closed {
                 let waited = tokio::select! {
@@ -383,6 +388,11 @@ pub(crate) async fn read(
                     chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
                 }
             }
+            let cursor = Some(protocol::cursor(
+                query.cursor.as_deref(),
+                now_ms(),
+                chunk.next_offset.seq(),
+            ));
             if chunk.messages.is_empty() {
                 return Ok(tail_answer(&chunk, StatusCode::NO_CONTENT, cursor, sharing));
             }
@@ -438,7 +448,8 @@ fn chunk_answer(chunk: &Chunk, request: &HeaderMap, cursor: Option<String>, shar
     if let Some(cursor) = cursor.filter(|_| !chunk.closed) {
         out.set(STREAM_CURSOR, cursor);
     }
-    if if_none_match(request, &etag) {
+    // A shared answer does not depend on the reader's own headers: the cache revalidates.
+    if sharing == Sharing::Private && if_none_match(request, &etag) {
         return out.respond(StatusCode::NOT_MODIFIED, Body::empty());
     }
     out.set(header::CONTENT_TYPE.as_str(), &chunk.content_type)

@@ -148,8 +148,7 @@ impl Reader {
                     control.insert("streamClosed".into(), Value::Bool(true));
                     control.insert("upToDate".into(), Value::Bool(true));
                 } else {
-                    let request = format!("{}@{}", self.path, chunk.start);
-                    let cursor = protocol::cursor(client_cursor.as_deref(), now_ms(), &request);
+                    let cursor = protocol::cursor(client_cursor.as_deref(), now_ms(), chunk.next_offset.seq());
                     control.insert("streamCursor".into(), Value::String(cursor));
                     if chunk.up_to_date {
                         control.insert("upToDate".into(), Value::Bool(true));

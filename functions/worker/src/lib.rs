@@ -244,7 +244,8 @@ impl Worker {
                         );
                         Ok(())
                     }
-                    Err(spool_domain::Error::NotFound { .. }) => Ok(()),
+                    // Deleted (while forks of it live, too): there is nothing left to seal.
+                    Err(spool_domain::Error::NotFound { .. } | spool_domain::Error::Gone { .. }) => Ok(()),
                     Err(e) => Err(e.into()),
                 }
             }

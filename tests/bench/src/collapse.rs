@@ -3,8 +3,8 @@
 //!
 //! Spool runs in this process as `spool serve --backend aws` runs it, on the emulator, its SDK
 //! clients counting requests. In front of it, nginx (Debian's) is set up as the template's
-//! CloudFront behaviour for `/v1/stream/*`: a cache keyed on the path, `offset`, `live`,
-//! `cursor`, `read_token`, `token` and the `Authorization` header, honouring the origin's
+//! CloudFront behaviour for `/v1/stream/*`: a cache keyed on the path, the whole query string
+//! and the `Authorization` header, honouring the origin's
 //! `Cache-Control`, with request collapsing (`proxy_cache_lock`: one request per key goes to the
 //! origin, the others wait for its answer). Every reader takes a read grant
 //! (`POST /v1/read-tokens`) and long-polls its chat through nginx from the start to the end,
@@ -97,7 +97,7 @@ http {{
       proxy_read_timeout 90s;
       proxy_cache streams;
       proxy_cache_methods GET HEAD;
-      proxy_cache_key "$uri|$arg_offset|$arg_live|$arg_cursor|$arg_read_token|$arg_token|$http_authorization";
+      proxy_cache_key "$request_uri|$http_authorization";
       proxy_cache_lock on;
       proxy_cache_lock_timeout 60s;
       proxy_cache_lock_age 60s;

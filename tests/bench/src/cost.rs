@@ -68,9 +68,10 @@ pub(crate) struct Model {
     /// grants (long-polls collapsed), and how many times cheaper than an SSE reader-hour.
     #[serde(default)]
     pub(crate) collapsed_reader_hours: Vec<(u64, f64, f64)>,
-    /// Origin long-polls per collapsed key the simulation measured, used above.
+    /// Origin long-polls per collapsed key the simulation measured, used above: for a chat
+    /// with a few readers, and for the chat with thousands.
     #[serde(default)]
-    pub(crate) origin_polls_per_key: f64,
+    pub(crate) origin_polls_per_key: (f64, f64),
     /// S3 PUTs per million events if every page were full (the page-size minimum).
     #[serde(default)]
     pub(crate) page_minimum_puts_per_million: f64,
@@ -170,15 +171,18 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
 
     // Collapsed: per chat, one origin long-poll per key (times what the simulation measured)
     // every LONG_POLL_SECONDS, shared by its readers; per reader, CloudFront's requests.
-    let k = collapse.map_or(1.0, |c| c.hot_origin_per_event.max(1.0));
+    let k = collapse.map_or((1.0, 1.0), |c| {
+        (c.other_origin_per_event.max(1.0), c.hot_origin_per_event.max(1.0))
+    });
     let polls = 3600.0 / LONG_POLL_SECONDS;
     let probe_units = chat.idle_reader_minute.read_units * LONG_POLL_SECONDS / 60.0;
     let held = LONG_POLL_SECONDS * STREAM_GB * LAMBDA_GB_SECOND;
     let origin_poll = probe_units.mul_add(DYNAMODB_READ_UNIT, LAMBDA_REQUEST + held);
-    let chat_hour = polls * k * origin_poll;
     let collapsed_reader_hours = [1u64, 100, 10_000]
         .iter()
         .map(|&n| {
+            let per_key = if n < 10 { k.0 } else { k.1 };
+            let chat_hour = polls * per_key * origin_poll;
             let usd = chat_hour / n as f64 + polls * CLOUDFRONT_REQUEST;
             (n, usd, sse_hour / usd)
         })
@@ -246,11 +250,11 @@ pub(crate) fn table(model: &Model) -> String {
     }
     if !model.collapsed_reader_hours.is_empty() {
         out.push_str(&format!(
-            "| an idle reader-hour of one chat through CloudFront, read grants, {LONG_POLL_SECONDS:.0} s long-polls ({:.2} origin long-polls per key, as simulated) | USD per reader-hour | times cheaper than an SSE reader-hour |\n| --- | ---: | ---: |\n",
-            model.origin_polls_per_key
+            "| an idle reader-hour of one chat through CloudFront, read grants, {LONG_POLL_SECONDS:.0} s long-polls (origin long-polls per key as simulated: {:.2} with a few readers, {:.2} with thousands) | USD per reader-hour | SSE reader-hour / this |\n| --- | ---: | ---: |\n",
+            model.origin_polls_per_key.0, model.origin_polls_per_key.1
         ));
         for (n, usd, ratio) in &model.collapsed_reader_hours {
-            out.push_str(&format!("| {n} readers | {usd:.6} | {ratio:.0} |\n"));
+            out.push_str(&format!("| {n} reader{} | {usd:.6} | {ratio:.2} |\n", if *n == 1 { "" } else { "s" }));
         }
         out.push('\n');
     }

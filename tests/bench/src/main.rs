@@ -430,8 +430,9 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
     let mut out = format!(
         "AWS backend on the emulator, in process as `spool serve --backend aws`: {} scripted turns \
          (60 words at 40 a second; {:.2} s each in the worker, {:.2} s from the message to its \
-         `agent_end` read back) wrote {} events ({:.0} B each on average); the worker seals each \
-         turn into a page as it ends.\n\n| requests (SDK-counted) |",
+         `agent_end` read back) wrote {} events ({:.0} B each on average) round three chats; the \
+         worker seals full pages as they fill and each chat's last page once the chat has been \
+         idle (10 s here, 10 minutes deployed).\n\n| requests (SDK-counted) |",
         chat.turns, chat.turn_seconds, chat.message_to_end_seconds, chat.events, chat.mean_event_bytes,
     );
     for (name, _) in phases {

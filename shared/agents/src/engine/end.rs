@@ -97,13 +97,6 @@ impl Step<'_> {
         .await;
     }
 
-    /// Seals the chat's pages; idempotent, and a failure only waits for the next seal.
-    pub(super) async fn seal(&self, mode: SealMode) {
-        if let Err(e) = self.engine.log.seal(&self.path, mode).await {
-            tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
-        }
-    }
-
     /// Seals the chat's full pages, and its last page once the chat has been idle a while;
     /// idempotent, and a failure only waits for the next seal.
     pub(super) async fn seal_when_idle(&self) {

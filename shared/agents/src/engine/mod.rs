@@ -45,7 +45,7 @@ use serde_json::Value;
 pub use spool_domain::chat::event::EndReason;
 use spool_domain::{
     Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, MAX_CONTINUATIONS, Metadata, Offset,
-    OpenRequest, ProducerClaim, RequestKind, SealMode, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
+    OpenRequest, ProducerClaim, RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
     WaitOutcome, Workspace, WorkspaceRoots,
     attachment::FileStore,
     chat::event::{

@@ -284,8 +284,8 @@ impl Step<'_> {
                 .await?;
             self.announce_message(AuthorType::Agent).await?;
         }
-        // A long turn seals its full pages as it goes (a no-op until a page is full).
-        self.seal(SealMode::Full).await;
+        // Full pages are sealed as appends cross them (the log asks its seal scheduler), the
+        // rest when the turn ends and the chat goes idle: nothing to seal here.
         Ok(())
     }
 }

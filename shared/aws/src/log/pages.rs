@@ -148,7 +148,8 @@ impl StreamSealer for AwsLog {
         let Some(scheduler) = self.inner.opts.scheduler.clone() else {
             return self.seal(path, SealMode::Final).await.map(drop);
         };
-        self.seal(path, SealMode::Full).await?;
+        // Full pages were asked for as appends crossed them: a seal now would only cost a page
+        // listing and a head read.
         let idle = self.inner.opts.limits.idle_seal;
         scheduler.schedule_idle(path, tail.seq(), idle).await
     }

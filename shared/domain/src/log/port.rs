@@ -57,7 +57,8 @@ pub trait StreamSealer: Send + Sync {
     /// Seals what `mode` says; idempotent and safe to run concurrently.
     async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error>;
 
-    /// Seals `path`'s full pages now, and its short last page once the stream has been idle for
+    /// Sees that `path`'s full pages are sealed (now, or as a seal scheduler was asked when
+    /// appends crossed them), and its short last page once the stream has been idle for
     /// [`crate::LogLimits::idle_seal`]: if its tail is then still `tail`. (If it moved, whatever
     /// moved it ends with a call of its own: a chat's turns end with one.) A chat whose every
     /// turn sealed its few events into a page of their own would cost a page write per turn.
