@@ -8,8 +8,8 @@
 //! `Cache-Control`, with request collapsing (`proxy_cache_lock`: one request per key goes to the
 //! origin, the others wait for its answer). Every reader takes a read grant
 //! (`POST /v1/read-tokens`) and long-polls its chat through nginx from the start to the end,
-//! checking that it saw every event once, in order. One chat has most of the readers; the
-//! others a few each. Meanwhile other callers try the busy chat through the same cache at the
+//! checking that it saw every event once, in order. One chat has most of the readers (a quarter
+//! of whom join halfway, catching up from the start); the others a few each. Meanwhile other callers try the busy chat through the same cache at the
 //! same offsets: another organization's grant and token, another chat's grant, and none.
 //!
 //! What it reports: long-polls that reached the origin per appended event, for the busy chat
@@ -268,9 +268,12 @@ pub(crate) async fn run(config: &Config, nginx: &Path, shape: Shape) -> anyhow::
     let http = reqwest::Client::builder().pool_max_idle_per_host(usize::MAX).build()?;
     let mut readers = tokio::task::JoinSet::new();
     let mut count = 0;
+    // A quarter of the busy chat's readers join halfway (they catch up from the start): readers
+    // who came at other times must end up sharing the cache's keys too.
+    let late = shape.hot_readers / 4;
     for (i, path) in paths.iter().enumerate() {
         let n = if i == 0 {
-            shape.hot_readers
+            shape.hot_readers - late
         } else {
             shape.readers_per_chat
         };
@@ -311,6 +314,11 @@ pub(crate) async fn run(config: &Config, nginx: &Path, shape: Shape) -> anyhow::
         }
         if n == shape.events.div_ceil(2) {
             refusals = outsiders_try(&http, &cache.base, &paths, &grants, &outsider).await?;
+            for _ in 0..late {
+                let (http, cache, path, grant) = (http.clone(), cache.base.clone(), paths[0].clone(), grants[0].clone());
+                readers.spawn(async move { (0, follow(http, cache, path, grant).await) });
+                count += 1;
+            }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -481,8 +489,8 @@ pub(crate) fn table(c: &Collapse) -> String {
     let mut out = format!(
         "Live readers through a request-collapsing cache (nginx `proxy_cache_lock`, keyed as the template's CloudFront \
          behaviour) in front of `spool serve --backend aws` on the emulator: {} readers with read grants, {} of one chat \
-         and {} of each of {} others, long-polling while {} events went to every chat ({} in all); every reader saw \
-         every event once, in order ({} deliveries), in {:.0} s.\n\n",
+         (a quarter of them joining halfway) and {} of each of {} others, long-polling while {} events went to every \
+         chat ({} in all); every reader saw every event once, in order ({} deliveries), in {:.0} s.\n\n",
         c.readers,
         shape.hot_readers,
         shape.readers_per_chat,
