@@ -156,6 +156,14 @@ const TOKEN_KEY = "spool.token";
 /** An id in a path: ids come from URLs people can edit, so they never reach a path raw. */
 const enc = encodeURIComponent;
 
+/** A read grant: `POST /v1/read-tokens`. */
+export interface ReadToken {
+  path: string;
+  read_token: string;
+  expires_at: string;
+  url: string;
+}
+
 /** What `POST /v1/handshake` answers. */
 export interface Handshake {
   jwt: string;
@@ -228,15 +236,34 @@ export class Client {
     return this.send("GET", `${this.endpoints.streams}${path}`, undefined, init);
   }
 
+  /**
+   * A stream route read with a read grant (`?read_token=`) instead of the person's token: the
+   * answer is the same for every reader of the stream, so a CDN in front of Spool answers them
+   * all with one request. A refused grant is the caller's to renew; it never signs anyone out.
+   */
+  sharedStream(path: string, grant: string, init: RequestInit = {}): Promise<Response> {
+    const url = `${this.endpoints.streams}${path}${path.includes("?") ? "&" : "?"}read_token=${encodeURIComponent(grant)}`;
+    return this.send("GET", url, undefined, init, false);
+  }
+
+  /** A read grant for one stream (`POST /v1/read-tokens`). */
+  readToken = (path: string) => this.request<ReadToken>("POST", "/v1/read-tokens", { path });
+
   /** The URL of a server-sent events route, with the token as `?token=` (EventSource sets no headers). */
   sseUrl(path: string, query: Record<string, string>): string {
     const params = new URLSearchParams({ ...query, token: this.token });
     return `${this.endpoints.streams}${path}?${params}`;
   }
 
-  private async send(method: string, url: string, body?: unknown, init: RequestInit = {}): Promise<Response> {
+  private async send(
+    method: string,
+    url: string,
+    body?: unknown,
+    init: RequestInit = {},
+    authorized = true,
+  ): Promise<Response> {
     const headers: Record<string, string> = {};
-    if (this.jwt) headers.authorization = `Bearer ${this.jwt}`;
+    if (this.jwt && authorized) headers.authorization = `Bearer ${this.jwt}`;
     // A command's markdown file goes as itself; everything else as JSON.
     const markdown = body instanceof Markdown;
     if (body !== undefined) headers["content-type"] = markdown ? "text/markdown" : "application/json";
@@ -261,7 +288,7 @@ export class Client {
     } catch {
       // not the contract's JSON (a proxy's page): keep the status line
     }
-    if (response.status === 401 && !url.endsWith("/v1/handshake")) {
+    if (response.status === 401 && authorized && !url.endsWith("/v1/handshake")) {
       this.signOut("Your sign-in has expired or was refused; enter an API key again.");
     }
     throw new ApiError(response.status, code, message);

@@ -146,28 +146,41 @@ export class ChatStream {
 
 /**
  * Calls `changed()` whenever a workspace's feed (chat added, answered, renamed, …) gets an event,
- * following it from its tail with long-polls. Returns a function that stops it.
+ * following it from its tail with long-polls. They carry a read grant of the feed, not the
+ * person's token, so behind a CDN every open tab of the workspace shares one request to Spool.
+ * Returns a function that stops it.
  */
 export function watchFeed(client: Client, workspaceId: string, changed: (events: FeedEvent[]) => void): () => void {
   const controller = new AbortController();
+  const feed = `workspaces/${workspaceId}/feed`;
   const path = `/v1/stream/workspaces/${encodeURIComponent(workspaceId)}/feed`;
   void (async () => {
     let offset = "now";
     let attempt = 0;
+    let cursor: string | null = null;
+    let grant: { token: string; renewAt: number } | null = null;
     while (!controller.signal.aborted) {
       try {
-        const response = await client.stream(`${path}?offset=${encodeURIComponent(offset)}&live=long-poll`, {
-          signal: controller.signal,
-        });
+        // A grant lives 5 to 10 minutes: renew it a minute before it ends.
+        if (!grant || Date.now() >= grant.renewAt) {
+          const answer = await client.readToken(feed);
+          grant = { token: answer.read_token, renewAt: Date.parse(answer.expires_at) - 60_000 };
+        }
+        const query = `offset=${encodeURIComponent(offset)}&live=long-poll${cursor ? `&cursor=${cursor}` : ""}`;
+        const response = await client.sharedStream(`${path}?${query}`, grant.token, { signal: controller.signal });
         attempt = 0;
         offset = response.headers.get("stream-next-offset") ?? offset;
+        cursor = response.headers.get("stream-cursor") ?? cursor;
         if (response.status === 200) {
           const body = (await response.json()) as FeedEvent[];
           if (body.length) changed(body);
         }
       } catch (e) {
         if (controller.signal.aborted) return;
-        if (e instanceof ApiError && e.status === 401) return;
+        // The person's token is refused (asking for a grant): signed out.
+        if (e instanceof ApiError && e.status === 401 && !grant) return;
+        // A refused grant (expired while the tab slept): ask for another.
+        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) grant = null;
         await new Promise((r) => setTimeout(r, backoff(attempt++)));
       }
     }

@@ -647,6 +647,12 @@ test("a chat is renamed inline and deleted from the list", async () => {
 
 test("the chat list puts the chat with new messages on top, live", async () => {
   const { page, ws } = await workspacePage("Live list");
+  // The feed's long-polls carry the feed's read grant, never the person's token, so a CDN can
+  // answer every tab of the workspace with one request.
+  const feedReads = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/feed?")) feedReads.push({ url: r.url(), authorization: r.headers().authorization });
+  });
   const agent = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents[0];
   const older = await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Older chat" });
   await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Newer chat" });
@@ -657,6 +663,11 @@ test("the chat list puts the chat with new messages on top, live", async () => {
   await call("POST", `/v1/sessions/${older.id}/messages`, { content: "a message from elsewhere" });
   await page.locator(".chat-title").first().getByText("Older chat").waitFor({ timeout: 10_000 });
   assert.deepEqual(await titles(), ["Older chat", "Newer chat"]);
+  assert.ok(feedReads.length >= 2, `feed reads: ${feedReads.length}`);
+  for (const read of feedReads) {
+    assert.match(read.url, /[?&]read_token=[^&]+/);
+    assert.equal(read.authorization, undefined, read.url);
+  }
   const row = page.locator(".chat-row").first();
   await row.getByText("Spool", { exact: true }).waitFor();
   await row.locator(".chat-time", { hasText: "just now" }).waitFor();

@@ -315,7 +315,8 @@ pub(crate) async fn run(config: &Config, nginx: &Path, shape: Shape) -> anyhow::
         if n == shape.events.div_ceil(2) {
             refusals = outsiders_try(&http, &cache.base, &paths, &grants, &outsider).await?;
             for _ in 0..late {
-                let (http, cache, path, grant) = (http.clone(), cache.base.clone(), paths[0].clone(), grants[0].clone());
+                let (http, cache, path, grant) =
+                    (http.clone(), cache.base.clone(), paths[0].clone(), grants[0].clone());
                 readers.spawn(async move { (0, follow(http, cache, path, grant).await) });
                 count += 1;
             }

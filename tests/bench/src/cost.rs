@@ -254,7 +254,10 @@ pub(crate) fn table(model: &Model) -> String {
             model.origin_polls_per_key.0, model.origin_polls_per_key.1
         ));
         for (n, usd, ratio) in &model.collapsed_reader_hours {
-            out.push_str(&format!("| {n} reader{} | {usd:.6} | {ratio:.2} |\n", if *n == 1 { "" } else { "s" }));
+            out.push_str(&format!(
+                "| {n} reader{} | {usd:.6} | {ratio:.2} |\n",
+                if *n == 1 { "" } else { "s" }
+            ));
         }
         out.push('\n');
     }
