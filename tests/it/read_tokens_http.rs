@@ -152,6 +152,24 @@ pub(crate) async fn a_read_grant_reads_one_stream_and_its_answers_may_be_shared<
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 
+    // A path with characters a URL must escape gets a URL that reads it.
+    let odd = a
+        .http
+        .put(format!("{}/v1/stream/notes/a%20b%23c%3Fd%25", a.base))
+        .bearer_auth(a.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(odd.status().is_success(), "{}", odd.status());
+    let odd = grant(&a, "notes/a b#c?d%").await;
+    let url = odd["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("/v1/stream/notes/a%20b%23c%3Fd%25?read_token="),
+        "{url}"
+    );
+    let response = anonymous_get(&a, &format!("{url}&offset=-1")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+
     // Bad requests change nothing and say what to send.
     for body in [
         json!({}),

@@ -46,6 +46,20 @@ pub(crate) struct ReadToken {
     url: String,
 }
 
+/// `path` as a URL path: every byte but unreserved ones and `/` percent-encoded (a stream's
+/// path may hold spaces, `#`, `?`, `%` or any other printable character).
+fn url_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// `POST /v1/read-tokens` `{path}` → `{path, read_token, expires_at, url}`.
 #[utoipa::path(post, path = "/v1/read-tokens", tag = "streams",
     request_body = ReadTokenRequest,
@@ -67,7 +81,11 @@ pub(crate) async fn read_token(
         .issue_read(&grant)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok(Json(ReadToken {
-        url: format!("{}{path}?read_token={read_token}", spool_stream::STREAM_PREFIX),
+        url: format!(
+            "{}{}?read_token={read_token}",
+            spool_stream::STREAM_PREFIX,
+            url_path(path.as_str())
+        ),
         path: path.as_str().to_owned(),
         expires_at: rfc3339_ms(grant.exp * 1000),
         read_token,
