@@ -249,11 +249,6 @@ export class Client {
   /** A read grant for one stream (`POST /v1/read-tokens`). */
   readToken = (path: string) => this.request<ReadToken>("POST", "/v1/read-tokens", { path });
 
-  /** The URL of a server-sent events route, with the token as `?token=` (EventSource sets no headers). */
-  sseUrl(path: string, query: Record<string, string>): string {
-    const params = new URLSearchParams({ ...query, token: this.token });
-    return `${this.endpoints.streams}${path}?${params}`;
-  }
 
   private async send(
     method: string,

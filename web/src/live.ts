@@ -1,7 +1,8 @@
-// Live updates. A chat follows its SSE route (`/v1/sessions/{id}/stream`, one event per chat event
-// with its seq as the SSE id) from a known seq; a workspace's chat list follows the workspace's
-// feed with Durable Streams long-polls. Both resume from the last position they saw after a
-// network drop, a sleeping laptop or a server restart, with capped, jittered backoff.
+// Live updates. A chat follows its stream (`/v1/stream/sessions/{id}`) from a known seq, and a
+// workspace's chat list follows the workspace's feed, both with Durable Streams long-polls that
+// carry the stream's read grant (so a CDN answers every reader of a chat with one request). Both
+// resume from the last position they saw after a network drop, a sleeping laptop or a server
+// restart, with capped, jittered backoff.
 
 import { ApiError, type ChatEvent, type Client, type FeedEvent } from "./api";
 
@@ -19,19 +20,27 @@ export interface ChatStreamHandlers {
   reset(): void;
 }
 
-/** Follows one chat from after `after` until `close()`. */
+/** The Durable Streams offset just after event `seq` (an offset is a message count). */
+const offsetAfter = (seq: number) => `0000000000000000_${String(seq).padStart(16, "0")}`;
+
+/**
+ * Follows one chat from after `after` until `close()`: catch-up reads, then long-polls, of the
+ * chat's stream (`/v1/stream/sessions/{id}`), with the chat's read grant rather than the
+ * person's token, so behind a CDN every reader of the chat shares one request to Spool and no
+ * reader holds a stream function of its own.
+ */
 export class ChatStream {
-  private source: EventSource | null = null;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-  private attempt = 0;
+  private controller: AbortController | null = null;
   private closed = false;
-  private batch: ChatEvent[] = [];
-  private flushing = false;
   private hiddenAt = 0;
+  private grant: { token: string; renewAt: number } | null = null;
+  private cursor: string | null = null;
+  /** Ends a backoff pause early. */
+  private resume: (() => void) | null = null;
   /**
-   * After a sleep or a network change the open connection may be dead without the browser
-   * knowing (no RST arrives from a vanished network): reconnect from the last event, which costs
-   * one request and can lose nothing.
+   * After a sleep or a network change the open request may be dead without the browser knowing
+   * (no RST arrives from a vanished network): ask again from the last event, which costs one
+   * request and can lose nothing.
    */
   private readonly wake = (event: Event) => {
     if (this.closed) return;
@@ -40,7 +49,7 @@ export class ChatStream {
       return;
     }
     const slept = event.type === "visibilitychange" && this.hiddenAt > 0 && Date.now() - this.hiddenAt > 30_000;
-    if (!this.source || event.type === "online" || slept) this.reconnectNow();
+    if (event.type === "online" || slept) this.reconnectNow();
   };
 
   constructor(
@@ -51,96 +60,91 @@ export class ChatStream {
   ) {
     window.addEventListener("online", this.wake);
     document.addEventListener("visibilitychange", this.wake);
-    this.open();
+    void this.run();
   }
 
   close(): void {
     this.closed = true;
-    clearTimeout(this.timer);
-    this.source?.close();
-    this.source = null;
+    this.controller?.abort();
+    this.resume?.();
     window.removeEventListener("online", this.wake);
     document.removeEventListener("visibilitychange", this.wake);
   }
 
-  private open(): void {
-    this.on.connection("connecting");
-    const url = this.client.sseUrl(`/v1/sessions/${encodeURIComponent(this.sessionId)}/stream`, {
-      after: String(this.after),
-    });
-    const source = new EventSource(url);
-    this.source = source;
-    source.onopen = () => {
-      this.attempt = 0;
-      this.on.connection("live");
-    };
-    source.onmessage = (m) => {
-      let event: ChatEvent;
-      try {
-        event = JSON.parse(m.data as string) as ChatEvent;
-      } catch {
-        return;
-      }
-      if (event.seq <= this.after) return;
-      this.after = event.seq;
-      this.batch.push(event);
-      // Events that arrive together (a catch-up: one SSE message per task) are folded in one
-      // render, at most one a frame.
-      if (!this.flushing) {
-        this.flushing = true;
-        setTimeout(() => {
-          this.flushing = false;
-          const batch = this.batch;
-          this.batch = [];
-          if (!this.closed && batch.length) this.on.events(batch);
-        }, 16);
-      }
-    };
-    source.onerror = () => {
-      // CONNECTING: the browser reconnects by itself, sending Last-Event-ID (the server ends a
-      // response now and then, and proxies drop idle ones). CLOSED: an HTTP error; find out why.
-      if (source.readyState === EventSource.CLOSED) {
-        source.close();
-        this.source = null;
-        void this.diagnose();
-      } else {
-        this.on.connection("connecting");
-      }
-    };
-  }
-
   private reconnectNow(): void {
-    clearTimeout(this.timer);
-    this.source?.close();
-    this.source = null;
-    this.attempt = 0;
-    this.open();
+    this.controller?.abort();
+    this.resume?.();
   }
 
-  /** Why the stream closed: a missing chat, a reset store, an expired token or the network. */
-  private async diagnose(): Promise<void> {
-    if (this.closed) return;
-    const probe = new AbortController();
-    const timeout = setTimeout(() => probe.abort(), 10_000);
-    try {
-      // The same request with the token in a header: its status says what went wrong.
-      const path = `/v1/sessions/${encodeURIComponent(this.sessionId)}/stream?after=${this.after}`;
-      await this.client.stream(path, { signal: probe.signal });
-      probe.abort();
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 404) return this.on.gone();
-      if (e instanceof ApiError && e.status === 400) {
-        this.after = 0;
-        this.on.reset();
-      }
-      if (e instanceof ApiError && e.status === 401) return; // signed out: the app shows the sign-in
-    } finally {
-      clearTimeout(timeout);
+  private pause(ms: number): Promise<void> {
+    return new Promise((done) => {
+      const timer = setTimeout(done, ms);
+      this.resume = () => {
+        clearTimeout(timer);
+        done();
+      };
+    });
+  }
+
+  /** The chat's read grant, asked for again a minute before it ends. */
+  private async grantToken(): Promise<string> {
+    if (!this.grant || Date.now() >= this.grant.renewAt) {
+      const answer = await this.client.readToken(`sessions/${this.sessionId}`);
+      this.grant = { token: answer.read_token, renewAt: Date.parse(answer.expires_at) - 60_000 };
     }
-    // Closed meanwhile, or already reconnected (the tab woke, the network came back).
-    if (this.closed || this.source) return;
-    this.on.connection("offline");
-    this.timer = setTimeout(() => this.open(), backoff(this.attempt++));
+    return this.grant.token;
+  }
+
+  private async run(): Promise<void> {
+    const path = `/v1/stream/sessions/${encodeURIComponent(this.sessionId)}`;
+    let attempt = 0;
+    let live = false;
+    let connected = false;
+    this.on.connection("connecting");
+    while (!this.closed) {
+      const controller = new AbortController();
+      this.controller = controller;
+      try {
+        const grant = await this.grantToken();
+        let query = `offset=${offsetAfter(this.after)}`;
+        if (live) query += `&live=long-poll${this.cursor ? `&cursor=${this.cursor}` : ""}`;
+        const response = await this.client.sharedStream(`${path}?${query}`, grant, { signal: controller.signal });
+        attempt = 0;
+        if (!connected) {
+          connected = true;
+          this.on.connection("live");
+        }
+        this.cursor = response.headers.get("stream-cursor") ?? this.cursor;
+        live = response.headers.get("stream-up-to-date") === "true";
+        if (response.status === 200) {
+          const events = ((await response.json()) as ChatEvent[]).filter((e) => e.seq > this.after);
+          const last = events.at(-1);
+          if (last && !this.closed) {
+            this.after = last.seq;
+            this.on.events(events);
+          }
+        }
+      } catch (e) {
+        if (this.closed) return;
+        // Woken (the tab came back, the network changed): ask again at once.
+        if (e instanceof DOMException && e.name === "AbortError") continue;
+        if (e instanceof ApiError && e.status === 404) return this.on.gone();
+        if (e instanceof ApiError && e.status === 400) {
+          // The server has fewer events than we saw (its data was reset): start again.
+          this.after = 0;
+          live = false;
+          this.on.reset();
+          continue;
+        }
+        // The person's token was refused asking for a grant: signed out (the app shows it).
+        if (e instanceof ApiError && e.status === 401 && !this.grant) return;
+        // A refused grant (it ended while the tab slept): ask for another.
+        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) this.grant = null;
+        connected = false;
+        this.on.connection(attempt === 0 ? "connecting" : "offline");
+        await this.pause(backoff(attempt++));
+      }
+    }
   }
 }
 

@@ -106,6 +106,12 @@ test("a chat streams the scripted agent's answer in", async () => {
 
 test("a reload mid-answer continues the answer with nothing shown twice", async () => {
   const { page } = await workspacePage("Reload");
+  // The chat is read with its read grant, never the person's token: behind a CDN every reader
+  // of the chat shares one request.
+  const chatReads = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/v1/stream/sessions/")) chatReads.push({ url: r.url(), authorization: r.headers().authorization });
+  });
   const id = await newChat(page);
   await send(page, "tell me about reloading");
   await agentMessages(page).first().getByText(DEMO_START).waitFor();
@@ -123,6 +129,12 @@ test("a reload mid-answer continues the answer with nothing shown twice", async 
   // The page renders markdown; compare the words, which a duplicated delta would break.
   const words = (s) => s.replace(/[*_]/g, "").replace(/\s+/g, " ").trim();
   assert.equal(words(shown), words(end.payload.text));
+
+  assert.ok(chatReads.some((r) => r.url.includes("live=long-poll")), "the chat is followed with long-polls");
+  for (const read of chatReads) {
+    assert.match(read.url, /[?&]read_token=[^&]+/);
+    assert.equal(read.authorization, undefined, read.url);
+  }
 
   // A second reload after the end, and a page with no cache at all, show the same.
   await page.reload();
