@@ -523,7 +523,31 @@ pub(crate) async fn chats_carry_their_maker_and_last_change<H: Harness>(harness:
     assert!(all["sessions"].as_array().unwrap().len() >= 2);
 }
 
+/// A chat whose last event came from no turn (here an abort of an idle chat) still has its last
+/// page sealed once it is idle: the chat service asks, as a turn's end does.
+pub(crate) async fn a_chat_ending_without_a_turn_is_sealed_once_idle<H: Harness>(harness: &H) {
+    use spool_domain::StreamReader;
+    let (api, _, _) = setup(harness).await;
+    let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let id = chat["id"].as_str().unwrap();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{id}/control"),
+        Some(json!({ "action": "abort" })),
+    )
+    .await;
+    let org = crate::support::org_of(&api);
+    let path = spool_domain::Session::stream(&org, id).unwrap();
+    let log = harness.instance().await;
+    spool_tests::eventually("the chat sealed to its end", || async {
+        let meta = log.metadata(&path).await.unwrap();
+        (meta.tail.seq() > 0 && meta.sealed == meta.tail).then_some(())
+    })
+    .await;
+}
+
 on_both_backends!(sessions_http:
+    a_chat_ending_without_a_turn_is_sealed_once_idle,
     chats_carry_their_maker_and_last_change,
     chats_take_messages_as_numbered_events,
     session_routes_are_isolated,

@@ -272,6 +272,7 @@ impl ChatService {
         )
         .await?;
         if !appended.duplicate {
+            self.seal_when_idle(org, session, appended.first).await;
             let preview = format!("📎 {}", attachment.filename);
             self.metadata
                 .touch_session(org, &session.id, self.clock.now_ms(), &preview)

@@ -502,6 +502,7 @@ impl ChatService {
             reason: reason.clone(),
         });
         let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        self.seal_when_idle(org, session, seq).await;
         Ok(Invoked::Failed { seq, failure, reason })
     }
 
@@ -524,6 +525,9 @@ impl ChatService {
         let appended =
             crate::session::append_events(self.log.as_ref(), &path, &session.id, &[draft], producer, &now, None)
                 .await?;
+        if !appended.duplicate {
+            self.seal_when_idle(org, session, appended.first).await;
+        }
         Ok((appended.first, appended.duplicate))
     }
 }

@@ -24,7 +24,7 @@ pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, 
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
-    Agent, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, OpenRequest, PendingTurn, RequestKind,
+    Agent, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn, RequestKind,
     Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
     attachment::FileStore,
     chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
@@ -208,6 +208,7 @@ impl ChatService {
     pub async fn control(&self, org: &str, session: &Session, action: ControlAction) -> Result<Submitted, Error> {
         let event = ChatEvent::ControlSubmitted(ControlSubmitted { action });
         let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        self.seal_when_idle(org, session, seq).await;
         let mut turn_id = None;
         if let Some(holder) = &session.pending_turn
             && self.reconcile_claim(org, &session.id, holder, ABORT_GRACE_MS).await? != Reconciled::Released
@@ -238,6 +239,7 @@ impl ChatService {
             question_id: question_id.clone(),
         });
         let seq = self.append(org, session, EventDraft::new(event, None)).await?;
+        self.seal_when_idle(org, session, seq).await;
         if let Some(q) = &question_id {
             let request = OpenRequest {
                 id: q.clone(),
@@ -302,6 +304,18 @@ impl ChatService {
         let now = rfc3339_ms(self.clock.now_ms());
         let appended = append_events(self.log.as_ref(), &path, &session.id, &[draft], None, &now, None).await?;
         Ok(appended.first)
+    }
+
+    /// After an event that no turn may follow (a turn's end asks itself): the chat's last page
+    /// is sealed once the chat has been idle from `seq` on ([`crate::StreamSealer::seal_when_idle`]).
+    /// Best effort: a failure leaves the page hot until the chat's next turn ends.
+    async fn seal_when_idle(&self, org: &str, session: &Session, seq: u64) {
+        let Ok(path) = Session::stream(org, &session.id) else {
+            return;
+        };
+        if let Err(e) = self.log.seal_when_idle(&path, Offset::after(seq)).await {
+            tracing::warn!(%path, error = %e, "cannot ask for the chat's idle seal; its next turn will");
+        }
     }
 
     /// The event with sequence number `seq` of a chat stream.
