@@ -151,11 +151,10 @@ async fn a_job_that_panics_is_reported_failed_never_acknowledged() {
     assert_eq!(failed, vec!["bug"]);
 }
 
+/// The AWS log on the emulator, its seal requests going to the maintenance queue, and the
+/// worker polling that queue (abort the handle to stop it).
 #[cfg(feature = "emulator")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
-    // GIVEN the AWS log with seal requests going to the emulator's maintenance queue, and the
-    // worker polling that queue
+async fn aws_log_sealed_by_a_worker() -> (Arc<spool_aws::AwsLog>, tokio::task::JoinHandle<()>) {
     let harness = spool_tests::AwsHarness::new();
     let clients = harness.clients().await;
     let queue = harness
@@ -177,6 +176,15 @@ async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
         queue,
         std::time::Duration::from_secs(1),
     ));
+    (log, polling)
+}
+
+#[cfg(feature = "emulator")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
+    // GIVEN the AWS log with seal requests going to the emulator's maintenance queue, and the
+    // worker polling that queue
+    let (log, polling) = aws_log_sealed_by_a_worker().await;
     // WHEN a writer appends three pages' worth
     let path = unique_path("sqs-seal");
     fill(log.as_ref(), &path).await;
@@ -232,27 +240,7 @@ async fn the_embedded_store_seals_a_chats_last_page_once_idle() {
 async fn on_aws_an_idle_seal_is_a_delayed_job_the_worker_runs_if_nothing_came() {
     // GIVEN the AWS log whose seal requests go to the emulator's maintenance queue, and the
     // worker polling it
-    let harness = spool_tests::AwsHarness::new();
-    let clients = harness.clients().await;
-    let queue = harness
-        .config()
-        .aws
-        .maintenance_queue_url
-        .clone()
-        .expect("SPOOL_MAINTENANCE_QUEUE_URL");
-    let mut options = harness.options();
-    options.scheduler = Some(Arc::new(spool_aws::SqsSealScheduler::new(
-        clients.sqs.clone(),
-        queue.clone(),
-    )));
-    let log = Arc::new(spool_aws::AwsLog::new(clients.clone(), options));
-    let worker = Arc::new(Worker::new(log.clone()));
-    let polling = tokio::spawn(spool_worker::poll_queue(
-        worker,
-        clients.sqs.clone(),
-        queue,
-        std::time::Duration::from_secs(1),
-    ));
+    let (log, polling) = aws_log_sealed_by_a_worker().await;
     the_last_page_is_sealed_only_once_the_stream_is_idle(log.as_ref()).await;
     polling.abort();
 }
