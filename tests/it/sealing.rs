@@ -168,11 +168,12 @@ async fn aws_log_sealed_by_a_worker() -> (Arc<spool_aws::AwsLog>, tokio::task::J
         clients.sqs.clone(),
         queue.clone(),
     )));
-    let log = Arc::new(spool_aws::AwsLog::new(clients.clone(), options));
+    let sqs = clients.sqs.clone();
+    let log = Arc::new(spool_aws::AwsLog::new(clients, options));
     let worker = Arc::new(Worker::new(log.clone()));
     let polling = tokio::spawn(spool_worker::poll_queue(
         worker,
-        clients.sqs.clone(),
+        sqs,
         queue,
         std::time::Duration::from_secs(1),
     ));
