@@ -73,7 +73,8 @@ struct Args {
     /// Run only the file uploads (with `--spool`, and `--env-file` for AWS).
     #[arg(long)]
     only_uploads: bool,
-    /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`.
+    /// Run nothing: take the results from this JSON file (a previous `--out`), for `--readme`
+    /// (the Lambda binaries' sizes are measured again if `make lambda-build` has built them).
     #[arg(long)]
     from_json: Option<PathBuf>,
     /// nginx (Debian's `nginx-light`), the request-collapsing cache of the live-reader
@@ -557,8 +558,14 @@ async fn simulate_collapse(args: &Args) -> anyhow::Result<Option<collapse::Colla
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(json) = &args.from_json {
-        let report: Report =
+        let mut report: Report =
             serde_json::from_slice(&std::fs::read(json).with_context(|| format!("cannot read {}", json.display()))?)?;
+        // The Lambda binaries are what is uploaded: measure them if `make lambda-build` has built
+        // them since the run.
+        let built = binaries();
+        if built.iter().any(|b| b.build.starts_with("cargo lambda")) {
+            report.binaries = built;
+        }
         let tables = render(&report);
         print!("{tables}");
         if let Some(readme) = &args.readme {
