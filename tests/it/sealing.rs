@@ -115,15 +115,6 @@ impl spool_domain::StreamSealer for PanicsOn {
         assert_ne!(path.as_str(), self.0, "a bug in a job");
         self.1.seal_when_idle(path, tail).await
     }
-
-    async fn seal_if_idle(
-        &self,
-        path: &spool_domain::StreamPath,
-        tail: spool_domain::Offset,
-    ) -> Result<spool_domain::SealReport, spool_domain::Error> {
-        assert_ne!(path.as_str(), self.0, "a bug in a job");
-        self.1.seal_if_idle(path, tail).await
-    }
 }
 
 #[tokio::test]
@@ -225,7 +216,7 @@ async fn the_last_page_is_sealed_only_once_the_stream_is_idle(
     })
     .await;
     // AND a stale idle check seals nothing more and fails nothing
-    let report = log.seal_if_idle(&path, tail).await.unwrap();
+    let report = log.seal(&path, spool_domain::SealMode::Idle { tail }).await.unwrap();
     assert_eq!(report.sealed_through, log.metadata(&path).await.unwrap().tail);
 }
 

@@ -229,7 +229,10 @@ impl Worker {
             } => {
                 let sealed = match (final_seal, if_tail) {
                     // An idle seal: the short last page only if nothing came since it was sent.
-                    (true, Some(tail)) => self.sealer.seal_if_idle(&path, Offset::after(tail)).await,
+                    (true, Some(tail)) => {
+                        let tail = Offset::after(tail);
+                        self.sealer.seal(&path, SealMode::Idle { tail }).await
+                    }
                     (true, None) => self.sealer.seal(&path, SealMode::Final).await,
                     (false, _) => self.sealer.seal(&path, SealMode::Full).await,
                 };

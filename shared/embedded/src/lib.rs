@@ -388,17 +388,11 @@ impl StreamSealer for EmbeddedLog {
             tokio::time::sleep(idle).await;
             let Some(inner) = weak.upgrade() else { return };
             let log = EmbeddedLog { inner };
-            if let Err(e) = log.seal_if_idle(&path, tail).await {
+            if let Err(e) = log.seal(&path, SealMode::Idle { tail }).await {
                 tracing::warn!(%path, error = %e, "cannot seal an idle stream's last page; its next turn will");
             }
         });
         Ok(())
-    }
-
-    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error> {
-        let idle = self.metadata(path).await?.tail == tail;
-        self.seal(path, if idle { SealMode::Final } else { SealMode::Full })
-            .await
     }
 }
 

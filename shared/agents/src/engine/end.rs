@@ -100,13 +100,8 @@ impl Step<'_> {
     /// Seals the chat's full pages, and its last page once the chat has been idle a while;
     /// idempotent, and a failure only waits for the next seal.
     pub(super) async fn seal_when_idle(&self) {
-        let tail = match self.engine.log.metadata(&self.path).await {
-            Ok(meta) => meta.tail,
-            Err(e) => {
-                tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
-                return;
-            }
-        };
+        // The tail as this step left it: its last append, `agent_end`.
+        let tail = Offset::after(self.events.last().map_or(self.read_tail, |e| e.seq));
         if let Err(e) = self.engine.log.seal_when_idle(&self.path, tail).await {
             tracing::warn!(path = %self.path, error = %e, "cannot seal the chat's pages now; the next seal will");
         }

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use spool_domain::{
-    Error, Offset, SealMode, SealReport, SeqRange, StreamPath, StreamReader, StreamSealer,
+    Error, Offset, SealMode, SealReport, SeqRange, StreamPath, StreamSealer,
     page::{page_name, parse_page_name},
     seal::{PageStore, seal_stream},
     state::StreamState,
@@ -152,12 +152,6 @@ impl StreamSealer for AwsLog {
         // listing and a head read.
         let idle = self.inner.opts.limits.idle_seal;
         scheduler.schedule_idle(path, tail.seq(), idle).await
-    }
-
-    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error> {
-        let idle = self.metadata(path).await?.tail == tail;
-        self.seal(path, if idle { SealMode::Final } else { SealMode::Full })
-            .await
     }
 }
 

@@ -59,15 +59,12 @@ pub trait StreamSealer: Send + Sync {
 
     /// Sees that `path`'s full pages are sealed (now, or as a seal scheduler was asked when
     /// appends crossed them), and its short last page once the stream has been idle for
-    /// [`crate::LogLimits::idle_seal`]: if its tail is then still `tail`. (If it moved, whatever
-    /// moved it ends with a call of its own: a chat's turns end with one, and the chat service
-    /// makes one after each event no turn follows.) A chat whose every
-    /// turn sealed its few events into a page of their own would cost a page write per turn.
+    /// [`crate::LogLimits::idle_seal`]: if its tail is then still `tail` ([`SealMode::Idle`]).
+    /// (If it moved, whatever moved it ends with a call of its own: a chat's turns end with
+    /// one, and the chat service makes one after each event no turn follows.) A chat whose
+    /// every turn sealed its few events into a page of their own would cost a page write per
+    /// turn.
     async fn seal_when_idle(&self, path: &StreamPath, tail: Offset) -> Result<(), Error>;
-
-    /// What a [`Self::seal_when_idle`] does when its time comes: seals to the end if `path`'s
-    /// tail is still `tail`, else only its full pages.
-    async fn seal_if_idle(&self, path: &StreamPath, tail: Offset) -> Result<SealReport, Error>;
 }
 
 /// The whole stream log.

@@ -127,7 +127,12 @@ pub async fn seal_stream(
         store.release_hot(&state, sealed).await?;
     }
 
-    let mode = if state.closed { SealMode::Final } else { mode };
+    let mode = match mode {
+        _ if state.closed => SealMode::Final,
+        SealMode::Idle { tail } if tail.seq() == state.tail => SealMode::Final,
+        SealMode::Idle { .. } => SealMode::Full,
+        other => other,
+    };
     let mut cutter = PageCutter::new(sealed + 1, limits);
     let mut pending: Vec<Bytes> = Vec::new();
     let mut cursor = sealed;

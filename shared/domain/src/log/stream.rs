@@ -524,8 +524,14 @@ pub enum WaitOutcome {
 pub enum SealMode {
     /// Only full pages: what the background sealer does while a stream is written.
     Full,
-    /// Everything, the last page short if need be: when a turn or the stream has ended.
+    /// Everything, the last page short if need be: when the stream has closed.
     Final,
+    /// `Final` if the stream's tail is still `tail` (nothing came since a chat went quiet, so
+    /// it is idle: [`crate::StreamSealer::seal_when_idle`]), else `Full`.
+    Idle {
+        /// The tail the stream had when it went quiet.
+        tail: Offset,
+    },
 }
 
 /// What a sealing pass did.
