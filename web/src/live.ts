@@ -20,6 +20,36 @@ export interface ChatStreamHandlers {
   reset(): void;
 }
 
+/** A stream's read grant: asked for when first needed, and again a minute before it ends. */
+class Grant {
+  private current: { token: string; renewAt: number } | null = null;
+
+  constructor(
+    private readonly client: Client,
+    private readonly path: string,
+  ) {}
+
+  async token(): Promise<string> {
+    if (!this.current || Date.now() >= this.current.renewAt) {
+      const answer = await this.client.readToken(this.path);
+      this.current = { token: answer.read_token, renewAt: Date.parse(answer.expires_at) - 60_000 };
+    }
+    return this.current.token;
+  }
+
+  /**
+   * After a failed read: whether the person is signed out (their token was refused asking for
+   * a grant: stop, the app shows the sign-in). A refused grant (it ended while the tab slept)
+   * is dropped, so the next read asks for another.
+   */
+  signedOut(e: unknown): boolean {
+    if (!(e instanceof ApiError) || (e.status !== 401 && e.status !== 403)) return false;
+    if (e.status === 401 && !this.current) return true;
+    this.current = null;
+    return false;
+  }
+}
+
 /** The Durable Streams offset just after event `seq` (an offset is a message count). */
 const offsetAfter = (seq: number) => `0000000000000000_${String(seq).padStart(16, "0")}`;
 
@@ -33,7 +63,7 @@ export class ChatStream {
   private controller: AbortController | null = null;
   private closed = false;
   private hiddenAt = 0;
-  private grant: { token: string; renewAt: number } | null = null;
+  private readonly grant: Grant;
   private cursor: string | null = null;
   /** Ends a backoff pause early. */
   private resume: (() => void) | null = null;
@@ -58,6 +88,7 @@ export class ChatStream {
     private after: number,
     private readonly on: ChatStreamHandlers,
   ) {
+    this.grant = new Grant(client, `sessions/${sessionId}`);
     window.addEventListener("online", this.wake);
     document.addEventListener("visibilitychange", this.wake);
     void this.run();
@@ -86,15 +117,6 @@ export class ChatStream {
     });
   }
 
-  /** The chat's read grant, asked for again a minute before it ends. */
-  private async grantToken(): Promise<string> {
-    if (!this.grant || Date.now() >= this.grant.renewAt) {
-      const answer = await this.client.readToken(`sessions/${this.sessionId}`);
-      this.grant = { token: answer.read_token, renewAt: Date.parse(answer.expires_at) - 60_000 };
-    }
-    return this.grant.token;
-  }
-
   private async run(): Promise<void> {
     const path = `/v1/stream/sessions/${encodeURIComponent(this.sessionId)}`;
     let attempt = 0;
@@ -105,7 +127,7 @@ export class ChatStream {
       const controller = new AbortController();
       this.controller = controller;
       try {
-        const grant = await this.grantToken();
+        const grant = await this.grant.token();
         let query = `offset=${offsetAfter(this.after)}`;
         if (live) query += `&live=long-poll${this.cursor ? `&cursor=${this.cursor}` : ""}`;
         const response = await this.client.sharedStream(`${path}?${query}`, grant, { signal: controller.signal });
@@ -136,10 +158,7 @@ export class ChatStream {
           this.on.reset();
           continue;
         }
-        // The person's token was refused asking for a grant: signed out (the app shows it).
-        if (e instanceof ApiError && e.status === 401 && !this.grant) return;
-        // A refused grant (it ended while the tab slept): ask for another.
-        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) this.grant = null;
+        if (this.grant.signedOut(e)) return;
         connected = false;
         this.on.connection(attempt === 0 ? "connecting" : "offline");
         await this.pause(backoff(attempt++));
@@ -162,16 +181,12 @@ export function watchFeed(client: Client, workspaceId: string, changed: (events:
     let offset = "now";
     let attempt = 0;
     let cursor: string | null = null;
-    let grant: { token: string; renewAt: number } | null = null;
+    const grant = new Grant(client, feed);
     while (!controller.signal.aborted) {
       try {
-        // A grant lives 5 to 10 minutes: renew it a minute before it ends.
-        if (!grant || Date.now() >= grant.renewAt) {
-          const answer = await client.readToken(feed);
-          grant = { token: answer.read_token, renewAt: Date.parse(answer.expires_at) - 60_000 };
-        }
+        const token = await grant.token();
         const query = `offset=${encodeURIComponent(offset)}&live=long-poll${cursor ? `&cursor=${cursor}` : ""}`;
-        const response = await client.sharedStream(`${path}?${query}`, grant.token, { signal: controller.signal });
+        const response = await client.sharedStream(`${path}?${query}`, token, { signal: controller.signal });
         attempt = 0;
         offset = response.headers.get("stream-next-offset") ?? offset;
         cursor = response.headers.get("stream-cursor") ?? cursor;
@@ -181,10 +196,7 @@ export function watchFeed(client: Client, workspaceId: string, changed: (events:
         }
       } catch (e) {
         if (controller.signal.aborted) return;
-        // The person's token is refused (asking for a grant): signed out.
-        if (e instanceof ApiError && e.status === 401 && !grant) return;
-        // A refused grant (expired while the tab slept): ask for another.
-        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) grant = null;
+        if (grant.signedOut(e)) return;
         await new Promise((r) => setTimeout(r, backoff(attempt++)));
       }
     }
