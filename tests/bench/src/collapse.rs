@@ -268,19 +268,23 @@ pub(crate) async fn run(config: &Config, nginx: &Path, shape: Shape) -> anyhow::
     let http = reqwest::Client::builder().pool_max_idle_per_host(usize::MAX).build()?;
     let mut readers = tokio::task::JoinSet::new();
     let mut count = 0;
+    // Starts a reader of chat `i` through the cache.
+    let mut start = |readers: &mut tokio::task::JoinSet<_>, i: usize| {
+        let (http, cache, path, grant) = (http.clone(), cache.base.clone(), paths[i].clone(), grants[i].clone());
+        readers.spawn(async move { (i, follow(http, cache, path, grant).await) });
+        count += 1;
+    };
     // A quarter of the busy chat's readers join halfway (they catch up from the start): readers
     // who came at other times must end up sharing the cache's keys too.
     let late = shape.hot_readers / 4;
-    for (i, path) in paths.iter().enumerate() {
+    for i in 0..paths.len() {
         let n = if i == 0 {
             shape.hot_readers - late
         } else {
             shape.readers_per_chat
         };
         for _ in 0..n {
-            let (http, cache, path, grant) = (http.clone(), cache.base.clone(), path.clone(), grants[i].clone());
-            readers.spawn(async move { (i, follow(http, cache, path, grant).await) });
-            count += 1;
+            start(&mut readers, i);
         }
     }
     // Every reader is live when each chat has had its first long-poll and a moment has passed.
@@ -315,10 +319,7 @@ pub(crate) async fn run(config: &Config, nginx: &Path, shape: Shape) -> anyhow::
         if n == shape.events.div_ceil(2) {
             refusals = outsiders_try(&http, &cache.base, &paths, &grants, &outsider).await?;
             for _ in 0..late {
-                let (http, cache, path, grant) =
-                    (http.clone(), cache.base.clone(), paths[0].clone(), grants[0].clone());
-                readers.spawn(async move { (0, follow(http, cache, path, grant).await) });
-                count += 1;
+                start(&mut readers, 0);
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
