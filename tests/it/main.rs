@@ -46,6 +46,8 @@ mod handshake;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;
+#[cfg(feature = "emulator")]
+mod log_aws;
 mod openapi_http;
 mod processes;
 mod read_tokens_http;

@@ -4,21 +4,29 @@
 //!
 //! | item | `pk` | `sk` | holds |
 //! | --- | --- | --- | --- |
-//! | stream head | `s#{path}` | `head` | the [`StreamState`], its version `ver` and the deadline `dl` |
-//! | hot-tail batch | `l#{sid}` | `m#{last:020}` | messages `first..=last` as frames (`data`) or an S3 key (`blob`) |
-//! | producer | `l#{sid}` | `p#{producer id}` | the producer's epoch and last sequence |
+//! | stream head | `s#{path}` | `head` | the [`StreamState`] (its tail as of the last seal), `ver` and the deadline `dl` |
+//! | hot-tail batch | `l#{sid}` | `m#{first:020}` | messages `first..=last` as frames (`data`) or an S3 key (`blob`), the stream's [`TailInfo`] after them, and the producer claims they carry (`cl`) |
+//! | close marker | `l#{sid}` | `m#{tail+1:020}` | an empty batch (`last = first - 1`) whose [`TailInfo`] is closed |
+//! | end sentinel | `l#{sid}` | `m#{tail+1:020}` | an empty batch marked `end`: the stream was deleted |
+//! | producer | `l#{sid}` | `p#{producer id}` | the producer's state as of message `at` |
 //!
-//! Batches are keyed by their *last* sequence number, so the batch holding message `n` is the
-//! first one a forward query from `m#{n:020}` returns. Every append bumps `ver`, and every
-//! append's transaction is conditional on the `ver` (and `sid`) it read: that one condition
-//! orders all writers of a stream. Sealing moves `sealed` without touching `ver`, so it never
-//! conflicts with appends.
+//! Batches are keyed by their *first* sequence number and each is put on the condition that
+//! its key is free (`attribute_not_exists`). A writer whose view of the tail is `t` puts at
+//! `t + 1`, and `t` is always the end of a stored batch, so the batches form one chain: a
+//! writer behind the tail finds its key taken, reads what came after, and decides again. That
+//! one condition orders all writers of a stream, gaplessly, in one write unit for a small
+//! event; the head is not written by appends.
+//!
+//! Batches are never deleted: each carries a `ttl` [`HOT_SECONDS`] after it was written, so
+//! DynamoDB removes it for free long after sealing copied it into a page (the worker seals full
+//! pages as they fill and a chat's last page once it is idle; `SealLagMs` alarms when sealing
+//! falls behind). The head keeps the tail a fully sealed stream's batches took with them.
 //!
 //! `ttl` is DynamoDB's TTL attribute: a day after a stream's deadline DynamoDB may delete the
 //! item. Spool never relies on that deletion: it treats an expired stream as gone as soon as the
 //! deadline passes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::{primitives::Blob, types::AttributeValue};
 use bytes::Bytes;
@@ -53,8 +61,12 @@ pub(crate) fn log_pk(sid: &str) -> String {
     format!("l#{sid}")
 }
 
-pub(crate) fn batch_sk(last: u64) -> String {
-    format!("m#{last:020}")
+pub(crate) fn batch_sk(first: u64) -> String {
+    format!("m#{first:020}")
+}
+
+pub(crate) fn batch_key(sid: &str, first: u64) -> Item {
+    HashMap::from([("pk".to_owned(), s(log_pk(sid))), ("sk".to_owned(), s(batch_sk(first)))])
 }
 
 pub(crate) fn producer_key(sid: &str, producer: &str) -> Item {
@@ -215,28 +227,125 @@ pub(crate) enum Body {
     Inline(Bytes),
     /// In S3 under this key, as frames (appends too large for an item).
     Blob(String),
+    /// Nowhere: a close marker (no messages), or a tombstone (released to a page).
+    Empty,
 }
 
-/// A hot-tail batch item.
+/// What a stream's tail is after a batch: the part of [`StreamState`] appends change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TailInfo {
+    pub(crate) tail: u64,
+    pub(crate) bytes: u64,
+    pub(crate) closed: bool,
+    pub(crate) closed_by: Option<ProducerClaim>,
+    pub(crate) stream_seq: Option<String>,
+}
+
+impl TailInfo {
+    pub(crate) fn of(state: &StreamState) -> Self {
+        Self {
+            tail: state.tail,
+            bytes: state.total_bytes,
+            closed: state.closed,
+            closed_by: state.closed_by.clone(),
+            stream_seq: state.stream_seq.clone(),
+        }
+    }
+
+    /// Moves `state` to this tail, if it is not behind it.
+    pub(crate) fn apply(&self, state: &mut StreamState) {
+        if self.tail > state.tail || (self.tail == state.tail && self.closed && !state.closed) {
+            state.tail = self.tail;
+            state.total_bytes = self.bytes;
+            state.closed = self.closed;
+            state.closed_by.clone_from(&self.closed_by);
+            state.stream_seq.clone_from(&self.stream_seq);
+        }
+    }
+
+    fn write(&self, item: &mut Item) {
+        item.insert("last".into(), n(self.tail));
+        item.insert("bytes".into(), n(self.bytes));
+        if self.closed {
+            item.insert("closed".into(), AttributeValue::Bool(true));
+        }
+        if let Some(by) = &self.closed_by {
+            item.insert("cby".into(), s(serde_json::to_string(by).unwrap_or_default()));
+        }
+        if let Some(seq) = &self.stream_seq {
+            item.insert("sseq".into(), s(seq));
+        }
+    }
+
+    pub(crate) fn read(item: &Item) -> Result<Self, Error> {
+        Ok(Self {
+            tail: item.num("last")?,
+            bytes: item.num("bytes")?,
+            closed: item.bool_attr("closed"),
+            closed_by: item
+                .opt_str("cby")
+                .map(serde_json::from_str::<ProducerClaim>)
+                .transpose()
+                .map_err(|_| corrupt("cby"))?,
+            stream_seq: item.opt_str("sseq").map(str::to_owned),
+        })
+    }
+}
+
+/// A hot-tail batch item (or what is left of one).
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
+    /// The first message's sequence number, the item's key. An empty batch (a close marker, an
+    /// end sentinel) has `first == info.tail + 1`.
     pub(crate) first: u64,
-    pub(crate) last: u64,
     pub(crate) body: Body,
+    /// The stream's tail after this batch; `info.tail` is its last message.
+    pub(crate) info: TailInfo,
+    /// Producer states after this batch, of the producers whose claims it carries.
+    pub(crate) claims: BTreeMap<String, ProducerState>,
+    /// An end sentinel: the stream was deleted, nothing may follow.
+    pub(crate) end: bool,
+    /// The writer's id for this put, so a write whose answer was lost recognises itself.
+    pub(crate) wid: String,
 }
 
 impl Batch {
+    pub(crate) fn last(&self) -> u64 {
+        self.info.tail
+    }
+
+    /// Messages in it (0 for a close marker or end sentinel).
+    pub(crate) fn len(&self) -> u64 {
+        (self.info.tail + 1).saturating_sub(self.first)
+    }
+
     pub(crate) fn to_item(&self, sid: &str, ttl: Option<AttributeValue>) -> Item {
-        let mut item = HashMap::from([
-            ("pk".to_owned(), s(log_pk(sid))),
-            ("sk".to_owned(), s(batch_sk(self.last))),
-            ("first".to_owned(), n(self.first)),
-            ("last".to_owned(), n(self.last)),
-        ]);
+        let mut item = batch_key(sid, self.first);
+        item.insert("first".into(), n(self.first));
+        self.info.write(&mut item);
         match &self.body {
-            Body::Inline(frames) => item.insert("data".into(), AttributeValue::B(Blob::new(frames.to_vec()))),
-            Body::Blob(key) => item.insert("blob".into(), s(key)),
-        };
+            Body::Inline(frames) => {
+                item.insert("data".into(), AttributeValue::B(Blob::new(frames.to_vec())));
+            }
+            Body::Blob(key) => {
+                item.insert("blob".into(), s(key));
+            }
+            Body::Empty => {}
+        }
+        if !self.claims.is_empty() {
+            let claims: BTreeMap<&str, [u64; 3]> = self
+                .claims
+                .iter()
+                .map(|(id, p)| (id.as_str(), [p.epoch, p.seq, p.offset]))
+                .collect();
+            item.insert("cl".into(), s(serde_json::to_string(&claims).unwrap_or_default()));
+        }
+        if self.end {
+            item.insert("end".into(), AttributeValue::Bool(true));
+        }
+        if !self.wid.is_empty() {
+            item.insert("wid".into(), s(&self.wid));
+        }
         if let Some(ttl) = ttl {
             item.insert("ttl".into(), ttl);
         }
@@ -244,32 +353,71 @@ impl Batch {
     }
 
     pub(crate) fn from_item(item: &Item) -> Result<Self, Error> {
+        let end = item.bool_attr("end");
         let body = match (item.bytes_attr("data"), item.opt_str("blob")) {
             (Some(frames), _) => Body::Inline(frames),
             (None, Some(key)) => Body::Blob(key.to_owned()),
-            (None, None) => return Err(corrupt("data")),
+            (None, None) => Body::Empty,
         };
-        Ok(Self {
+        let batch = Self {
             first: item.num("first")?,
-            last: item.num("last")?,
             body,
-        })
+            info: TailInfo::read(item)?,
+            claims: match item.opt_str("cl") {
+                None => BTreeMap::new(),
+                Some(json) => serde_json::from_str::<BTreeMap<String, [u64; 3]>>(json)
+                    .map_err(|_| corrupt("cl"))?
+                    .into_iter()
+                    .map(|(id, [epoch, seq, offset])| (id, ProducerState { epoch, seq, offset }))
+                    .collect(),
+            },
+            end,
+            wid: item.opt_str("wid").unwrap_or_default().to_owned(),
+        };
+        if batch.len() > 0 && matches!(batch.body, Body::Empty) {
+            return Err(corrupt("data"));
+        }
+        Ok(batch)
     }
 }
 
-pub(crate) fn producer_from_item(item: &Item) -> Result<ProducerState, Error> {
-    Ok(ProducerState {
-        epoch: item.num("epoch")?,
-        seq: item.num("seq")?,
-        offset: item.num("offset")?,
+/// How long a batch item lives: DynamoDB's TTL removes it this long after it was written, by
+/// when sealing has long copied it into a page. A writer never trusts a tail it remembers for
+/// more than a small part of this (`REMEMBER_MS`), so a key freed by the TTL is never one a
+/// writer could still put to.
+pub(crate) const HOT_SECONDS: i64 = 14 * 24 * 3600;
+
+/// The `ttl` of a batch written at `now_ms` to a stream with this deadline.
+pub(crate) fn batch_ttl(now_ms: i64, deadline_ms: Option<i64>) -> AttributeValue {
+    let hot = now_ms / 1000 + HOT_SECONDS;
+    let stream = deadline_ms.map_or(i64::MAX, |ms| ms / 1000 + TTL_GRACE_SECONDS);
+    n(hot.min(stream))
+}
+
+/// A producer item: its state as of message `at` (no claim of it after `at` is in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoredProducer {
+    pub(crate) state: ProducerState,
+    pub(crate) at: u64,
+}
+
+pub(crate) fn producer_from_item(item: &Item) -> Result<StoredProducer, Error> {
+    Ok(StoredProducer {
+        state: ProducerState {
+            epoch: item.num("epoch")?,
+            seq: item.num("seq")?,
+            offset: item.num("offset")?,
+        },
+        at: item.num("at")?,
     })
 }
 
-pub(crate) fn producer_to_item(sid: &str, producer: &str, p: ProducerState, ttl: Option<AttributeValue>) -> Item {
+pub(crate) fn producer_to_item(sid: &str, producer: &str, p: StoredProducer, ttl: Option<AttributeValue>) -> Item {
     let mut item = producer_key(sid, producer);
-    item.insert("epoch".into(), n(p.epoch));
-    item.insert("seq".into(), n(p.seq));
-    item.insert("offset".into(), n(p.offset));
+    item.insert("epoch".into(), n(p.state.epoch));
+    item.insert("seq".into(), n(p.state.seq));
+    item.insert("offset".into(), n(p.state.offset));
+    item.insert("at".into(), n(p.at));
     if let Some(ttl) = ttl {
         item.insert("ttl".into(), ttl);
     }

@@ -1,12 +1,18 @@
-//! # Appends: group commit into `TransactWriteItems`
+//! # Appends: group commit into conditional puts
 //!
 //! Concurrent appends to one stream are merged ([`spool_domain::group_commit`]) and decided
-//! against the head in order, as one writer would ([`apply_append`]); the decisions that write
-//! go to DynamoDB in one transaction conditioned on the head's `sid` and `ver`, with their batch
-//! items and producer states. A lost race re-reads the head and decides again.
+//! against the stream's state in order, as one writer would ([`apply_append`]); the decisions
+//! that write become batch items, put at the key after the tail on the condition that it is
+//! free (see [`crate::items`]). One small batch is one `PutItem`: a write unit. A taken key is
+//! another writer's batch: the writer reads what came after its tail and decides again.
+//!
+//! Idempotent producers: a batch carries the states of the producers it advanced (`cl`), and a
+//! producer's own item is written only when it claims an epoch (its first claim, a restart), in
+//! a transaction with the batch, and when sealing releases its batches. So a producer's state
+//! is its item plus its newest claim after it; a writer that wrote the tail knows it already.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -14,7 +20,7 @@ use std::{
 use aws_sdk_dynamodb::{
     error::SdkError,
     operation::transact_write_items::TransactWriteItemsError,
-    types::{AttributeValue, Put, TransactWriteItem, Update},
+    types::{AttributeValue, Put, TransactWriteItem},
 };
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
@@ -24,11 +30,12 @@ use spool_domain::{
     state::{ProducerState, StreamState, apply_append},
 };
 
-use super::Inner;
+use super::{Inner, head::Known};
 use crate::{
     errors::{ddb, s3},
     items::{
-        Batch, Body, Head, Item, head_key, n, producer_from_item, producer_key, producer_to_item, s, ttl_attribute,
+        Batch, Body, Head, Item, ItemExt, StoredProducer, TailInfo, batch_key, batch_sk, batch_ttl, log_pk, n,
+        producer_from_item, producer_key, producer_to_item, s, ttl_attribute,
     },
 };
 
@@ -134,100 +141,187 @@ impl Inner {
         answers
     }
 
-    /// The states of the round's producers: from `known` (current at the head the round is
-    /// decided on), else read.
-    pub(super) async fn load_producers(
-        &self,
-        sid: &str,
-        round: &[Prepared],
-        known: &HashMap<String, Option<ProducerState>>,
-    ) -> Result<HashMap<String, Option<ProducerState>>, Error> {
-        let mut producers = HashMap::new();
+    /// Learns the state of each of the round's producers that `view` does not know, as of its
+    /// tail.
+    async fn know_producers(&self, view: &mut View, round: &[Prepared]) -> Result<(), Error> {
         for prep in round {
             let Some(claim) = &prep.req.producer else { continue };
-            if producers.contains_key(&claim.id) {
-                continue;
+            if !view.producers.contains_key(&claim.id) {
+                let known = self.load_producer(&view.head.state, &claim.id).await?;
+                view.producers.insert(claim.id.clone(), known);
             }
-            if let Some(state) = known.get(&claim.id) {
-                producers.insert(claim.id.clone(), *state);
-                continue;
-            }
-            let out = self
-                .clients
-                .dynamodb
-                .get_item()
-                .table_name(&self.opts.table)
-                .set_key(Some(producer_key(sid, &claim.id)))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| ddb("GetItem (producer)", e))?;
-            producers.insert(claim.id.clone(), out.item.as_ref().map(producer_from_item).transpose()?);
         }
-        Ok(producers)
+        Ok(())
+    }
+
+    /// A producer's state as of message `tail`: its item (written when it claims an epoch,
+    /// and brought up to date when a page is sealed), then its newest claim in the batches
+    /// after both the item's `at` and the sealed pages.
+    pub(super) async fn load_producer(&self, state: &StreamState, id: &str) -> Result<Known, Error> {
+        let out = self
+            .clients
+            .dynamodb
+            .get_item()
+            .table_name(&self.opts.table)
+            .set_key(Some(producer_key(&state.sid, id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb("GetItem (producer)", e))?;
+        let Some(stored) = out.item.as_ref().map(producer_from_item).transpose()? else {
+            // Its first claim writes the item, so it never claimed.
+            return Ok(Known {
+                state: None,
+                stored_at: None,
+            });
+        };
+        let known = |state| Known {
+            state: Some(state),
+            stored_at: Some(stored.at),
+        };
+        let from = stored.at.max(state.sealed) + 1;
+        if from > state.tail {
+            return Ok(known(stored.state));
+        }
+        let mut start_key = None;
+        loop {
+            let (batches, next) = self
+                .batch_range(&state.sid, from, state.tail, false, start_key.take())
+                .await?;
+            if let Some(claim) = batches.iter().find_map(|b| b.claims.get(id)) {
+                return Ok(known(*claim));
+            }
+            match next {
+                Some(key) => start_key = Some(key),
+                None => break,
+            }
+        }
+        Ok(known(stored.state))
+    }
+
+    /// Batches with keys from `from` to `to`, forward or backward, one query page at a time.
+    pub(super) async fn batch_range(
+        &self,
+        sid: &str,
+        from: u64,
+        to: u64,
+        forward: bool,
+        start_key: Option<Item>,
+    ) -> Result<(Vec<Batch>, Option<Item>), Error> {
+        let out = self
+            .clients
+            .dynamodb
+            .query()
+            .table_name(&self.opts.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(log_pk(sid)))
+            .expression_attribute_values(":from", s(batch_sk(from.min(Offset::MAX_SEQ + 1))))
+            .expression_attribute_values(":to", s(batch_sk(to.min(Offset::MAX_SEQ + 1))))
+            .scan_index_forward(forward)
+            .consistent_read(true)
+            .set_exclusive_start_key(start_key)
+            .send()
+            .await
+            .map_err(|e| ddb("Query (batches)", e))?;
+        let batches = out.items().iter().map(Batch::from_item).collect::<Result<_, _>>()?;
+        Ok((batches, out.last_evaluated_key))
+    }
+
+    /// Brings `view` up to what other writers appended after its tail. False when the stream
+    /// was deleted meanwhile: load it again.
+    async fn catch_up(&self, view: &mut View) -> Result<bool, Error> {
+        let sid = view.head.state.sid.clone();
+        let mut start_key = None;
+        loop {
+            let from = view.head.state.tail + 1;
+            let (batches, next) = self
+                .batch_range(&sid, from, Offset::MAX_SEQ + 1, true, start_key.take())
+                .await?;
+            for batch in batches {
+                if batch.end {
+                    // The stream was deleted: its head says how.
+                    return Ok(false);
+                }
+                if batch.first != view.head.state.tail + 1 {
+                    return Err(Error::Corrupt {
+                        what: format!(
+                            "stream `{}` has a batch at {} after its tail {}",
+                            view.head.state.path, batch.first, view.head.state.tail
+                        ),
+                    });
+                }
+                batch.info.apply(&mut view.head.state);
+                for (id, state) in &batch.claims {
+                    if let Some(known) = view.producers.get_mut(id) {
+                        known.state = Some(*state);
+                    }
+                }
+                if batch.len() == 0 {
+                    // A close marker: only an end sentinel can follow it.
+                    continue;
+                }
+            }
+            match next {
+                Some(key) => start_key = Some(key),
+                None => return Ok(true),
+            }
+        }
     }
 
     pub(super) async fn commit_round(&self, path: &StreamPath, round: &[Prepared]) -> Vec<Result<AppendAck, Error>> {
         let started = Instant::now();
-        let mut fresh = false;
         let mut attempt = 0u32;
+        let mut view = self.cached_head(path).map(|r| View {
+            head: r.head,
+            producers: r.producers,
+            fresh: false,
+        });
         loop {
-            // On a fresh head, producers are read too (see below); on a remembered one, those this
-            // process committed with it are current as long as the head is.
-            let (head, known) = match (fresh, self.cached_head(path)) {
-                (false, Some(remembered)) => (Some(remembered.head), remembered.producers),
-                _ => match self.fetch_head(path).await {
-                    Ok(head) => {
-                        fresh = true;
-                        (head, HashMap::new())
-                    }
+            let mut v = match view.take() {
+                Some(v) => v,
+                None => match self.fetch_head(path).await {
+                    Ok(Some(head)) => View {
+                        head,
+                        producers: HashMap::new(),
+                        fresh: true,
+                    },
+                    Ok(None) => return for_each(&Error::NotFound { path: path.clone() }, round.len()),
                     Err(e) => return for_each(&e, round.len()),
                 },
             };
-            let Some(mut head) = head else {
-                return for_each(&Error::NotFound { path: path.clone() }, round.len());
-            };
-            let mut producers = match self.load_producers(&head.state.sid, round, &known).await {
-                Ok(p) => p,
-                Err(e) => return for_each(&e, round.len()),
-            };
-            // A decision that writes nothing (a duplicate) is not checked by the transaction's
-            // condition, so the head it answers with must be no older than the producer state:
-            // read it again after the producers.
-            if fresh && !producers.is_empty() {
-                match self.fetch_head(path).await {
-                    Ok(Some(again)) if again.state.sid == head.state.sid => head = again,
-                    Ok(_) => continue,
-                    Err(e) => return for_each(&e, round.len()),
-                }
+            if let Err(e) = self.know_producers(&mut v, round).await {
+                return for_each(&e, round.len());
             }
 
-            // Decide every request against the head, in order, as one writer would.
-            let loaded = producers.clone();
+            // Decide every request against the view, in order, as one writer would.
             let now = self.now();
-            let mut state = head.state.clone();
+            let mut state = v.head.state.clone();
             let (bytes_before, tail_before) = (state.total_bytes, state.tail);
+            let mut producers = v.producers.clone();
             let mut answers = Vec::with_capacity(round.len());
-            let mut accepted: Vec<(SeqRange, &Prepared)> = Vec::new();
-            let mut changed_producers: HashMap<String, ProducerState> = HashMap::new();
-            let mut changed = false;
+            let mut accepted: Vec<Accepted<'_>> = Vec::new();
             let mut all_write = true;
             for prep in round {
                 let current = prep
                     .req
                     .producer
                     .as_ref()
-                    .and_then(|c| producers.get(&c.id).copied().flatten());
+                    .and_then(|c| producers.get(&c.id).and_then(|k| k.state));
                 match apply_append(&mut state, current, &prep.req, now, &self.opts.limits) {
                     Ok(applied) => {
-                        changed |= applied.changed;
                         all_write &= applied.changed;
-                        if let Some(range) = applied.ack.appended {
-                            accepted.push((range, prep));
+                        if let Some((id, p)) = &applied.producer
+                            && let Some(known) = producers.get_mut(id)
+                        {
+                            known.state = Some(*p);
                         }
-                        if let Some((id, p)) = applied.producer {
-                            producers.insert(id.clone(), Some(p));
-                            changed_producers.insert(id, p);
+                        if applied.changed {
+                            accepted.push(Accepted {
+                                range: applied.ack.appended,
+                                prep,
+                                info: TailInfo::of(&state),
+                                producer: applied.producer.clone(),
+                            });
                         }
                         answers.push(Ok(applied.ack));
                     }
@@ -237,26 +331,47 @@ impl Inner {
                     }
                 }
             }
-            // A cached head may be stale. The transaction's condition checks every decision that
+            // A remembered view may be behind. A put's condition checks every decision that
             // writes; decide nothing else (a refusal, a duplicate) on it.
-            if !fresh && !all_write {
-                fresh = true;
+            if !v.fresh && !all_write {
+                match self.catch_up(&mut v).await {
+                    Ok(true) => {
+                        v.fresh = true;
+                        view = Some(v);
+                    }
+                    Ok(false) => self.forget_head(path),
+                    Err(e) => return for_each(&e, round.len()),
+                }
                 continue;
             }
-            if !changed {
+            if accepted.is_empty() {
                 return answers;
             }
 
-            let result = self
-                .transact_append(&head, &state, &accepted, &changed_producers, &loaded)
-                .await;
-            match result {
+            let items = batches(&accepted);
+            let epochs = epoch_writes(&items, &v.producers);
+            match self.put_batches(&state, &items, &epochs, &v.producers).await {
                 Ok(()) => {
-                    let committed = Head {
-                        state: state.clone(),
-                        ver: head.ver + 1,
-                    };
-                    self.remember_head(committed, producers);
+                    for (id, stored) in &epochs {
+                        if let Some(known) = producers.get_mut(id) {
+                            known.stored_at = Some(stored.at);
+                        }
+                    }
+                    let mut stored = state.clone();
+                    stored.touched_ms = v.head.state.touched_ms;
+                    if stored.needs_touch(now) {
+                        match self.touch(&state, now).await {
+                            Ok(()) => stored.touched_ms = now,
+                            Err(e) => tracing::warn!(%path, error = %e, "cannot refresh the stream's TTL"),
+                        }
+                    }
+                    self.remember_head(
+                        Head {
+                            state: stored,
+                            ver: v.head.ver,
+                        },
+                        producers,
+                    );
                     self.notifier
                         .publish(path, (!state.closed).then(|| Offset::after(state.tail)));
                     if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
@@ -269,10 +384,30 @@ impl Inner {
                 }
                 Err(Conflict::Lost) => {
                     self.opts.metrics.record(spool_domain::Metric::AppendConflict);
-                    fresh = false;
-                    self.forget_head(path);
+                    match self.catch_up(&mut v).await {
+                        Ok(true) => {
+                            v.fresh = true;
+                            view = Some(v);
+                        }
+                        Ok(false) => self.forget_head(path),
+                        Err(e) => return for_each(&e, round.len()),
+                    }
                 }
-                Err(Conflict::Busy) => self.opts.metrics.record(spool_domain::Metric::AppendConflict),
+                Err(Conflict::Producer) => {
+                    // A producer's item moved (sealing brought it up to date, or another
+                    // writer started an epoch): learn the round's producers again.
+                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
+                    for prep in round {
+                        if let Some(claim) = &prep.req.producer {
+                            v.producers.remove(&claim.id);
+                        }
+                    }
+                    view = Some(v);
+                }
+                Err(Conflict::Busy) => {
+                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
+                    view = Some(v);
+                }
                 Err(Conflict::Failed(e)) => return for_each(&e, round.len()),
             }
             if started.elapsed() > CONTENTION_BUDGET {
@@ -283,72 +418,26 @@ impl Inner {
         }
     }
 
-    pub(super) async fn transact_append(
+    /// Puts a round's batches (and the producer items of epochs it starts): one conditional
+    /// `PutItem` for the usual single batch, a transaction otherwise.
+    async fn put_batches(
         &self,
-        head: &Head,
         state: &StreamState,
-        accepted: &[(SeqRange, &Prepared)],
-        producers: &HashMap<String, ProducerState>,
-        loaded: &HashMap<String, Option<ProducerState>>,
+        items: &[Batch],
+        epochs: &BTreeMap<String, StoredProducer>,
+        known: &HashMap<String, Known>,
     ) -> Result<(), Conflict> {
         let table = &self.opts.table;
-        let mut names = HashMap::from([
-            ("#sid".to_owned(), "sid".to_owned()),
-            ("#ver".to_owned(), "ver".to_owned()),
-            ("#tail".to_owned(), "tail".to_owned()),
-            ("#bytes".to_owned(), "bytes".to_owned()),
-            ("#closed".to_owned(), "closed".to_owned()),
-            ("#tms".to_owned(), "tms".to_owned()),
-        ]);
-        let mut values = HashMap::from([
-            (":sid".to_owned(), s(&state.sid)),
-            (":ver".to_owned(), n(head.ver)),
-            (":nver".to_owned(), n(head.ver + 1)),
-            (":tail".to_owned(), n(state.tail)),
-            (":bytes".to_owned(), n(state.total_bytes)),
-            (":closed".to_owned(), AttributeValue::Bool(state.closed)),
-            (":tms".to_owned(), n(state.touched_ms)),
-        ]);
-        let mut set = vec![
-            "#ver = :nver",
-            "#tail = :tail",
-            "#bytes = :bytes",
-            "#closed = :closed",
-            "#tms = :tms",
-        ];
-        if let Some(deadline) = state.expires_at_ms() {
-            names.insert("#dl".into(), "dl".into());
-            names.insert("#ttl".into(), "ttl".into());
-            values.insert(":dl".into(), n(deadline));
-            values.insert(":ttl".into(), ttl_attribute(Some(deadline)).unwrap_or_else(|| n(0)));
-            set.extend(["#dl = :dl", "#ttl = :ttl"]);
-        }
-        if let Some(by) = &state.closed_by {
-            names.insert("#cby".into(), "cby".into());
-            values.insert(":cby".into(), s(serde_json::to_string(by).unwrap_or_default()));
-            set.push("#cby = :cby");
-        }
-        if let Some(seq) = &state.stream_seq {
-            names.insert("#sseq".into(), "sseq".into());
-            values.insert(":sseq".into(), s(seq));
-            set.push("#sseq = :sseq");
-        }
-        let update = Update::builder()
-            .table_name(table)
-            .set_key(Some(head_key(&state.path)))
-            .update_expression(format!("SET {}", set.join(", ")))
-            .condition_expression("#sid = :sid AND #ver = :ver")
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .build()
-            .map_err(|e| Conflict::Failed(Error::unavailable("DynamoDB update", e)))?;
-
-        let ttl = match state.expiry {
+        let ttl = Some(batch_ttl(self.now(), state.expires_at_ms()));
+        let producer_ttl = match state.expiry {
             spool_domain::Expiry::At { .. } => ttl_attribute(state.expires_at_ms()),
             _ => None,
         };
-        let mut tx = vec![TransactWriteItem::builder().update(update).build()];
-        for batch in batches(accepted) {
+        if let ([batch], true) = (items, epochs.is_empty()) {
+            return self.put_one(state, batch, ttl).await;
+        }
+        let mut tx = Vec::new();
+        for batch in items {
             tx.push(put(
                 table,
                 batch.to_item(&state.sid, ttl.clone()),
@@ -356,16 +445,14 @@ impl Inner {
             )?);
         }
         let first_producer = tx.len();
-        for (id, p) in producers {
-            // The producer must still be as this writer read it: the head's condition alone
-            // does not cover a producer state read before the head.
-            let expected = match loaded.get(id).copied().flatten() {
-                Some(before) => Expected::Producer(before),
+        for (id, stored) in epochs {
+            let expected = match known.get(id).and_then(|k| k.stored_at) {
+                Some(at) => Expected::ProducerAt(at),
                 None => Expected::Absent,
             };
             tx.push(put(
                 table,
-                producer_to_item(&state.sid, id, *p, ttl.clone()),
+                producer_to_item(&state.sid, id, *stored, producer_ttl.clone()),
                 Some(expected),
             )?);
         }
@@ -382,14 +469,10 @@ impl Inner {
                         .collect();
                     if failed.is_empty() {
                         Err(Conflict::Busy)
-                    } else if failed.contains(&0) || failed.iter().all(|&i| i >= first_producer) {
-                        // The head moved (the batch items may then collide with the winner's
-                        // too) or a producer moved: re-read and decide again.
+                    } else if failed.iter().any(|&i| i < first_producer) {
                         Err(Conflict::Lost)
                     } else {
-                        Err(Conflict::Failed(Error::Corrupt {
-                            what: format!("a batch item of `{}` already exists at its sequence number", state.path),
-                        }))
+                        Err(Conflict::Producer)
                     }
                 }
                 TransactWriteItemsError::TransactionInProgressException(_)
@@ -401,12 +484,90 @@ impl Inner {
             Err(e) => Err(Conflict::Failed(ddb("TransactWriteItems", e))),
         }
     }
+
+    /// One batch, put on the condition that its key is free. A taken key is another writer's
+    /// batch, or this very put applied by an attempt whose answer was lost: its `wid` tells.
+    async fn put_one(&self, state: &StreamState, batch: &Batch, ttl: Option<AttributeValue>) -> Result<(), Conflict> {
+        let result = self
+            .clients
+            .dynamodb
+            .put_item()
+            .table_name(&self.opts.table)
+            .set_item(Some(batch.to_item(&state.sid, ttl)))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                let out = self
+                    .clients
+                    .dynamodb
+                    .get_item()
+                    .table_name(&self.opts.table)
+                    .set_key(Some(batch_key(&state.sid, batch.first)))
+                    .projection_expression("wid")
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(|e| Conflict::Failed(ddb("GetItem (batch)", e)))?;
+                let ours = out.item.as_ref().and_then(|i| i.opt_str("wid")) == Some(batch.wid.as_str());
+                if ours { Ok(()) } else { Err(Conflict::Lost) }
+            }
+            Err(SdkError::ServiceError(e))
+                if e.err().is_provisioned_throughput_exceeded_exception() || e.err().is_request_limit_exceeded() =>
+            {
+                Err(Conflict::Busy)
+            }
+            Err(e) => Err(Conflict::Failed(ddb("PutItem (batch)", e))),
+        }
+    }
 }
 
-/// Why an append transaction did not commit.
+/// A writer's view of a stream: its state (the tail after the newest batch it knows) and what
+/// it knows of producers as of that tail. `fresh` when read (or caught up) in this round.
+struct View {
+    head: Head,
+    producers: HashMap<String, Known>,
+    fresh: bool,
+}
+
+/// An accepted request: the messages it appends (none for a close), the stream's tail after
+/// it, and the producer state it leaves.
+pub(super) struct Accepted<'a> {
+    pub(super) range: Option<SeqRange>,
+    pub(super) prep: &'a Prepared,
+    pub(super) info: TailInfo,
+    pub(super) producer: Option<(String, ProducerState)>,
+}
+
+/// The producer items a round writes: those whose state in it is of an epoch the item does not
+/// hold yet (a first claim, a new epoch), as of the end of the batch with their last claim.
+fn epoch_writes(items: &[Batch], known: &HashMap<String, Known>) -> BTreeMap<String, StoredProducer> {
+    let mut out = BTreeMap::new();
+    for batch in items {
+        for (id, state) in &batch.claims {
+            let before = known.get(id).and_then(|k| k.state);
+            if before.is_none_or(|b| b.epoch != state.epoch) || out.contains_key(id) {
+                out.insert(
+                    id.clone(),
+                    StoredProducer {
+                        state: *state,
+                        at: batch.last(),
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Why a round's put did not happen.
 pub(super) enum Conflict {
-    /// Another writer changed the head first: re-read it.
+    /// Another writer put a batch at the key first: catch up and decide again.
     Lost,
+    /// A producer's item is not as this writer knew it: learn it again.
+    Producer,
     /// DynamoDB asked to slow down or another transaction held an item: retry as is.
     Busy,
     /// Anything else.
@@ -417,8 +578,8 @@ pub(super) enum Conflict {
 pub(super) enum Expected {
     /// No item yet.
     Absent,
-    /// A producer item in this state.
-    Producer(ProducerState),
+    /// A producer item stored as of this message.
+    ProducerAt(u64),
 }
 
 pub(super) fn put(table: &str, item: Item, expected: Option<Expected>) -> Result<TransactWriteItem, Conflict> {
@@ -426,13 +587,11 @@ pub(super) fn put(table: &str, item: Item, expected: Option<Expected>) -> Result
     match expected {
         None => {}
         Some(Expected::Absent) => put = put.condition_expression("attribute_not_exists(pk)"),
-        Some(Expected::Producer(p)) => {
+        Some(Expected::ProducerAt(at)) => {
             put = put
-                .condition_expression("#epoch = :epoch AND #seq = :seq")
-                .expression_attribute_names("#epoch", "epoch")
-                .expression_attribute_names("#seq", "seq")
-                .expression_attribute_values(":epoch", n(p.epoch))
-                .expression_attribute_values(":seq", n(p.seq));
+                .condition_expression("#at = :at")
+                .expression_attribute_names("#at", "at")
+                .expression_attribute_values(":at", n(at));
         }
     }
     let put = put
@@ -441,44 +600,73 @@ pub(super) fn put(table: &str, item: Item, expected: Option<Expected>) -> Result
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-/// Packs accepted appends into batch items: consecutive inline appends share an item while
-/// it has room; an append already in S3 gets an item of its own.
-pub(super) fn batches(accepted: &[(SeqRange, &Prepared)]) -> Vec<Batch> {
-    let mut out = Vec::new();
-    let mut run: Option<(SeqRange, Vec<Bytes>)> = None;
-    let flush = |run: &mut Option<(SeqRange, Vec<Bytes>)>, out: &mut Vec<Batch>| {
-        if let Some((range, messages)) = run.take() {
-            out.push(Batch {
-                first: range.first,
-                last: range.last,
-                body: Body::Inline(encode_frames(&messages)),
-            });
+/// Packs a round's accepted requests into batch items: consecutive inline appends share an
+/// item while it has room; an append already in S3 gets an item of its own; a close with no
+/// messages closes the item before it, or is an empty item of its own (a close marker).
+pub(super) fn batches(accepted: &[Accepted<'_>]) -> Vec<Batch> {
+    let wid = uuid::Uuid::now_v7().simple().to_string();
+    let mut out: Vec<Batch> = Vec::new();
+    // The inline run being packed: its batch (body set when flushed) and messages.
+    let mut run: Option<(Batch, Vec<Bytes>)> = None;
+    let flush = |run: &mut Option<(Batch, Vec<Bytes>)>, out: &mut Vec<Batch>| {
+        if let Some((mut batch, messages)) = run.take() {
+            batch.body = Body::Inline(encode_frames(&messages));
+            out.push(batch);
         }
     };
-    for (range, prep) in accepted {
-        if let Some(key) = &prep.blob {
+    let claim = |batch: &mut Batch, a: &Accepted<'_>| {
+        batch.info = a.info.clone();
+        if let Some((id, p)) = &a.producer {
+            batch.claims.insert(id.clone(), *p);
+        }
+    };
+    for a in accepted {
+        let Some(range) = a.range else {
+            // A close with no messages: it closes the newest item of the round, if any.
+            if let Some((batch, _)) = &mut run {
+                claim(batch, a);
+            } else if let Some(batch) = out.last_mut() {
+                claim(batch, a);
+            } else {
+                let mut marker = Batch {
+                    first: a.info.tail + 1,
+                    body: Body::Empty,
+                    info: a.info.clone(),
+                    claims: BTreeMap::new(),
+                    end: false,
+                    wid: wid.clone(),
+                };
+                claim(&mut marker, a);
+                out.push(marker);
+            }
+            continue;
+        };
+        let new_batch = || Batch {
+            first: range.first,
+            body: Body::Empty,
+            info: a.info.clone(),
+            claims: BTreeMap::new(),
+            end: false,
+            wid: wid.clone(),
+        };
+        if let Some(key) = &a.prep.blob {
             flush(&mut run, &mut out);
-            out.push(Batch {
-                first: range.first,
-                last: range.last,
-                body: Body::Blob(key.clone()),
-            });
+            let mut batch = new_batch();
+            batch.body = Body::Blob(key.clone());
+            claim(&mut batch, a);
+            out.push(batch);
             continue;
         }
-        let size = frames_len(&prep.req.messages);
+        let size = frames_len(&a.prep.req.messages);
         let fits = run
             .as_ref()
             .is_some_and(|(_, messages)| frames_len(messages) + size <= ITEM_DATA_MAX);
         if !fits {
             flush(&mut run, &mut out);
         }
-        match &mut run {
-            Some((r, messages)) => {
-                r.last = range.last;
-                messages.extend(prep.req.messages.iter().cloned());
-            }
-            None => run = Some((*range, prep.req.messages.clone())),
-        }
+        let (batch, messages) = run.get_or_insert_with(|| (new_batch(), Vec::new()));
+        messages.extend(a.prep.req.messages.iter().cloned());
+        claim(batch, a);
     }
     flush(&mut run, &mut out);
     out

@@ -1,8 +1,10 @@
-//! # A stream's head: read, remembered, probed and touched
+//! # A stream's head: read, resolved, remembered, probed and touched
 //!
-//! The head item (`pk = s#{path}`) holds a stream's state and its `ver`, which every append's
-//! transaction checks. A writer remembers the head it last committed, so an uncontended append
-//! reads nothing; a live reader probes a few attributes of it, eventually consistently.
+//! The head item (`pk = s#{path}`) holds a stream's configuration and its tail as of the last
+//! seal; appends do not write it. The tail is the newest batch's ([`TailInfo`]), so reading a
+//! stream's state is a `GetItem` of the head and a reverse `Query` for its newest batch. A
+//! writer remembers the state it last wrote (for at most [`REMEMBER_MS`]), so an uncontended
+//! append reads nothing; a live reader probes the newest batch, eventually consistently.
 
 use std::collections::HashMap;
 
@@ -16,32 +18,53 @@ use spool_domain::{
 use super::{Inner, Remembered};
 use crate::{
     errors::ddb,
-    items::{Head, head_key, n, s, ttl_attribute},
+    items::{Batch, Head, Item, batch_sk, head_key, log_pk, n, s, ttl_attribute},
 };
+
+/// How long a writer trusts a tail it remembers, by the clock (a frozen Lambda's memory can be
+/// hours old): far below a tombstone's day, so the key it would put to was never freed.
+pub(super) const REMEMBER_MS: i64 = 10 * 60 * 1000;
+
+/// What a writer knows of a producer as of its view's tail: its state (`None`: it never
+/// claimed) and the `at` of its stored item (`None`: no item), which an epoch's first write
+/// is conditioned on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Known {
+    pub(super) state: Option<ProducerState>,
+    pub(super) stored_at: Option<u64>,
+}
 
 impl Inner {
     pub(super) fn now(&self) -> i64 {
         self.opts.clock.now_ms()
     }
 
+    /// The state this process last wrote, if it is recent enough to build on.
     pub(super) fn cached_head(&self, path: &StreamPath) -> Option<Remembered> {
-        self.heads.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned()
+        let now = self.now();
+        self.heads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .filter(|r| now.saturating_sub(r.at_ms) < REMEMBER_MS && r.at_ms <= now)
+            .cloned()
     }
 
-    pub(super) fn remember_head(&self, head: Head, producers: HashMap<String, Option<ProducerState>>) {
+    pub(super) fn remember_head(&self, head: Head, producers: HashMap<String, Known>) {
+        let at_ms = self.now();
         let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
         if heads.len() > 10_000 {
             heads.clear();
         }
-        heads.insert(head.state.path.clone(), Remembered { head, producers });
+        heads.insert(head.state.path.clone(), Remembered { head, producers, at_ms });
     }
 
     pub(super) fn forget_head(&self, path: &StreamPath) {
         self.heads.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
     }
 
-    /// The head as stored now (strongly consistent), expired or not.
-    pub(super) async fn fetch_head(&self, path: &StreamPath) -> Result<Option<Head>, Error> {
+    /// The head item as stored now (strongly consistent), its tail as of the last seal.
+    pub(super) async fn fetch_head_item(&self, path: &StreamPath) -> Result<Option<Head>, Error> {
         let out = self
             .clients
             .dynamodb
@@ -55,11 +78,77 @@ impl Inner {
         out.item.as_ref().map(Head::from_item).transpose()
     }
 
-    /// A live reader's cheap look at a stream: an eventually consistent `GetItem` of four small
-    /// attributes (0.5 read units), every `SPOOL_LIVE_POLL_MS` while a reader waits on another
-    /// process's writes. A tail it sees late only delays the wake-up; the read that follows is
-    /// strongly consistent.
+    /// The stream as it is now (strongly consistent), expired or not: its head, with the tail
+    /// of its newest batch.
+    pub(super) async fn fetch_head(&self, path: &StreamPath) -> Result<Option<Head>, Error> {
+        let Some(mut head) = self.fetch_head_item(path).await? else {
+            return Ok(None);
+        };
+        {
+            let mut sids = self.sids.lock().unwrap_or_else(|e| e.into_inner());
+            if sids.len() > 10_000 {
+                sids.clear();
+            }
+            sids.insert(path.clone(), head.state.sid.clone());
+        }
+        if let Some(newest) = self.newest_batch(&head.state.sid, Offset::MAX_SEQ, true).await? {
+            newest.info.apply(&mut head.state);
+        }
+        Ok(Some(head))
+    }
+
+    /// The batch with the highest key at most `through + 1`: the newest one when `through` is
+    /// [`Offset::MAX_SEQ`].
+    pub(super) async fn newest_batch(&self, sid: &str, through: u64, consistent: bool) -> Result<Option<Batch>, Error> {
+        Ok(self
+            .batches_back(sid, through.saturating_add(1), 1, consistent)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Up to `limit` batches with keys at most `key`, newest first.
+    pub(super) async fn batches_back(
+        &self,
+        sid: &str,
+        key: u64,
+        limit: i32,
+        consistent: bool,
+    ) -> Result<Vec<Batch>, Error> {
+        let out = self
+            .clients
+            .dynamodb
+            .query()
+            .table_name(&self.opts.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(log_pk(sid)))
+            .expression_attribute_values(":from", s(batch_sk(0)))
+            .expression_attribute_values(":to", s(batch_sk(key.min(Offset::MAX_SEQ + 1))))
+            .scan_index_forward(false)
+            .limit(limit)
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(|e| ddb("Query (newest batch)", e))?;
+        out.items().iter().map(Batch::from_item).collect()
+    }
+
+    /// A live reader's cheap look at a stream: an eventually consistent reverse `Query` for its
+    /// newest batch (0.5 read units for a small one), every `SPOOL_LIVE_POLL_MS` while a reader
+    /// waits on another process's writes. A tail it sees late only delays the wake-up; the read
+    /// that follows is strongly consistent. A stream with no live batch (sealed and idle, or
+    /// deleted) is probed at its head.
     pub(super) async fn probe(&self, path: &StreamPath) -> Result<TailProbe, Error> {
+        let sid = self.sids.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
+        if let Some(sid) = sid
+            && let Some(newest) = self.newest_batch(&sid, Offset::MAX_SEQ, false).await?
+            && !newest.end
+        {
+            return Ok(TailProbe {
+                tail: Offset::after(newest.last()),
+                closed: newest.info.closed,
+            });
+        }
         let out = self
             .clients
             .dynamodb
@@ -74,7 +163,7 @@ impl Inner {
             .send()
             .await
             .map_err(|e| ddb("GetItem (live probe)", e))?;
-        let item = out.item.ok_or_else(|| Error::NotFound { path: path.clone() })?;
+        let item: Item = out.item.ok_or_else(|| Error::NotFound { path: path.clone() })?;
         let flag = |name: &str| item.get(name).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
         let number = |name: &str| {
             item.get(name)

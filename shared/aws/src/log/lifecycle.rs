@@ -20,12 +20,12 @@ use spool_domain::{
 
 use super::{
     Inner,
-    append::{Conflict, Expected, batches, put},
+    append::{Accepted, Conflict, Expected, batches, put},
     pages::page_key,
 };
 use crate::{
     errors::ddb,
-    items::{Head, Item, ItemExt, batch_sk, batch_write, head_key, log_pk, n, s, ttl_attribute},
+    items::{Batch, Body, Head, Item, ItemExt, TailInfo, batch_ttl, batch_write, head_key, log_pk, n, s},
 };
 
 impl Inner {
@@ -118,11 +118,14 @@ impl Inner {
                     first,
                     last: first + own.len() as u64 - 1,
                 };
-                let ttl = match head.state.expiry {
-                    spool_domain::Expiry::At { .. } => ttl_attribute(head.state.expires_at_ms()),
-                    _ => None,
+                let ttl = Some(batch_ttl(now, head.state.expires_at_ms()));
+                let accepted = Accepted {
+                    range: Some(range),
+                    prep,
+                    info: TailInfo::of(&head.state),
+                    producer: None,
                 };
-                for batch in batches(&[(range, prep)]) {
+                for batch in batches(&[accepted]) {
                     tx.push(
                         put(
                             &inner.opts.table,
@@ -176,18 +179,18 @@ impl Inner {
         Err(Error::Contention { path: path.clone() })
     }
 
-    /// Deletes a stream: softly while forks read it, else its head and then its data.
-    pub(super) async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
+    /// Deletes a stream: softly while forks read it, else its head and then its data. Either
+    /// way an end sentinel is put after its tail in the same transaction, so a writer that
+    /// remembers the stream finds its next key taken and learns it is gone.
+    /// True when it was kept for its forks.
+    pub(super) async fn delete(&self, path: &StreamPath) -> Result<bool, Error> {
         let inner = self;
         for attempt in 0..5u32 {
             let head = inner.live_head(path).await?;
+            let sentinel = inner.end_sentinel(&head.state)?;
             if head.state.forks > 0 {
-                // Soft delete: gone for clients, kept for the forks that read it. `ver` moves so
-                // writers holding the old head re-read it.
-                let marked = inner
-                    .clients
-                    .dynamodb
-                    .update_item()
+                // Soft delete: gone for clients, kept for the forks that read it.
+                let mark = Update::builder()
                     .table_name(&inner.opts.table)
                     .set_key(Some(head_key(path)))
                     .update_expression("SET del = :true, ver = ver + :one")
@@ -197,31 +200,61 @@ impl Inner {
                     .expression_attribute_values(":one", n(1))
                     .expression_attribute_values(":zero", n(0))
                     .expression_attribute_values(":sid", s(&head.state.sid))
-                    .send()
-                    .await;
+                    .build()
+                    .map_err(|e| Error::unavailable("update", e))?;
+                let sent = crate::items::transact(
+                    &inner.clients.dynamodb,
+                    vec![TransactWriteItem::builder().update(mark).build(), sentinel],
+                )
+                .await;
                 inner.forget_head(path);
-                match marked {
+                match sent {
                     Ok(_) => {
                         inner.notifier.publish(path, None);
-                        return Ok(());
+                        return Ok(true);
                     }
-                    Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                    Err(SdkError::ServiceError(e))
+                        if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
+                    {
                         spool_domain::retry::backoff(attempt).await;
                         continue;
                     }
-                    Err(e) => return Err(ddb("UpdateItem (soft delete)", e)),
+                    Err(e) => return Err(ddb("TransactWriteItems (soft delete)", e)),
                 }
             }
-            if inner.remove_head(&head, None).await? {
+            if inner.remove_head(&head, Some(sentinel)).await? {
                 inner.notifier.publish(path, None);
                 inner.collect_garbage(&head.state.sid).await;
                 inner.release_source(head.state.origin.clone()).await?;
-                return Ok(());
+                return Ok(false);
             }
-            // Deleted, replaced or forked meanwhile: look again.
+            // Deleted, replaced, forked or appended to meanwhile: look again.
             spool_domain::retry::backoff(attempt).await;
         }
         Err(Error::Contention { path: path.clone() })
+    }
+
+    /// The put of an end sentinel after the tail of `state` (after its close marker, if it is
+    /// closed), on the condition that no batch is there yet.
+    fn end_sentinel(&self, state: &StreamState) -> Result<TransactWriteItem, Error> {
+        let sentinel = Batch {
+            first: state.tail + 1 + u64::from(state.closed),
+            body: Body::Empty,
+            info: TailInfo::of(state),
+            claims: std::collections::BTreeMap::new(),
+            end: true,
+            wid: String::new(),
+        };
+        let ttl = Some(batch_ttl(self.now(), None));
+        put(
+            &self.opts.table,
+            sentinel.to_item(&state.sid, ttl),
+            Some(Expected::Absent),
+        )
+        .map_err(|c| match c {
+            Conflict::Failed(e) => e,
+            _ => Error::unavailable("put", "end sentinel"),
+        })
     }
 
     /// After a stream with this origin was removed: one fork fewer on its source; a source that
@@ -289,10 +322,11 @@ impl Inner {
         }
     }
 
-    /// Removes everything stored under a stream incarnation: hot items, producers, blobs and
-    /// pages. Best effort: what it misses is unreachable (keys carry the incarnation's `sid`).
+    /// Removes what is stored under a stream incarnation: producers, blobs and pages. Its batch
+    /// items expire by themselves (their `ttl`). Best effort: what it misses is unreachable
+    /// (keys carry the incarnation's `sid`).
     pub(super) async fn collect_garbage(&self, sid: &str) {
-        if let Err(e) = self.delete_hot(sid, None).await {
+        if let Err(e) = self.release_items(sid, None).await {
             tracing::warn!(sid, error = %e, "cannot delete a removed stream's items; they are unreachable garbage");
         }
         match self.list_pages(sid, None).await {
@@ -305,9 +339,10 @@ impl Inner {
         self.pages.lock().unwrap_or_else(|e| e.into_inner()).remove(sid);
     }
 
-    /// Deletes hot-tail items of `sid` whose last message is at most `through` (every item of
-    /// the incarnation, producers included, when `None`), and their blobs.
-    pub(super) async fn delete_hot(&self, sid: &str, through: Option<u64>) -> Result<(), Error> {
+    /// Deletes the S3 blobs of batches of `sid` whose last message is at most `through`, which
+    /// pages now hold (the batch items themselves expire); with `None`, every blob and every
+    /// producer item of the removed incarnation.
+    pub(super) async fn release_items(&self, sid: &str, through: Option<u64>) -> Result<(), Error> {
         let mut start_key: Option<Item> = None;
         loop {
             let mut query = self
@@ -315,16 +350,19 @@ impl Inner {
                 .dynamodb
                 .query()
                 .table_name(&self.opts.table)
-                .projection_expression("pk, sk, #blob")
+                .projection_expression("pk, sk, #last, #blob")
                 .expression_attribute_names("#blob", "blob")
+                .expression_attribute_names("#last", "last")
                 .expression_attribute_values(":pk", s(log_pk(sid)))
                 .consistent_read(true)
                 .set_exclusive_start_key(start_key.take());
             query = match through {
                 Some(through) => query
                     .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-                    .expression_attribute_values(":from", s(batch_sk(0)))
-                    .expression_attribute_values(":to", s(batch_sk(through))),
+                    .filter_expression("attribute_exists(#blob) AND #last <= :through")
+                    .expression_attribute_values(":from", s(crate::items::batch_sk(0)))
+                    .expression_attribute_values(":to", s(crate::items::batch_sk(through)))
+                    .expression_attribute_values(":through", n(through)),
                 None => query.key_condition_expression("pk = :pk"),
             };
             let page = query.send().await.map_err(|e| ddb("Query (release)", e))?;
@@ -333,9 +371,11 @@ impl Inner {
                 .iter()
                 .filter_map(|i| i.opt_str("blob").map(str::to_owned))
                 .collect();
-            for chunk in page.items().chunks(25) {
-                let requests: Vec<WriteRequest> = chunk
+            if through.is_none() {
+                let producers: Vec<WriteRequest> = page
+                    .items()
                     .iter()
+                    .filter(|item| item.opt_str("sk").is_some_and(|sk| sk.starts_with("p#")))
                     .filter_map(|item| {
                         let key: Item = item
                             .iter()
@@ -349,7 +389,7 @@ impl Inner {
                         Some(WriteRequest::builder().delete_request(delete).build())
                     })
                     .collect();
-                batch_write(&self.clients.dynamodb, &self.opts.table, requests).await?;
+                batch_write(&self.clients.dynamodb, &self.opts.table, producers).await?;
             }
             if !blobs.is_empty() {
                 self.delete_objects(blobs).await;

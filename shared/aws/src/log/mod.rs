@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use spool_domain::{
     Append, AppendAck, Clock, CreateStream, Created, Error, FailPoints, LogLimits, SealScheduler, SeqRange, StreamPath,
-    StreamWriter, SystemClock, group_commit::GroupCommit, notify::Notifier, page::page_name, state::ProducerState,
+    StreamWriter, SystemClock, group_commit::GroupCommit, notify::Notifier, page::page_name,
 };
 
 use crate::{AwsClients, items::Head};
@@ -96,18 +96,20 @@ struct Inner {
     opts: AwsLogOptions,
     notifier: Notifier,
     heads: Mutex<HashMap<StreamPath, Remembered>>,
+    /// The storage id each path was last seen with, for live readers' probes.
+    sids: Mutex<HashMap<StreamPath, String>>,
     pages: Mutex<HashMap<String, BTreeMap<u64, SeqRange>>>,
     commits: Arc<GroupCommit<StreamPath, Prepared, AppendAck>>,
 }
 
-/// The head this process last committed, with the producer states it committed with it.
-/// Producers are written only by the transaction that moves the head, so while the head is
-/// unchanged (which the next transaction checks) so are they: an append on a remembered head
-/// need not read them.
+/// The state this process last wrote (or read) for a stream, with what it knows of producers
+/// as of that tail, and when. Batches are immutable and put only at a free key, so while no
+/// other writer put after this tail (which the next put's condition checks) it is current.
 #[derive(Clone)]
 struct Remembered {
     head: Head,
-    producers: HashMap<String, Option<ProducerState>>,
+    producers: HashMap<String, head::Known>,
+    at_ms: i64,
 }
 
 /// The AWS stream log; cheap to clone.
@@ -123,6 +125,15 @@ impl std::fmt::Debug for AwsLog {
 }
 
 impl AwsLog {
+    async fn seal_deleted(&self, path: &StreamPath) -> Result<(), Error> {
+        match &self.inner.opts.scheduler {
+            Some(scheduler) => scheduler.schedule(path).await,
+            None => spool_domain::StreamSealer::seal(self, path, spool_domain::SealMode::Final)
+                .await
+                .map(drop),
+        }
+    }
+
     /// A log over the table and bucket in `opts`.
     pub fn new(clients: AwsClients, opts: AwsLogOptions) -> Self {
         Self {
@@ -131,6 +142,7 @@ impl AwsLog {
                 opts,
                 notifier: Notifier::default(),
                 heads: Mutex::new(HashMap::new()),
+                sids: Mutex::new(HashMap::new()),
                 pages: Mutex::new(HashMap::new()),
                 commits: GroupCommit::new(TRANSACTION_APPENDS_MAX),
             }),
@@ -176,6 +188,11 @@ impl StreamWriter for AwsLog {
     }
 
     async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
-        self.inner.delete(path).await
+        let kept_for_forks = self.inner.delete(path).await?;
+        // The forks of a deleted stream read its pages once its batches expire: seal it all.
+        if kept_for_forks && let Err(e) = self.seal_deleted(path).await {
+            tracing::warn!(%path, error = %e, "cannot ask for a deleted stream to be sealed; it is sealed at its next page");
+        }
+        Ok(())
     }
 }

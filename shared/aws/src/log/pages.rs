@@ -5,8 +5,10 @@
 //! lists again only past the last one it knows. Sealing itself is the domain's
 //! ([`seal_stream`]); this part is its [`PageStore`].
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::{error::SdkError, types::AttributeValue};
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use spool_domain::{
@@ -19,7 +21,7 @@ use spool_domain::{
 use super::{AwsLog, Inner};
 use crate::{
     errors::{ddb, s3},
-    items::{head_key, n, s},
+    items::{StoredProducer, head_key, n, producer_key, s},
 };
 
 /// The S3 key of a sealed page: `streams/{sid}/pages/{first:020}-{last:020}`.
@@ -112,6 +114,57 @@ impl Inner {
         Ok(found)
     }
 
+    /// Brings the items of the producers claimed in batches with keys in `(from, to]` up to
+    /// their newest claim there (never back: the item may already be newer).
+    pub(super) async fn materialize_producers(&self, state: &StreamState, from: u64, to: u64) -> Result<(), Error> {
+        let mut newest: BTreeMap<String, StoredProducer> = BTreeMap::new();
+        let mut start_key = None;
+        loop {
+            let (batches, next) = self
+                .batch_range(&state.sid, from + 1, to, true, start_key.take())
+                .await?;
+            for batch in batches {
+                for (id, claim) in &batch.claims {
+                    newest.insert(
+                        id.clone(),
+                        StoredProducer {
+                            state: *claim,
+                            at: batch.last(),
+                        },
+                    );
+                }
+            }
+            match next {
+                Some(key) => start_key = Some(key),
+                None => break,
+            }
+        }
+        for (id, stored) in newest {
+            let result = self
+                .clients
+                .dynamodb
+                .update_item()
+                .table_name(&self.opts.table)
+                .set_key(Some(producer_key(&state.sid, &id)))
+                .update_expression("SET epoch = :epoch, seq = :seq, #offset = :offset, #at = :at")
+                .condition_expression("attribute_not_exists(pk) OR #at < :at")
+                .expression_attribute_names("#offset", "offset")
+                .expression_attribute_names("#at", "at")
+                .expression_attribute_values(":epoch", n(stored.state.epoch))
+                .expression_attribute_values(":seq", n(stored.state.seq))
+                .expression_attribute_values(":offset", n(stored.state.offset))
+                .expression_attribute_values(":at", n(stored.at))
+                .send()
+                .await;
+            match result {
+                Ok(_) => {}
+                Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {}
+                Err(e) => return Err(ddb("UpdateItem (producer)", e)),
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn cached_page(&self, sid: &str, seq: u64) -> Option<SeqRange> {
         let pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
         let (_, range) = pages.get(sid)?.range(..=seq).next_back()?;
@@ -158,11 +211,15 @@ impl StreamSealer for AwsLog {
 #[async_trait]
 impl PageStore for AwsLog {
     async fn load_state(&self, path: &StreamPath) -> Result<Option<StreamState>, Error> {
-        match self.inner.live_head(path).await {
-            Ok(head) => Ok(Some(head.state)),
-            Err(Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        // A stream deleted while forks read it is still sealed: its batches expire, and the
+        // forks read its pages.
+        let now = self.inner.now();
+        Ok(self
+            .inner
+            .fetch_head(path)
+            .await?
+            .map(|head| head.state)
+            .filter(|state| !state.is_expired(now)))
     }
 
     async fn find_page_starting_at(&self, sid: &str, first: u64) -> Result<Option<SeqRange>, Error> {
@@ -225,20 +282,53 @@ impl PageStore for AwsLog {
     }
 
     async fn commit_sealed(&self, state: &StreamState, from: u64, to: u64) -> Result<bool, Error> {
-        let result = self
-            .inner
+        let inner = &self.inner;
+        let Some(head) = inner.fetch_head_item(&state.path).await? else {
+            return Ok(false);
+        };
+        if head.state.sid != state.sid || head.state.sealed != from {
+            return Ok(false);
+        }
+        // Producers' items learn the claims of the batches this page seals, before the head
+        // says they are sealed: a writer reads claims only in batches after the sealed point.
+        inner.materialize_producers(state, from, to).await?;
+        // The head keeps the tail the page ends at, so a stream whose batches have expired
+        // still knows its tail, `Stream-Seq` and closure.
+        let info = inner
+            .batches_back(&state.sid, to.saturating_add(1), 2, true)
+            .await?
+            .into_iter()
+            .find(|b| b.last() == to && !b.end)
+            .map(|b| b.info)
+            .filter(|info| info.tail > head.state.tail || (info.closed && !head.state.closed));
+        let mut update = inner
             .clients
             .dynamodb
             .update_item()
-            .table_name(&self.inner.opts.table)
+            .table_name(&inner.opts.table)
             .set_key(Some(head_key(&state.path)))
-            .update_expression("SET sealed = :to")
             .condition_expression("sid = :sid AND sealed = :from")
             .expression_attribute_values(":sid", s(&state.sid))
             .expression_attribute_values(":from", n(from))
-            .expression_attribute_values(":to", n(to))
-            .send()
-            .await;
+            .expression_attribute_values(":to", n(to));
+        let mut set = vec!["sealed = :to"];
+        if let Some(info) = info {
+            set.extend(["tail = :tail", "#bytes = :bytes", "closed = :closed"]);
+            update = update
+                .expression_attribute_names("#bytes", "bytes")
+                .expression_attribute_values(":tail", n(info.tail))
+                .expression_attribute_values(":bytes", n(info.bytes))
+                .expression_attribute_values(":closed", AttributeValue::Bool(info.closed));
+            if let Some(by) = &info.closed_by {
+                set.push("cby = :cby");
+                update = update.expression_attribute_values(":cby", s(serde_json::to_string(by).unwrap_or_default()));
+            }
+            if let Some(seq) = &info.stream_seq {
+                set.push("sseq = :sseq");
+                update = update.expression_attribute_values(":sseq", s(seq));
+            }
+        }
+        let result = update.update_expression(format!("SET {}", set.join(", "))).send().await;
         match result {
             Ok(_) => Ok(true),
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),
@@ -250,6 +340,6 @@ impl PageStore for AwsLog {
         if through == 0 {
             return Ok(());
         }
-        self.inner.delete_hot(&state.sid, Some(through)).await
+        self.inner.release_items(&state.sid, Some(through)).await
     }
 }

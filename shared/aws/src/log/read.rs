@@ -19,10 +19,7 @@ use spool_domain::{
 };
 
 use super::{AwsLog, Inner, pages::page_key};
-use crate::{
-    errors::ddb,
-    items::{Batch, Body, Item, batch_sk, log_pk, s},
-};
+use crate::items::Body;
 
 impl Inner {
     /// Messages after `after` (up to `through`) from the hot tail, about `max_bytes` of them.
@@ -37,46 +34,41 @@ impl Inner {
         let mut out: Vec<Bytes> = Vec::new();
         let mut bytes = 0usize;
         let mut next = after + 1;
-        let mut start_key: Option<Item> = None;
+        if next > through {
+            return Ok(out);
+        }
+        // Batches are keyed by their first message: a read that starts inside one (after a
+        // page or a short read ended mid-batch) looks back for it.
+        let (mut batches, mut more) = self.batch_range(sid, next, Offset::MAX_SEQ + 1, true, None).await?;
+        if batches.first().map(|b| b.first) != Some(next) {
+            match self.newest_batch(sid, next - 1, true).await? {
+                Some(holding) if holding.first <= next && next <= holding.last() => batches.insert(0, holding),
+                _ => return Ok(out),
+            }
+        }
         'pages: loop {
-            let page = self
-                .clients
-                .dynamodb
-                .query()
-                .table_name(&self.opts.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-                .expression_attribute_values(":pk", s(log_pk(sid)))
-                .expression_attribute_values(":from", s(batch_sk(after + 1)))
-                // Items are keyed by their last message, so the one holding `through` may sort
-                // after it: read on and stop at `through`.
-                .expression_attribute_values(":to", s(batch_sk(Offset::MAX_SEQ)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start_key.take())
-                .send()
-                .await
-                .map_err(|e| ddb("Query (hot tail)", e))?;
-            for item in page.items() {
-                let batch = Batch::from_item(item)?;
-                if batch.first > next || next > through {
+            for batch in batches {
+                if batch.first > next || next > through || batch.len() == 0 {
                     break 'pages;
                 }
+                let (first, last, len) = (batch.first, batch.last(), batch.len());
                 let frames = match batch.body {
                     Body::Inline(frames) => frames,
-                    Body::Blob(key) => self.get_object(&key).await?,
+                    // Sealing deleted it after this read's head was read: read again.
+                    Body::Blob(key) => match self.get_blob(&key).await? {
+                        Some(frames) => frames,
+                        None => break 'pages,
+                    },
+                    Body::Empty => break 'pages,
                 };
                 let messages = decode_frames(frames)?;
-                if messages.len() as u64 != batch.last - batch.first + 1 {
+                if messages.len() as u64 != len {
                     return Err(Error::Corrupt {
-                        what: format!(
-                            "batch {}..={} of stream {sid} has {} messages",
-                            batch.first,
-                            batch.last,
-                            messages.len()
-                        ),
+                        what: format!("batch {first}..={last} of stream {sid} has {} messages", messages.len()),
                     });
                 }
-                let end = (through.min(batch.last) + 1 - batch.first) as usize;
-                for message in &messages[(next - batch.first) as usize..end] {
+                let end = (through.min(last) + 1 - first) as usize;
+                for message in &messages[(next - first) as usize..end] {
                     bytes += message.len();
                     out.push(message.clone());
                     next += 1;
@@ -85,8 +77,12 @@ impl Inner {
                     }
                 }
             }
-            match page.last_evaluated_key {
-                Some(key) if next <= through => start_key = Some(key),
+            match more {
+                Some(key) if next <= through => {
+                    (batches, more) = self
+                        .batch_range(sid, next, Offset::MAX_SEQ + 1, true, Some(key))
+                        .await?;
+                }
                 _ => break,
             }
         }
@@ -114,6 +110,29 @@ impl Inner {
             tracing::warn!(path = %path, error = %e, "cannot refresh the stream's TTL on this read");
         }
         Ok(Some(state.chunk(start, messages, from_pages)))
+    }
+}
+
+impl Inner {
+    /// A large append's frames; `None` once sealing released them.
+    async fn get_blob(&self, key: &str) -> Result<Option<Bytes>, Error> {
+        match self.get_object(key).await {
+            Ok(frames) => Ok(Some(frames)),
+            Err(e) => {
+                let head = self
+                    .clients
+                    .s3
+                    .head_object()
+                    .bucket(&self.opts.bucket)
+                    .key(key)
+                    .send()
+                    .await;
+                match head {
+                    Err(aws_sdk_s3::error::SdkError::ServiceError(h)) if h.err().is_not_found() => Ok(None),
+                    _ => Err(e),
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,273 @@
+//! The stream log's DynamoDB layout, on the emulator: what an append costs, and the promises
+//! that rest on batches being put at free keys (not on a transaction with the head): a writer
+//! that remembers a deleted stream acknowledges nothing, a remembered tail is only trusted for a
+//! while, and a stream whose batches DynamoDB's TTL removed after sealing keeps its tail,
+//! closure and producers.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use bytes::Bytes;
+use spool_domain::{
+    Append, CreateStream, Error, Offset, ProducerClaim, SealMode, StreamPath, StreamReader, StreamSealer, StreamWriter,
+};
+use spool_tests::{AwsHarness, Harness, unique_path};
+
+fn json() -> CreateStream {
+    CreateStream::new(spool_domain::ContentType::parse("application/json").unwrap())
+}
+
+fn msg(i: u64) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"type":"text_delta","seq":{i},"delta":"a few words of an answer"}}"#
+    ))
+}
+
+fn produced(id: &str, epoch: u64, seq: u64) -> Append {
+    Append {
+        producer: Some(ProducerClaim {
+            id: id.to_owned(),
+            epoch,
+            seq,
+        }),
+        ..Append::one(msg(seq))
+    }
+}
+
+/// Requests counted since the last reset, as `operation → count`.
+fn requests(h: &AwsHarness, op: &str) -> u64 {
+    h.requests
+        .snapshot()
+        .into_iter()
+        .filter(|((_, o), _)| o == op)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Removes every batch item of the stream at `path`, as DynamoDB's TTL does once they are old.
+async fn expire_batches(h: &AwsHarness, path: &StreamPath) {
+    let dynamodb = h.clients().await.dynamodb;
+    let table = h.options().table;
+    let head = dynamodb
+        .get_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("s#{path}")))
+        .key("sk", AttributeValue::S("head".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    let sid = head.item.unwrap()["sid"].as_s().unwrap().clone();
+    let items = dynamodb
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk AND begins_with(sk, :m)")
+        .expression_attribute_values(":pk", AttributeValue::S(format!("l#{sid}")))
+        .expression_attribute_values(":m", AttributeValue::S("m#".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert!(!items.items().is_empty(), "the stream has batch items to expire");
+    for item in items.items() {
+        dynamodb
+            .delete_item()
+            .table_name(&table)
+            .key("pk", item["pk"].clone())
+            .key("sk", item["sk"].clone())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_small_append_is_one_write_unit() {
+    let h = AwsHarness::new();
+    let log = h.instance().await;
+    let path = unique_path("units");
+    log.create(&path, json()).await.unwrap();
+    // GIVEN a producer that has claimed its epoch (its first claim also writes its own item)
+    log.append(&path, produced("turn:1", 0, 0)).await.unwrap();
+    h.requests.reset();
+
+    // WHEN it appends 20 small events, and 20 more come without a producer
+    for seq in 1..=20 {
+        log.append(&path, produced("turn:1", 0, seq)).await.unwrap();
+    }
+    for i in 0..20 {
+        log.append(&path, Append::one(msg(i))).await.unwrap();
+    }
+
+    // THEN each was one conditional PutItem of one write unit, and nothing was read
+    let (read, write) = h.requests.capacity_units();
+    assert_eq!(write, 40.0, "write units for 40 small appends");
+    assert_eq!(read, 0.0, "read units for 40 uncontended appends");
+    assert_eq!(requests(&h, "PutItem"), 40);
+    assert_eq!(requests(&h, "TransactWriteItems"), 0);
+    assert_eq!(log.metadata(&path).await.unwrap().tail, Offset::after(41));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_remembers_a_deleted_stream_acknowledges_nothing() {
+    let h = AwsHarness::new();
+    let (a, b) = (h.instance().await, h.instance().await);
+
+    // GIVEN a writer that remembers a stream's tail, and the stream deleted by another
+    let path = unique_path("deleted");
+    a.create(&path, json()).await.unwrap();
+    a.append(&path, Append::one(msg(1))).await.unwrap();
+    b.delete(&path).await.unwrap();
+    // THEN its next append is refused, not acknowledged into the removed stream
+    assert!(matches!(
+        a.append(&path, Append::one(msg(2))).await,
+        Err(Error::NotFound { .. })
+    ));
+    // AND once the path is created again, it appends to the new stream from its start
+    b.create(&path, json()).await.unwrap();
+    let ack = a.append(&path, Append::one(msg(3))).await.unwrap();
+    assert_eq!(ack.appended.map(|r| r.first), Some(1));
+
+    // GIVEN a writer that remembers a stream it closed (with a close of no messages), deleted
+    // and created again by another
+    let closed = unique_path("closed-deleted");
+    a.create(&closed, json()).await.unwrap();
+    a.append(&closed, Append::one(msg(1))).await.unwrap();
+    a.append(
+        &closed,
+        Append {
+            close: true,
+            ..Append::default()
+        },
+    )
+    .await
+    .unwrap();
+    b.delete(&closed).await.unwrap();
+    b.create(&closed, json()).await.unwrap();
+    // THEN it appends to the new stream instead of calling it closed
+    let ack = a.append(&closed, Append::one(msg(2))).await.unwrap();
+    assert_eq!(ack.appended.map(|r| r.first), Some(1));
+
+    // GIVEN a stream kept for a fork when deleted
+    let source = unique_path("kept");
+    a.create(&source, json()).await.unwrap();
+    a.append(&source, Append::one(msg(1))).await.unwrap();
+    let fork = CreateStream {
+        fork: Some(spool_domain::ForkRequest {
+            source: source.clone(),
+            offset: None,
+            sub_offset: 0,
+            content_type: None,
+            expiry: None,
+        }),
+        ..json()
+    };
+    b.create(&unique_path("fork"), fork).await.unwrap();
+    b.delete(&source).await.unwrap();
+    // THEN the writer that remembers it is told it is gone
+    assert!(matches!(
+        a.append(&source, Append::one(msg(2))).await,
+        Err(Error::Gone { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_tail_is_trusted_only_for_a_while() {
+    let h = AwsHarness::new();
+    let (a, b) = (h.instance().await, h.instance().await);
+    let path = unique_path("remembered");
+    a.create(&path, json()).await.unwrap();
+    a.append(&path, Append::one(msg(1))).await.unwrap();
+
+    // GIVEN a writer whose remembered tail another writer moved on
+    b.append(&path, Append::one(msg(2))).await.unwrap();
+    // WHEN it appends eleven minutes later
+    h.clock().advance_ms(11 * 60 * 1000);
+    h.requests.reset();
+    let ack = a.append(&path, Append::one(msg(3))).await.unwrap();
+    // THEN it read the stream first instead of building on what it remembered
+    assert_eq!(ack.appended.map(|r| r.first), Some(3));
+    assert_eq!(requests(&h, "PutItem"), 1, "no put on a stale tail");
+    assert!(requests(&h, "GetItem") >= 1, "the head was read");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_stream_outlives_its_expired_batches() {
+    let h = AwsHarness::new();
+    let path = unique_path("expired-batches");
+    let writer = h.instance().await;
+    writer.create(&path, json()).await.unwrap();
+
+    // GIVEN a producer's 40 appends (more than a page), a Stream-Seq, and a restarted epoch
+    for seq in 0..40 {
+        writer.append(&path, produced("p", 0, seq)).await.unwrap();
+    }
+    writer
+        .append(
+            &path,
+            Append {
+                stream_seq: Some("0005".into()),
+                ..Append::one(msg(41))
+            },
+        )
+        .await
+        .unwrap();
+    writer.append(&path, produced("q", 3, 0)).await.unwrap();
+    // WHEN it is sealed to its end and DynamoDB's TTL removes every batch item
+    writer.seal(&path, SealMode::Final).await.unwrap();
+    expire_batches(&h, &path).await;
+
+    // THEN a fresh instance knows the tail and reads every message from the pages
+    let fresh = h.instance().await;
+    assert_eq!(fresh.metadata(&path).await.unwrap().tail, Offset::after(42));
+    let chunk = fresh
+        .read(&path, spool_domain::Position::At(Offset::START), None)
+        .await
+        .unwrap();
+    assert_eq!(chunk.messages.first(), Some(&msg(0)));
+    // AND the producers' retries are recognised and their next batches accepted
+    let retry = fresh.append(&path, produced("p", 0, 39)).await.unwrap();
+    assert!(retry.duplicate && retry.appended.is_none());
+    assert_eq!(retry.producer.map(|p| p.last_seq), Some(40));
+    assert!(matches!(
+        fresh.append(&path, produced("q", 2, 0)).await,
+        Err(Error::StaleProducerEpoch { current: 3, got: 2 })
+    ));
+    let next = h.instance().await.append(&path, produced("p", 0, 40)).await.unwrap();
+    assert_eq!(next.appended.map(|r| r.first), Some(43));
+    // AND the Stream-Seq still orders writers
+    assert!(matches!(
+        h.instance()
+            .await
+            .append(
+                &path,
+                Append {
+                    stream_seq: Some("0004".into()),
+                    ..Append::one(msg(44))
+                },
+            )
+            .await,
+        Err(Error::StreamSeqConflict { .. })
+    ));
+
+    // GIVEN a closed stream, sealed, whose batches expired
+    let closed = unique_path("closed-expired");
+    writer.create(&closed, json()).await.unwrap();
+    writer
+        .append(
+            &closed,
+            Append {
+                close: true,
+                ..Append::one(msg(1))
+            },
+        )
+        .await
+        .unwrap();
+    writer.seal(&closed, SealMode::Final).await.unwrap();
+    expire_batches(&h, &closed).await;
+    // THEN it is still closed
+    let meta = h.instance().await.metadata(&closed).await.unwrap();
+    assert!(meta.closed);
+    assert!(matches!(
+        h.instance().await.append(&closed, Append::one(msg(2))).await,
+        Err(Error::Closed { .. })
+    ));
+}
