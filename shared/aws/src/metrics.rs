@@ -87,6 +87,11 @@ impl RequestCounter {
         (of(false), of(true))
     }
 
+    /// The DynamoDB capacity units consumed, by operation (as [`Self::capacity_units`]).
+    pub fn capacity_by_operation(&self) -> BTreeMap<String, f64> {
+        self.counts().capacity.clone()
+    }
+
     /// Requests sent to `service` (e.g. `DynamoDB`, `S3`, `SQS`) whose operation satisfies
     /// `filter`.
     pub fn total(&self, service: &str, filter: impl Fn(&str) -> bool) -> u64 {

@@ -40,6 +40,9 @@ pub(crate) struct Usage {
     pub(crate) read_units: f64,
     /// DynamoDB write capacity units consumed, as DynamoDB reports them.
     pub(crate) write_units: f64,
+    /// DynamoDB capacity units (read or write) by operation.
+    #[serde(default)]
+    pub(crate) units_by_operation: BTreeMap<String, f64>,
 }
 
 impl Usage {
@@ -55,6 +58,11 @@ impl Usage {
             requests,
             read_units: read / per,
             write_units: write / per,
+            units_by_operation: counter
+                .capacity_by_operation()
+                .into_iter()
+                .map(|(op, units)| (op, units / per))
+                .collect(),
         }
     }
 

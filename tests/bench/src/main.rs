@@ -97,6 +97,10 @@ struct Args {
     /// a small one).
     #[arg(long)]
     only_collapse: bool,
+    /// Run only the AWS chat workload (with `--env-file`) and print what it sent per 1,000
+    /// events.
+    #[arg(long)]
+    only_aws_chat: bool,
 }
 
 /// One backend's figures.
@@ -578,6 +582,13 @@ async fn main() -> anyhow::Result<()> {
             .await?
             .context("--only-collapse needs --env-file and --nginx")?;
         print!("{}", collapse::table(&collapse));
+        return Ok(());
+    }
+    if args.only_aws_chat {
+        let env_file = args.env_file.as_ref().context("--only-aws-chat needs --env-file")?;
+        let config = spool_platform::Config::from_env_and_file(env_file)?;
+        let chat = aws_chat::run(&config, args.aws_chat_turns).await?;
+        println!("{}", serde_json::to_string_pretty(&chat)?);
         return Ok(());
     }
     let limits = LogLimits::default();

@@ -326,7 +326,7 @@ impl Inner {
     /// items expire by themselves (their `ttl`). Best effort: what it misses is unreachable
     /// (keys carry the incarnation's `sid`).
     pub(super) async fn collect_garbage(&self, sid: &str) {
-        if let Err(e) = self.release_items(sid, None).await {
+        if let Err(e) = self.release_items(sid).await {
             tracing::warn!(sid, error = %e, "cannot delete a removed stream's items; they are unreachable garbage");
         }
         match self.list_pages(sid, None).await {
@@ -339,58 +339,46 @@ impl Inner {
         self.pages.lock().unwrap_or_else(|e| e.into_inner()).remove(sid);
     }
 
-    /// Deletes the S3 blobs of batches of `sid` whose last message is at most `through`, which
-    /// pages now hold (the batch items themselves expire); with `None`, every blob and every
-    /// producer item of the removed incarnation.
-    pub(super) async fn release_items(&self, sid: &str, through: Option<u64>) -> Result<(), Error> {
+    /// Deletes every blob and every producer item of a removed incarnation (its batch items
+    /// expire by themselves).
+    pub(super) async fn release_items(&self, sid: &str) -> Result<(), Error> {
         let mut start_key: Option<Item> = None;
         loop {
-            let mut query = self
+            let query = self
                 .clients
                 .dynamodb
                 .query()
                 .table_name(&self.opts.table)
-                .projection_expression("pk, sk, #last, #blob")
+                .key_condition_expression("pk = :pk")
+                .projection_expression("pk, sk, #blob")
                 .expression_attribute_names("#blob", "blob")
-                .expression_attribute_names("#last", "last")
                 .expression_attribute_values(":pk", s(log_pk(sid)))
                 .consistent_read(true)
                 .set_exclusive_start_key(start_key.take());
-            query = match through {
-                Some(through) => query
-                    .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-                    .filter_expression("attribute_exists(#blob) AND #last <= :through")
-                    .expression_attribute_values(":from", s(crate::items::batch_sk(0)))
-                    .expression_attribute_values(":to", s(crate::items::batch_sk(through)))
-                    .expression_attribute_values(":through", n(through)),
-                None => query.key_condition_expression("pk = :pk"),
-            };
             let page = query.send().await.map_err(|e| ddb("Query (release)", e))?;
             let blobs: Vec<String> = page
                 .items()
                 .iter()
                 .filter_map(|i| i.opt_str("blob").map(str::to_owned))
                 .collect();
-            if through.is_none() {
-                let producers: Vec<WriteRequest> = page
-                    .items()
-                    .iter()
-                    .filter(|item| item.opt_str("sk").is_some_and(|sk| sk.starts_with("p#")))
-                    .filter_map(|item| {
-                        let key: Item = item
-                            .iter()
-                            .filter(|(k, _)| *k == "pk" || *k == "sk")
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
-                            .set_key(Some(key))
-                            .build()
-                            .ok()?;
-                        Some(WriteRequest::builder().delete_request(delete).build())
-                    })
-                    .collect();
-                batch_write(&self.clients.dynamodb, &self.opts.table, producers).await?;
-            }
+            let producers: Vec<WriteRequest> = page
+                .items()
+                .iter()
+                .filter(|item| item.opt_str("sk").is_some_and(|sk| sk.starts_with("p#")))
+                .filter_map(|item| {
+                    let key: Item = item
+                        .iter()
+                        .filter(|(k, _)| *k == "pk" || *k == "sk")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
+                        .set_key(Some(key))
+                        .build()
+                        .ok()?;
+                    Some(WriteRequest::builder().delete_request(delete).build())
+                })
+                .collect();
+            batch_write(&self.clients.dynamodb, &self.opts.table, producers).await?;
             if !blobs.is_empty() {
                 self.delete_objects(blobs).await;
             }
