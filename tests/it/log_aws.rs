@@ -271,3 +271,32 @@ async fn a_sealed_stream_outlives_its_expired_batches() {
         Err(Error::Closed { .. })
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_catch_ups_span_more_than_one_query_page() {
+    let h = AwsHarness::new();
+    let (a, b) = (h.instance().await, h.instance().await);
+    let path = unique_path("query-pages");
+    a.create(&path, json()).await.unwrap();
+    a.append(&path, Append::one(msg(0))).await.unwrap();
+
+    // GIVEN a writer that remembers the tail, and another that appends 1.5 MB after it, more
+    // than one DynamoDB query page (1 MB)
+    let big = |i: u64| Bytes::from(format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(300 * 1024)));
+    for i in 1..=5 {
+        b.append(&path, Append::one(big(i))).await.unwrap();
+    }
+    // WHEN the first appends again
+    let ack = a.append(&path, Append::one(msg(6))).await.unwrap();
+    // THEN it caught up across the pages and took the next number
+    assert_eq!(ack.appended.map(|r| r.first), Some(7));
+    // AND a read of all of it from the start crosses the pages too
+    let chunk = h
+        .instance()
+        .await
+        .read(&path, spool_domain::Position::At(Offset::START), Some(8 * 1024 * 1024))
+        .await
+        .unwrap();
+    assert_eq!(chunk.messages.len(), 7);
+    assert_eq!(chunk.messages[6], msg(6));
+}

@@ -231,9 +231,10 @@ impl Inner {
     /// was deleted meanwhile: load it again.
     async fn catch_up(&self, view: &mut View) -> Result<bool, Error> {
         let sid = view.head.state.sid.clone();
+        // A query's next page continues with the same key range.
+        let from = view.head.state.tail + 1;
         let mut start_key = None;
         loop {
-            let from = view.head.state.tail + 1;
             let (batches, next) = self
                 .batch_range(&sid, from, Offset::MAX_SEQ + 1, true, start_key.take())
                 .await?;

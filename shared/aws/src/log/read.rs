@@ -39,7 +39,9 @@ impl Inner {
         }
         // Batches are keyed by their first message: a read that starts inside one (after a
         // page or a short read ended mid-batch) looks back for it.
-        let (mut batches, mut more) = self.batch_range(sid, next, Offset::MAX_SEQ + 1, true, None).await?;
+        // A query's next page continues with the same key range.
+        let from = next;
+        let (mut batches, mut more) = self.batch_range(sid, from, Offset::MAX_SEQ + 1, true, None).await?;
         if batches.first().map(|b| b.first) != Some(next) {
             match self.newest_batch(sid, next - 1, true).await? {
                 Some(holding) if holding.first <= next && next <= holding.last() => batches.insert(0, holding),
@@ -80,7 +82,7 @@ impl Inner {
             match more {
                 Some(key) if next <= through => {
                     (batches, more) = self
-                        .batch_range(sid, next, Offset::MAX_SEQ + 1, true, Some(key))
+                        .batch_range(sid, from, Offset::MAX_SEQ + 1, true, Some(key))
                         .await?;
                 }
                 _ => break,
