@@ -300,3 +300,96 @@ async fn reads_and_catch_ups_span_more_than_one_query_page() {
     assert_eq!(chunk.messages.len(), 7);
     assert_eq!(chunk.messages[6], msg(6));
 }
+
+/// A seal scheduler that records what it was asked.
+#[derive(Default)]
+struct Recorder {
+    idle: std::sync::Mutex<Vec<u64>>,
+}
+
+#[async_trait::async_trait]
+impl spool_domain::SealScheduler for Recorder {
+    async fn schedule(&self, _path: &StreamPath) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn schedule_idle(&self, _path: &StreamPath, tail: u64, _delay: std::time::Duration) -> Result<(), Error> {
+        self.idle.lock().unwrap().push(tail);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.idle.lock().unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
+    let h = AwsHarness::new();
+    let recorder = std::sync::Arc::new(Recorder::default());
+    let mut options = h.options();
+    options.scheduler = Some(recorder.clone());
+    let log = spool_aws::AwsLog::new(h.clients().await, options);
+    let path = unique_path("idle-checks");
+    log.create(&path, json()).await.unwrap();
+
+    // WHEN the first batch lands after the (empty) sealed point
+    log.append(&path, Append::one(msg(1))).await.unwrap();
+    log.append(&path, Append::one(msg(2))).await.unwrap();
+    // THEN it armed one idle check, for its tail; the next append armed none
+    assert_eq!(recorder.take(), vec![1]);
+
+    // (A check runs an idle period after it was armed; the test's clock moves only by hand.)
+    let idle_period = || h.clock().advance_ms(1000);
+    // WHEN that check runs after more came: only full pages are sealed, and the next check is
+    // armed for the new tail
+    idle_period();
+    let report = log
+        .seal(&path, SealMode::Idle { tail: Offset::after(1) })
+        .await
+        .unwrap();
+    assert!(report.sealed_through < report.tail);
+    assert_eq!(recorder.take(), vec![2]);
+    // WHEN the stream stayed idle: it is sealed to its end and no check follows
+    idle_period();
+    let report = log
+        .seal(&path, SealMode::Idle { tail: Offset::after(2) })
+        .await
+        .unwrap();
+    assert_eq!(report.sealed_through, Offset::after(2));
+    assert_eq!(recorder.take(), Vec::<u64>::new());
+
+    // GIVEN a new run of batches (its first write knows the stream was sealed: what it
+    // remembered is older than an idle period), written for more than a day without a pause
+    log.append(&path, Append::one(msg(3))).await.unwrap();
+    assert_eq!(recorder.take(), vec![3]);
+    h.clock().advance_ms(25 * 3600 * 1000);
+    log.append(&path, Append::one(msg(4))).await.unwrap();
+    // WHEN a check runs: the oldest batch is a day old, so it seals to the end anyway, and
+    // arms one more check (a writer may still remember the tail it sealed)
+    let report = log
+        .seal(&path, SealMode::Idle { tail: Offset::after(3) })
+        .await
+        .unwrap();
+    assert_eq!(report.sealed_through, Offset::after(4));
+    assert_eq!(recorder.take(), vec![4]);
+
+    // GIVEN a close that adds no message, after the stream is sealed to its end
+    log.append(
+        &path,
+        Append {
+            close: true,
+            ..Append::default()
+        },
+    )
+    .await
+    .unwrap();
+    log.seal(&path, SealMode::Final).await.unwrap();
+    // WHEN its batches expire, THEN it is still closed
+    expire_batches(&h, &path).await;
+    let meta = h.instance().await.metadata(&path).await.unwrap();
+    assert!(meta.closed, "the closure outlives the close marker");
+    assert_eq!(meta.tail, Offset::after(4));
+}

@@ -7,7 +7,7 @@
 //! | stream head | `s#{path}` | `head` | the [`StreamState`] (its tail as of the last seal), `ver` and the deadline `dl` |
 //! | hot-tail batch | `l#{sid}` | `m#{first:020}` | messages `first..=last` as frames (`data`) or an S3 key (`blob`), the stream's [`TailInfo`] after them, and the producer claims they carry (`cl`) |
 //! | close marker | `l#{sid}` | `m#{tail+1:020}` | an empty batch (`last = first - 1`) whose [`TailInfo`] is closed |
-//! | end sentinel | `l#{sid}` | `m#{tail+1:020}` | an empty batch marked `end`: the stream was deleted |
+//! | end sentinel | `l#{sid}` | `m#{tail+1:020}` (`+2` after a close marker) | an empty batch marked `end`: the stream was deleted |
 //! | producer | `l#{sid}` | `p#{producer id}` | the producer's state as of message `at` |
 //!
 //! Batches are keyed by their *first* sequence number and each is put on the condition that
@@ -21,6 +21,8 @@
 //! DynamoDB removes it for free long after sealing copied it into a page (the worker seals full
 //! pages as they fill and a chat's last page once it is idle; `SealLagMs` alarms when sealing
 //! falls behind). The head keeps the tail a fully sealed stream's batches took with them.
+//! Each batch records when it was written (`ts`), so an idle check can tell how old the oldest
+//! unsealed one is.
 //!
 //! `ttl` is DynamoDB's TTL attribute: a day after a stream's deadline DynamoDB may delete the
 //! item. Spool never relies on that deletion: it treats an expired stream as gone as soon as the
@@ -227,7 +229,7 @@ pub(crate) enum Body {
     Inline(Bytes),
     /// In S3 under this key, as frames (appends too large for an item).
     Blob(String),
-    /// Nowhere: a close marker (no messages), or a tombstone (released to a page).
+    /// Nowhere: a close marker or an end sentinel (no messages).
     Empty,
 }
 
@@ -307,6 +309,8 @@ pub(crate) struct Batch {
     pub(crate) end: bool,
     /// The writer's id for this put, so a write whose answer was lost recognises itself.
     pub(crate) wid: String,
+    /// When it was written (seconds since the epoch; 0 if not known).
+    pub(crate) written_s: i64,
 }
 
 impl Batch {
@@ -346,6 +350,9 @@ impl Batch {
         if !self.wid.is_empty() {
             item.insert("wid".into(), s(&self.wid));
         }
+        if self.written_s > 0 {
+            item.insert("ts".into(), n(self.written_s));
+        }
         if let Some(ttl) = ttl {
             item.insert("ttl".into(), ttl);
         }
@@ -373,6 +380,7 @@ impl Batch {
             },
             end,
             wid: item.opt_str("wid").unwrap_or_default().to_owned(),
+            written_s: item.opt_num("ts")?.unwrap_or(0),
         };
         if batch.len() > 0 && matches!(batch.body, Body::Empty) {
             return Err(corrupt("data"));

@@ -208,6 +208,9 @@ impl Inner {
         forward: bool,
         start_key: Option<Item>,
     ) -> Result<(Vec<Batch>, Option<Item>), Error> {
+        if from > to {
+            return Ok((Vec::new(), None));
+        }
         let out = self
             .clients
             .dynamodb
@@ -251,15 +254,12 @@ impl Inner {
                         ),
                     });
                 }
+                // (A close marker moves no tail; only an end sentinel can follow it.)
                 batch.info.apply(&mut view.head.state);
                 for (id, state) in &batch.claims {
                     if let Some(known) = view.producers.get_mut(id) {
                         known.state = Some(*state);
                     }
-                }
-                if batch.len() == 0 {
-                    // A close marker: only an end sentinel can follow it.
-                    continue;
                 }
             }
             match next {
@@ -272,6 +272,9 @@ impl Inner {
     pub(super) async fn commit_round(&self, path: &StreamPath, round: &[Prepared]) -> Vec<Result<AppendAck, Error>> {
         let started = Instant::now();
         let mut attempt = 0u32;
+        // One write id for every attempt of this round, so an attempt that finds its key taken
+        // by an earlier attempt (whose answer was lost) knows the batch is its own.
+        let wid = uuid::Uuid::now_v7().simple().to_string();
         let mut view = self.cached_head(path).map(|r| View {
             head: r.head,
             producers: r.producers,
@@ -332,24 +335,19 @@ impl Inner {
                     }
                 }
             }
-            // A remembered view may be behind. A put's condition checks every decision that
-            // writes; decide nothing else (a refusal, a duplicate) on it.
+            // A remembered view may be behind, in its tail and in its head (another process may
+            // have replaced an expired stream, or refreshed a sliding TTL). A put's condition
+            // checks every decision that writes; decide nothing else (a refusal, a duplicate)
+            // on it: read the stream again.
             if !v.fresh && !all_write {
-                match self.catch_up(&mut v).await {
-                    Ok(true) => {
-                        v.fresh = true;
-                        view = Some(v);
-                    }
-                    Ok(false) => self.forget_head(path),
-                    Err(e) => return for_each(&e, round.len()),
-                }
+                self.forget_head(path);
                 continue;
             }
             if accepted.is_empty() {
                 return answers;
             }
 
-            let items = batches(&accepted);
+            let items = batches(&accepted, &wid, now / 1000);
             let epochs = epoch_writes(&items, &v.producers);
             match self.put_batches(&state, &items, &epochs, &v.producers).await {
                 Ok(()) => {
@@ -375,21 +373,30 @@ impl Inner {
                     );
                     self.notifier
                         .publish(path, (!state.closed).then(|| Offset::after(state.tail)));
-                    if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
-                        && let Some(scheduler) = &self.opts.scheduler
-                        && let Err(e) = scheduler.schedule(path).await
-                    {
-                        tracing::warn!(%path, error = %e, "cannot schedule sealing; retried at the next page");
+                    if let Some(scheduler) = &self.opts.scheduler {
+                        if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
+                            && let Err(e) = scheduler.schedule(path).await
+                        {
+                            tracing::warn!(%path, error = %e, "cannot schedule sealing; retried at the next page");
+                        }
+                        // The first batch after the sealed point arms the idle checks that see
+                        // the stream's batches into pages before they expire.
+                        if tail_before == state.sealed
+                            && state.tail > tail_before
+                            && !state.closed
+                            && let Err(e) = scheduler
+                                .schedule_idle(path, state.tail, self.opts.limits.idle_seal)
+                                .await
+                        {
+                            tracing::error!(%path, error = %e, "cannot arm the idle check of a stream's new batches");
+                        }
                     }
                     return answers;
                 }
                 Err(Conflict::Lost) => {
                     self.opts.metrics.record(spool_domain::Metric::AppendConflict);
                     match self.catch_up(&mut v).await {
-                        Ok(true) => {
-                            v.fresh = true;
-                            view = Some(v);
-                        }
+                        Ok(true) => view = Some(v),
                         Ok(false) => self.forget_head(path),
                         Err(e) => return for_each(&e, round.len()),
                     }
@@ -471,7 +478,8 @@ impl Inner {
                     if failed.is_empty() {
                         Err(Conflict::Busy)
                     } else if failed.iter().any(|&i| i < first_producer) {
-                        Err(Conflict::Lost)
+                        // A transaction's puts land together: if the first is ours, all are.
+                        self.lost_or_ours(state, &items[0]).await
                     } else {
                         Err(Conflict::Producer)
                     }
@@ -484,6 +492,24 @@ impl Inner {
             },
             Err(e) => Err(Conflict::Failed(ddb("TransactWriteItems", e))),
         }
+    }
+
+    /// After a put found the key of `batch` taken: `Ok` if it holds `batch` itself (an earlier
+    /// attempt of this round, whose answer was lost), else another writer's batch.
+    async fn lost_or_ours(&self, state: &StreamState, batch: &Batch) -> Result<(), Conflict> {
+        let out = self
+            .clients
+            .dynamodb
+            .get_item()
+            .table_name(&self.opts.table)
+            .set_key(Some(batch_key(&state.sid, batch.first)))
+            .projection_expression("wid")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| Conflict::Failed(ddb("GetItem (batch)", e)))?;
+        let ours = out.item.as_ref().and_then(|i| i.opt_str("wid")) == Some(batch.wid.as_str());
+        if ours { Ok(()) } else { Err(Conflict::Lost) }
     }
 
     /// One batch, put on the condition that its key is free. A taken key is another writer's
@@ -501,19 +527,7 @@ impl Inner {
         match result {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                let out = self
-                    .clients
-                    .dynamodb
-                    .get_item()
-                    .table_name(&self.opts.table)
-                    .set_key(Some(batch_key(&state.sid, batch.first)))
-                    .projection_expression("wid")
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .map_err(|e| Conflict::Failed(ddb("GetItem (batch)", e)))?;
-                let ours = out.item.as_ref().and_then(|i| i.opt_str("wid")) == Some(batch.wid.as_str());
-                if ours { Ok(()) } else { Err(Conflict::Lost) }
+                self.lost_or_ours(state, batch).await
             }
             Err(SdkError::ServiceError(e))
                 if e.err().is_provisioned_throughput_exceeded_exception() || e.err().is_request_limit_exceeded() =>
@@ -604,8 +618,8 @@ pub(super) fn put(table: &str, item: Item, expected: Option<Expected>) -> Result
 /// Packs a round's accepted requests into batch items: consecutive inline appends share an
 /// item while it has room; an append already in S3 gets an item of its own; a close with no
 /// messages closes the item before it, or is an empty item of its own (a close marker).
-pub(super) fn batches(accepted: &[Accepted<'_>]) -> Vec<Batch> {
-    let wid = uuid::Uuid::now_v7().simple().to_string();
+pub(super) fn batches(accepted: &[Accepted<'_>], wid: &str, written_s: i64) -> Vec<Batch> {
+    let wid = wid.to_owned();
     let mut out: Vec<Batch> = Vec::new();
     // The inline run being packed: its batch (body set when flushed) and messages.
     let mut run: Option<(Batch, Vec<Bytes>)> = None;
@@ -636,6 +650,7 @@ pub(super) fn batches(accepted: &[Accepted<'_>]) -> Vec<Batch> {
                     claims: BTreeMap::new(),
                     end: false,
                     wid: wid.clone(),
+                    written_s,
                 };
                 claim(&mut marker, a);
                 out.push(marker);
@@ -649,6 +664,7 @@ pub(super) fn batches(accepted: &[Accepted<'_>]) -> Vec<Batch> {
             claims: BTreeMap::new(),
             end: false,
             wid: wid.clone(),
+            written_s,
         };
         if let Some(key) = &a.prep.blob {
             flush(&mut run, &mut out);

@@ -22,7 +22,9 @@ use crate::{
 };
 
 /// How long a writer trusts a tail it remembers, by the clock (a frozen Lambda's memory can be
-/// hours old): far below a tombstone's day, so the key it would put to was never freed.
+/// hours old): far below a batch's 14 days, so the key it would put to was never freed by the
+/// TTL; and never as long as a stream's idle period, so a writer that appends after an idle
+/// check sealed the stream to its end knows it, and arms the next check.
 pub(super) const REMEMBER_MS: i64 = 10 * 60 * 1000;
 
 /// What a writer knows of a producer as of its view's tail: its state (`None`: it never
@@ -42,11 +44,13 @@ impl Inner {
     /// The state this process last wrote, if it is recent enough to build on.
     pub(super) fn cached_head(&self, path: &StreamPath) -> Option<Remembered> {
         let now = self.now();
+        let idle = i64::try_from(self.opts.limits.idle_seal.as_millis()).unwrap_or(i64::MAX);
+        let trust = REMEMBER_MS.min(idle);
         self.heads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(path)
-            .filter(|r| now.saturating_sub(r.at_ms) < REMEMBER_MS && r.at_ms <= now)
+            .filter(|r| now.saturating_sub(r.at_ms) < trust && r.at_ms <= now)
             .cloned()
     }
 

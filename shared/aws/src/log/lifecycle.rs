@@ -1,10 +1,11 @@
 //! # A stream's life: creation, forks, deletion and garbage
 //!
 //! A stream is created (or forked) with one transaction that puts its head (and the first
-//! batch, and one fork more on a fork's source); deleted softly while forks read it, else by
-//! deleting its head, after which everything stored under its incarnation's `sid` is
-//! unreachable and collected (hot items, producers, blobs, pages). Releasing a fork releases
-//! its source in turn.
+//! batch, and one fork more on a fork's source). It is deleted softly while forks read it,
+//! else by deleting its head; either way an end sentinel is put after its tail in the same
+//! transaction, so a writer that remembers it learns it is gone. What a removed incarnation
+//! leaves under its `sid` (producers, blobs, pages) is collected; its batches expire. Releasing
+//! a fork releases its source in turn.
 
 use std::collections::HashMap;
 
@@ -98,6 +99,10 @@ impl Inner {
                     .put(head_put.build().map_err(|e| Error::unavailable("put", e))?)
                     .build(),
             );
+            if let Some(old) = &replaced {
+                // A writer that remembers the expired incarnation finds its next key taken.
+                tx.push(inner.end_sentinel(old)?);
+            }
             if let Some(source) = &source {
                 // One fork more on the source, which must still be this live incarnation.
                 let hold = Update::builder()
@@ -125,7 +130,8 @@ impl Inner {
                     info: TailInfo::of(&head.state),
                     producer: None,
                 };
-                for batch in batches(&[accepted]) {
+                let wid = uuid::Uuid::now_v7().simple().to_string();
+                for batch in batches(&[accepted], &wid, now / 1000) {
                     tx.push(
                         put(
                             &inner.opts.table,
@@ -244,6 +250,7 @@ impl Inner {
             claims: std::collections::BTreeMap::new(),
             end: true,
             wid: String::new(),
+            written_s: self.now() / 1000,
         };
         let ttl = Some(batch_ttl(self.now(), None));
         put(

@@ -1,20 +1,20 @@
 //! # The stream log on DynamoDB and S3
 //!
-//! - **Order.** An append is one `TransactWriteItems`: update the stream head (new tail, next
-//!   `ver`) on the condition that `sid` and `ver` are what this writer read, plus a put of the
-//!   batch item (and of the producer's state). Two writers can never both commit from the same
-//!   `ver`, so they can never take the same sequence number, and since a batch is written in
-//!   the same transaction as the tail that counts it, no number is ever skipped. The loser
-//!   re-reads the head and retries with backoff.
-//! - **Cost.** Writers keep the head they last committed, so an uncontended append costs one
-//!   write request (the transaction) and no read. Concurrent appends from one process are
-//!   merged by [`GroupCommit`] into one transaction (and one item, if they fit).
+//! - **Order.** An append puts its batch item at the key after the tail (`m#{tail+1}`) on the
+//!   condition that the key is free. A writer's tail is always the end of a stored batch, so
+//!   batches form one chain: two writers can never both take the same numbers, and a number is
+//!   taken exactly when its batch is stored, so none is skipped. The loser reads what came
+//!   after its tail and decides again. See [`crate::items`] for the layout.
+//! - **Cost.** The head is not written by appends, and writers remember the state they last
+//!   wrote, so an uncontended small append is one `PutItem`: one write unit, no read.
+//!   Concurrent appends from one process are merged by [`GroupCommit`] into one put.
 //! - **Large appends.** A batch whose frames exceed an item's room goes to S3 first
 //!   (`blobs/{uuid}`); its item holds the key.
 //! - **Pages.** Sealing writes `streams/{sid}/pages/{first:020}-{last:020}` create-only
-//!   (`If-None-Match: *`), records it in the head, then deletes the hot items it covers.
-//! - **Reads** stitch pages (for `seq <= sealed`) and the hot tail, retrying if sealing moved
-//!   the boundary between reading the head and reading the items.
+//!   (`If-None-Match: *`) and records it (and the tail it ends at) in the head. Batches are not
+//!   deleted: DynamoDB's TTL removes them 14 days after they were written, and idle checks,
+//!   armed by the write that begins a stream's unsealed batches, see them sealed long before.
+//! - **Reads** stitch pages (for `seq <= sealed`) and the batches after.
 //!
 //! The adapter's parts: [`head`] (reading, caching and touching a stream's head), [`append`]
 //! (group commit into transactions), [`read`] (the domain's read path over items and pages),
@@ -57,7 +57,7 @@ pub struct AwsLogOptions {
     pub clock: Arc<dyn Clock>,
     /// Crash points for tests.
     pub fail_points: Arc<FailPoints>,
-    /// How often a live reader re-reads a stream head to see other processes' appends.
+    /// How often a live reader probes a stream's newest batch to see other processes' appends.
     pub poll_interval: Duration,
     /// Where to ask for sealing when a page's worth of messages is waiting.
     pub scheduler: Option<Arc<dyn SealScheduler>>,

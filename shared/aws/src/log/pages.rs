@@ -24,6 +24,10 @@ use crate::{
     items::{StoredProducer, head_key, n, producer_key, s},
 };
 
+/// How old a stream's oldest unsealed batch may get before an idle check seals the stream to
+/// its end even though it is still being written: a day, far inside the batches' 14 days.
+pub(super) const MAX_UNSEALED_AGE_S: i64 = 24 * 3600;
+
 /// The S3 key of a sealed page: `streams/{sid}/pages/{first:020}-{last:020}`.
 pub(super) fn page_key(sid: &str, range: SeqRange) -> String {
     format!("streams/{sid}/pages/{}", page_name(range))
@@ -114,6 +118,22 @@ impl Inner {
         Ok(found)
     }
 
+    /// How long ago the oldest unsealed batch of the stream at `path` was written (0 if none).
+    pub(super) async fn oldest_unsealed_age_s(&self, path: &StreamPath) -> Result<i64, Error> {
+        let Some(head) = self.fetch_head(path).await? else {
+            return Ok(0);
+        };
+        let state = &head.state;
+        if state.sealed >= state.tail {
+            return Ok(0);
+        }
+        let written = self
+            .newest_batch(&state.sid, state.sealed, true)
+            .await?
+            .map_or(0, |batch| batch.written_s);
+        Ok(if written == 0 { 0 } else { self.now() / 1000 - written })
+    }
+
     /// Brings the items of the producers claimed in batches with keys in `(from, to]` up to
     /// their newest claim there (never back: the item may already be newer).
     pub(super) async fn materialize_producers(&self, state: &StreamState, from: u64, to: u64) -> Result<(), Error> {
@@ -191,20 +211,43 @@ impl Inner {
 
 #[async_trait]
 impl StreamSealer for AwsLog {
+    /// An idle check ([`SealMode::Idle`]) is one link of the chain that watches a stream's
+    /// unsealed batches until a page holds them (their `ttl` removes them 14 days after they
+    /// were written): it seals to the end if the stream has been idle since the check was
+    /// armed, or if its oldest unsealed batch is older than [`MAX_UNSEALED_AGE_S`]; and while
+    /// batches stay unsealed (or came since), it arms the next check.
     async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error> {
         let limits = self.inner.opts.limits;
-        seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await
+        let SealMode::Idle { tail } = mode else {
+            return seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await;
+        };
+        let mode = if self.inner.oldest_unsealed_age_s(path).await? > MAX_UNSEALED_AGE_S {
+            SealMode::Final
+        } else {
+            mode
+        };
+        let report = seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await?;
+        let unsealed = report.sealed_through < report.tail;
+        if !report.closed
+            && (unsealed || report.tail != tail)
+            && let Some(scheduler) = &self.inner.opts.scheduler
+        {
+            scheduler
+                .schedule_idle(path, report.tail.seq(), limits.idle_seal)
+                .await?;
+        }
+        Ok(report)
     }
 
     async fn seal_when_idle(&self, path: &StreamPath, tail: Offset) -> Result<(), Error> {
         // Without a maintenance queue nothing can wait: seal to the end now.
-        let Some(scheduler) = self.inner.opts.scheduler.clone() else {
+        if self.inner.opts.scheduler.is_none() {
             return self.seal(path, SealMode::Final).await.map(drop);
-        };
-        // Full pages were asked for as appends crossed them: a seal now would only cost a page
-        // listing and a head read.
-        let idle = self.inner.opts.limits.idle_seal;
-        scheduler.schedule_idle(path, tail.seq(), idle).await
+        }
+        // The write that began the stream's unsealed batches armed the idle checks that seal
+        // them (`commit_round`): nothing more to ask.
+        let _ = tail;
+        Ok(())
     }
 }
 

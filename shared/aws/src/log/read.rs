@@ -1,9 +1,9 @@
-//! # Reads: the domain's read path over items and pages
+//! # Reads: the domain's read path over batches and pages
 //!
 //! [`spool_domain::read::read_stored`] decides which run holds the next messages (a fork's
-//! inherited runs, the sealed pages, the hot tail); this part fetches them: hot items with a
-//! strongly consistent `Query`, pages with a `GetObject`. A read that finds the hot items
-//! released by sealing after it read the head reads the head again.
+//! inherited runs, the sealed pages, the batches after them); this part fetches them: batches
+//! with a strongly consistent `Query` (and a reverse one for the batch a read starts inside),
+//! pages with a `GetObject`.
 
 use std::time::Duration;
 
@@ -23,7 +23,8 @@ use crate::items::Body;
 
 impl Inner {
     /// Messages after `after` (up to `through`) from the hot tail, about `max_bytes` of them.
-    /// Empty when the batch holding `after + 1` is gone: sealing released it meanwhile.
+    /// Empty when the batch holding `after + 1` is not there (it expired, long after a page
+    /// took it): the caller reads the stream's state again.
     pub(super) async fn hot_messages(
         &self,
         sid: &str,
@@ -116,7 +117,7 @@ impl Inner {
 }
 
 impl Inner {
-    /// A large append's frames; `None` once sealing released them.
+    /// A large append's frames; `None` once they expired (a day after their batch).
     async fn get_blob(&self, key: &str) -> Result<Option<Bytes>, Error> {
         match self.get_object(key).await {
             Ok(frames) => Ok(Some(frames)),
@@ -177,7 +178,7 @@ impl StreamReader for AwsLog {
             if let Some(chunk) = self.inner.read_once(path, from, max_bytes).await? {
                 return Ok(chunk);
             }
-            // Sealing released the hot items between our head and item reads: read again.
+            // The batches expired between our state and batch reads: read again.
         }
         Err(Error::Contention { path: path.clone() })
     }

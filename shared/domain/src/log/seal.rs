@@ -120,7 +120,7 @@ pub async fn seal_stream(
             break;
         }
         if !store.commit_sealed(&state, sealed, range.last).await? {
-            return Ok(finish(report, sealed));
+            return Ok(finish(report, sealed, &state));
         }
         sealed = range.last;
         report.adopted.push(range);
@@ -142,14 +142,14 @@ pub async fn seal_stream(
             .await?;
         if batch.is_empty() {
             // Another sealer released these rows after committing: it is ahead of us.
-            return Ok(finish(report, sealed));
+            return Ok(finish(report, sealed, &state));
         }
         cursor += batch.len() as u64;
         for message in batch {
             if let Some(range) = cutter.push(message.len()) {
                 let page: Vec<Bytes> = pending.drain(..range.len() as usize).collect();
                 if !write_and_commit(store, fail, &state, &mut sealed, range, &page).await? {
-                    return Ok(finish(report, sealed));
+                    return Ok(finish(report, sealed, &state));
                 }
                 report.written.push(range);
             }
@@ -161,11 +161,18 @@ pub async fn seal_stream(
     {
         report.written.push(range);
     }
-    Ok(finish(report, sealed))
+    // A close that added no message, after the last page: no page records it, so commit the
+    // sealed point again for the store to record the closure with it.
+    if state.closed && sealed == state.tail && report.written.is_empty() {
+        store.commit_sealed(&state, sealed, sealed).await?;
+    }
+    Ok(finish(report, sealed, &state))
 }
 
-fn finish(mut report: SealReport, sealed: u64) -> SealReport {
+fn finish(mut report: SealReport, sealed: u64, state: &StreamState) -> SealReport {
     report.sealed_through = Offset::after(sealed);
+    report.tail = state.tail_offset();
+    report.closed = state.closed;
     report
 }
 

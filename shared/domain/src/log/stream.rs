@@ -543,6 +543,10 @@ pub struct SealReport {
     pub adopted: Vec<SeqRange>,
     /// Messages up to here are sealed.
     pub sealed_through: Offset,
+    /// The stream's tail when the pass looked.
+    pub tail: Offset,
+    /// Whether the stream was closed then.
+    pub closed: bool,
 }
 
 #[cfg(test)]
