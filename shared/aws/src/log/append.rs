@@ -34,8 +34,8 @@ use super::{Inner, head::Known};
 use crate::{
     errors::{ddb, s3},
     items::{
-        Batch, Body, Head, Item, ItemExt, StoredProducer, TailInfo, batch_key, batch_sk, batch_ttl, log_pk, n,
-        producer_from_item, producer_key, producer_to_item, s, ttl_attribute,
+        Batch, Body, Head, Item, ItemExt, StoredProducer, TailInfo, batch_key, batch_ttl, n, producer_from_item,
+        producer_key, producer_to_item, ttl_attribute,
     },
 };
 
@@ -197,37 +197,6 @@ impl Inner {
             }
         }
         Ok(known(stored.state))
-    }
-
-    /// Batches with keys from `from` to `to`, forward or backward, one query page at a time.
-    pub(super) async fn batch_range(
-        &self,
-        sid: &str,
-        from: u64,
-        to: u64,
-        forward: bool,
-        start_key: Option<Item>,
-    ) -> Result<(Vec<Batch>, Option<Item>), Error> {
-        if from > to {
-            return Ok((Vec::new(), None));
-        }
-        let out = self
-            .clients
-            .dynamodb
-            .query()
-            .table_name(&self.opts.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-            .expression_attribute_values(":pk", s(log_pk(sid)))
-            .expression_attribute_values(":from", s(batch_sk(from.min(Offset::MAX_SEQ + 1))))
-            .expression_attribute_values(":to", s(batch_sk(to.min(Offset::MAX_SEQ + 1))))
-            .scan_index_forward(forward)
-            .consistent_read(true)
-            .set_exclusive_start_key(start_key)
-            .send()
-            .await
-            .map_err(|e| ddb("Query (batches)", e))?;
-        let batches = out.items().iter().map(Batch::from_item).collect::<Result<_, _>>()?;
-        Ok((batches, out.last_evaluated_key))
     }
 
     /// Brings `view` up to what other writers appended after its tail. False when the stream
@@ -629,6 +598,15 @@ pub(super) fn batches(accepted: &[Accepted<'_>], wid: &str, written_s: i64) -> V
             out.push(batch);
         }
     };
+    let new_batch = |first: u64| Batch {
+        first,
+        body: Body::Empty,
+        info: TailInfo::default(),
+        claims: BTreeMap::new(),
+        end: false,
+        wid: wid.clone(),
+        written_s,
+    };
     let claim = |batch: &mut Batch, a: &Accepted<'_>| {
         batch.info = a.info.clone();
         if let Some((id, p)) = &a.producer {
@@ -643,29 +621,13 @@ pub(super) fn batches(accepted: &[Accepted<'_>], wid: &str, written_s: i64) -> V
             } else if let Some(batch) = out.last_mut() {
                 claim(batch, a);
             } else {
-                let mut marker = Batch {
-                    first: a.info.tail + 1,
-                    body: Body::Empty,
-                    info: a.info.clone(),
-                    claims: BTreeMap::new(),
-                    end: false,
-                    wid: wid.clone(),
-                    written_s,
-                };
+                let mut marker = new_batch(a.info.tail + 1);
                 claim(&mut marker, a);
                 out.push(marker);
             }
             continue;
         };
-        let new_batch = || Batch {
-            first: range.first,
-            body: Body::Empty,
-            info: a.info.clone(),
-            claims: BTreeMap::new(),
-            end: false,
-            wid: wid.clone(),
-            written_s,
-        };
+        let new_batch = || new_batch(range.first);
         if let Some(key) = &a.prep.blob {
             flush(&mut run, &mut out);
             let mut batch = new_batch();

@@ -27,6 +27,15 @@ use crate::{
 /// check sealed the stream to its end knows it, and arms the next check.
 pub(super) const REMEMBER_MS: i64 = 10 * 60 * 1000;
 
+/// A range of a stream's batches to query.
+struct BatchQuery {
+    from: u64,
+    to: u64,
+    forward: bool,
+    limit: Option<i32>,
+    consistent: bool,
+}
+
 /// What a writer knows of a producer as of its view's tail: its state (`None`: it never
 /// claimed) and the `at` of its stored item (`None`: no item), which an epoch's first write
 /// is conditioned on.
@@ -119,6 +128,46 @@ impl Inner {
         limit: i32,
         consistent: bool,
     ) -> Result<Vec<Batch>, Error> {
+        let query = BatchQuery {
+            from: 0,
+            to: key,
+            forward: false,
+            limit: Some(limit),
+            consistent,
+        };
+        Ok(self.query_batches(sid, query, None).await?.0)
+    }
+
+    /// Batches with keys from `from` to `to`, strongly consistent, forward or backward, one
+    /// query page at a time (a next page continues with the same range and `start_key`).
+    pub(super) async fn batch_range(
+        &self,
+        sid: &str,
+        from: u64,
+        to: u64,
+        forward: bool,
+        start_key: Option<Item>,
+    ) -> Result<(Vec<Batch>, Option<Item>), Error> {
+        let query = BatchQuery {
+            from,
+            to,
+            forward,
+            limit: None,
+            consistent: true,
+        };
+        self.query_batches(sid, query, start_key).await
+    }
+
+    async fn query_batches(
+        &self,
+        sid: &str,
+        q: BatchQuery,
+        start_key: Option<Item>,
+    ) -> Result<(Vec<Batch>, Option<Item>), Error> {
+        if q.from > q.to {
+            return Ok((Vec::new(), None));
+        }
+        let key = |seq: u64| s(batch_sk(seq.min(Offset::MAX_SEQ + 1)));
         let out = self
             .clients
             .dynamodb
@@ -126,15 +175,17 @@ impl Inner {
             .table_name(&self.opts.table)
             .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
             .expression_attribute_values(":pk", s(log_pk(sid)))
-            .expression_attribute_values(":from", s(batch_sk(0)))
-            .expression_attribute_values(":to", s(batch_sk(key.min(Offset::MAX_SEQ + 1))))
-            .scan_index_forward(false)
-            .limit(limit)
-            .consistent_read(consistent)
+            .expression_attribute_values(":from", key(q.from))
+            .expression_attribute_values(":to", key(q.to))
+            .scan_index_forward(q.forward)
+            .set_limit(q.limit)
+            .consistent_read(q.consistent)
+            .set_exclusive_start_key(start_key)
             .send()
             .await
-            .map_err(|e| ddb("Query (newest batch)", e))?;
-        out.items().iter().map(Batch::from_item).collect()
+            .map_err(|e| ddb("Query (batches)", e))?;
+        let batches = out.items().iter().map(Batch::from_item).collect::<Result<_, _>>()?;
+        Ok((batches, out.last_evaluated_key))
     }
 
     /// A live reader's cheap look at a stream: an eventually consistent reverse `Query` for its
