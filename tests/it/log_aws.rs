@@ -352,13 +352,19 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
         .unwrap();
     assert!(report.sealed_through < report.tail);
     assert_eq!(recorder.take(), vec![2]);
-    // WHEN the stream stayed idle: it is sealed to its end and no check follows
+    // WHEN the stream stayed idle: it is sealed to its end, and one more check follows (a
+    // writer may have read the stream before the seal committed), which ends the chain
     idle_period();
     let report = log
         .seal(&path, SealMode::Idle { tail: Offset::after(2) })
         .await
         .unwrap();
     assert_eq!(report.sealed_through, Offset::after(2));
+    assert_eq!(recorder.take(), vec![2]);
+    idle_period();
+    log.seal(&path, SealMode::Idle { tail: Offset::after(2) })
+        .await
+        .unwrap();
     assert_eq!(recorder.take(), Vec::<u64>::new());
 
     // GIVEN a new run of batches (its first write knows the stream was sealed: what it
@@ -386,10 +392,41 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
     )
     .await
     .unwrap();
-    log.seal(&path, SealMode::Final).await.unwrap();
+    // (the close armed a check, which seals it)
+    assert_eq!(recorder.take(), vec![4]);
+    log.seal(&path, SealMode::Idle { tail: Offset::after(4) })
+        .await
+        .unwrap();
+    assert_eq!(recorder.take(), Vec::<u64>::new());
     // WHEN its batches expire, THEN it is still closed
     expire_batches(&h, &path).await;
     let meta = h.instance().await.metadata(&path).await.unwrap();
     assert!(meta.closed, "the closure outlives the close marker");
     assert_eq!(meta.tail, Offset::after(4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_created_with_messages_arms_a_check_and_lost_batches_are_an_error() {
+    let h = AwsHarness::new();
+    let recorder = std::sync::Arc::new(Recorder::default());
+    let mut options = h.options();
+    options.scheduler = Some(recorder.clone());
+    let log = spool_aws::AwsLog::new(h.clients().await, options);
+
+    // WHEN a stream is created with messages of its own
+    let path = unique_path("created-with-messages");
+    let mut create = json();
+    create.initial = vec![msg(1), msg(2)];
+    log.create(&path, create).await.unwrap();
+    // THEN a check is armed for them
+    assert_eq!(recorder.take(), vec![2]);
+
+    // WHEN its batches are gone before any page took them (a check that never ran for 14 days)
+    expire_batches(&h, &path).await;
+    h.clock().advance_ms(1000);
+    // THEN the check fails loudly (its job dead-letters, the alarm fires), not quietly
+    assert!(matches!(
+        log.seal(&path, SealMode::Idle { tail: Offset::after(2) }).await,
+        Err(Error::Corrupt { .. })
+    ));
 }

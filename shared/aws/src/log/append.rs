@@ -244,6 +244,7 @@ impl Inner {
         // One write id for every attempt of this round, so an attempt that finds its key taken
         // by an earlier attempt (whose answer was lost) knows the batch is its own.
         let wid = uuid::Uuid::now_v7().simple().to_string();
+        let mut armed = false;
         let mut view = self.cached_head(path).map(|r| View {
             head: r.head,
             producers: r.producers,
@@ -316,6 +317,23 @@ impl Inner {
                 return answers;
             }
 
+            // The first batch after the sealed point, and a close, arm the idle checks that see
+            // the stream's batches (and its closure) into pages before they expire: before the
+            // put, so a put is never acknowledged with no check armed (an extra check, if the
+            // put then loses, finds another tail and ends).
+            let arms = (tail_before == state.sealed && state.tail > tail_before) || state.closed;
+            if arms
+                && !armed
+                && let Some(scheduler) = &self.opts.scheduler
+            {
+                if let Err(e) = scheduler
+                    .schedule_idle(path, state.tail, self.opts.limits.idle_seal)
+                    .await
+                {
+                    return for_each(&e, round.len());
+                }
+                armed = true;
+            }
             let items = batches(&accepted, &wid, now / 1000);
             let epochs = epoch_writes(&items, &v.producers);
             match self.put_batches(&state, &items, &epochs, &v.producers).await {
@@ -342,23 +360,11 @@ impl Inner {
                     );
                     self.notifier
                         .publish(path, (!state.closed).then(|| Offset::after(state.tail)));
-                    if let Some(scheduler) = &self.opts.scheduler {
-                        if (state.closed || state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits))
-                            && let Err(e) = scheduler.schedule(path).await
-                        {
-                            tracing::warn!(%path, error = %e, "cannot schedule sealing; retried at the next page");
-                        }
-                        // The first batch after the sealed point arms the idle checks that see
-                        // the stream's batches into pages before they expire.
-                        if tail_before == state.sealed
-                            && state.tail > tail_before
-                            && !state.closed
-                            && let Err(e) = scheduler
-                                .schedule_idle(path, state.tail, self.opts.limits.idle_seal)
-                                .await
-                        {
-                            tracing::error!(%path, error = %e, "cannot arm the idle check of a stream's new batches");
-                        }
+                    if let Some(scheduler) = &self.opts.scheduler
+                        && state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits)
+                        && let Err(e) = scheduler.schedule(path).await
+                    {
+                        tracing::warn!(%path, error = %e, "cannot schedule sealing; the idle checks will");
                     }
                     return answers;
                 }

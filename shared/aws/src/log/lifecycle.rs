@@ -145,6 +145,15 @@ impl Inner {
                     );
                 }
             }
+            // Its batches expire: arm the check that seals them (and a closure) before they
+            // are written, so no stream is created without one.
+            if (head.state.closed || head.state.tail > head.state.sealed)
+                && let Some(scheduler) = &inner.opts.scheduler
+            {
+                scheduler
+                    .schedule_idle(path, head.state.tail, inner.opts.limits.idle_seal)
+                    .await?;
+            }
             let sent = crate::items::transact(&inner.clients.dynamodb, tx).await;
             match sent {
                 Ok(_) => {
@@ -195,7 +204,13 @@ impl Inner {
             let head = inner.live_head(path).await?;
             let sentinel = inner.end_sentinel(&head.state)?;
             if head.state.forks > 0 {
-                // Soft delete: gone for clients, kept for the forks that read it.
+                // Soft delete: gone for clients, kept for the forks that read it. Its batches
+                // expire, so a check that seals it to its end is armed first.
+                if let Some(scheduler) = &inner.opts.scheduler {
+                    scheduler
+                        .schedule_idle(path, head.state.tail, std::time::Duration::ZERO)
+                        .await?;
+                }
                 let mark = Update::builder()
                     .table_name(&inner.opts.table)
                     .set_key(Some(head_key(path)))

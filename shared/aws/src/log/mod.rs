@@ -125,15 +125,6 @@ impl std::fmt::Debug for AwsLog {
 }
 
 impl AwsLog {
-    async fn seal_deleted(&self, path: &StreamPath) -> Result<(), Error> {
-        match &self.inner.opts.scheduler {
-            Some(scheduler) => scheduler.schedule(path).await,
-            None => spool_domain::StreamSealer::seal(self, path, spool_domain::SealMode::Final)
-                .await
-                .map(drop),
-        }
-    }
-
     /// A log over the table and bucket in `opts`.
     pub fn new(clients: AwsClients, opts: AwsLogOptions) -> Self {
         Self {
@@ -189,9 +180,10 @@ impl StreamWriter for AwsLog {
 
     async fn delete(&self, path: &StreamPath) -> Result<(), Error> {
         let kept_for_forks = self.inner.delete(path).await?;
-        // The forks of a deleted stream read its pages once its batches expire: seal it all.
-        if kept_for_forks && let Err(e) = self.seal_deleted(path).await {
-            tracing::warn!(%path, error = %e, "cannot ask for a deleted stream to be sealed; it is sealed at its next page");
+        // The forks of a deleted stream read its pages once its batches expire: seal it all
+        // (with a maintenance queue, the delete armed a check before it committed).
+        if kept_for_forks && self.inner.opts.scheduler.is_none() {
+            spool_domain::StreamSealer::seal(self, path, spool_domain::SealMode::Final).await?;
         }
         Ok(())
     }

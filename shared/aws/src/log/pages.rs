@@ -25,8 +25,9 @@ use crate::{
 };
 
 /// How old a stream's oldest unsealed batch may get before an idle check seals the stream to
-/// its end even though it is still being written: a day, far inside the batches' 14 days.
-pub(super) const MAX_UNSEALED_AGE_S: i64 = 24 * 3600;
+/// its end even though it is still being written: 12 hours, inside the shortest life a batch
+/// has (a day past its stream's deadline) with room for the checks' own delays.
+pub(super) const MAX_UNSEALED_AGE_S: i64 = 12 * 3600;
 
 /// The S3 key of a sealed page: `streams/{sid}/pages/{first:020}-{last:020}`.
 pub(super) fn page_key(sid: &str, range: SeqRange) -> String {
@@ -127,11 +128,12 @@ impl Inner {
         if state.sealed >= state.tail {
             return Ok(0);
         }
+        // A batch that does not say when it was written is taken as old.
         let written = self
             .newest_batch(&state.sid, state.sealed, true)
             .await?
             .map_or(0, |batch| batch.written_s);
-        Ok(if written == 0 { 0 } else { self.now() / 1000 - written })
+        Ok(self.now() / 1000 - written)
     }
 
     /// Brings the items of the producers claimed in batches with keys in `(from, to]` up to
@@ -227,9 +229,13 @@ impl StreamSealer for AwsLog {
             mode
         };
         let report = seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await?;
+        // Batches still unsealed, or new since the check was armed, or sealed by this very pass
+        // (a writer that read the state before it committed may have put after the sealed
+        // tail without arming): one more check.
         let unsealed = report.sealed_through < report.tail;
+        let moved = !report.written.is_empty() || !report.adopted.is_empty();
         if !report.closed
-            && (unsealed || report.tail != tail)
+            && (unsealed || report.tail != tail || moved)
             && let Some(scheduler) = &self.inner.opts.scheduler
         {
             scheduler
@@ -254,15 +260,15 @@ impl StreamSealer for AwsLog {
 #[async_trait]
 impl PageStore for AwsLog {
     async fn load_state(&self, path: &StreamPath) -> Result<Option<StreamState>, Error> {
-        // A stream deleted while forks read it is still sealed: its batches expire, and the
-        // forks read its pages.
+        // A stream deleted (or expired) while forks read it is still sealed: its batches
+        // expire, and the forks read its pages.
         let now = self.inner.now();
         Ok(self
             .inner
             .fetch_head(path)
             .await?
             .map(|head| head.state)
-            .filter(|state| !state.is_expired(now)))
+            .filter(|state| !state.is_expired(now) || state.forks > 0))
     }
 
     async fn find_page_starting_at(&self, sid: &str, first: u64) -> Result<Option<SeqRange>, Error> {
@@ -344,6 +350,10 @@ impl PageStore for AwsLog {
             .find(|b| b.last() == to && !b.end)
             .map(|b| b.info)
             .filter(|info| info.tail > head.state.tail || (info.closed && !head.state.closed));
+        if from == to && info.is_none() {
+            // Nothing moves: the head already has it all.
+            return Ok(true);
+        }
         let mut update = inner
             .clients
             .dynamodb
@@ -384,7 +394,8 @@ impl PageStore for AwsLog {
             return Ok(());
         }
         // Batches expire by themselves (their `ttl`), and large appends' blobs by the bucket's
-        // lifecycle rule a day after them: nothing to write.
+        // lifecycle rule (15 days after they were written, a day after their batch): nothing to
+        // write.
         let _ = (state, through);
         Ok(())
     }

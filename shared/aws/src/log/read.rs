@@ -117,7 +117,8 @@ impl Inner {
 }
 
 impl Inner {
-    /// A large append's frames; `None` once they expired (a day after their batch).
+    /// A large append's frames; `None` once they expired (15 days after they were written, a
+    /// day after their batch).
     async fn get_blob(&self, key: &str) -> Result<Option<Bytes>, Error> {
         match self.get_object(key).await {
             Ok(frames) => Ok(Some(frames)),

@@ -141,8 +141,20 @@ pub async fn seal_stream(
             .read_hot(&state.sid, cursor, state.tail, limits.page_bytes)
             .await?;
         if batch.is_empty() {
-            // Another sealer released these rows after committing: it is ahead of us.
-            return Ok(finish(report, sealed, &state));
+            // Another sealer released these rows after committing: it is ahead of us. Unless
+            // nobody sealed them: then they are gone (the AWS batches' TTL), which must not
+            // pass quietly.
+            let now = store.load_state(path).await?;
+            if now.is_some_and(|now| now.sid == state.sid && now.sealed > sealed) {
+                return Ok(finish(report, sealed, &state));
+            }
+            return Err(Error::Corrupt {
+                what: format!(
+                    "messages {}..={} of `{path}` are gone before they were sealed",
+                    cursor + 1,
+                    state.tail
+                ),
+            });
         }
         cursor += batch.len() as u64;
         for message in batch {
@@ -162,8 +174,8 @@ pub async fn seal_stream(
         report.written.push(range);
     }
     // A close that added no message, after the last page: no page records it, so commit the
-    // sealed point again for the store to record the closure with it.
-    if state.closed && sealed == state.tail && report.written.is_empty() {
+    // sealed point again for the store to record the closure with it (once).
+    if state.closed && sealed == state.tail && report.written.is_empty() && report.adopted.is_empty() {
         store.commit_sealed(&state, sealed, sealed).await?;
     }
     Ok(finish(report, sealed, &state))
