@@ -93,6 +93,14 @@ pub(crate) trait ItemExt {
     fn bytes_attr(&self, name: &str) -> Option<Bytes>;
 }
 
+/// The producer claim that closed the stream (`cby`), on a head or a batch.
+fn closed_by(item: &Item) -> Result<Option<ProducerClaim>, Error> {
+    item.opt_str("cby")
+        .map(serde_json::from_str::<ProducerClaim>)
+        .transpose()
+        .map_err(|_| corrupt("cby"))
+}
+
 fn corrupt(name: &str) -> Error {
     Error::Corrupt {
         what: format!("DynamoDB attribute `{name}` is missing or malformed"),
@@ -194,11 +202,7 @@ impl Head {
             tail: item.num("tail")?,
             total_bytes: item.num("bytes")?,
             closed: item.bool_attr("closed"),
-            closed_by: item
-                .opt_str("cby")
-                .map(serde_json::from_str::<ProducerClaim>)
-                .transpose()
-                .map_err(|_| corrupt("cby"))?,
+            closed_by: closed_by(item)?,
             stream_seq: item.opt_str("sseq").map(str::to_owned),
             sealed: item.num("sealed")?,
             lineage: item
@@ -284,11 +288,7 @@ impl TailInfo {
             tail: item.num("last")?,
             bytes: item.num("bytes")?,
             closed: item.bool_attr("closed"),
-            closed_by: item
-                .opt_str("cby")
-                .map(serde_json::from_str::<ProducerClaim>)
-                .transpose()
-                .map_err(|_| corrupt("cby"))?,
+            closed_by: closed_by(item)?,
             stream_seq: item.opt_str("sseq").map(str::to_owned),
         })
     }
