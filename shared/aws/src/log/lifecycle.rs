@@ -165,15 +165,15 @@ impl Inner {
                         inner.forget_head(&source.path);
                     }
                     let meta = head.state.meta();
-                    let closed = head.state.closed;
                     let crossed = head.state.crossed_page_boundary(0, 0, &inner.opts.limits);
                     inner.remember_head(head, HashMap::new());
                     inner.notifier.publish(path, None);
-                    if (closed || crossed)
+                    // Full pages now; a closed stream's rest is the armed check's.
+                    if crossed
                         && let Some(scheduler) = &inner.opts.scheduler
                         && let Err(e) = scheduler.schedule(path).await
                     {
-                        tracing::warn!(%path, error = %e, "cannot schedule sealing");
+                        tracing::warn!(%path, error = %e, "cannot schedule sealing; the idle check will");
                     }
                     return Ok(Created::New(meta));
                 }
@@ -348,7 +348,7 @@ impl Inner {
     /// items expire by themselves (their `ttl`). Best effort: what it misses is unreachable
     /// (keys carry the incarnation's `sid`).
     pub(super) async fn collect_garbage(&self, sid: &str) {
-        if let Err(e) = self.release_items(sid).await {
+        if let Err(e) = self.remove_items(sid).await {
             tracing::warn!(sid, error = %e, "cannot delete a removed stream's items; they are unreachable garbage");
         }
         match self.list_pages(sid, None).await {
@@ -363,7 +363,7 @@ impl Inner {
 
     /// Deletes every blob and every producer item of a removed incarnation (its batch items
     /// expire by themselves).
-    pub(super) async fn release_items(&self, sid: &str) -> Result<(), Error> {
+    pub(super) async fn remove_items(&self, sid: &str) -> Result<(), Error> {
         let mut start_key: Option<Item> = None;
         loop {
             let query = self
