@@ -9,4 +9,5 @@ OUTPUTS = {
     "AttachmentsBucketName": "SPOOL_ATTACHMENTS_BUCKET",
     "TurnsQueueUrl": "SPOOL_TURNS_QUEUE_URL",
     "MaintenanceQueueUrl": "SPOOL_MAINTENANCE_QUEUE_URL",
+    "AggregatesQueueUrl": "SPOOL_AGGREGATES_QUEUE_URL",
 }

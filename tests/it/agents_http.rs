@@ -104,7 +104,7 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     ] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
-    // AND each carries exactly the third source design's fields
+    // AND each carries exactly the third source design's fields, with its id and time
     let keys = |e: &Value| {
         let mut keys: Vec<String> = e.as_object().unwrap().keys().cloned().collect();
         keys.sort();
@@ -114,7 +114,15 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     for added in of("chat.message_added") {
         assert_eq!(
             keys(added),
-            ["author_type", "chat_id", "chat_title", "ts", "type", "workspace_id"]
+            [
+                "author_type",
+                "chat_id",
+                "chat_title",
+                "id",
+                "ts",
+                "type",
+                "workspace_id"
+            ]
         );
         assert_eq!(added["chat_id"], chat.as_str());
         assert_eq!(added["workspace_id"], ws.as_str());
@@ -127,7 +135,15 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     let started = of("chat.processing_started")[0];
     assert_eq!(
         keys(started),
-        ["agent_name", "chat_id", "chat_title", "ts", "type", "workspace_id"]
+        [
+            "agent_name",
+            "chat_id",
+            "chat_title",
+            "id",
+            "ts",
+            "type",
+            "workspace_id"
+        ]
     );
     let finished = of("chat.processing_finished")[0];
     assert_eq!(
@@ -136,6 +152,7 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
             "agent_name",
             "chat_id",
             "chat_title",
+            "id",
             "reason",
             "ts",
             "type",

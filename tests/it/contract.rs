@@ -327,7 +327,8 @@ pub(crate) async fn a_closed_stream_rejects_appends<H: Harness>(h: &H) {
         outcome,
         WaitOutcome::Ready {
             tail: Offset::after(2),
-            closed: true
+            closed: true,
+            delivered: None,
         }
     );
 
@@ -535,13 +536,26 @@ pub(crate) async fn waiting_wakes_on_new_data_from_any_writer<H: Harness>(h: &H)
         });
         let outcome = reader.wait(&path, tail, Duration::from_secs(20)).await.unwrap();
         let ack = append.await.unwrap();
-        assert_eq!(
-            outcome,
-            WaitOutcome::Ready {
-                tail: ack.next_offset,
-                closed: false
-            }
-        );
+        let WaitOutcome::Ready {
+            tail: woke,
+            closed,
+            delivered,
+        } = outcome
+        else {
+            panic!("expected Ready, got {outcome:?}");
+        };
+        assert_eq!((woke, closed), (ack.next_offset, false));
+        // Messages handed over with the wake-up are exactly what a read returns.
+        if let Some(delivered) = delivered {
+            let read = reader.read(&path, Position::At(tail), None).await.unwrap();
+            let chunk = delivered
+                .chunk_after(tail, &read.stream_id)
+                .expect("they start after the offset, in this incarnation");
+            assert_eq!(
+                (chunk.messages, chunk.next_offset, chunk.stream_id, chunk.up_to_date),
+                (read.messages, read.next_offset, read.stream_id, read.up_to_date)
+            );
+        }
     }
     // Waiting from an offset already behind the tail returns at once.
     let outcome = reader
@@ -823,3 +837,104 @@ on_both_backends!(contract:
     forks_inherit_and_outlive_their_source,
     an_expected_tail_lets_writers_number_their_messages,
 );
+
+/// On one machine a live reader gets an append from memory the moment it is durable: the wait
+/// that the append ends carries its messages, which is what the read would return; an append
+/// that closes the stream, or another process's, is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_in_process_reaches_waiters_without_a_read() {
+    let h = spool_tests::EmbeddedHarness::new();
+    let log = h.instance().await;
+    let other = h.instance().await;
+    let path = unique_path("delivered");
+    log.create(&path, json()).await.unwrap();
+    log.append(&path, Append::one(msg(serde_json::json!(1)))).await.unwrap();
+    let wait_while = |writer: spool_embedded::EmbeddedLog, append: Append| {
+        let (log, path) = (log.clone(), path.clone());
+        async move {
+            let tail = log.metadata(&path).await.unwrap().tail;
+            let p = path.clone();
+            let writing = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                writer.append(&p, append).await.unwrap()
+            });
+            let outcome = log.wait(&path, tail, Duration::from_secs(20)).await.unwrap();
+            writing.await.unwrap();
+            (tail, outcome)
+        }
+    };
+    // WHEN this process appends two messages while a reader waits at the tail
+    let two = Append::messages([msg(serde_json::json!(2)), msg(serde_json::json!(3))]);
+    let (tail, outcome) = wait_while(log.clone(), two).await;
+    // THEN the wait hands them over, as a read from the tail returns them
+    let WaitOutcome::Ready {
+        delivered: Some(delivered),
+        ..
+    } = outcome
+    else {
+        panic!("woken without the messages: {outcome:?}");
+    };
+    let read = log.read(&path, Position::At(tail), None).await.unwrap();
+    let chunk = delivered.chunk_after(tail, &read.stream_id).unwrap();
+    assert!(delivered.chunk_after(tail, "another incarnation").is_none());
+    assert_eq!(chunk.messages, read.messages);
+    assert_eq!(chunk.messages.len(), 2);
+    assert_eq!(
+        (chunk.next_offset, chunk.up_to_date),
+        (read.next_offset, read.up_to_date)
+    );
+    // WHEN another process appends, or this one closes the stream: THEN the waiter reads
+    let (_, outcome) = wait_while(other, Append::one(msg(serde_json::json!(4)))).await;
+    assert!(
+        matches!(outcome, WaitOutcome::Ready { delivered: None, .. }),
+        "{outcome:?}"
+    );
+    let close = Append {
+        close: true,
+        ..Append::one(msg(serde_json::json!(5)))
+    };
+    let (_, outcome) = wait_while(log.clone(), close).await;
+    assert!(
+        matches!(outcome, WaitOutcome::Ready { delivered: None, .. }),
+        "{outcome:?}"
+    );
+}
+
+/// On one machine a process reads the hot tails it wrote from memory; several processes on one
+/// data directory, and a stream deleted and made again, still read exactly what is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_memory_never_mix_processes_or_incarnations() {
+    let h = spool_tests::EmbeddedHarness::new();
+    let (a, b) = (h.instance().await, h.instance().await);
+    let path = unique_path("recent");
+    let all = |log: spool_embedded::EmbeddedLog, from: u64| {
+        let path = path.clone();
+        async move {
+            let chunk = log.read(&path, Position::At(Offset::after(from)), None).await.unwrap();
+            chunk.messages
+        }
+    };
+    let m = |v: serde_json::Value| msg(v);
+    a.create(&path, json()).await.unwrap();
+    // GIVEN appends by this process and by another, interleaved
+    a.append(&path, Append::messages([m(1.into()), m(2.into()), m(3.into())]))
+        .await
+        .unwrap();
+    b.append(&path, Append::one(m(4.into()))).await.unwrap();
+    a.append(&path, Append::one(m(5.into()))).await.unwrap();
+    // THEN every read, from every offset, in either process, is what is stored
+    let stored: Vec<Bytes> = (1..=5).map(|i| m(i.into())).collect();
+    for from in 0..5 {
+        assert_eq!(all(a.clone(), from).await, stored[from as usize..], "a from {from}");
+        assert_eq!(all(b.clone(), from).await, stored[from as usize..], "b from {from}");
+    }
+    // WHEN the other process deletes the stream and makes it again, with other messages
+    b.delete(&path).await.unwrap();
+    b.create(&path, json()).await.unwrap();
+    b.append(&path, Append::messages([m("x".into()), m("y".into())]))
+        .await
+        .unwrap();
+    // THEN this process reads the new incarnation's, never what it kept of the old one
+    assert_eq!(all(a.clone(), 0).await, vec![m("x".into()), m("y".into())]);
+    assert_eq!(all(a.clone(), 1).await, vec![m("y".into())]);
+}

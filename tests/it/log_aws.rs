@@ -301,10 +301,12 @@ async fn reads_and_catch_ups_span_more_than_one_query_page() {
     assert_eq!(chunk.messages[6], msg(6));
 }
 
-/// A seal scheduler that records what it was asked.
+/// A seal scheduler that records what it was asked: idle checks' tails, and the chain of the
+/// last one.
 #[derive(Default)]
 struct Recorder {
     idle: std::sync::Mutex<Vec<u64>>,
+    chain: std::sync::Mutex<Option<u64>>,
 }
 
 #[async_trait::async_trait]
@@ -313,8 +315,15 @@ impl spool_domain::SealScheduler for Recorder {
         Ok(())
     }
 
-    async fn schedule_idle(&self, _path: &StreamPath, tail: u64, _delay: std::time::Duration) -> Result<(), Error> {
+    async fn schedule_idle(
+        &self,
+        _path: &StreamPath,
+        tail: u64,
+        _delay: std::time::Duration,
+        chain: u64,
+    ) -> Result<(), Error> {
         self.idle.lock().unwrap().push(tail);
+        *self.chain.lock().unwrap() = Some(chain);
         Ok(())
     }
 }
@@ -322,6 +331,14 @@ impl spool_domain::SealScheduler for Recorder {
 impl Recorder {
     fn take(&self) -> Vec<u64> {
         std::mem::take(&mut *self.idle.lock().unwrap())
+    }
+
+    /// The check armed last, to run: its mode.
+    fn check(&self, tail: u64) -> SealMode {
+        SealMode::Idle {
+            tail: Offset::after(tail),
+            chain: *self.chain.lock().unwrap(),
+        }
     }
 }
 
@@ -346,25 +363,17 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
     // WHEN that check runs after more came: only full pages are sealed, and the next check is
     // armed for the new tail
     idle_period();
-    let report = log
-        .seal(&path, SealMode::Idle { tail: Offset::after(1) })
-        .await
-        .unwrap();
+    let report = log.seal(&path, recorder.check(1)).await.unwrap();
     assert!(report.sealed_through < report.tail);
     assert_eq!(recorder.take(), vec![2]);
     // WHEN the stream stayed idle: it is sealed to its end, and one more check follows (a
     // writer may have read the stream before the seal committed), which ends the chain
     idle_period();
-    let report = log
-        .seal(&path, SealMode::Idle { tail: Offset::after(2) })
-        .await
-        .unwrap();
+    let report = log.seal(&path, recorder.check(2)).await.unwrap();
     assert_eq!(report.sealed_through, Offset::after(2));
     assert_eq!(recorder.take(), vec![2]);
     idle_period();
-    log.seal(&path, SealMode::Idle { tail: Offset::after(2) })
-        .await
-        .unwrap();
+    log.seal(&path, recorder.check(2)).await.unwrap();
     assert_eq!(recorder.take(), Vec::<u64>::new());
 
     // GIVEN a new run of batches (its first write knows the stream was sealed: what it
@@ -375,12 +384,32 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
     log.append(&path, Append::one(msg(4))).await.unwrap();
     // WHEN a check runs: the oldest batch is a day old, so it seals to the end anyway, and
     // arms one more check (a writer may still remember the tail it sealed)
-    let report = log
-        .seal(&path, SealMode::Idle { tail: Offset::after(3) })
-        .await
-        .unwrap();
+    let report = log.seal(&path, recorder.check(3)).await.unwrap();
     assert_eq!(report.sealed_through, Offset::after(4));
     assert_eq!(recorder.take(), vec![4]);
+    let continued = recorder.check(4);
+
+    // GIVEN a write that knows the stream was sealed to its end, so it arms a check too
+    idle_period();
+    log.append(&path, Append::one(msg(5))).await.unwrap();
+    assert_eq!(recorder.take(), vec![5]);
+    let newest = recorder.check(5);
+    // WHEN the chain's next check runs after it: THEN it arms none, since the stream's one
+    // chain is the write's (with both, each would arm the next for as long as the stream is
+    // busy, one more chain every half day)
+    log.seal(&path, continued).await.unwrap();
+    assert_eq!(
+        recorder.take(),
+        Vec::<u64>::new(),
+        "a superseded check arms no next one"
+    );
+    // AND the write's check seals the stream, and its chain ends as any does
+    let report = log.seal(&path, newest).await.unwrap();
+    assert_eq!(report.sealed_through, Offset::after(5));
+    assert_eq!(recorder.take(), vec![5]);
+    idle_period();
+    log.seal(&path, recorder.check(5)).await.unwrap();
+    assert_eq!(recorder.take(), Vec::<u64>::new());
 
     // GIVEN a close that adds no message, after the stream is sealed to its end
     log.append(
@@ -393,16 +422,14 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
     .await
     .unwrap();
     // (the close armed a check, which seals it)
-    assert_eq!(recorder.take(), vec![4]);
-    log.seal(&path, SealMode::Idle { tail: Offset::after(4) })
-        .await
-        .unwrap();
+    assert_eq!(recorder.take(), vec![5]);
+    log.seal(&path, recorder.check(5)).await.unwrap();
     assert_eq!(recorder.take(), Vec::<u64>::new());
     // WHEN its batches expire, THEN it is still closed
     expire_batches(&h, &path).await;
     let meta = h.instance().await.metadata(&path).await.unwrap();
     assert!(meta.closed, "the closure outlives the close marker");
-    assert_eq!(meta.tail, Offset::after(4));
+    assert_eq!(meta.tail, Offset::after(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -426,7 +453,36 @@ async fn a_stream_created_with_messages_arms_a_check_and_lost_batches_are_an_err
     h.clock().advance_ms(1000);
     // THEN the check fails loudly (its job dead-letters, the alarm fires), not quietly
     assert!(matches!(
-        log.seal(&path, SealMode::Idle { tail: Offset::after(2) }).await,
+        log.seal(&path, recorder.check(2)).await,
         Err(Error::Corrupt { .. })
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_check_that_seals_still_arms_the_next() {
+    let h = AwsHarness::new();
+    let recorder = std::sync::Arc::new(Recorder::default());
+    let mut options = h.options();
+    options.scheduler = Some(recorder.clone());
+    let log = spool_aws::AwsLog::new(h.clients().await, options);
+    let path = unique_path("superseded-seals");
+    log.create(&path, json()).await.unwrap();
+    let idle_period = || h.clock().advance_ms(1000);
+    // GIVEN a chain whose check sealed the stream to its end and armed its next
+    log.append(&path, Append::one(msg(1))).await.unwrap();
+    idle_period();
+    log.seal(&path, recorder.check(1)).await.unwrap();
+    assert_eq!(recorder.take(), vec![1, 1]);
+    let older = recorder.check(1);
+    // AND a write that knew it, whose check now names the stream's chain
+    idle_period();
+    log.append(&path, Append::one(msg(2))).await.unwrap();
+    assert_eq!(recorder.take(), vec![2]);
+    // WHEN the older chain's check runs and seals (the batch is half a day old): THEN it arms
+    // the next check all the same, since a writer that read the stream before its seal
+    // committed may put after it, unseen by the other chain's check if that ran first
+    h.clock().advance_ms(13 * 3600 * 1000);
+    let report = log.seal(&path, older).await.unwrap();
+    assert_eq!(report.sealed_through, Offset::after(2));
+    assert_eq!(recorder.take(), vec![2], "a check that sealed arms the next");
 }

@@ -29,6 +29,7 @@ macro_rules! on_both_backends {
 }
 
 mod agents_http;
+mod aggregates;
 mod answers_http;
 mod attachment_files;
 mod attachments_http;

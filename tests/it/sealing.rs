@@ -216,7 +216,10 @@ async fn the_last_page_is_sealed_only_once_the_stream_is_idle(
     })
     .await;
     // AND a stale idle check seals nothing more and fails nothing
-    let report = log.seal(&path, spool_domain::SealMode::Idle { tail }).await.unwrap();
+    let report = log
+        .seal(&path, spool_domain::SealMode::Idle { tail, chain: None })
+        .await
+        .unwrap();
     assert_eq!(report.sealed_through, log.metadata(&path).await.unwrap().tail);
 }
 

@@ -329,10 +329,17 @@ async fn ses_sends_from_a_verified_address_only() {
     config.aws.notify_from = Some(from.clone());
     let notifier = spool_aws::notifier_from_config(&config).await;
     assert_eq!((notifier.via(), notifier.sender()), ("email", Some(from.as_str())));
-    let log = harness.instance().await;
+    let log = std::sync::Arc::new(harness.instance().await);
     let org = spool_tests::unique_id("org");
     let mut ws = Workspace::new(spool_tests::unique_id("ws"), "Docs".into(), 0);
     ws.notifications.email = Some("ops@example.com".into());
+    // (the feed is made with its workspace)
+    let path = spool_domain::manage::feed_path(&org, &ws.id).unwrap();
+    let json = spool_domain::ContentType::parse("application/json").unwrap();
+    spool_domain::StreamWriter::create(log.as_ref(), &path, spool_domain::CreateStream::new(json))
+        .await
+        .unwrap();
+    let feeds = spool_domain::aggregate::Direct(log.clone());
     let about = About {
         chat: Some(("ses_1", "Release")),
         actor: "Planner",
@@ -340,7 +347,7 @@ async fn ses_sends_from_a_verified_address_only() {
     };
     // WHEN the sender is not verified: SES refuses, and the feed says why
     notify(
-        &log,
+        &feeds,
         notifier.as_ref(),
         &org,
         &ws,
@@ -358,7 +365,7 @@ async fn ses_sends_from_a_verified_address_only() {
         .await
         .unwrap();
     notify(
-        &log,
+        &feeds,
         notifier.as_ref(),
         &org,
         &ws,
@@ -367,7 +374,6 @@ async fn ses_sends_from_a_verified_address_only() {
         "2026-11-24T00:00:01Z",
     )
     .await;
-    let path = spool_domain::manage::feed_path(&org, &ws.id).unwrap();
     let chunk = log.read(&path, spool_domain::Position::START, None).await.unwrap();
     let events: Vec<Value> = chunk
         .messages

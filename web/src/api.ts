@@ -102,9 +102,10 @@ export type EventType =
   | "slash_command_invoked"
   | "slash_command_failed";
 
-/** One event of a workspace's feed: flat, its `type` and its fields. */
+/** One event of a workspace's feed: flat, its `type`, its unique `id`, and its fields. */
 export interface FeedEvent {
   type: string;
+  id: string;
   ts: string;
   [field: string]: unknown;
 }

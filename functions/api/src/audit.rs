@@ -6,20 +6,14 @@
 
 use serde_json::Value;
 pub use spool_domain::directory::AUDIT_STREAM;
-use spool_domain::{Append, ContentType, CreateStream, Error, StreamLog, StreamPath};
+use spool_domain::{Aggregates, Error, IfMissing, StreamPath};
 
-/// Appends `event` to the audit stream of `org`, creating the stream on first use.
-pub(crate) async fn record(log: &dyn StreamLog, org: &str, event: &Value) -> Result<(), Error> {
+/// Hands `event` over for the audit stream of `org` ([`Aggregates`]: appended off the request
+/// path on AWS, so a storm of handshakes never contends at the stream's tail), which is made
+/// on its first record. The event gets an `id`.
+pub(crate) async fn record(aggregates: &dyn Aggregates, org: &str, event: Value) -> Result<(), Error> {
     let path = StreamPath::parse(format!("o/{org}/{AUDIT_STREAM}"))?;
-    let body = bytes::Bytes::from(event.to_string());
-    match log.append(&path, Append::one(body.clone())).await {
-        Err(Error::NotFound { .. }) => {
-            log.create(&path, CreateStream::new(ContentType::parse("application/json")?))
-                .await?;
-            log.append(&path, Append::one(body)).await.map(drop)
-        }
-        other => other.map(drop),
-    }
+    aggregates.add(&path, event, IfMissing::Create).await
 }
 
 /// Refused handshakes, per API key: the first of each minute is recorded in the audit stream,

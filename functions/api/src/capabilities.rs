@@ -100,7 +100,7 @@ pub(crate) async fn put_capabilities(
         "reason": verdict.as_ref().err(),
         "by": caller.0.sub,
     });
-    audit::record(api.log.as_ref(), caller.org(), &event).await?;
+    audit::record(api.aggregates.as_ref(), caller.org(), event).await?;
     match verdict {
         Ok(mut enabled) => {
             enabled.sort();

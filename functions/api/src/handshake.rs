@@ -145,7 +145,7 @@ pub(crate) async fn handshake(
         }
     };
     if record_it {
-        audit::record(api.log.as_ref(), &record.org_id, &event).await?;
+        audit::record(api.aggregates.as_ref(), &record.org_id, event).await?;
     }
     if !accepted {
         tracing::warn!(key_id = %record.key_id, org = %record.org_id, "handshake with a wrong API key secret");

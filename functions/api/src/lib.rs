@@ -67,6 +67,8 @@ pub struct ChatApi {
     chats: ChatService,
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
+    /// Where workspaces' feed events and audit records are handed over.
+    aggregates: Arc<dyn spool_domain::Aggregates>,
     files: Arc<dyn FileStore>,
     keys: TokenKeys,
     access: Access,
@@ -98,6 +100,7 @@ impl ChatApi {
                 clock.clone(),
             ),
             metadata: stores.metadata,
+            aggregates: Arc::new(spool_domain::aggregate::Direct(stores.log.clone())),
             log: stores.log,
             files: stores.files,
             keys,
@@ -117,6 +120,15 @@ impl ChatApi {
     #[must_use]
     pub fn with_notifier(mut self, notifier: Arc<dyn spool_domain::notifier::Notifier>) -> Self {
         self.notifier = notifier;
+        self
+    }
+
+    /// The same API, handing workspaces' feed events and audit records to `aggregates` (the
+    /// aggregates queue on AWS) instead of appending them itself.
+    #[must_use]
+    pub fn with_aggregates(mut self, aggregates: Arc<dyn spool_domain::Aggregates>) -> Self {
+        self.chats = self.chats.with_feeds(aggregates.clone());
+        self.aggregates = aggregates;
         self
     }
 

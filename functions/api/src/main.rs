@@ -15,12 +15,16 @@ async fn main() -> Result<(), lambda_http::Error> {
     // Append conflicts, as CloudWatch metrics (EMF).
     let metrics = Arc::new(spool_aws::EmfMetrics::for_this_function());
     let log = spool_aws::log_with_metrics(config, None, metrics).await?;
+    let clients = log.clients().clone();
     let stores = spool_api::Stores {
-        metadata: Arc::new(spool_aws::metadata_from_config(config, log.clients())?),
-        turns: Arc::new(spool_aws::turn_queue_from_config(config, log.clients())?),
-        files: Arc::new(spool_aws::files_from_config(config, log.clients())?),
+        metadata: Arc::new(spool_aws::metadata_from_config(config, &clients)?),
+        turns: Arc::new(spool_aws::turn_queue_from_config(config, &clients)?),
+        files: Arc::new(spool_aws::files_from_config(config, &clients)?),
         log: Arc::new(log),
     };
+    // Feed events and audit records go to the aggregates queue: no request contends at a
+    // workspace's feed or an organization's audit stream.
+    let aggregates = spool_aws::aggregates_from_config(config, &clients, stores.log.clone());
     let revocations = Arc::new(spool_domain::revocation::Revocations::new(
         stores.log.clone(),
         config.revocation_check,
@@ -33,6 +37,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         .with_rate_limiter(limiter.clone())
         .with_revocations(revocations.clone());
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
+        .with_aggregates(aggregates)
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(limiter)
         .with_revocations(revocations)

@@ -665,6 +665,6 @@ impl ChatApi {
         event: spool_domain::FeedEvent,
     ) -> Result<(), ApiError> {
         let now = spool_domain::clock::rfc3339_ms(self.clock.now_ms());
-        Ok(manage::announce(self.log.as_ref(), org, workspace_id, &event, &now).await?)
+        Ok(manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
     }
 }

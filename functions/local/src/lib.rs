@@ -127,6 +127,10 @@ pub(crate) struct Services {
     files: Arc<dyn FileStore>,
     /// The maintenance queue (AWS backend): sealing jobs for the worker.
     maintenance: Option<(aws_sdk_sqs::Client, String)>,
+    /// Where workspaces' feed events and audit records are handed over.
+    aggregates: Arc<dyn spool_domain::Aggregates>,
+    /// The aggregates queue (AWS backend, when configured): those events for the worker.
+    aggregates_queue: Option<(aws_sdk_sqs::Client, String)>,
     /// The embedded store's records, for `spool serve`'s sweep of unfinished uploads.
     embedded: Option<Arc<spool_embedded::EmbeddedMetadata>>,
 }
@@ -144,8 +148,11 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
             let metadata = spool_embedded::EmbeddedMetadata::open(&config.data_dir)
                 .with_context(|| format!("cannot open the embedded directory in {}", config.data_dir.display()))?;
             let metadata = Arc::new(metadata);
+            let log: Arc<dyn StreamLog> = Arc::new(log);
             Ok(Services {
-                log: Arc::new(log),
+                aggregates: Arc::new(spool_domain::aggregate::Direct(log.clone())),
+                aggregates_queue: None,
+                log,
                 turns: metadata.clone(),
                 metadata: metadata.clone(),
                 files: Arc::new(spool_embedded::LocalFiles::new(&config.data_dir)),
@@ -166,9 +173,18 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 .maintenance_queue_url
                 .clone()
                 .map(|url| (log.clients().sqs.clone(), url));
+            let aggregates_queue = config
+                .aws
+                .aggregates_queue_url
+                .clone()
+                .map(|url| (log.clients().sqs.clone(), url));
+            let clients = log.clients().clone();
+            let log: Arc<dyn StreamLog> = Arc::new(log);
             let endpoint = config.aws.endpoint_url.as_deref().unwrap_or("AWS");
             Ok(Services {
-                log: Arc::new(log),
+                aggregates: spool_aws::aggregates_from_config(config, &clients, log.clone()),
+                aggregates_queue,
+                log,
                 metadata: Arc::new(metadata),
                 turns: Arc::new(turns),
                 files: Arc::new(files),
@@ -277,7 +293,8 @@ async fn sweep_uploads(records: Arc<spool_embedded::EmbeddedMetadata>, files: Ar
 }
 
 /// Starts the worker: agent turns from the turn queue and, on AWS, sealing jobs from the
-/// maintenance queue, as the worker function does on Lambda.
+/// maintenance queue and aggregate streams' events from the aggregates queue, as the worker
+/// function does on Lambda.
 fn spawn_worker(
     services: &Services,
     config: &Config,
@@ -291,9 +308,11 @@ fn spawn_worker(
         spool_worker::engine_settings(config),
     )
     .with_files(services.files.clone())
-    .with_notifier(notifier);
-    let worker =
-        spool_worker::Worker::new(services.log.clone()).with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+    .with_notifier(notifier)
+    .with_feeds(services.aggregates.clone());
+    let worker = spool_worker::Worker::new(services.log.clone())
+        .with_aggregates(services.log.clone())
+        .with_turns(Arc::new(engine), config.agents.turn_max_attempts);
     let worker = Arc::new(worker);
     let sweep = spool_worker::folder_sweep(config, services.metadata.clone());
     tokio::spawn(async move {
@@ -327,9 +346,9 @@ fn spawn_worker(
         let _slot = slot;
         spool_worker::poll_turns(poller, turns, settings).await;
     });
-    if let Some((sqs, url)) = &services.maintenance {
+    for (sqs, url) in services.maintenance.iter().chain(&services.aggregates_queue) {
         tokio::spawn(spool_worker::poll_queue(
-            worker,
+            worker.clone(),
             sqs.clone(),
             url.clone(),
             Duration::from_secs(20),
@@ -381,6 +400,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     if let Some(records) = &services.embedded {
         tokio::spawn(sweep_uploads(records.clone(), services.files.clone()));
     }
+    let aggregates = services.aggregates.clone();
     let stores = spool_api::Stores {
         metadata: services.metadata,
         log: services.log,
@@ -388,6 +408,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         files: services.files,
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
+        .with_aggregates(aggregates)
         .with_workspace_roots(config.workspace_roots())
         .with_rate_limiter(limiter)
         .with_revocations(revocations)

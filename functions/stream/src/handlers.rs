@@ -384,8 +384,18 @@ pub(crate) async fn read(
                     // The server is stopping: answer as if the wait ran out.
                     () = api.stopping() => None,
                 };
-                if let Some(WaitOutcome::Ready { .. }) = waited {
-                    chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
+                match waited {
+                    // The append that woke the wait, from memory: what the read would return.
+                    Some(WaitOutcome::Ready {
+                        delivered: Some(delivered),
+                        ..
+                    }) if let Some(delivered) = delivered.chunk_after(chunk.next_offset, &chunk.stream_id) => {
+                        chunk = delivered;
+                    }
+                    Some(WaitOutcome::Ready { .. }) => {
+                        chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
+                    }
+                    _ => {}
                 }
             }
             let cursor = Some(protocol::cursor(

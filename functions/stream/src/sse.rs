@@ -55,6 +55,8 @@ struct Reader {
     pending: Option<Chunk>,
     /// The offset after the last message sent.
     offset: Offset,
+    /// The storage id of the stream's incarnation it reads.
+    stream_id: String,
     done: bool,
 }
 
@@ -94,6 +96,7 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
         path,
         format,
         offset: first.start,
+        stream_id: first.stream_id.clone(),
         pending: Some(first),
         done: false,
     };
@@ -191,6 +194,11 @@ impl Reader {
         };
         match waited {
             WaitOutcome::TimedOut { .. } => Ok(None),
+            // The append that woke the wait, from memory: what the read would return.
+            WaitOutcome::Ready {
+                delivered: Some(delivered),
+                ..
+            } if let Some(chunk) = delivered.chunk_after(self.offset, &self.stream_id) => Ok(Some(chunk)),
             WaitOutcome::Ready { .. } => Ok(Some(
                 self.api.log.read(&self.path, Position::At(self.offset), None).await?,
             )),

@@ -1,11 +1,12 @@
 //! # The worker function
 //!
 //! Runs Spool's background work from SQS: agent turns from the turns queue (FIFO, one group
-//! per chat) and maintenance jobs (page sealing) from the maintenance queue. On AWS it is a
-//! Lambda function triggered by both queues, reporting partial batch failures so one bad
-//! message never fails its batch; under `spool serve` the same [`Worker`] drains the embedded
-//! turn queue ([`poll_turns`]) and, with `--backend aws`, long-polls the maintenance queue
-//! ([`poll_queue`]).
+//! per chat), maintenance jobs (page sealing) from the maintenance queue, and aggregate
+//! streams' events (workspaces' feeds, audit records) from the aggregates queue (FIFO, one
+//! group per stream, a group's batch appended at once). On AWS it is a Lambda function
+//! triggered by the queues, reporting partial batch failures so one bad message never fails its
+//! batch; under `spool serve` the same [`Worker`] drains the embedded turn queue
+//! ([`poll_turns`]) and, with `--backend aws`, long-polls the other two ([`poll_queue`]).
 //!
 //! A turn job runs one step of a turn through the [`Engine`]. A step that fails is retried by
 //! the queue (a new delivery, which finds in the chat's stream what the failed one wrote); the
@@ -18,9 +19,11 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::Deserialize;
+use serde_json::Value;
 use spool_agents::{Engine, Outcome};
 use spool_domain::{
-    Delivery, Lease, Offset, Receive, SealMode, StreamSealer, TurnJob, TurnQueue, jobs::MaintenanceJob,
+    Delivery, IfMissing, Lease, Offset, Receive, SealMode, StreamLog, StreamPath, StreamSealer, TurnJob, TurnQueue,
+    jobs::MaintenanceJob,
 };
 use tracing::Instrument;
 
@@ -36,6 +39,9 @@ pub enum Error {
     /// A turn arrived at a worker that runs no turns.
     #[error("this worker runs no agent turns")]
     NoTurns,
+    /// An aggregate stream's event arrived at a worker that appends none.
+    #[error("this worker appends no aggregate streams' events")]
+    NoAggregates,
     /// The stores failed.
     #[error(transparent)]
     Log(#[from] spool_domain::Error),
@@ -139,6 +145,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Runs jobs.
 pub struct Worker {
     sealer: Arc<dyn StreamSealer>,
+    /// Where aggregate streams' events from the aggregates queue are appended.
+    aggregates: Option<Arc<dyn StreamLog>>,
     engine: Option<Arc<Engine>>,
     max_attempts: u32,
     /// The deliveries of a job the queue makes before its dead-letter queue (the template's
@@ -168,6 +176,7 @@ impl Worker {
     pub fn new(sealer: Arc<dyn StreamSealer>) -> Self {
         Self {
             sealer,
+            aggregates: None,
             engine: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_deliveries: DEFAULT_MAX_ATTEMPTS + 2,
@@ -181,6 +190,14 @@ impl Worker {
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// The same worker, appending aggregate streams' events (workspaces' feeds, audit
+    /// records, from the aggregates queue) to `log`.
+    #[must_use]
+    pub fn with_aggregates(mut self, log: Arc<dyn StreamLog>) -> Self {
+        self.aggregates = Some(log);
         self
     }
 
@@ -222,16 +239,22 @@ impl Worker {
     /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
     pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
         match job {
+            MaintenanceJob::Aggregate {
+                path,
+                event,
+                if_missing,
+            } => self.append_aggregate(&path, &[event], if_missing).await,
             MaintenanceJob::Seal {
                 path,
                 final_seal,
                 if_tail,
+                chain,
             } => {
                 let sealed = match (final_seal, if_tail) {
                     // An idle seal: the short last page only if nothing came since it was sent.
                     (true, Some(tail)) => {
                         let tail = Offset::after(tail);
-                        self.sealer.seal(&path, SealMode::Idle { tail }).await
+                        self.sealer.seal(&path, SealMode::Idle { tail, chain }).await
                     }
                     (true, None) => self.sealer.seal(&path, SealMode::Final).await,
                     (false, _) => self.sealer.seal(&path, SealMode::Full).await,
@@ -251,6 +274,34 @@ impl Worker {
                     Err(spool_domain::Error::NotFound { .. } | spool_domain::Error::Gone { .. }) => Ok(()),
                     Err(e) => Err(e.into()),
                 }
+            }
+        }
+    }
+
+    /// Appends `events` (a batch of one aggregate stream's, in the order they were handed
+    /// over) to the stream at `path` in one append, skipping those a previous delivery appended.
+    pub async fn append_aggregate(
+        &self,
+        path: &StreamPath,
+        events: &[Value],
+        if_missing: IfMissing,
+    ) -> Result<(), Error> {
+        let log = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
+        let appended = spool_domain::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
+        tracing::debug!(%path, events = events.len(), appended, "aggregate events appended");
+        Ok(())
+    }
+
+    /// When `bodies` are one aggregate stream's events (a group of the aggregates queue),
+    /// appends them at once ([`Self::append_aggregate`]): whether they were; `None` for a group
+    /// of other jobs.
+    async fn append_aggregate_group<'a>(&self, bodies: impl IntoIterator<Item = &'a str>) -> Option<bool> {
+        let (path, events, if_missing) = aggregate_batch(bodies)?;
+        match self.append_aggregate(&path, &events, if_missing).await {
+            Ok(()) => Some(true),
+            Err(e) => {
+                tracing::error!(%path, error.message = %e, error.cause_chain = ?e, "cannot append aggregate events; SQS will retry them");
+                Some(false)
             }
         }
     }
@@ -425,12 +476,12 @@ impl Worker {
                     .await;
             });
         }
-        // Turns (FIFO messages) stay leased while the batch runs, however long its steps take.
+        // Turns stay leased while the batch runs, however long their steps take.
         let heartbeat = self.heartbeats.as_ref().map(|(queue, ttl)| {
             let receipts = event
                 .records
                 .iter()
-                .filter(|r| r.attributes.contains_key("MessageGroupId"))
+                .filter(|r| serde_json::from_str::<TurnJob>(r.body.as_deref().unwrap_or_default()).is_ok())
                 .filter_map(|r| r.receipt_handle.clone())
                 .collect();
             Arc::new(Heartbeat::start(queue.clone(), receipts, *ttl))
@@ -456,6 +507,17 @@ impl Worker {
                 .map(|r| r.message_id.clone().unwrap_or_default())
                 .collect();
             let task = tasks.spawn(async move {
+                // A group of the aggregates queue: one stream's events, appended at once.
+                let bodies = records.iter().map(|r| r.body.as_deref().unwrap_or_default());
+                if let Some(appended) = worker.append_aggregate_group(bodies).await {
+                    return match appended {
+                        true => Vec::new(),
+                        false => records
+                            .iter()
+                            .map(|r| r.message_id.clone().unwrap_or_default())
+                            .collect(),
+                    };
+                }
                 let mut failed = Vec::new();
                 for record in records {
                     let id = record.message_id.clone().unwrap_or_default();
@@ -516,6 +578,28 @@ impl Worker {
         }
         response
     }
+}
+
+/// The events of `bodies` if every one is an aggregate job for one stream with one rule: the
+/// stream, its events in order, and the rule.
+fn aggregate_batch<'a>(bodies: impl IntoIterator<Item = &'a str>) -> Option<(StreamPath, Vec<Value>, IfMissing)> {
+    let mut batch: Option<(StreamPath, Vec<Value>, IfMissing)> = None;
+    for body in bodies {
+        let Ok(MaintenanceJob::Aggregate {
+            path,
+            event,
+            if_missing,
+        }) = serde_json::from_str(body)
+        else {
+            return None;
+        };
+        match &mut batch {
+            None => batch = Some((path, vec![event], if_missing)),
+            Some((p, events, rule)) if *p == path && *rule == if_missing => events.push(event),
+            Some(_) => return None,
+        }
+    }
+    batch
 }
 
 /// Ends a record's heartbeat when the record's job is over, however it ends (a panic too).
@@ -655,8 +739,10 @@ async fn run_group(worker: &Worker, queue: Arc<dyn TurnQueue>, group: Vec<Delive
 }
 
 /// Long-polls an SQS queue and runs its jobs, deleting each message once its job succeeded, as
-/// Lambda's event source mapping does. Runs until the task is dropped.
+/// Lambda's event source mapping does: a FIFO queue's groups in order (an aggregate stream's
+/// events appended a batch at once), other messages one by one. Runs until the task is dropped.
 pub async fn poll_queue(worker: Arc<Worker>, sqs: aws_sdk_sqs::Client, queue_url: String, wait: Duration) {
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
     let wait_seconds = i32::try_from(wait.as_secs().min(20)).unwrap_or(20);
     loop {
         let received = sqs
@@ -664,6 +750,7 @@ pub async fn poll_queue(worker: Arc<Worker>, sqs: aws_sdk_sqs::Client, queue_url
             .queue_url(&queue_url)
             .max_number_of_messages(10)
             .wait_time_seconds(wait_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
             .send()
             .await;
         let messages = match received {
@@ -674,25 +761,70 @@ pub async fn poll_queue(worker: Arc<Worker>, sqs: aws_sdk_sqs::Client, queue_url
                 continue;
             }
         };
-        for message in messages {
-            let body = message.body().unwrap_or_default();
-            match worker.handle_message(body, 1).await {
-                Ok(()) => {
-                    if let Some(handle) = message.receipt_handle()
-                        && let Err(e) = sqs
-                            .delete_message()
-                            .queue_url(&queue_url)
-                            .receipt_handle(handle)
-                            .send()
-                            .await
-                    {
-                        tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "cannot delete a done job; it will run again, harmlessly");
-                    }
-                }
-                Err(e) => tracing::error!(error.message = %e, error.cause_chain = ?e, "job failed; SQS will retry it"),
+        let mut groups: BTreeMap<String, Vec<aws_sdk_sqs::types::Message>> = BTreeMap::new();
+        for (i, message) in messages.into_iter().enumerate() {
+            let group = message
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
+                .cloned()
+                .unwrap_or_else(|| format!("#{i}"));
+            groups.entry(group).or_default().push(message);
+        }
+        // Done messages are deleted in one request, as the event source mapping deletes them.
+        let mut done = Vec::new();
+        for (_, group) in groups {
+            let ran = run_polled_group(&worker, &group).await;
+            done.extend(group.into_iter().take(ran));
+        }
+        let entries: Vec<_> = done
+            .iter()
+            .enumerate()
+            .filter_map(|(i, message)| {
+                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(message.receipt_handle()?)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if entries.is_empty() {
+            continue;
+        }
+        match sqs
+            .delete_message_batch()
+            .queue_url(&queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(out) if !out.failed().is_empty() => {
+                tracing::warn!(
+                    failed = out.failed().len(),
+                    "cannot delete some done jobs; they will run again, harmlessly"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "cannot delete done jobs; they will run again, harmlessly");
             }
         }
     }
+}
+
+/// Runs a group of polled messages in order; how many of them are done (the rest, after a
+/// failure, come back when their visibility timeout ends, still in order).
+async fn run_polled_group(worker: &Worker, group: &[aws_sdk_sqs::types::Message]) -> usize {
+    let bodies = || group.iter().map(|m| m.body().unwrap_or_default());
+    if let Some(appended) = worker.append_aggregate_group(bodies()).await {
+        return if appended { group.len() } else { 0 };
+    }
+    for (done, body) in bodies().enumerate() {
+        if let Err(e) = worker.handle_message(body, 1).await {
+            tracing::error!(error.message = %e, error.cause_chain = ?e, "job failed; SQS will retry it");
+            return done;
+        }
+    }
+    group.len()
 }
 
 #[cfg(test)]

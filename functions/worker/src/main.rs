@@ -1,4 +1,4 @@
-//! The worker Lambda: agent turns and maintenance jobs from SQS.
+//! The worker Lambda: agent turns, maintenance jobs and aggregate streams' events from SQS.
 
 use std::sync::Arc;
 
@@ -25,8 +25,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     )
     .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?))
     .with_notifier(spool_aws::notifier_from_config(&config).await)
+    .with_feeds(spool_aws::aggregates_from_config(&config, log.clients(), log.clone()))
     .with_metrics(metrics.clone());
     let mut worker = Worker::new(log.clone())
+        .with_aggregates(log.clone())
         .with_metrics(metrics)
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
         .with_max_deliveries(config.agents.turn_max_deliveries)

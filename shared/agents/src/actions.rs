@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 use spool_domain::{
-    Metadata, StreamLog, Task, WorkspaceRoots,
+    Aggregates, Metadata, Task, WorkspaceRoots,
     manage::{self, NewAgent},
     notifier::{About, Notifier},
     settings::{NotificationKind, WorkspaceChange},
@@ -22,8 +22,8 @@ use crate::tools::{self, Kind};
 pub struct ActionContext<'a> {
     /// The metadata store.
     pub metadata: &'a dyn Metadata,
-    /// The stream log (for the workspace's feed).
-    pub log: &'a dyn StreamLog,
+    /// Where the workspace's feed events are handed over.
+    pub feeds: &'a dyn Aggregates,
     /// The organization.
     pub org: &'a str,
     /// The chat the action comes from.
@@ -88,7 +88,7 @@ fn parse<T: serde::de::DeserializeOwned>(args: &Value, fields: &str) -> Result<O
 impl ActionContext<'_> {
     /// Announces `event` on the workspace's feed.
     async fn announce(&self, event: spool_domain::FeedEvent) -> Result<(), Refusal> {
-        manage::announce(self.log, self.org, self.workspace()?, &event, self.now_rfc3339)
+        manage::announce(self.feeds, self.org, self.workspace()?, &event, self.now_rfc3339)
             .await
             .map_err(store)
     }
@@ -196,7 +196,7 @@ impl ActionContext<'_> {
                 detail: &task.title,
             };
             spool_domain::notifier::notify(
-                self.log,
+                self.feeds,
                 self.notifier,
                 self.org,
                 &ws,

@@ -6,6 +6,7 @@
 //! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work, and
 //! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
 
+pub mod aggregate_queue;
 pub mod attachments;
 pub mod commands;
 pub mod directory;
@@ -25,6 +26,7 @@ pub mod sessions;
 pub mod turn_queue;
 pub mod workspaces;
 
+pub use aggregate_queue::SqsAggregates;
 pub use emf::EmfMetrics;
 pub use faults::{FaultCounts, FaultInjector, FaultPlan};
 pub use files::{PENDING_TAG, S3Files};
@@ -82,6 +84,19 @@ pub fn metadata_from_config(config: &Config, clients: &AwsClients) -> Result<Aws
 pub fn files_from_config(config: &Config, clients: &AwsClients) -> Result<S3Files, spool_platform::Error> {
     let bucket = AwsSettings::require(&config.aws.attachments_bucket, "SPOOL_ATTACHMENTS_BUCKET")?;
     Ok(S3Files::new(clients.s3.clone(), bucket))
+}
+
+/// Where a process hands over workspaces' feed events and audit records: the aggregates queue
+/// (`SPOOL_AGGREGATES_QUEUE_URL`) when one is configured, else `log` itself, at once.
+pub fn aggregates_from_config(
+    config: &Config,
+    clients: &AwsClients,
+    log: Arc<dyn spool_domain::StreamLog>,
+) -> Arc<dyn spool_domain::Aggregates> {
+    match &config.aws.aggregates_queue_url {
+        Some(url) => Arc::new(SqsAggregates::new(clients.sqs.clone(), url.clone())),
+        None => Arc::new(spool_domain::aggregate::Direct(log)),
+    }
 }
 
 /// The turns queue (`SPOOL_TURNS_QUEUE_URL`), over `clients` (those of the process's log).

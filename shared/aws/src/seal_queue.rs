@@ -33,15 +33,17 @@ impl SealScheduler for SqsSealScheduler {
             path: path.clone(),
             final_seal: false,
             if_tail: None,
+            chain: None,
         };
         self.send(&job, Duration::ZERO).await
     }
 
-    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration) -> Result<(), Error> {
+    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration, chain: u64) -> Result<(), Error> {
         let job = MaintenanceJob::Seal {
             path: path.clone(),
             final_seal: true,
             if_tail: Some(tail),
+            chain: Some(chain),
         };
         self.send(&job, delay).await
     }

@@ -27,8 +27,9 @@ pub use chat::{
     attachment, claim, clis, commands, confine, directory, manage, notifier, revocation, service, session, settings,
     turns, workspace,
 };
-pub use log::{group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
+pub use log::{aggregate, group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 
+pub use aggregate::{Aggregates, IfMissing};
 pub use chat::event::{ChatEvent, FeedEvent};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use confine::WorkspaceRoots;

@@ -23,6 +23,7 @@ mod files;
 mod metadata;
 mod pages;
 mod private;
+mod recent;
 mod sessions;
 mod turn_queue;
 mod worker_slot;
@@ -85,6 +86,8 @@ pub(crate) struct Shared {
     clock: Arc<dyn Clock>,
     notifier: Notifier,
     pages: PageFiles,
+    /// The messages this process appended lately, for reads of hot tails.
+    recent: recent::Recent,
     seal_requests: Option<tokio_mpsc::UnboundedSender<StreamPath>>,
 }
 
@@ -170,6 +173,7 @@ impl EmbeddedLog {
             clock: options.clock,
             notifier: Notifier::default(),
             pages: PageFiles::new(dir.join("pages")),
+            recent: recent::Recent::default(),
             seal_requests,
         });
 
@@ -282,7 +286,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send
 /// One read inside a snapshot: the chunk, and whether the stream's TTL needs a touch.
 fn read_snapshot(
     conn: &Connection,
-    pages: &PageFiles,
+    shared: &Shared,
     path: &StreamPath,
     from: Position,
     max_bytes: usize,
@@ -291,7 +295,12 @@ fn read_snapshot(
     let state = db::load_state(conn, path)?.ok_or_else(|| Error::NotFound { path: path.clone() })?;
     state.check_live(now)?;
     let start = state.read_start(from)?;
-    let (messages, from_pages) = read_stored_now(&Snapshot { conn, pages }, &state, start, max_bytes)?;
+    let snapshot = Snapshot {
+        conn,
+        pages: &shared.pages,
+        recent: &shared.recent,
+    };
+    let (messages, from_pages) = read_stored_now(&snapshot, &state, start, max_bytes)?;
     let chunk = state.chunk(start, messages, from_pages);
     Ok((chunk, state.needs_touch(now).then(|| state.sid.clone())))
 }
@@ -301,10 +310,14 @@ fn read_snapshot(
 pub(crate) struct Snapshot<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) pages: &'a PageFiles,
+    pub(crate) recent: &'a recent::Recent,
 }
 
 impl StoredRuns for Snapshot<'_> {
     async fn hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error> {
+        if let Some(messages) = self.recent.get(sid, after, through, max_bytes) {
+            return Ok(messages);
+        }
         db::read_messages(self.conn, sid, after, through, max_bytes)
     }
 
@@ -348,7 +361,7 @@ impl StreamReader for EmbeddedLog {
         let (chunk, touch) = blocking(move || {
             inner
                 .readers
-                .snapshot(|conn| read_snapshot(conn, &inner.shared.pages, &owned, from, max_bytes, now))
+                .snapshot(|conn| read_snapshot(conn, &inner.shared, &owned, from, max_bytes, now))
         })
         .await?;
         if let Some(sid) = touch {
@@ -388,7 +401,7 @@ impl StreamSealer for EmbeddedLog {
             tokio::time::sleep(idle).await;
             let Some(inner) = weak.upgrade() else { return };
             let log = EmbeddedLog { inner };
-            if let Err(e) = log.seal(&path, SealMode::Idle { tail }).await {
+            if let Err(e) = log.seal(&path, SealMode::Idle { tail, chain: None }).await {
                 tracing::warn!(%path, error = %e, "cannot seal an idle stream's last page; its next turn will");
             }
         });

@@ -6,11 +6,16 @@
 //! Answers are sent only after the commit is durable, so nothing is acknowledged that a crash
 //! could lose. Other processes on the same file take turns through SQLite's write lock.
 
-use std::sync::{Arc, mpsc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, mpsc},
+};
 
+use bytes::Bytes;
 use rusqlite::Connection;
 use spool_domain::{
     Append, AppendAck, CreateStream, Created, Error, Offset, StreamPath,
+    notify::Delivered,
     read::read_stored_now,
     state::{StreamState, apply_append},
 };
@@ -76,8 +81,43 @@ fn finish<T: Send + 'static>(reply: oneshot::Sender<Result<T, Error>>, result: R
 struct Effects {
     /// Streams changed, with their tail after an append.
     changed: Vec<(StreamPath, Option<Offset>)>,
+    /// The messages of each stream's last appends, when they left it open and are small: its
+    /// readers get them from memory ([`spool_domain::notify::Delivered`]).
+    delivered: HashMap<StreamPath, Delivered>,
     seal: Vec<StreamPath>,
     removed_sids: Vec<String>,
+    /// Messages appended, by storage id and first sequence number, for [`crate::recent`].
+    appended: Vec<(String, u64, Vec<Bytes>)>,
+}
+
+/// How far a group's effects had come before a job.
+struct Mark {
+    changed: usize,
+    seal: usize,
+    removed_sids: usize,
+    appended: usize,
+    delivered: HashMap<StreamPath, Delivered>,
+}
+
+impl Effects {
+    fn mark(&self) -> Mark {
+        Mark {
+            changed: self.changed.len(),
+            seal: self.seal.len(),
+            removed_sids: self.removed_sids.len(),
+            appended: self.appended.len(),
+            delivered: self.delivered.clone(),
+        }
+    }
+
+    /// Forgets what a job noted after `mark`: its writes were rolled back.
+    fn undo_to(&mut self, mark: Mark) {
+        self.changed.truncate(mark.changed);
+        self.seal.truncate(mark.seal);
+        self.removed_sids.truncate(mark.removed_sids);
+        self.appended.truncate(mark.appended);
+        self.delivered = mark.delivered;
+    }
 }
 
 /// Runs the writer loop until every sender is gone.
@@ -106,6 +146,7 @@ fn commit_group(conn: &Connection, shared: &Shared, group: Vec<Job>) {
     }
     for job in group {
         let savepoint = conn.execute_batch("SAVEPOINT job");
+        let mark = effects.mark();
         let (done, ok) = match savepoint {
             Ok(()) => execute(conn, shared, job, &mut effects),
             Err(e) => {
@@ -116,6 +157,8 @@ fn commit_group(conn: &Connection, shared: &Shared, group: Vec<Job>) {
         let end = if ok {
             "RELEASE job"
         } else {
+            // What the job wrote is rolled back: so are the effects it noted.
+            effects.undo_to(mark);
             "ROLLBACK TO job; RELEASE job"
         };
         if let Err(e) = conn.execute_batch(end) {
@@ -143,12 +186,22 @@ fn commit_group(conn: &Connection, shared: &Shared, group: Vec<Job>) {
 
 fn after_commit(conn: &Connection, shared: &Shared, effects: Effects) {
     for (path, tail) in &effects.changed {
-        shared.notifier.publish(path, *tail);
+        // An append's tail goes out with its messages, below.
+        if tail.is_none() || !effects.delivered.contains_key(path) {
+            shared.notifier.publish(path, *tail);
+        }
+    }
+    for (path, delivered) in effects.delivered {
+        shared.notifier.publish_delivered(&path, delivered);
     }
     for path in effects.seal {
         shared.request_seal(path);
     }
+    for (sid, first, messages) in &effects.appended {
+        shared.recent.add(sid, *first, messages);
+    }
     for sid in effects.removed_sids {
+        shared.recent.remove(&sid);
         match shared.pages.remove_all(&sid) {
             Ok(()) => {
                 if let Err(e) = db::forget_garbage(conn, &sid) {
@@ -264,6 +317,7 @@ fn create(
                     &crate::Snapshot {
                         conn,
                         pages: &shared.pages,
+                        recent: &shared.recent,
                     },
                     &source,
                     seq - 1,
@@ -284,6 +338,7 @@ fn create(
         }
     };
     effects.changed.push((path.clone(), None));
+    effects.delivered.remove(path);
     if state.closed || state.crossed_page_boundary(0, 0, &shared.limits) {
         effects.seal.push(path.clone());
     }
@@ -297,6 +352,7 @@ fn remove(conn: &Connection, state: StreamState, now: i64, effects: &mut Effects
     while let Some(state) = next.take() {
         db::remove_stream(conn, &state.sid)?;
         effects.changed.push((state.path.clone(), None));
+        effects.delivered.remove(&state.path);
         effects.removed_sids.push(state.sid);
         let Some(origin) = state.origin else { break };
         let Some(mut source) = db::load_by_sid(conn, &origin.source_sid)? else {
@@ -331,6 +387,9 @@ fn append(
         db::update_state(conn, &state)?;
         if let Some(range) = applied.ack.appended {
             db::insert_messages(conn, &state.sid, range.first, &req.messages)?;
+            effects
+                .appended
+                .push((state.sid.clone(), range.first, req.messages.clone()));
         }
         if let Some((id, producer)) = &applied.producer {
             db::store_producer(conn, &state.sid, id, *producer)?;
@@ -338,12 +397,50 @@ fn append(
         effects
             .changed
             .push((path.clone(), (!state.closed).then(|| Offset::after(state.tail))));
+        deliver(
+            effects,
+            &state,
+            applied.ack.appended.map(|r| r.first),
+            &req.messages,
+            shared,
+        );
         if state.closed || state.crossed_page_boundary(bytes_before, tail_before, &shared.limits) {
             effects.seal.push(path.clone());
         }
     }
     Ok(applied.ack)
 }
+
+/// Keeps the messages an append committed (from `first`) for the stream's live readers, joined
+/// to those of its earlier appends in this commit; or, when they cannot be (the stream closed,
+/// the messages too large, nothing appended), forgets what was kept, so no reader is handed
+/// messages that do not end at the tail.
+fn deliver(effects: &mut Effects, state: &StreamState, first: Option<u64>, messages: &[Bytes], shared: &Shared) {
+    let limit = shared.limits.max_read_bytes.min(MAX_DELIVERED_BYTES);
+    let path = &state.path;
+    let Some(first) = first.filter(|_| !state.closed) else {
+        effects.delivered.remove(path);
+        return;
+    };
+    let joined = match effects.delivered.remove(path) {
+        Some(mut kept) if kept.stream_id == state.sid && kept.last() + 1 == first => {
+            kept.messages.extend(messages.iter().cloned());
+            kept
+        }
+        _ => Delivered {
+            stream_id: state.sid.clone(),
+            content_type: state.content_type.clone(),
+            first,
+            messages: messages.to_vec(),
+        },
+    };
+    if joined.messages.iter().map(Bytes::len).sum::<usize>() <= limit {
+        effects.delivered.insert(path.clone(), joined);
+    }
+}
+
+/// The most a commit hands to a stream's live readers from memory; larger appends are read.
+const MAX_DELIVERED_BYTES: usize = 1024 * 1024;
 
 fn delete(conn: &Connection, path: &StreamPath, now: i64, effects: &mut Effects) -> Result<(), Error> {
     let mut state = live_state(conn, path, now)?;
@@ -352,7 +449,41 @@ fn delete(conn: &Connection, path: &StreamPath, now: i64, effects: &mut Effects)
         state.deleted = true;
         db::update_state(conn, &state)?;
         effects.changed.push((path.clone(), None));
+        effects.delivered.remove(path);
         return Ok(());
     }
     remove(conn, state, now, effects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rolled_back_job_leaves_no_effect() {
+        let path = StreamPath::parse("a/b").unwrap();
+        let delivered = |first| Delivered {
+            stream_id: "s".to_owned(),
+            content_type: spool_domain::ContentType::parse("application/json").unwrap(),
+            first,
+            messages: vec![Bytes::from("1")],
+        };
+        let mut effects = Effects::default();
+        // A job that committed its effects
+        effects.changed.push((path.clone(), Some(Offset::after(1))));
+        effects.appended.push(("s".to_owned(), 1, vec![Bytes::from("1")]));
+        effects.delivered.insert(path.clone(), delivered(1));
+        let mark = effects.mark();
+        // A job whose writes were rolled back after it noted its effects
+        effects.changed.push((path.clone(), Some(Offset::after(2))));
+        effects.seal.push(path.clone());
+        effects.removed_sids.push("t".to_owned());
+        effects.appended.push(("s".to_owned(), 2, vec![Bytes::from("2")]));
+        effects.delivered.insert(path.clone(), delivered(2));
+        effects.undo_to(mark);
+        assert_eq!(effects.changed, vec![(path.clone(), Some(Offset::after(1)))]);
+        assert!(effects.seal.is_empty() && effects.removed_sids.is_empty());
+        assert_eq!(effects.appended.len(), 1);
+        assert_eq!(effects.delivered.get(&path).map(|d| d.first), Some(1));
+    }
 }

@@ -225,6 +225,10 @@ pub struct AwsSettings {
     pub turns_queue_url: Option<String>,
     /// `SPOOL_MAINTENANCE_QUEUE_URL`: page sealing and other background jobs.
     pub maintenance_queue_url: Option<String>,
+    /// `SPOOL_AGGREGATES_QUEUE_URL`: the FIFO queue that carries workspaces' feed events and
+    /// organizations' audit records to the worker, off the request path. Unset, requests
+    /// append them themselves.
+    pub aggregates_queue_url: Option<String>,
     /// `SPOOL_NOTIFY_FROM`: the verified Amazon SES address workspaces' notifications are sent
     /// from (with either backend); without it they go to the log and the workspace's feed.
     pub notify_from: Option<String>,
@@ -542,6 +546,7 @@ impl Config {
                 attachments_bucket: get("SPOOL_ATTACHMENTS_BUCKET").or_else(|| get("SPOOL_PAGES_BUCKET")),
                 turns_queue_url: get("SPOOL_TURNS_QUEUE_URL"),
                 maintenance_queue_url: get("SPOOL_MAINTENANCE_QUEUE_URL"),
+                aggregates_queue_url: get("SPOOL_AGGREGATES_QUEUE_URL"),
                 notify_from: get("SPOOL_NOTIFY_FROM"),
                 secret_arns: get("SPOOL_SECRET_ARNS")
                     .map(|arns| {

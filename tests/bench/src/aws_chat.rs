@@ -106,6 +106,23 @@ pub(crate) struct AwsChat {
     /// From `POST …/messages` to the turn's `agent_end` read back (queueing included).
     pub(crate) message_to_end_seconds: f64,
     pub(crate) catch_up_request_ms: f64,
+    /// Medians and the slowest of the same, so one stall of the emulator shows as one: the
+    /// cost model prices Lambda time at the medians.
+    #[serde(default)]
+    pub(crate) api_request_p50_ms: f64,
+    #[serde(default)]
+    pub(crate) api_request_max_ms: f64,
+    #[serde(default)]
+    pub(crate) turn_p50_seconds: f64,
+    #[serde(default)]
+    pub(crate) turn_max_seconds: f64,
+}
+
+/// The median and the largest of `samples`.
+fn median_and_max(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort_unstable();
+    let median = samples.get(samples.len() / 2).copied().unwrap_or_default();
+    (median, samples.last().copied().unwrap_or_default())
 }
 
 /// 60 words, streamed at 40 a second.
@@ -155,6 +172,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     counter.reset();
     let mut bytes = 0usize;
     let (mut posting, mut turning, mut waiting) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut posts, mut runs) = (Vec::new(), Vec::new());
     for i in 0..turns {
         let chat = &mut chats[i as usize % CHATS];
         let started = Instant::now();
@@ -165,9 +183,11 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
             )
             .await?;
         posting += started.elapsed();
+        posts.push(started.elapsed());
         let turn = sent["turn_id"].as_str().context("no turn id")?.to_owned();
         let seen = until_turn_ends(&watcher, &chat.path, chat.at, &turn).await?;
         turning += seen.ran;
+        runs.push(seen.ran);
         waiting += started.elapsed();
         chat.at = seen.at;
         bytes += seen.bytes;
@@ -250,6 +270,10 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         turn_seconds: turning.as_secs_f64() / turns as f64,
         message_to_end_seconds: waiting.as_secs_f64() / turns as f64,
         catch_up_request_ms,
+        api_request_p50_ms: median_and_max(posts.clone()).0.as_secs_f64() * 1000.0,
+        api_request_max_ms: median_and_max(posts).1.as_secs_f64() * 1000.0,
+        turn_p50_seconds: median_and_max(runs.clone()).0.as_secs_f64(),
+        turn_max_seconds: median_and_max(runs).1.as_secs_f64(),
     })
 }
 

@@ -137,16 +137,27 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
         chat.api_invocations * k,
         HTTP_API_REQUEST,
     ));
+    // At the median durations (the means of older reports), so that a stall of the emulator
+    // (which AWS would not have) is not priced as if every request had it.
+    let or_mean = |median: f64, mean: f64| if median > 0.0 { median } else { mean };
     let gb_seconds: f64 = [
-        (chat.api_invocations, chat.api_request_ms / 1000.0, API_GB),
-        (chat.worker_invocations, chat.turn_seconds, TURNS_GB),
+        (
+            chat.api_invocations,
+            or_mean(chat.api_request_p50_ms, chat.api_request_ms) / 1000.0,
+            API_GB,
+        ),
+        (
+            chat.worker_invocations,
+            or_mean(chat.turn_p50_seconds, chat.turn_seconds),
+            TURNS_GB,
+        ),
         (chat.catch_up_requests, chat.catch_up_request_ms / 1000.0, STREAM_GB),
     ]
     .iter()
     .map(|(invocations, seconds, gb)| invocations * k * seconds * gb)
     .sum();
     per_million.push(line(
-        "Lambda GB-seconds (arm64), at the durations measured here",
+        "Lambda GB-seconds (arm64), at the median durations measured here",
         gb_seconds,
         LAMBDA_GB_SECOND,
     ));

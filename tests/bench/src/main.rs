@@ -434,11 +434,21 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
     ];
     let mut out = format!(
         "AWS backend on the emulator, in process as `spool serve --backend aws`: {} scripted turns \
-         (60 words at 40 a second; {:.2} s each in the worker, {:.2} s from the message to its \
-         `agent_end` read back) wrote {} events ({:.0} B each on average) round three chats; the \
+         (60 words at 40 a second; {:.2} s each in the worker on average, median {:.2} s, slowest \
+         {:.2} s; posts {:.0} ms on average, median {:.0} ms, slowest {:.0} ms; {:.2} s from the \
+         message to its `agent_end` read back) wrote {} events ({:.0} B each on average) round three chats; the \
          worker seals full pages as they fill and each chat's last page once the chat has been \
          idle (10 s here, 10 minutes deployed).\n\n| requests (SDK-counted) |",
-        chat.turns, chat.turn_seconds, chat.message_to_end_seconds, chat.events, chat.mean_event_bytes,
+        chat.turns,
+        chat.turn_seconds,
+        chat.turn_p50_seconds,
+        chat.turn_max_seconds,
+        chat.api_request_ms,
+        chat.api_request_p50_ms,
+        chat.api_request_max_ms,
+        chat.message_to_end_seconds,
+        chat.events,
+        chat.mean_event_bytes,
     );
     for (name, _) in phases {
         out.push_str(&format!(" {name} |"));

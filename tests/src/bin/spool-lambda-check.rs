@@ -14,7 +14,9 @@
 //!    handed to the worker function in the shape the SQS event source mapping sends
 //!    (`Records[]` with `attributes.MessageGroupId`, `ApproximateReceiveCount`, …); the worker's
 //!    partial batch response decides what is deleted, as the mapping does; seal jobs from the
-//!    maintenance queue go the same way;
+//!    maintenance queue go the same way, and so do the workspace's feed events and the
+//!    handshake's audit record from the aggregates FIFO queue (the API and the turn hand them
+//!    over; the worker appends them);
 //! 4. the answer is read back through the stream function: the long-poll wakes with it, and a
 //!    catch-up read holds the whole turn, in order, once;
 //! 5. a malformed job is reported failed in the batch response (so SQS keeps it for its
@@ -353,6 +355,16 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         .await?
         .queue_url
         .context("maintenance queue url")?;
+    let aggregates = sqs
+        .create_queue()
+        .queue_name(format!("{suffix}-aggregates.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .attributes(QueueAttributeName::VisibilityTimeout, "60")
+        .send()
+        .await?
+        .queue_url
+        .context("aggregates queue url")?;
     // The signing secret, as the template makes it: the functions read it by ARN.
     let signing = spool_auth::random_secret(32).map_err(|e| anyhow::anyhow!("{e}"))?;
     let secret_arn = secrets
@@ -378,6 +390,7 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         ("SPOOL_BACKEND".into(), "aws".into()),
         ("SPOOL_TURNS_QUEUE_URL".into(), turns.clone()),
         ("SPOOL_MAINTENANCE_QUEUE_URL".into(), maintenance.clone()),
+        ("SPOOL_AGGREGATES_QUEUE_URL".into(), aggregates.clone()),
     ]);
     let with = |extra: &[(&str, &str)]| {
         let mut env = env.clone();
@@ -528,6 +541,8 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         let (n, failed) = deliver(worker, &http, &sqs, &maintenance, &region).await?;
         ensure!(failed.is_empty(), "the worker reported seal jobs failed: {failed:?}");
         seal_batches += usize::from(n > 0);
+        let (_, failed) = deliver(worker, &http, &sqs, &aggregates, &region).await?;
+        ensure!(failed.is_empty(), "the worker reported feed events failed: {failed:?}");
         let (events, _) = read(tail.clone(), false).await?;
         if events
             .iter()
@@ -630,6 +645,57 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
     );
     say("the stream function refuses writes (405); the API function takes them and the stream function reads them");
 
+    // The feed events and the audit record the functions handed over, appended by the worker:
+    // each once, in order.
+    for _ in 0..10 {
+        let (n, failed) = deliver(worker, &http, &sqs, &aggregates, &region).await?;
+        ensure!(failed.is_empty(), "the worker reported feed events failed: {failed:?}");
+        if n == 0 {
+            break;
+        }
+    }
+    let body = http
+        .get(format!("{}/v1/stream/workspaces/{ws}/feed?offset=-1", stream.url()))
+        .bearer_auth(&token)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let feed: Vec<Value> = serde_json::from_str(&body).with_context(|| format!("the workspace's feed: {body}"))?;
+    let kinds: Vec<&str> = feed.iter().filter_map(|e| e["type"].as_str()).collect();
+    ensure!(
+        kinds
+            == [
+                "agent.updated",
+                "chat.created",
+                "chat.message_added",
+                "chat.processing_started",
+                "chat.message_added",
+                "chat.processing_finished"
+            ],
+        "the workspace's feed: {kinds:?}"
+    );
+    let ids: std::collections::HashSet<&str> = feed.iter().filter_map(|e| e["id"].as_str()).collect();
+    ensure!(ids.len() == feed.len(), "feed events without ids, or twice: {feed:?}");
+    let body = http
+        .get(format!("{}/v1/stream/audit?offset=-1", stream.url()))
+        .bearer_auth(&token)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let audit: Vec<Value> = serde_json::from_str(&body).with_context(|| format!("the audit stream: {body}"))?;
+    ensure!(
+        audit.len() == 1
+            && audit[0]["type"] == "handshake"
+            && audit[0]["outcome"] == "accepted"
+            && audit[0]["id"].is_string(),
+        "the audit stream: {audit:?}"
+    );
+    say(
+        "the worker appended the feed events and the audit record the functions handed to the aggregates queue, once each, in order",
+    );
+
     // 6. A malformed job is reported failed, never deleted as done.
     sqs.send_message()
         .queue_url(&maintenance)
@@ -648,7 +714,7 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
     ensure!(reported, "the malformed job never came back from the queue");
     say("a malformed job is reported failed in the partial batch response");
 
-    for queue in [&turns, &maintenance] {
+    for queue in [&turns, &maintenance, &aggregates] {
         sqs.delete_queue().queue_url(queue).send().await?;
     }
     for arn in [&secret_arn, &origin_arn] {

@@ -150,7 +150,7 @@ impl Step<'_> {
         let actor = self.agent_name();
         let context = ActionContext {
             metadata: self.engine.metadata.as_ref(),
-            log: self.engine.log.as_ref(),
+            feeds: self.engine.feeds.as_ref(),
             org: &self.job.org,
             session_id: &self.session.id,
             workspace_id: self.session.workspace_id.as_deref(),

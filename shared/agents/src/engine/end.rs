@@ -86,7 +86,7 @@ impl Step<'_> {
             detail,
         };
         spool_domain::notifier::notify(
-            self.engine.log.as_ref(),
+            self.engine.feeds.as_ref(),
             self.engine.notifier.as_ref(),
             &self.job.org,
             workspace,
@@ -138,7 +138,7 @@ impl Step<'_> {
             return Ok(());
         };
         let (_, now) = self.now();
-        announce(self.engine.log.as_ref(), &self.job.org, ws, &event(ws.clone()), &now).await
+        announce(self.engine.feeds.as_ref(), &self.job.org, ws, &event(ws.clone()), &now).await
     }
 
     /// Announces a message of `author_type` added to the chat.

@@ -131,6 +131,8 @@ impl Default for Settings {
 /// Runs turns.
 pub struct Engine {
     log: Arc<dyn StreamLog>,
+    /// Where workspaces' feed events are handed over.
+    feeds: Arc<dyn spool_domain::Aggregates>,
     metadata: Arc<dyn Metadata>,
     runtimes: Arc<Runtimes>,
     clock: Arc<dyn Clock>,
@@ -161,6 +163,7 @@ impl Engine {
         settings: Settings,
     ) -> Self {
         Self {
+            feeds: Arc::new(spool_domain::aggregate::Direct(log.clone())),
             log,
             metadata,
             runtimes,
@@ -176,6 +179,13 @@ impl Engine {
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// The same engine, handing workspaces' feed events to `feeds` (appended at once otherwise).
+    #[must_use]
+    pub fn with_feeds(mut self, feeds: Arc<dyn spool_domain::Aggregates>) -> Self {
+        self.feeds = feeds;
         self
     }
 

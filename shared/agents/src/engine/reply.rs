@@ -354,7 +354,9 @@ pub(super) async fn watch_abort(
         loop {
             match log.wait(&path, Offset::after(after), wait).await {
                 // Only the step's own appends came: nothing to read.
-                Ok(WaitOutcome::Ready { tail, closed: false }) if tail.seq() <= own_tail.load(Ordering::Acquire) => {
+                Ok(WaitOutcome::Ready {
+                    tail, closed: false, ..
+                }) if tail.seq() <= own_tail.load(Ordering::Acquire) => {
                     after = tail.seq();
                 }
                 Ok(_) => break,

@@ -30,7 +30,10 @@ use spool_domain::{
     state::{ProducerState, StreamState, apply_append},
 };
 
-use super::{Inner, head::Known};
+use super::{
+    Inner,
+    head::{Arm, Known},
+};
 use crate::{
     errors::{ddb, s3},
     items::{
@@ -322,12 +325,9 @@ impl Inner {
             // put, so a put is never acknowledged with no check armed (an extra check, if the
             // put then loses, finds another tail and ends).
             let arms = (tail_before == state.sealed && state.tail > tail_before) || state.closed;
-            if arms
-                && !armed
-                && let Some(scheduler) = &self.opts.scheduler
-            {
-                if let Err(e) = scheduler
-                    .schedule_idle(path, state.tail, self.opts.limits.idle_seal)
+            if arms && !armed && self.opts.scheduler.is_some() {
+                if let Err(e) = self
+                    .arm_idle(path, state.tail, self.opts.limits.idle_seal, Arm::Supersede)
                     .await
                 {
                     return for_each(&e, round.len());

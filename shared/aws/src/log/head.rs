@@ -6,7 +6,7 @@
 //! writer remembers the state it last wrote (for at most [`REMEMBER_MS`]), so an uncontended
 //! append reads nothing; a live reader probes the newest batch, eventually consistently.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use aws_sdk_dynamodb::error::SdkError;
 use spool_domain::{
@@ -20,6 +20,17 @@ use crate::{
     errors::ddb,
     items::{Batch, Head, Item, batch_sk, head_key, log_pk, n, s, ttl_attribute},
 };
+
+/// How an idle check is armed ([`Inner::arm_idle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arm {
+    /// By a write that begins unsealed batches: the new check's chain becomes the stream's.
+    Supersede,
+    /// By a stream's creation, before its head exists.
+    Unrecorded,
+    /// By a check of chain `.0`: the new check continues it, unless a newer chain took over.
+    Continue(u64),
+}
 
 /// How long a writer trusts a tail it remembers, by the clock (a frozen Lambda's memory can be
 /// hours old): far below a batch's 14 days, so the key it would put to was never freed by the
@@ -248,6 +259,63 @@ impl Inner {
             .ok_or_else(|| Error::NotFound { path: path.clone() })?;
         head.state.check_live(self.now())?;
         Ok(head)
+    }
+
+    /// Arms an idle check of `path` (sealing it after `delay` if its tail is then `tail`) and
+    /// makes it the stream's one chain of checks: the check is sent first, then its token
+    /// recorded in the head (`ick`), so the head never names a check that was not sent. A check
+    /// whose token the head no longer names arms no next one ([`Arm`]), so however many writes
+    /// arm checks, a stream has one chain at a time (with several, each would arm the next
+    /// every idle period for as long as the stream is busy).
+    pub(super) async fn arm_idle(&self, path: &StreamPath, tail: u64, delay: Duration, arm: Arm) -> Result<(), Error> {
+        let Some(scheduler) = &self.opts.scheduler else {
+            return Ok(());
+        };
+        let chain = fastrand::u64(1..);
+        scheduler.schedule_idle(path, tail, delay, chain).await?;
+        let update = self
+            .clients
+            .dynamodb
+            .update_item()
+            .table_name(&self.opts.table)
+            .set_key(Some(head_key(path)))
+            .update_expression("SET ick = :chain")
+            .expression_attribute_values(":chain", n(chain));
+        let update = match arm {
+            // The stream's head is written with the batches that follow: the chain is named
+            // by the next arm (or taken by the next check's).
+            Arm::Unrecorded => return Ok(()),
+            Arm::Supersede => update.condition_expression("attribute_exists(pk)"),
+            Arm::Continue(from) => update
+                .condition_expression("attribute_exists(pk) AND (attribute_not_exists(ick) OR ick = :from)")
+                .expression_attribute_values(":from", n(from)),
+        };
+        match update.send().await {
+            Ok(_) => Ok(()),
+            // No head (deleted), or a newer chain: the check just sent finds it and ends.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(()),
+            Err(e) => Err(ddb("UpdateItem (idle check)", e)),
+        }
+    }
+
+    /// The chain of idle checks the head names, if any.
+    pub(super) async fn idle_chain(&self, path: &StreamPath) -> Result<Option<u64>, Error> {
+        let out = self
+            .clients
+            .dynamodb
+            .get_item()
+            .table_name(&self.opts.table)
+            .set_key(Some(head_key(path)))
+            .projection_expression("ick")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb("GetItem (idle check)", e))?;
+        Ok(out
+            .item()
+            .and_then(|item| item.get("ick"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok()))
     }
 
     /// Refreshes a sliding TTL; does not bump `ver`, so it never conflicts with appends.

@@ -22,6 +22,7 @@ use spool_domain::{
 use super::{
     Inner,
     append::{Accepted, Conflict, Expected, batches, put},
+    head::Arm,
     pages::page_key,
 };
 use crate::{
@@ -147,11 +148,9 @@ impl Inner {
             }
             // Its batches expire: arm the check that seals them (and a closure) before they
             // are written, so no stream is created without one.
-            if (head.state.closed || head.state.tail > head.state.sealed)
-                && let Some(scheduler) = &inner.opts.scheduler
-            {
-                scheduler
-                    .schedule_idle(path, head.state.tail, inner.opts.limits.idle_seal)
+            if head.state.closed || head.state.tail > head.state.sealed {
+                inner
+                    .arm_idle(path, head.state.tail, inner.opts.limits.idle_seal, Arm::Unrecorded)
                     .await?;
             }
             let sent = crate::items::transact(&inner.clients.dynamodb, tx).await;
@@ -206,11 +205,9 @@ impl Inner {
             if head.state.forks > 0 {
                 // Soft delete: gone for clients, kept for the forks that read it. Its batches
                 // expire, so a check that seals it to its end is armed first.
-                if let Some(scheduler) = &inner.opts.scheduler {
-                    scheduler
-                        .schedule_idle(path, head.state.tail, std::time::Duration::ZERO)
-                        .await?;
-                }
+                inner
+                    .arm_idle(path, head.state.tail, std::time::Duration::ZERO, Arm::Supersede)
+                    .await?;
                 let mark = Update::builder()
                     .table_name(&inner.opts.table)
                     .set_key(Some(head_key(path)))

@@ -18,7 +18,7 @@ use spool_domain::{
     state::StreamState,
 };
 
-use super::{AwsLog, Inner};
+use super::{AwsLog, Inner, head::Arm};
 use crate::{
     errors::{ddb, s3},
     items::{StoredProducer, head_key, n, producer_key, s},
@@ -220,7 +220,7 @@ impl StreamSealer for AwsLog {
     /// batches stay unsealed (or came since), it arms the next check.
     async fn seal(&self, path: &StreamPath, mode: SealMode) -> Result<SealReport, Error> {
         let limits = self.inner.opts.limits;
-        let SealMode::Idle { tail } = mode else {
+        let SealMode::Idle { tail, chain } = mode else {
             return seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await;
         };
         let mode = if self.inner.oldest_unsealed_age_s(path).await? > MAX_UNSEALED_AGE_S {
@@ -234,14 +234,27 @@ impl StreamSealer for AwsLog {
         // tail without arming): one more check.
         let unsealed = report.sealed_through < report.tail;
         let moved = !report.written.is_empty() || !report.adopted.is_empty();
-        if !report.closed
-            && (unsealed || report.tail != tail || moved)
-            && let Some(scheduler) = &self.inner.opts.scheduler
-        {
-            scheduler
-                .schedule_idle(path, report.tail.seq(), limits.idle_seal)
-                .await?;
+        if report.closed || !(unsealed || report.tail != tail || moved) || self.inner.opts.scheduler.is_none() {
+            return Ok(report);
         }
+        // One chain per stream: a check a newer chain superseded ends here, unless this pass
+        // sealed something (a writer that read the stream before it committed may put after
+        // the sealed tail without arming, after the newer chain's check found nothing to do):
+        // then it takes the stream over, and the other chain ends at its next check instead.
+        let arm = match chain {
+            Some(chain) => match self.inner.idle_chain(path).await? {
+                Some(named) if named != chain && !moved => {
+                    tracing::debug!(%path, chain, named, "a newer chain of idle checks watches this stream");
+                    return Ok(report);
+                }
+                Some(named) if named != chain => Arm::Supersede,
+                _ => Arm::Continue(chain),
+            },
+            None => Arm::Supersede,
+        };
+        self.inner
+            .arm_idle(path, report.tail.seq(), limits.idle_seal, arm)
+            .await?;
         Ok(report)
     }
 

@@ -4,11 +4,10 @@
 //! workspace's feed, written once so that a person's request and an agent's action do the same
 //! thing.
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use crate::{
-    Agent, Append, ContentType, CreateStream, Error, FeedEvent, Metadata, StreamLog, StreamPath,
+    Agent, Aggregates, Error, FeedEvent, IfMissing, Metadata, StreamPath,
     workspace::{CliType, MAX_AGENTS, Runtime, new_id, plan_reorder},
 };
 
@@ -53,10 +52,11 @@ pub fn agent_event(agent: &Agent, change: AgentChange) -> FeedEvent {
     }
 }
 
-/// Appends a list-level event to a workspace's feed (made on first use for workspaces older
-/// than feeds), with its time as `ts`.
+/// Hands a list-level event over for a workspace's feed ([`Aggregates`]: appended off the
+/// request path on AWS), with its time as `ts` and a new `id`. A workspace's feed is made with
+/// it and deleted with it: an event for a deleted workspace is dropped.
 pub async fn announce(
-    log: &dyn StreamLog,
+    aggregates: &dyn Aggregates,
     org: &str,
     workspace_id: &str,
     event: &FeedEvent,
@@ -64,19 +64,9 @@ pub async fn announce(
 ) -> Result<(), Error> {
     let mut event = serde_json::to_value(event).map_err(|e| Error::unavailable("encode a feed event", e))?;
     event["ts"] = Value::String(now_rfc3339.to_owned());
-    let path = feed_path(org, workspace_id)?;
-    let body = Bytes::from(event.to_string());
-    match log.append(&path, Append::one(body.clone())).await {
-        Err(Error::NotFound { .. }) => {
-            log.create(&path, CreateStream::new(ContentType::parse("application/json")?))
-                .await?;
-            log.append(&path, Append::one(body)).await?;
-        }
-        other => {
-            other?;
-        }
-    }
-    Ok(())
+    aggregates
+        .add(&feed_path(org, workspace_id)?, event, IfMissing::Drop)
+        .await
 }
 
 /// What a new agent is made of.

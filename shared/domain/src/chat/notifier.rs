@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::{
-    Error, FeedEvent, StreamLog, Workspace,
+    Aggregates, Error, FeedEvent, Workspace,
     manage::announce,
     settings::{NotificationKind, Notifications},
 };
@@ -129,7 +129,7 @@ pub struct About<'a> {
 /// Tells `workspace`'s person about `kind`, if its settings ask for it, and records on its feed
 /// what was sent or why not. Never fails: a notification is a courtesy, not part of the turn.
 pub async fn notify(
-    log: &dyn StreamLog,
+    feeds: &dyn Aggregates,
     notifier: &dyn Notifier,
     org: &str,
     workspace: &Workspace,
@@ -172,7 +172,7 @@ pub async fn notify(
             }
         }
     };
-    if let Err(e) = announce(log, org, &workspace.id, &event, now_rfc3339).await {
+    if let Err(e) = announce(feeds, org, &workspace.id, &event, now_rfc3339).await {
         tracing::warn!(org, workspace = %workspace.id, error = %e, "cannot record a notification on the feed");
     }
 }

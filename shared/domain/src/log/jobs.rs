@@ -1,12 +1,11 @@
 //! # Background jobs
 //!
-//! Work that runs off the request path, carried as JSON: in an SQS message body on AWS (the
-//! maintenance queue, consumed by the worker function) and over an in-process channel under
-//! `spool serve`.
+//! Work that runs off the request path, carried as JSON in an SQS message body on AWS (the
+//! maintenance queue and the aggregates FIFO queue, consumed by the worker function).
 
 use serde::{Deserialize, Serialize};
 
-use crate::stream::StreamPath;
+use crate::{aggregate::IfMissing, stream::StreamPath};
 
 /// A maintenance job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +22,21 @@ pub enum MaintenanceJob {
         /// since the job was sent, so the stream has been idle); otherwise only full pages.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         if_tail: Option<u64>,
+        /// With `if_tail`: the chain of idle checks this one belongs to ([`crate::SealMode::Idle`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<u64>,
+    },
+    /// Append an event to an aggregate stream (a workspace's feed, an organization's audit
+    /// stream), handed over by a request ([`crate::aggregate`]). Carried on the aggregates FIFO
+    /// queue, grouped by `path`; the worker appends a group's batch at once.
+    Aggregate {
+        /// The stream.
+        path: StreamPath,
+        /// The event, with its `id`.
+        event: serde_json::Value,
+        /// What to do if the stream does not exist.
+        #[serde(default)]
+        if_missing: IfMissing,
     },
 }
 
@@ -36,6 +50,7 @@ mod tests {
             path: StreamPath::parse("sessions/a").unwrap(),
             final_seal: false,
             if_tail: None,
+            chain: None,
         };
         let json = serde_json::to_string(&job).unwrap();
         assert_eq!(json, r#"{"job":"seal","path":"sessions/a","final_seal":false}"#);
@@ -46,6 +61,7 @@ mod tests {
             path: StreamPath::parse("sessions/a").unwrap(),
             final_seal: true,
             if_tail: Some(7),
+            chain: None,
         };
         let json = serde_json::to_string(&idle).unwrap();
         assert_eq!(

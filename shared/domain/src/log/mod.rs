@@ -14,13 +14,15 @@
 //! - [`limits`]: the log's configured bounds (append size, live-read settings);
 //! - [`notify`]: wakes live readers when a stream moves;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
-//! - [`jobs`]: maintenance work (sealing) carried off the request path.
+//! - [`jobs`]: maintenance work (sealing) carried off the request path;
+//! - [`aggregate`]: streams many requests add to (feeds, audit), appended off their path.
 //!
 //! Invariants: a stream's offsets only grow and are never reused; an acknowledged append is in
 //! the head (and later in exactly one sealed page) before it is acknowledged; every adapter
 //! validates an append with [`state::apply_append`], so both backends refuse the same things
 //! the same way.
 
+pub mod aggregate;
 pub mod group_commit;
 pub mod jobs;
 pub mod limits;

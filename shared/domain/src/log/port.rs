@@ -80,6 +80,8 @@ pub trait SealScheduler: Send + Sync {
     /// Requests that `path` be sealed.
     async fn schedule(&self, path: &StreamPath) -> Result<(), Error>;
 
-    /// Requests that `path` be sealed to its end after `delay`, if its tail is then still `tail`.
-    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration) -> Result<(), Error>;
+    /// Requests that `path` be sealed to its end after `delay`, if its tail is then still `tail`;
+    /// the request carries `chain`, the token of the chain of idle checks it belongs to
+    /// ([`SealMode::Idle`]).
+    async fn schedule_idle(&self, path: &StreamPath, tail: u64, delay: Duration, chain: u64) -> Result<(), Error>;
 }

@@ -129,7 +129,7 @@ pub async fn seal_stream(
 
     let mode = match mode {
         _ if state.closed || state.deleted => SealMode::Final,
-        SealMode::Idle { tail } if tail.seq() == state.tail => SealMode::Final,
+        SealMode::Idle { tail, .. } if tail.seq() == state.tail => SealMode::Final,
         SealMode::Idle { .. } => SealMode::Full,
         other => other,
     };

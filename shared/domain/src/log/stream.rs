@@ -503,7 +503,7 @@ pub struct Chunk {
 }
 
 /// What waiting for data past an offset ended with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitOutcome {
     /// There are messages past the offset, or the stream is closed.
     Ready {
@@ -511,6 +511,9 @@ pub enum WaitOutcome {
         tail: Offset,
         /// Whether it is closed.
         closed: bool,
+        /// The messages right after the offset, as the append that woke the wait committed
+        /// them in this process: what a read from the offset would return, without one.
+        delivered: Option<std::sync::Arc<crate::notify::Delivered>>,
     },
     /// Nothing happened before the timeout.
     TimedOut {
@@ -531,6 +534,10 @@ pub enum SealMode {
     Idle {
         /// The tail the stream had when it went quiet.
         tail: Offset,
+        /// The token of the chain of idle checks this one belongs to, on a backend whose
+        /// checks arm one another (AWS): a check whose chain the stream no longer names was
+        /// superseded by a newer one and arms no next check.
+        chain: Option<u64>,
     },
 }
 

@@ -24,8 +24,9 @@ pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, 
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
-    Agent, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn, RequestKind,
-    Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    Agent, Aggregates, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn,
+    RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    aggregate::Direct,
     attachment::FileStore,
     chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
     claim::{self, ClaimStores, Reconciled},
@@ -46,6 +47,8 @@ const ABORT_GRACE_MS: i64 = 5_000;
 pub struct ChatService {
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
+    /// Where workspaces' feed events are handed over.
+    feeds: Arc<dyn Aggregates>,
     turns: Arc<dyn TurnQueue>,
     clock: Arc<dyn Clock>,
     /// Where workspaces' working directories may be (their command files are read there).
@@ -92,6 +95,7 @@ impl ChatService {
     ) -> Self {
         Self {
             metadata,
+            feeds: Arc::new(Direct(log.clone())),
             log,
             turns,
             clock,
@@ -99,6 +103,13 @@ impl ChatService {
             files,
             attachments: AttachmentLimits::default(),
         }
+    }
+
+    /// The service, handing workspaces' feed events to `feeds` (appended at once otherwise).
+    #[must_use]
+    pub fn with_feeds(mut self, feeds: Arc<dyn Aggregates>) -> Self {
+        self.feeds = feeds;
+        self
     }
 
     /// The service, holding files to `limits`.
@@ -327,7 +338,7 @@ impl ChatService {
     /// Announces a list-level event on a workspace's feed.
     async fn feed(&self, org: &str, workspace_id: &str, event: &FeedEvent) -> Result<(), Error> {
         let now = rfc3339_ms(self.clock.now_ms());
-        crate::manage::announce(self.log.as_ref(), org, workspace_id, event, &now).await
+        crate::manage::announce(self.feeds.as_ref(), org, workspace_id, event, &now).await
     }
 }
 
