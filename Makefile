@@ -24,6 +24,11 @@ CONFORMANCE   := node tests/conformance/run.mjs --spool target/debug/spool --min
 
 export EMULATOR
 
+# CI builds once from a clean clone: incremental compilation's caches would only take disk.
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL := 0
+endif
+
 # The web UI (web/): built by esbuild into web/dist, which `spool serve` serves at /. Its browser
 # tests drive Debian's Chromium (installed by `make browser`) with playwright-core.
 WEB_SOURCES   := $(wildcard web/src/*) web/index.html web/build.mjs web/tsconfig.json
@@ -52,6 +57,9 @@ run: web ## Build and start Spool locally (embedded store, web UI) and print its
 test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+	: "one build of every target with the tests' features (dev-dependencies enable tokio's test-util):"
+	: "a separate --bins build would compile the whole dependency tree a second time"
+	cargo build --workspace --all-features --all-targets --locked
 	$(VENV)/bin/cfn-lint infra/template.yaml
 	$(PYTHON) infra/check.py $(VENV)/bin/checkov
 	cd infra && SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint
@@ -68,7 +76,7 @@ test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) 
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
-	cargo build -q --workspace --all-features --bins --locked && ./target/debug/spool-lambda-check || status=1; \
+	./target/debug/spool-lambda-check || status=1; \
 	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \
 	$(SAM_VENV)/bin/python tests/deploy/check_publish.py || status=1; \
 	exit $$status
@@ -84,7 +92,7 @@ tests/clis/node_modules/.installed: tests/clis/package.json tests/clis/package-l
 # The functions as Lambda functions: each binary under cargo-lambda's runtime API emulator,
 # one chat end to end against the emulator (make emulator-up first). make test runs it.
 lambda-check: $(CARGO_LAMBDA) ## Host the API, stream and worker binaries as Lambda functions and drive one chat through them
-	cargo build -q --workspace --all-features --bins --locked
+	cargo build -q --workspace --all-features --all-targets --locked
 	./target/debug/spool-lambda-check
 
 cli-check: tests/clis/node_modules/.installed ## Check Spool's command lines against the real claude, gemini, codex and opencode CLIs
