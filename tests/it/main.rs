@@ -30,6 +30,7 @@ macro_rules! on_both_backends {
 
 mod agents_http;
 mod aggregates;
+mod ai_sdk_http;
 mod answers_http;
 mod attachment_files;
 mod attachments_http;

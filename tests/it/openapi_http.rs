@@ -377,6 +377,26 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
                 .starts_with("text/event-stream")
         );
     }
+    // The AI SDK's routes (tests/frontends drives them with the `ai` package itself): a fresh
+    // chat has nothing to resume, and a message answers with its turn's stream.
+    let fresh = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/v1/ai-sdk/chat/{fresh}/stream");
+    let (status, _, _) = api
+        .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, &path)
+        .await;
+    assert_eq!(status, 204);
+    let body = json!({ "id": fresh, "messages": [{ "id": "m1", "role": "user", "parts": [{ "type": "text", "text": "hi" }] }] });
+    let path = "/v1/ai-sdk/chat";
+    let (status, headers, _) = api
+        .raw(a.http.post(format!("{}{path}", a.base)).json(&body), Method::POST, path)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-vercel-ai-ui-message-stream"], "v1");
     let path = "/v1/sessions/ses_missing/stream";
     let (status, _, _) = api
         .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, path)

@@ -41,6 +41,17 @@ pub enum ApiError {
     /// A write sent to a deployment's read-only stream function.
     #[error("{0}")]
     ReadOnly(String),
+    /// The chat API refused a write made for the caller: its answer, passed on.
+    #[error("the chat API answered {status}")]
+    Upstream {
+        /// Its status.
+        status: StatusCode,
+        /// Its body (the contract's JSON error).
+        body: axum::body::Bytes,
+    },
+    /// The chat API could not be reached.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl ApiError {
@@ -57,6 +68,8 @@ impl ApiError {
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::ReadOnly(_) => (StatusCode::METHOD_NOT_ALLOWED, "read_only"),
+            Self::Upstream { status, .. } => (*status, "upstream"),
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Log(e) => spool_edge::status_of(e),
         }
     }
@@ -84,6 +97,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Self::Upstream { status, body } = self {
+            return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        }
         let (status, code) = self.status_and_code();
         let headers = self.headers();
         spool_edge::respond(status, ErrorBody::new(code, self.to_string()), headers)

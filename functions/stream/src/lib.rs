@@ -10,6 +10,7 @@
 //! The protocol is in `PROTOCOL.md` of the durable-streams repository; the official conformance
 //! suite runs against this Router on both backends (`make test`).
 
+pub mod ai_sdk;
 mod body;
 mod error;
 mod handlers;
@@ -75,6 +76,8 @@ pub struct StreamApi {
     limiter: Arc<spool_auth::RateLimiter>,
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<spool_domain::revocation::Revocations>>,
+    /// Where the AI SDK's routes post messages and answers.
+    chat_writes: Option<Arc<dyn ai_sdk::ChatWrites>>,
 }
 
 impl StreamApi {
@@ -87,7 +90,16 @@ impl StreamApi {
             stopping: None,
             limiter: Arc::new(spool_auth::RateLimiter::new(spool_auth::RateLimits::OFF)),
             revocations: None,
+            chat_writes: None,
         }
+    }
+
+    /// The same, posting the AI SDK routes' messages and answers through `writes` (the chat
+    /// API); without it, `POST /v1/ai-sdk/chat` answers `501`.
+    #[must_use]
+    pub fn with_chat_writes(mut self, writes: Arc<dyn ai_sdk::ChatWrites>) -> Self {
+        self.chat_writes = Some(writes);
+        self
     }
 
     /// The same, refusing the tokens of the keys in `revocations`.
@@ -253,6 +265,14 @@ fn with_routes(api: StreamApi, routes: axum::routing::MethodRouter<Arc<StreamApi
         .route(
             "/chat/stream",
             get(handlers::global_events).options(handlers::preflight),
+        )
+        .route(
+            "/v1/ai-sdk/chat",
+            axum::routing::post(ai_sdk::post).options(handlers::preflight),
+        )
+        .route(
+            "/v1/ai-sdk/chat/{id}/stream",
+            get(ai_sdk::resume).options(handlers::preflight),
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(json_errors))

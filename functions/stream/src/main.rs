@@ -22,6 +22,15 @@ async fn main() -> Result<(), lambda_http::Error> {
     let api = spool_stream::StreamApi::new(log, spool_stream::Access::Tokens(Box::new(keys)), config.live)
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
         .with_revocations(revocations);
+    // The AI SDK's routes post through the API function, with CloudFront's origin header.
+    let api = match &config.aws.chat_api_url {
+        Some(url) => {
+            use secrecy::ExposeSecret;
+            let origin = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
+            api.with_chat_writes(Arc::new(spool_stream::ai_sdk::Remote::new(url, origin.as_deref())))
+        }
+        None => api,
+    };
     // Reads only: writes go to the API function (the template's role grants no writes here).
     let app = spool_stream::reader(api);
     // Only through the deployment's CloudFront distributions (they add the origin secret).

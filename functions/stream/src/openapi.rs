@@ -7,7 +7,7 @@
 
 use utoipa::OpenApi;
 
-use crate::handlers;
+use crate::{ai_sdk, handlers};
 
 #[derive(OpenApi)]
 #[openapi(paths(
@@ -17,7 +17,9 @@ use crate::handlers;
     handlers::append,
     handlers::delete,
     handlers::chat_events,
-    handlers::global_events
+    handlers::global_events,
+    ai_sdk::post,
+    ai_sdk::resume
 ))]
 struct StreamDoc;
 

@@ -27,10 +27,7 @@ pub enum Kind {
     },
 }
 
-/// The name of the question tool.
-pub const ASK_USER: &str = "ask_user";
-/// The name of the plan tool.
-pub const PROPOSE_PLAN: &str = "propose_plan";
+pub use spool_domain::chat::event::{ASK_USER, PROPOSE_PLAN};
 /// The name of the tool that reads the workspace's context ([`crate::context`]).
 pub const GET_WORKSPACE_CONTEXT: &str = "get_workspace_context";
 

@@ -229,6 +229,9 @@ pub struct AwsSettings {
     /// organizations' audit records to the worker, off the request path. Unset, requests
     /// append them themselves.
     pub aggregates_queue_url: Option<String>,
+    /// `SPOOL_CHAT_API_URL`: the chat API's URL, where the stream function posts what the AI
+    /// SDK's routes send (`POST /v1/ai-sdk/chat`); it holds no write rights itself.
+    pub chat_api_url: Option<String>,
     /// `SPOOL_NOTIFY_FROM`: the verified Amazon SES address workspaces' notifications are sent
     /// from (with either backend); without it they go to the log and the workspace's feed.
     pub notify_from: Option<String>,
@@ -547,6 +550,7 @@ impl Config {
                 turns_queue_url: get("SPOOL_TURNS_QUEUE_URL"),
                 maintenance_queue_url: get("SPOOL_MAINTENANCE_QUEUE_URL"),
                 aggregates_queue_url: get("SPOOL_AGGREGATES_QUEUE_URL"),
+                chat_api_url: get("SPOOL_CHAT_API_URL"),
                 notify_from: get("SPOOL_NOTIFY_FROM"),
                 secret_arns: get("SPOOL_SECRET_ARNS")
                     .map(|arns| {

@@ -49,7 +49,9 @@ pub(crate) async fn serve_limited(
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_workspace_roots(spool_tests::workspace_roots())
         .with_attachment_limits(limits);
-    let app = spool_api::router(api).merge(spool_stream::router(streams, 1 << 20));
+    let chat_api = spool_api::router(api);
+    let streams = streams.with_chat_writes(Arc::new(spool_stream::ai_sdk::InProcess::new(chat_api.clone())));
+    let app = chat_api.merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }
 

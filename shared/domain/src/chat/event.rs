@@ -130,6 +130,13 @@ impl ChatEvent {
     }
 }
 
+/// The tool an agent calls to ask a person a question (its call becomes [`AskQuestion`], the
+/// call's id the question's).
+pub const ASK_USER: &str = "ask_user";
+/// The tool an agent calls to propose a plan (its call becomes [`PlanApprovalRequired`], the
+/// call's id the plan's).
+pub const PROPOSE_PLAN: &str = "propose_plan";
+
 fn is_false(b: &bool) -> bool {
     !*b
 }

@@ -8,6 +8,7 @@
 //!   ports only, for every HTTP function and tool to call;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
+//! - [`ui_message`]: a turn as the AI SDK's UI message stream (`useChat`'s wire format);
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`settings`]: a workspace's settings and how a change to them is applied;
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
@@ -35,4 +36,5 @@ pub mod service;
 pub mod session;
 pub mod settings;
 pub mod turns;
+pub mod ui_message;
 pub mod workspace;

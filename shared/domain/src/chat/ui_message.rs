@@ -1,0 +1,659 @@
+//! # A turn as the AI SDK's UI message stream
+//!
+//! The Vercel AI SDK's `useChat` reads an answer as a *UI message stream*: server-sent events
+//! whose data are JSON chunks (`start`, `start-step`, `text-start`/`-delta`/`-end`,
+//! `tool-input-available`, `tool-output-*`, `tool-approval-request`, `finish`, …), ending with
+//! `[DONE]`. [`TurnStream`] derives those chunks from one turn's durable events, so the same
+//! chunks come out however often, and from wherever, the turn is read: a resumed stream is
+//! the turn replayed from its start, exactly what a live one would have sent.
+//!
+//! The assistant message is the turn: its id is the turn's id. Each agent reply is a step; its
+//! text a text part (the reply's `message_id`); each tool call a *dynamic* tool part (Spool's
+//! tools are not declared by the front end). Tools Spool runs are `providerExecuted`; the
+//! question tool ([`ASK_USER`]) is not: the front end answers it with the tool's output (the
+//! AI SDK's client-side tools), and the answer comes back as that output. A call that waits
+//! for approval, and a plan ([`PROPOSE_PLAN`]), are `tool-approval-request`s whose approval id
+//! is the call's id. A turn that waits on a person ends its stream with `finish` (reason
+//! `tool-calls`); the answer's request continues the same message.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::chat::{
+    event::{ASK_USER, ChatEvent, EndReason, PROPOSE_PLAN, PlanAction},
+    session::Event,
+};
+
+/// The header that marks a response as a UI message stream.
+pub const STREAM_HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
+
+/// The stream's last data line.
+pub const DONE: &str = "[DONE]";
+
+/// Why an answer's stream finished, as the protocol names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    /// The agent answered.
+    Stop,
+    /// The turn waits on a person (an approval, a question, a plan).
+    ToolCalls,
+    /// The turn failed.
+    Error,
+}
+
+/// One chunk of the UI message stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum UiChunk {
+    /// The assistant message starts (or continues, after an answer).
+    Start {
+        /// The message: the turn's id.
+        message_id: String,
+        /// Spool's own data about it.
+        message_metadata: Value,
+    },
+    /// An agent reply starts.
+    StartStep,
+    /// An agent reply ended.
+    FinishStep,
+    /// A text part starts.
+    TextStart {
+        /// The part: the reply's message id.
+        id: String,
+    },
+    /// More text.
+    TextDelta {
+        /// The part.
+        id: String,
+        /// The text added.
+        delta: String,
+    },
+    /// A text part ended.
+    TextEnd {
+        /// The part.
+        id: String,
+    },
+    /// A tool call, with its whole input.
+    ToolInputAvailable {
+        /// The call.
+        tool_call_id: String,
+        /// The tool.
+        tool_name: String,
+        /// Its arguments.
+        input: Value,
+        /// Whether Spool runs it (the front end answers the others).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        provider_executed: bool,
+        /// Always: the front end does not declare Spool's tools.
+        dynamic: bool,
+    },
+    /// A call waits for a person's approval.
+    ToolApprovalRequest {
+        /// What the approval names: the call's id.
+        approval_id: String,
+        /// The call.
+        tool_call_id: String,
+    },
+    /// A call's result.
+    ToolOutputAvailable {
+        /// The call.
+        tool_call_id: String,
+        /// Its output.
+        output: Value,
+        /// Whether Spool ran it.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        provider_executed: bool,
+        /// Always.
+        dynamic: bool,
+    },
+    /// A call failed.
+    ToolOutputError {
+        /// The call.
+        tool_call_id: String,
+        /// Why.
+        error_text: String,
+        /// Whether Spool ran it.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        provider_executed: bool,
+        /// Always.
+        dynamic: bool,
+    },
+    /// A person declined the call: it never ran.
+    ToolOutputDenied {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// The turn failed.
+    Error {
+        /// Why, and what to do.
+        error_text: String,
+    },
+    /// The answer's stream is over.
+    Finish {
+        /// Why.
+        finish_reason: FinishReason,
+    },
+    /// The turn was aborted.
+    Abort {
+        /// Who stopped it.
+        reason: String,
+    },
+}
+
+/// Where a turn's stream is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// More is to come.
+    Running,
+    /// The turn waits on a person: the stream ends here, and an answer continues it.
+    Waiting,
+    /// The turn ended: the stream is over.
+    Ended,
+}
+
+/// Turns one turn's events into UI message stream chunks.
+#[derive(Debug, Clone)]
+pub struct TurnStream {
+    turn_id: String,
+    /// The reply in progress, and whether its text part has started.
+    step: Option<(String, bool)>,
+    progress: Progress,
+}
+
+impl TurnStream {
+    /// The stream of `turn_id`.
+    pub fn new(turn_id: impl Into<String>) -> Self {
+        Self {
+            turn_id: turn_id.into(),
+            step: None,
+            progress: Progress::Running,
+        }
+    }
+
+    /// The turn.
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The stream's first chunk.
+    pub fn start(&self) -> UiChunk {
+        UiChunk::Start {
+            message_id: self.turn_id.clone(),
+            message_metadata: json!({ "spool": { "turn_id": self.turn_id } }),
+        }
+    }
+
+    /// Where the stream is.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// Adds the chunks `event` makes to `out`; events of other turns make none.
+    pub fn push(&mut self, event: &Event, out: &mut Vec<UiChunk>) {
+        if event.turn_id.as_deref() != Some(&*self.turn_id) || self.progress == Progress::Ended {
+            return;
+        }
+        if self.progress == Progress::Waiting {
+            self.progress = Progress::Running;
+        }
+        match &event.event {
+            ChatEvent::MessageStart(start) => {
+                self.end_step(out);
+                out.push(UiChunk::StartStep);
+                self.step = Some((start.message_id.clone(), false));
+            }
+            ChatEvent::MessageUpdate(update) => {
+                self.text(&update.message_id, out);
+                out.push(UiChunk::TextDelta {
+                    id: update.message_id.clone(),
+                    delta: update.delta.clone(),
+                });
+            }
+            ChatEvent::MessageEnd(end) => {
+                let started = self
+                    .step
+                    .as_ref()
+                    .is_some_and(|(id, text)| *id == end.message_id && *text);
+                if !started && !end.text.is_empty() {
+                    // A reply whose text came whole (a CLI's), or whose updates this stream
+                    // never saw: its text in one delta.
+                    self.text(&end.message_id, out);
+                    out.push(UiChunk::TextDelta {
+                        id: end.message_id.clone(),
+                        delta: end.text.clone(),
+                    });
+                }
+                if self.step.as_ref().is_some_and(|(_, text)| *text) {
+                    out.push(UiChunk::TextEnd {
+                        id: end.message_id.clone(),
+                    });
+                }
+                if self.step.is_none() {
+                    out.push(UiChunk::StartStep);
+                }
+                for call in &end.tool_calls {
+                    out.push(UiChunk::ToolInputAvailable {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        input: call.arguments.clone(),
+                        provider_executed: call.name != ASK_USER,
+                        dynamic: true,
+                    });
+                }
+                out.push(UiChunk::FinishStep);
+                self.step = None;
+            }
+            ChatEvent::ToolEnd(end) => {
+                out.push(if end.declined {
+                    UiChunk::ToolOutputDenied {
+                        tool_call_id: end.tool_call_id.clone(),
+                    }
+                } else if let Some(error) = &end.error {
+                    UiChunk::ToolOutputError {
+                        tool_call_id: end.tool_call_id.clone(),
+                        error_text: error.clone(),
+                        provider_executed: true,
+                        dynamic: true,
+                    }
+                } else {
+                    UiChunk::ToolOutputAvailable {
+                        tool_call_id: end.tool_call_id.clone(),
+                        output: end.result.clone().unwrap_or(Value::Null),
+                        provider_executed: true,
+                        dynamic: true,
+                    }
+                });
+            }
+            ChatEvent::ToolApprovalRequired(asked) => {
+                self.wait(&asked.tool_call_id, out);
+            }
+            ChatEvent::PlanApprovalRequired(asked) => {
+                self.wait(&asked.plan_id, out);
+            }
+            ChatEvent::AskQuestion(_) => self.progress = Progress::Waiting,
+            ChatEvent::QuestionAnswered(answer) => out.push(UiChunk::ToolOutputAvailable {
+                tool_call_id: answer.question_id.clone(),
+                output: json!({ "answer": answer.answer }),
+                provider_executed: false,
+                dynamic: true,
+            }),
+            ChatEvent::PlanSubmitted(decision) => out.push(match decision.action {
+                PlanAction::Approve => UiChunk::ToolOutputAvailable {
+                    tool_call_id: decision.plan_id.clone(),
+                    output: json!({ "action": "approve", "feedback": decision.feedback }),
+                    provider_executed: true,
+                    dynamic: true,
+                },
+                PlanAction::Reject => UiChunk::ToolOutputDenied {
+                    tool_call_id: decision.plan_id.clone(),
+                },
+            }),
+            ChatEvent::AgentEnd(end) => {
+                self.end_step(out);
+                match end.reason {
+                    EndReason::Complete => out.push(UiChunk::Finish {
+                        finish_reason: FinishReason::Stop,
+                    }),
+                    EndReason::Aborted => out.push(UiChunk::Abort {
+                        reason: "aborted by a person".to_owned(),
+                    }),
+                    EndReason::Error => {
+                        out.push(UiChunk::Error {
+                            error_text: end.error.clone().unwrap_or_else(|| "the turn failed".to_owned()),
+                        });
+                        out.push(UiChunk::Finish {
+                            finish_reason: FinishReason::Error,
+                        });
+                    }
+                }
+                self.progress = Progress::Ended;
+            }
+            _ => {}
+        }
+    }
+
+    /// The chunks that end a stream the turn waits in (after [`Progress::Waiting`]).
+    pub fn pause(&mut self, out: &mut Vec<UiChunk>) {
+        self.end_step(out);
+        out.push(UiChunk::Finish {
+            finish_reason: FinishReason::ToolCalls,
+        });
+    }
+
+    fn wait(&mut self, call_id: &str, out: &mut Vec<UiChunk>) {
+        out.push(UiChunk::ToolApprovalRequest {
+            approval_id: call_id.to_owned(),
+            tool_call_id: call_id.to_owned(),
+        });
+        self.progress = Progress::Waiting;
+    }
+
+    /// Starts the reply's text part, if it has not started.
+    fn text(&mut self, message_id: &str, out: &mut Vec<UiChunk>) {
+        match &mut self.step {
+            Some((id, started)) if id == message_id => {
+                if !*started {
+                    *started = true;
+                    out.push(UiChunk::TextStart { id: id.clone() });
+                }
+            }
+            _ => {
+                // Text of a reply whose start this stream did not see.
+                self.end_step(out);
+                out.push(UiChunk::StartStep);
+                out.push(UiChunk::TextStart {
+                    id: message_id.to_owned(),
+                });
+                self.step = Some((message_id.to_owned(), true));
+            }
+        }
+    }
+
+    fn end_step(&mut self, out: &mut Vec<UiChunk>) {
+        if let Some((id, text)) = self.step.take() {
+            if text {
+                out.push(UiChunk::TextEnd { id });
+            }
+            out.push(UiChunk::FinishStep);
+        }
+    }
+}
+
+/// Whether `event` asks a person about the call `call_id` (its approval, question or plan).
+pub fn asks_about(event: &ChatEvent, call_id: &str) -> bool {
+    match event {
+        ChatEvent::ToolApprovalRequired(a) => a.tool_call_id == call_id,
+        ChatEvent::AskQuestion(q) => q.question_id == call_id,
+        ChatEvent::PlanApprovalRequired(p) => p.plan_id == call_id,
+        _ => false,
+    }
+}
+
+/// Whether a tool's approval is a plan's decision.
+pub fn is_plan(tool_name: &str) -> bool {
+    tool_name == PROPOSE_PLAN
+}
+
+/// Whether a tool's output is a person's answer to a question.
+pub fn is_question(tool_name: &str) -> bool {
+    tool_name == ASK_USER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::{
+        event::{
+            AgentEnd, AgentStart, AskQuestion, MessageEnd, MessageStart, MessageUpdate, QuestionAnswered, Role,
+            ToolApprovalRequired, ToolCall, ToolEnd, UserMessage,
+        },
+        session::EventKind,
+    };
+
+    fn event(seq: u64, turn: &str, event: ChatEvent) -> Event {
+        Event {
+            v: 1,
+            seq,
+            ts: String::new(),
+            session_id: "s".to_owned(),
+            kind: EventKind::Harness,
+            event,
+            client_message_id: None,
+            turn_id: Some(turn.to_owned()),
+        }
+    }
+
+    fn types(chunks: &[UiChunk]) -> Vec<String> {
+        chunks
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap()["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: json!({}),
+        }
+    }
+
+    #[test]
+    fn an_answer_streams_as_one_step_and_finishes() {
+        let mut s = TurnStream::new("t1");
+        let mut out = Vec::new();
+        let user = ChatEvent::UserMessageSubmitted(UserMessage {
+            content: "hi".into(),
+            ..Default::default()
+        });
+        let start = ChatEvent::AgentStart(AgentStart {
+            runtime: "scripted".into(),
+            agent_id: None,
+            agent_name: "Spool".into(),
+            trigger_seq: 1,
+        });
+        let events = [
+            event(1, "t1", user),
+            event(2, "t1", start),
+            event(
+                3,
+                "t1",
+                ChatEvent::MessageStart(MessageStart {
+                    message_id: "m".into(),
+                    role: Role::Assistant,
+                }),
+            ),
+            event(
+                4,
+                "t1",
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "m".into(),
+                    delta: "Hel".into(),
+                }),
+            ),
+            event(
+                5,
+                "other",
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "x".into(),
+                    delta: "no".into(),
+                }),
+            ),
+            event(
+                6,
+                "t1",
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "m".into(),
+                    delta: "lo".into(),
+                }),
+            ),
+            event(
+                7,
+                "t1",
+                ChatEvent::MessageEnd(MessageEnd {
+                    message_id: "m".into(),
+                    text: "Hello".into(),
+                    ..Default::default()
+                }),
+            ),
+            event(
+                8,
+                "t1",
+                ChatEvent::AgentEnd(AgentEnd {
+                    reason: EndReason::Complete,
+                    error: None,
+                }),
+            ),
+        ];
+        for e in &events {
+            s.push(e, &mut out);
+        }
+        assert_eq!(
+            types(&out),
+            [
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-delta",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(s.progress(), &Progress::Ended);
+        let json = serde_json::to_value(&out[2]).unwrap();
+        assert_eq!(json, json!({ "type": "text-delta", "id": "m", "delta": "Hel" }));
+        assert_eq!(
+            serde_json::to_value(s.start()).unwrap(),
+            json!({ "type": "start", "messageId": "t1", "messageMetadata": { "spool": { "turn_id": "t1" } } })
+        );
+    }
+
+    #[test]
+    fn an_approval_waits_and_its_answer_continues() {
+        let mut s = TurnStream::new("t");
+        let mut out = Vec::new();
+        let end = MessageEnd {
+            message_id: "m".into(),
+            text: "Shall I?".into(),
+            tool_calls: vec![call("c1", "create_agent")],
+            ..Default::default()
+        };
+        s.push(&event(2, "t", ChatEvent::MessageEnd(end)), &mut out);
+        let asked = ToolApprovalRequired {
+            tool_call_id: "c1".into(),
+            tool: "create_agent".into(),
+            arguments: json!({}),
+        };
+        s.push(&event(3, "t", ChatEvent::ToolApprovalRequired(asked)), &mut out);
+        assert_eq!(s.progress(), &Progress::Waiting);
+        s.pause(&mut out);
+        assert_eq!(
+            types(&out),
+            [
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "tool-input-available",
+                "finish-step",
+                "tool-approval-request",
+                "finish"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&out[4]).unwrap(),
+            json!({ "type": "tool-input-available", "toolCallId": "c1", "toolName": "create_agent", "input": {},
+                    "providerExecuted": true, "dynamic": true })
+        );
+        let mut more = Vec::new();
+        let ran = ToolEnd {
+            tool_call_id: "c1".into(),
+            tool: "create_agent".into(),
+            result: Some(json!({ "id": "a1" })),
+            error: None,
+            declined: false,
+        };
+        s.push(&event(5, "t", ChatEvent::ToolEnd(ran)), &mut more);
+        assert_eq!(s.progress(), &Progress::Running);
+        assert_eq!(types(&more), ["tool-output-available"]);
+    }
+
+    #[test]
+    fn a_question_is_a_tool_the_front_end_answers() {
+        let mut s = TurnStream::new("t");
+        let mut out = Vec::new();
+        let end = MessageEnd {
+            message_id: "m".into(),
+            tool_calls: vec![call("q1", ASK_USER)],
+            ..Default::default()
+        };
+        s.push(&event(2, "t", ChatEvent::MessageEnd(end)), &mut out);
+        let asked = AskQuestion {
+            question_id: "q1".into(),
+            question: "Name?".into(),
+        };
+        s.push(&event(3, "t", ChatEvent::AskQuestion(asked)), &mut out);
+        assert_eq!(s.progress(), &Progress::Waiting);
+        assert_eq!(types(&out), ["start-step", "tool-input-available", "finish-step"]);
+        assert!(serde_json::to_value(&out[1]).unwrap().get("providerExecuted").is_none());
+        let answered = QuestionAnswered {
+            question_id: "q1".into(),
+            answer: "Ada".into(),
+        };
+        let mut more = Vec::new();
+        s.push(&event(4, "t", ChatEvent::QuestionAnswered(answered)), &mut more);
+        assert_eq!(
+            serde_json::to_value(&more[0]).unwrap(),
+            json!({ "type": "tool-output-available", "toolCallId": "q1", "output": { "answer": "Ada" }, "dynamic": true })
+        );
+    }
+
+    #[test]
+    fn failures_and_aborts_close_what_is_open() {
+        let mut s = TurnStream::new("t");
+        let mut out = Vec::new();
+        s.push(
+            &event(
+                2,
+                "t",
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "m".into(),
+                    delta: "a".into(),
+                }),
+            ),
+            &mut out,
+        );
+        s.push(
+            &event(
+                3,
+                "t",
+                ChatEvent::AgentEnd(AgentEnd {
+                    reason: EndReason::Error,
+                    error: Some("boom".into()),
+                }),
+            ),
+            &mut out,
+        );
+        assert_eq!(
+            types(&out),
+            [
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "finish-step",
+                "error",
+                "finish"
+            ]
+        );
+        // Nothing after the end.
+        s.push(
+            &event(
+                4,
+                "t",
+                ChatEvent::MessageUpdate(MessageUpdate {
+                    message_id: "m".into(),
+                    delta: "b".into(),
+                }),
+            ),
+            &mut out,
+        );
+        assert_eq!(out.len(), 7);
+        let mut a = TurnStream::new("t");
+        let mut out = Vec::new();
+        a.push(
+            &event(
+                2,
+                "t",
+                ChatEvent::AgentEnd(AgentEnd {
+                    reason: EndReason::Aborted,
+                    error: None,
+                }),
+            ),
+            &mut out,
+        );
+        assert_eq!(types(&out), ["abort"]);
+    }
+}

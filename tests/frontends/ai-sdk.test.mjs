@@ -1,0 +1,211 @@
+// A Spool chat through the AI SDK's own client: the `ai` package's `AbstractChat` (what
+// `useChat` runs) over `DefaultChatTransport` with nothing but `api` and the Authorization
+// header, against a real `spool serve` and its scripted demo agent. The transport checks
+// every chunk against the SDK's own schema, so a chunk Spool gets wrong fails the test.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai";
+import { startSpool } from "./spool.mjs";
+
+/** The chat state `useChat` keeps in React, kept in plain fields. */
+class State {
+  status = "ready";
+  error = undefined;
+  messages = [];
+  pushMessage = (m) => {
+    this.messages = [...this.messages, m];
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (i, m) => {
+    this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)];
+  };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+class Chat extends AbstractChat {
+  constructor({ messages = [], ...init }) {
+    const state = new State();
+    state.messages = messages;
+    super({ ...init, state });
+  }
+}
+
+let spool;
+before(async () => {
+  spool = await startSpool();
+});
+after(async () => {
+  await spool?.stop();
+});
+
+const transport = (token = spool.token) =>
+  new DefaultChatTransport({ api: `${spool.origin}/v1/ai-sdk/chat`, headers: { Authorization: `Bearer ${token}` } });
+
+async function newChat() {
+  const ws = await spool.api("POST", "/v1/workspaces", { title: "AI SDK" });
+  return (await spool.api("POST", "/v1/sessions", { workspace_id: ws.id })).id;
+}
+
+const text = (message) =>
+  message.parts
+    .filter((p) => p.type === "text")
+    .map((p) => p.text)
+    .join("");
+
+/** The agent's whole answer in a turn, as Spool stored it. */
+async function storedAnswer(session, turnId) {
+  const events = await spool.events(session);
+  return events
+    .filter((e) => e.turn_id === turnId && e.type === "message_end")
+    .map((e) => e.payload.text)
+    .join("");
+}
+
+/** Waits (bounded) until `done()` holds. */
+async function until(what, done) {
+  for (let i = 0; i < 400; i++) {
+    if (done()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+test("a turn streams into the AI SDK's chat", async () => {
+  const session = await newChat();
+  const errors = [];
+  const chat = new Chat({ id: session, transport: transport(), onError: (e) => errors.push(e) });
+  await chat.sendMessage({ text: "hello there" });
+  assert.deepEqual(errors, []);
+  assert.equal(chat.status, "ready");
+  assert.equal(chat.messages.length, 2);
+  const answer = chat.messages[1];
+  assert.equal(answer.role, "assistant");
+  // The assistant message is the turn, and holds exactly what Spool stored.
+  assert.equal(answer.metadata.spool.turn_id, answer.id);
+  const stored = await storedAnswer(session, answer.id);
+  assert.ok(stored.includes("You wrote: *hello there*"), stored);
+  assert.equal(text(answer), stored);
+  // Nothing runs now: resuming finds nothing (204) and adds nothing.
+  await chat.resumeStream();
+  assert.equal(chat.messages.length, 2);
+});
+
+test("a dropped connection resumes with exactly the full answer", async () => {
+  const session = await newChat();
+  const user = { id: "u-drop", role: "user", parts: [{ type: "text", text: "tell me about streams" }] };
+  // The first page: the answer starts streaming, then the connection is killed.
+  const abort = new AbortController();
+  const stream = await transport().sendMessages({
+    chatId: session,
+    messages: [user],
+    trigger: "submit-message",
+    messageId: undefined,
+    abortSignal: abort.signal,
+  });
+  const reader = stream.getReader();
+  let deltas = 0;
+  let turnId;
+  while (deltas < 3) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, "the stream ended before the answer streamed");
+    if (value.type === "start") turnId = value.messageId;
+    if (value.type === "text-delta") deltas++;
+  }
+  abort.abort();
+  await reader.cancel().catch(() => {});
+  // The reloaded page: it kept the person's message, and resumes the running answer.
+  const chat = new Chat({ id: session, transport: transport(), messages: [user] });
+  await chat.resumeStream();
+  assert.equal(chat.messages.length, 2, "the resumed answer is one message");
+  const answer = chat.messages[1];
+  assert.equal(answer.id, turnId);
+  const stored = await storedAnswer(session, turnId);
+  assert.ok(stored.length > 50, stored);
+  // Nothing lost, nothing repeated.
+  assert.equal(text(answer), stored);
+  assert.equal(answer.parts.filter((p) => p.type === "text").length, 1);
+  // The same message posted again (the transport's retry) is the same turn.
+  const events = await spool.events(session);
+  assert.equal(events.filter((e) => e.type === "user_message_submitted").length, 1);
+});
+
+test("an approval round-trip: the request, the person's yes, the tool's output", async () => {
+  const session = await newChat();
+  const chat = new Chat({
+    id: session,
+    transport: transport(),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await chat.sendMessage({ text: "please add a new agent helper" });
+  const asking = chat.messages.at(-1);
+  const part = asking.parts.find((p) => p.type === "dynamic-tool" && p.state === "approval-requested");
+  assert.ok(part, JSON.stringify(asking.parts));
+  assert.equal(part.toolName, "create_agent");
+  assert.equal(part.providerExecuted, true);
+  await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
+  await until("the approved call's output", () => {
+    const p = chat.messages.at(-1).parts.find((q) => q.toolCallId === part.toolCallId);
+    return chat.status === "ready" && p?.state === "output-available";
+  });
+  assert.equal(chat.messages.length, 2, "the answer continues the same message");
+  const events = await spool.events(session);
+  const decided = events.find((e) => e.type === "approval_submitted");
+  assert.deepEqual(decided.payload, { decision: "approve", tool_call_id: part.toolCallId });
+  const ran = events.find((e) => e.type === "tool_end" && e.payload.tool_call_id === part.toolCallId);
+  assert.ok(ran && !ran.payload.error, JSON.stringify(ran));
+  assert.equal(events.at(-1).type, "agent_end");
+  // The continuation's text is what the turn said after the approval.
+  assert.equal(text(chat.messages.at(-1)), await storedAnswer(session, chat.messages.at(-1).id));
+});
+
+test("a question is a client tool: its output is the person's answer", async () => {
+  const session = await newChat();
+  const calls = [];
+  const chat = new Chat({
+    id: session,
+    transport: transport(),
+    onToolCall: ({ toolCall }) => calls.push(toolCall),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+  });
+  await chat.sendMessage({ text: "ask me a question" });
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].toolName, "ask_user");
+  assert.equal(calls[0].input.question, "What should I call you?");
+  await chat.addToolOutput({ tool: "ask_user", toolCallId: calls[0].toolCallId, output: "Ada" });
+  await until("the answer's continuation", () => chat.status === "ready" && text(chat.messages.at(-1)).includes("Ada"));
+  const events = await spool.events(session);
+  const answered = events.find((e) => e.type === "question_answered");
+  assert.deepEqual(answered.payload, { question_id: calls[0].toolCallId, answer: "Ada" });
+  assert.equal(events.at(-1).type, "agent_end");
+});
+
+test("another organization cannot post to or resume a chat", async () => {
+  const session = await newChat();
+  const other = await spool.otherToken();
+  const post = await fetch(`${spool.origin}/v1/ai-sdk/chat`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${other}`, "content-type": "application/json" },
+    body: JSON.stringify({ id: session, messages: [{ id: "x", role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" }),
+  });
+  assert.equal(post.status, 404);
+  const resume = await fetch(`${spool.origin}/v1/ai-sdk/chat/${session}/stream`, { headers: { authorization: `Bearer ${other}` } });
+  assert.equal(resume.status, 404);
+  assert.deepEqual(await spool.events(session), []);
+  // Bad input is a clear 400 and changes nothing.
+  const bad = await fetch(`${spool.origin}/v1/ai-sdk/chat`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${spool.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ id: session, messages: [] }),
+  });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /nothing to send/);
+  assert.deepEqual(await spool.events(session), []);
+});
