@@ -166,6 +166,64 @@ test("an approval round-trip: the request, the person's yes, the tool's output",
   assert.equal(text(chat.messages.at(-1)), await storedAnswer(session, chat.messages.at(-1).id));
 });
 
+test("an approval of a turn aborted meanwhile is refused once, not re-sent forever", async () => {
+  const session = await newChat();
+  let posts = 0;
+  const counting = new DefaultChatTransport({
+    api: `${spool.origin}/v1/ai-sdk/chat`,
+    headers: { Authorization: `Bearer ${spool.token}` },
+    fetch: (url, init) => {
+      if (init?.method === "POST") posts++;
+      return fetch(url, init);
+    },
+  });
+  const errors = [];
+  const chat = new Chat({
+    id: session,
+    transport: counting,
+    onError: (e) => errors.push(e),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await chat.sendMessage({ text: "please add a new agent helper" });
+  const part = chat.messages.at(-1).parts.find((p) => p.state === "approval-requested");
+  assert.ok(part);
+  // Someone else aborts the waiting turn.
+  await spool.api("POST", `/v1/sessions/${session}/control`, { action: "abort" });
+  for (let i = 0; i < 200; i++) {
+    const events = await spool.events(session);
+    if (events.at(-1)?.type === "agent_end") break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  posts = 0;
+  await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
+  await until("the refusal", () => chat.status === "error" || errors.length > 0);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(posts, 1, "the approval was posted once");
+  assert.match(String(errors[0] ?? chat.error), /409|no open/);
+  const events = await spool.events(session);
+  assert.ok(!events.some((e) => e.type === "approval_submitted"));
+  // Resuming the aborted turn's chat finds nothing running.
+  const resumed = await fetch(`${spool.origin}/v1/ai-sdk/chat/${session}/stream`, { headers: { authorization: `Bearer ${spool.token}` } });
+  assert.equal(resumed.status, 204);
+});
+
+test("an edited message is refused: a chat keeps every message", async () => {
+  const session = await newChat();
+  const response = await fetch(`${spool.origin}/v1/ai-sdk/chat`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${spool.token}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      id: session,
+      trigger: "submit-message",
+      messageId: "u-edit",
+      messages: [{ id: "u-edit", role: "user", parts: [{ type: "text", text: "edited" }] }],
+    }),
+  });
+  assert.equal(response.status, 400);
+  assert.match((await response.json()).error.message, /new message/);
+  assert.deepEqual(await spool.events(session), []);
+});
+
 test("a question is a client tool: its output is the person's answer", async () => {
   const session = await newChat();
   const calls = [];

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
 use spool_domain::{LiveSettings, Metadata, StreamLog, SystemClock};
-use spool_stream::ai_sdk::Remote;
+use spool_stream::writes::Remote;
 use spool_tests::Harness;
 
 use crate::support::{Api, SECRET, setup_on};

@@ -158,6 +158,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ai-sdk/chat/") => mine.chat.clone(),
+            (t, "id") if t.starts_with("/v1/ag-ui/chat/") => mine.chat.clone(),
             ("/v1/stream/{path}", "path") => "notes/a".to_owned(),
             ("/v1/slash-commands/{name}", "name") => "a-secret".to_owned(),
             (_, "name") => "a-cmd".to_owned(),
@@ -174,7 +175,8 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         let names_a = template.contains('{')
             || (template == "/v1/sessions" && op.method == "post")
             || template == "/v1/read-tokens"
-            || template == "/v1/ai-sdk/chat";
+            || template == "/v1/ai-sdk/chat"
+            || template == "/v1/ag-ui/chat";
         let mut request = b
             .http
             .request(op.method(), format!("{}{path}", b.base))

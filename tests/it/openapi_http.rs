@@ -397,6 +397,30 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         .await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-vercel-ai-ui-message-stream"], "v1");
+    // And AG-UI's (tests/frontends drives them with `@ag-ui/client`).
+    let path = format!("/v1/ag-ui/chat/{fresh}/stream?after=0");
+    let (status, _, _) = api
+        .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, &path)
+        .await;
+    assert_eq!(status, 200, "the turn the message above started runs or waits");
+    let other = api
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/v1/ag-ui/chat/{other}/stream");
+    let (status, _, _) = api
+        .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, &path)
+        .await;
+    assert_eq!(status, 204);
+    let body =
+        json!({ "threadId": other, "runId": "r1", "messages": [{ "id": "m1", "role": "user", "content": "hi" }] });
+    let path = "/v1/ag-ui/chat";
+    let (status, _, _) = api
+        .raw(a.http.post(format!("{}{path}", a.base)).json(&body), Method::POST, path)
+        .await;
+    assert_eq!(status, 200);
     let path = "/v1/sessions/ses_missing/stream";
     let (status, _, _) = api
         .raw(a.http.get(format!("{}{path}", a.base)), Method::GET, path)

@@ -424,7 +424,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let upload_limit = config.attachments.limits().upload_ttl;
     let chat_api = spool_api::router(api);
     // The AI SDK's routes post through the chat API's own routes, in this process.
-    let streams = streams.with_chat_writes(Arc::new(spool_stream::ai_sdk::InProcess::new(chat_api.clone())));
+    let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
     let router = chat_api
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir))

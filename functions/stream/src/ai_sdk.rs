@@ -17,118 +17,47 @@
 //! nothing. The writes go through the chat API's own routes ([`ChatWrites`]): in-process under
 //! `spool serve`, over HTTP on AWS, where this function holds no write rights.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use axum::{
-    body::{Body, Bytes},
     extract::{Path, Request, State},
-    http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header},
+    http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
 };
-use futures_util::{future::BoxFuture, stream};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    Event, Offset, StreamPath, WaitOutcome,
-    session::read_events,
-    ui_message::{self, Progress, TurnStream, UiChunk},
+use spool_domain::ui_message::{self, FinishReason, Progress, TurnStream, UiChunk};
+
+use crate::{
+    ApiError, StreamApi,
+    turn_stream::{self, Ask, Translate},
 };
-use tokio::time::Instant;
 
-use crate::{ApiError, Intent, StreamApi};
+const HEADERS: &[(&str, &str)] = &[ui_message::STREAM_HEADER];
 
-/// The longest a UI message stream stays open: under the stream function's 15-minute limit.
-/// A turn still running then is resumed by the client (`resumeStream`).
-const MAX_STREAM: Duration = Duration::from_secs(14 * 60);
+impl Translate for TurnStream {
+    type Frame = UiChunk;
 
-/// The largest request body: the transport sends the whole conversation each time.
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-/// Events read per window when looking back for a turn.
-const WINDOW: usize = 500;
-/// The most windows looked back (a turn of more events than this is not found).
-const MAX_WINDOWS: u64 = 64;
-
-/// The chat API's routes, as these routes reach them to write.
-pub trait ChatWrites: Send + Sync {
-    /// Sends `request` to the chat API and answers its response.
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>>;
-}
-
-/// The chat API's Router in the same process (`spool serve`).
-pub struct InProcess(axum::Router);
-
-impl InProcess {
-    /// Writes through `router`.
-    pub fn new(router: axum::Router) -> Self {
-        Self(router)
+    fn open(&mut self, out: &mut Vec<UiChunk>) {
+        out.push(self.start());
     }
-}
 
-impl ChatWrites for InProcess {
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>> {
-        use tower::ServiceExt;
-        let router = self.0.clone();
-        Box::pin(async move { Ok(router.oneshot(request).await.into_response()) })
+    fn push(&mut self, event: &spool_domain::Event, out: &mut Vec<UiChunk>) {
+        TurnStream::push(self, event, out);
     }
-}
 
-/// The chat API at a URL (AWS: the API function, which this read-only function reaches over
-/// HTTPS with the caller's token and CloudFront's origin header, as CloudFront would).
-pub struct Remote {
-    http: reqwest::Client,
-    base: String,
-    origin: Option<HeaderValue>,
-}
+    fn reopen(&mut self, _out: &mut Vec<UiChunk>) {}
 
-impl Remote {
-    /// The chat API at `base` (`https://…`, no trailing path), sending `origin_secret` in
-    /// [`spool_edge::ORIGIN_HEADER`] when the API requires it.
-    pub fn new(base: &str, origin_secret: Option<&str>) -> Self {
-        Self {
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
-            base: base.trim_end_matches('/').to_owned(),
-            origin: origin_secret.and_then(|s| HeaderValue::from_str(s).ok()),
-        }
+    fn progress(&self) -> &Progress {
+        TurnStream::progress(self)
     }
-}
 
-impl ChatWrites for Remote {
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>> {
-        let (parts, body) = request.into_parts();
-        let url = format!(
-            "{}{}",
-            self.base,
-            parts.uri.path_and_query().map_or("/", |p| p.as_str())
-        );
-        let mut sent = self.http.request(parts.method, url);
-        for name in [header::AUTHORIZATION, header::CONTENT_TYPE] {
-            if let Some(value) = parts.headers.get(&name) {
-                sent = sent.header(name, value.clone());
-            }
-        }
-        if let Some(origin) = &self.origin {
-            sent = sent.header(spool_edge::ORIGIN_HEADER, origin.clone());
-        }
-        Box::pin(async move {
-            let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-                .await
-                .map_err(|e| e.to_string())?;
-            let answer = sent
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| format!("the chat API could not be reached ({e}); retry"))?;
-            let status = answer.status();
-            let bytes = answer
-                .bytes()
-                .await
-                .map_err(|e| format!("the chat API's answer was cut off ({e}); retry"))?;
-            Ok((status, bytes).into_response())
-        })
+    fn pause(&mut self, out: &mut Vec<UiChunk>) {
+        TurnStream::pause(self, out);
+    }
+
+    fn done_line(&self) -> Option<&'static str> {
+        Some(ui_message::DONE)
     }
 }
 
@@ -140,6 +69,9 @@ struct ChatRequest {
     messages: Vec<UiMessage>,
     #[serde(default)]
     trigger: Option<String>,
+    /// The message a submit replaces (an edit), or a regenerate answers again.
+    #[serde(default, rename = "messageId")]
+    message_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,19 +80,6 @@ struct UiMessage {
     role: String,
     #[serde(default)]
     parts: Vec<Value>,
-}
-
-/// What a request asks.
-#[derive(Debug, PartialEq)]
-enum Ask {
-    /// Post a person's message.
-    Message { content: String, client_message_id: String },
-    /// Answer what the turn waits on, then continue its stream.
-    Answer {
-        call_id: String,
-        route: &'static str,
-        body: Value,
-    },
 }
 
 /// `POST /v1/ai-sdk/chat`.
@@ -173,81 +92,46 @@ enum Ask {
         (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    // Who asks, before anything of the body is read.
-    api.resolve(
-        (&parts.headers, &parts.extensions),
-        &parts.uri,
-        "sessions",
-        Intent::Read,
-    )
-    .await?;
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError::bad_request("the body is too large or was cut off"))?;
+    turn_stream::authorize(&api, &parts, None).await?;
+    let body = turn_stream::read_body(body).await?;
     let chat: ChatRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the body is not the AI SDK transport's request: {e}")))?;
-    let path = api
-        .resolve(
-            (&parts.headers, &parts.extensions),
-            &parts.uri,
-            &format!("sessions/{}", chat.id),
-            Intent::Read,
-        )
-        .await?;
-    let writes = api.chat_writes.clone().ok_or_else(|| {
-        ApiError::NotImplemented("this endpoint cannot post to the chat; use the deployment's URL".to_owned())
-    })?;
+    let path = turn_stream::authorize(&api, &parts, Some(&chat.id)).await?;
     if chat.trigger.as_deref() == Some("regenerate-message") {
         return Err(ApiError::bad_request(
             "a Spool chat keeps every answer: send the message again instead of regenerating one",
         ));
     }
-    let forward = |route: String, body: Value| {
-        let mut request = Request::new(Body::from(body.to_string()));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = route.parse().unwrap_or_default();
-        if let Some(auth) = parts.headers.get(header::AUTHORIZATION) {
-            request.headers_mut().insert(header::AUTHORIZATION, auth.clone());
-        }
-        request
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        *request.extensions_mut() = parts.extensions.clone();
-        writes.call(request)
-    };
-    match ask(&chat)? {
-        Ask::Message {
-            content,
-            client_message_id,
-        } => {
-            let route = format!("/v1/sessions/{}/messages", chat.id);
-            let posted = accepted(
-                forward(
-                    route,
-                    json!({ "content": content, "client_message_id": client_message_id }),
-                )
-                .await,
-            )
-            .await?;
-            let seq = posted.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            let turn = posted.get("turn_id").and_then(Value::as_str).map(str::to_owned);
-            Ok(respond(api, path, turn, seq.saturating_sub(1)))
-        }
-        Ask::Answer { call_id, route, body } => {
-            let asked = find_back(&api, &path, |e| {
-                e.turn_id.is_some() && ui_message::asks_about(&e.event, &call_id)
-            })
-            .await?
-            .ok_or_else(|| ApiError::bad_request(format!("this chat never asked about `{call_id}`")))?;
-            let answered = forward(format!("/v1/sessions/{}/{route}", chat.id), body).await;
-            match accepted(answered).await {
-                Ok(_) => {}
-                // Answered already, by this request's earlier try or by someone else: the
-                // stream shows what happened.
-                Err(ApiError::Upstream { status, .. }) if status == StatusCode::CONFLICT => {}
-                Err(e) => return Err(e),
-            }
-            Ok(respond(api, path, asked.turn_id, asked.seq))
+    // An edit resends a person's message under its id (a continuation after an answer names
+    // the assistant's message instead).
+    let edited = chat
+        .messages
+        .last()
+        .is_some_and(|m| m.role == "user" && chat.message_id.as_deref() == Some(m.id.as_str()));
+    if edited {
+        return Err(ApiError::bad_request(
+            "a Spool chat keeps every message: send the edited text as a new message",
+        ));
+    }
+    let ask = ask(&chat)?;
+    match turn_stream::post(&api, &parts, &chat.id, &path, ask).await? {
+        (Some(turn), after) => Ok(turn_stream::respond(
+            api,
+            path,
+            TurnStream::new(turn),
+            after,
+            after,
+            HEADERS,
+        )),
+        // The message answered an agent's question (the global chat): no turn of Spool's.
+        (None, _) => {
+            let frames = [
+                TurnStream::new(String::new()).start(),
+                UiChunk::Finish {
+                    finish_reason: FinishReason::Stop,
+                },
+            ];
+            Ok(turn_stream::respond_frames(&frames, Some(ui_message::DONE), HEADERS))
         }
     }
 }
@@ -270,27 +154,20 @@ pub(crate) async fn resume(
             (&headers, &axum::http::Extensions::new()),
             &uri,
             &format!("sessions/{id}"),
-            Intent::Read,
+            crate::Intent::Read,
         )
         .await?;
-    let Some(latest) = find_back(&api, &path, |e| e.turn_id.is_some()).await? else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    };
-    if matches!(latest.event, spool_domain::ChatEvent::AgentEnd(_)) {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+    match turn_stream::latest_turn(&api, &path).await? {
+        Some((turn, after)) => Ok(turn_stream::respond(
+            api,
+            path,
+            TurnStream::new(turn),
+            after,
+            after,
+            HEADERS,
+        )),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
     }
-    let turn = latest.turn_id.clone();
-    // The turn's first event: where its replay starts.
-    let first = find_back(&api, &path, |e| {
-        e.turn_id == turn
-            && matches!(
-                e.event,
-                spool_domain::ChatEvent::UserMessageSubmitted(_) | spool_domain::ChatEvent::SlashCommandInvoked(_)
-            )
-    })
-    .await?;
-    let after = first.map_or(latest.seq.saturating_sub(1), |e| e.seq);
-    Ok(respond(api, path, turn, after))
 }
 
 /// What the transport's request asks.
@@ -384,177 +261,6 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
             _ => None,
         }
     })
-}
-
-/// The chat API's `2xx` answer as JSON, or its refusal passed on.
-async fn accepted(response: Result<Response, String>) -> Result<Value, ApiError> {
-    let response = response.map_err(ApiError::Unavailable)?;
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1024 * 1024)
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("the chat API's answer was cut off: {e}")))?;
-    if status.is_success() {
-        Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
-    } else {
-        Err(ApiError::Upstream { status, body })
-    }
-}
-
-/// The latest event of the chat that `pick` picks, looking back from its tail.
-async fn find_back(
-    api: &StreamApi,
-    path: &StreamPath,
-    pick: impl Fn(&Event) -> bool,
-) -> Result<Option<Event>, ApiError> {
-    let tail = api.log.metadata(path).await?.tail.seq();
-    let mut end = tail;
-    for _ in 0..MAX_WINDOWS {
-        if end == 0 {
-            break;
-        }
-        let start = end.saturating_sub(WINDOW as u64);
-        let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
-        if let Some(found) = page.events.iter().rev().find(|e| pick(e)) {
-            return Ok(Some(found.clone()));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-/// Where a UI message stream is.
-struct Reader {
-    api: Arc<StreamApi>,
-    path: StreamPath,
-    turn: TurnStream,
-    /// The last seq read.
-    after: u64,
-    deadline: Instant,
-    started: bool,
-    done: bool,
-}
-
-/// The turn `turn` of the chat at `path` as a UI message stream, from its events after `after`;
-/// with no turn, a stream that starts and finishes at once.
-fn respond(api: Arc<StreamApi>, path: StreamPath, turn: Option<String>, after: u64) -> Response {
-    let Some(turn) = turn else {
-        let mut out = Vec::new();
-        let turn = TurnStream::new(String::new());
-        out.push(turn.start());
-        out.push(UiChunk::Finish {
-            finish_reason: ui_message::FinishReason::Stop,
-        });
-        return sse(stream::iter([Ok::<_, std::convert::Infallible>(frame(&out, true))]));
-    };
-    let reader = Reader {
-        deadline: Instant::now() + MAX_STREAM,
-        api,
-        path,
-        turn: TurnStream::new(turn),
-        after,
-        started: false,
-        done: false,
-    };
-    sse(stream::unfold(reader, |mut reader| async move {
-        let bytes = reader.next().await?;
-        Some((Ok::<_, std::convert::Infallible>(bytes), reader))
-    }))
-}
-
-fn sse<S>(body: S) -> Response
-where
-    S: futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
-{
-    let mut response = (StatusCode::OK, Body::from_stream(body)).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    let (name, value) = ui_message::STREAM_HEADER;
-    headers.insert(name, HeaderValue::from_static(value));
-    response
-}
-
-/// `chunks` as SSE `data:` lines, and `[DONE]` when `done`.
-fn frame(chunks: &[UiChunk], done: bool) -> Bytes {
-    let mut out = String::new();
-    for chunk in chunks {
-        out.push_str("data: ");
-        out.push_str(&serde_json::to_string(chunk).unwrap_or_default());
-        out.push_str("\n\n");
-    }
-    if done {
-        out.push_str("data: ");
-        out.push_str(ui_message::DONE);
-        out.push_str("\n\n");
-    }
-    Bytes::from(out)
-}
-
-impl Reader {
-    /// The next bytes to send, or `None` when the stream is over.
-    async fn next(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
-        }
-        let mut out = Vec::new();
-        if !self.started {
-            self.started = true;
-            out.push(self.turn.start());
-        }
-        loop {
-            let page = match read_events(self.api.log.as_ref(), &self.path, self.after, WINDOW).await {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending a UI message stream");
-                    self.done = true;
-                    return Some(frame(&out, false));
-                }
-            };
-            for event in &page.events {
-                self.turn.push(event, &mut out);
-                self.after = event.seq;
-            }
-            let up_to_date = self.after >= page.tail;
-            match self.turn.progress() {
-                Progress::Ended => {
-                    self.done = true;
-                    return Some(frame(&out, true));
-                }
-                Progress::Waiting if up_to_date => {
-                    self.turn.pause(&mut out);
-                    self.done = true;
-                    return Some(frame(&out, true));
-                }
-                _ if !out.is_empty() => return Some(frame(&out, false)),
-                _ if !up_to_date => continue,
-                _ => {}
-            }
-            // Up to date, nothing to send: wait for the next append, or keep the line alive.
-            let now = Instant::now();
-            if now >= self.deadline {
-                self.done = true;
-                return None;
-            }
-            let nap = self.api.live.sse_keepalive.min(self.deadline - now);
-            let waited = tokio::select! {
-                waited = self.api.log.wait(&self.path, Offset::after(self.after), nap) => waited,
-                () = self.api.stopping() => {
-                    self.done = true;
-                    return None;
-                }
-            };
-            match waited {
-                Ok(WaitOutcome::TimedOut { .. }) => return Some(Bytes::from_static(b": keep-alive\n\n")),
-                Ok(WaitOutcome::Ready { .. }) => {}
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending a UI message stream");
-                    self.done = true;
-                    return None;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

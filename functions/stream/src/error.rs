@@ -48,7 +48,12 @@ pub enum ApiError {
         status: StatusCode,
         /// Its body (the contract's JSON error).
         body: axum::body::Bytes,
+        /// When to retry, if it said.
+        retry_after: Option<axum::http::HeaderValue>,
     },
+    /// A request body over the limit.
+    #[error("{0}")]
+    TooLarge(String),
     /// The chat API could not be reached.
     #[error("{0}")]
     Unavailable(String),
@@ -70,6 +75,7 @@ impl ApiError {
             Self::ReadOnly(_) => (StatusCode::METHOD_NOT_ALLOWED, "read_only"),
             Self::Upstream { status, .. } => (*status, "upstream"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::Log(e) => spool_edge::status_of(e),
         }
     }
@@ -97,8 +103,17 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let Self::Upstream { status, body } = self {
-            return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        if let Self::Upstream {
+            status,
+            body,
+            retry_after,
+        } = self
+        {
+            let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+            if let Some(retry_after) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, retry_after);
+            }
+            return response;
         }
         let (status, code) = self.status_and_code();
         let headers = self.headers();

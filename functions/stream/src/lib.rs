@@ -10,13 +10,16 @@
 //! The protocol is in `PROTOCOL.md` of the durable-streams repository; the official conformance
 //! suite runs against this Router on both backends (`make test`).
 
-pub mod ai_sdk;
+mod ag_ui;
+mod ai_sdk;
 mod body;
 mod error;
 mod handlers;
 mod openapi;
 pub mod protocol;
 mod sse;
+mod turn_stream;
+pub mod writes;
 
 use std::sync::Arc;
 
@@ -77,7 +80,7 @@ pub struct StreamApi {
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<spool_domain::revocation::Revocations>>,
     /// Where the AI SDK's routes post messages and answers.
-    chat_writes: Option<Arc<dyn ai_sdk::ChatWrites>>,
+    chat_writes: Option<Arc<dyn writes::ChatWrites>>,
 }
 
 impl StreamApi {
@@ -97,7 +100,7 @@ impl StreamApi {
     /// The same, posting the AI SDK routes' messages and answers through `writes` (the chat
     /// API); without it, `POST /v1/ai-sdk/chat` answers `501`.
     #[must_use]
-    pub fn with_chat_writes(mut self, writes: Arc<dyn ai_sdk::ChatWrites>) -> Self {
+    pub fn with_chat_writes(mut self, writes: Arc<dyn writes::ChatWrites>) -> Self {
         self.chat_writes = Some(writes);
         self
     }
@@ -273,6 +276,14 @@ fn with_routes(api: StreamApi, routes: axum::routing::MethodRouter<Arc<StreamApi
         .route(
             "/v1/ai-sdk/chat/{id}/stream",
             get(ai_sdk::resume).options(handlers::preflight),
+        )
+        .route(
+            "/v1/ag-ui/chat",
+            axum::routing::post(ag_ui::post).options(handlers::preflight),
+        )
+        .route(
+            "/v1/ag-ui/chat/{id}/stream",
+            get(ag_ui::resume).options(handlers::preflight),
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(json_errors))

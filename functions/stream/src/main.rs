@@ -27,7 +27,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         Some(url) => {
             use secrecy::ExposeSecret;
             let origin = config.origin_secret.as_ref().map(|s| s.expose_secret().to_owned());
-            api.with_chat_writes(Arc::new(spool_stream::ai_sdk::Remote::new(url, origin.as_deref())))
+            api.with_chat_writes(Arc::new(spool_stream::writes::Remote::new(url, origin.as_deref())))
         }
         None => api,
     };

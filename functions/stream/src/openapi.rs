@@ -7,7 +7,7 @@
 
 use utoipa::OpenApi;
 
-use crate::{ai_sdk, handlers};
+use crate::{ag_ui, ai_sdk, handlers};
 
 #[derive(OpenApi)]
 #[openapi(paths(
@@ -19,7 +19,9 @@ use crate::{ai_sdk, handlers};
     handlers::chat_events,
     handlers::global_events,
     ai_sdk::post,
-    ai_sdk::resume
+    ai_sdk::resume,
+    ag_ui::post,
+    ag_ui::resume
 ))]
 struct StreamDoc;
 

@@ -24,8 +24,8 @@ pub mod metrics;
 pub mod retry;
 
 pub use chat::{
-    attachment, claim, clis, commands, confine, directory, manage, notifier, revocation, service, session, settings,
-    turns, ui_message, workspace,
+    ag_ui, attachment, claim, clis, commands, confine, directory, manage, notifier, revocation, service, session,
+    settings, turns, ui_message, workspace,
 };
 pub use log::{aggregate, group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
 

@@ -50,7 +50,7 @@ pub(crate) async fn serve_limited(
         .with_workspace_roots(spool_tests::workspace_roots())
         .with_attachment_limits(limits);
     let chat_api = spool_api::router(api);
-    let streams = streams.with_chat_writes(Arc::new(spool_stream::ai_sdk::InProcess::new(chat_api.clone())));
+    let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }

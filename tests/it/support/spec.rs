@@ -321,6 +321,11 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("post", "/v1/sessions/{id}/slash-commands/invoke") => json!({ "input": "/rename Renamed" }),
         ("post", "/v1/workspaces/{id}/tasks") => json!({ "title": "A task", "description": "Details" }),
         ("patch", "/v1/tasks/{id}") => json!({ "title": "Renamed" }),
+        ("post", "/v1/ag-ui/chat") => json!({
+            "threadId": fill("session_id"),
+            "runId": "run-1",
+            "messages": [{ "id": "m-1", "role": "user", "content": "hello" }],
+        }),
         ("post", "/v1/ai-sdk/chat") => json!({
             "id": fill("session_id"),
             "messages": [{ "id": "m-1", "role": "user", "parts": [{ "type": "text", "text": "hello" }] }],

@@ -8,6 +8,7 @@
 //!   ports only, for every HTTP function and tool to call;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
+//! - [`ag_ui`]: a turn as AG-UI events (CopilotKit's protocol);
 //! - [`ui_message`]: a turn as the AI SDK's UI message stream (`useChat`'s wire format);
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`settings`]: a workspace's settings and how a change to them is applied;
@@ -22,6 +23,7 @@
 //! turn requeued, never kept forever; an open request (a question, an approval) has exactly one
 //! recorded answer.
 
+pub mod ag_ui;
 pub mod attachment;
 pub mod claim;
 pub mod clis;

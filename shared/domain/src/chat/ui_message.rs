@@ -48,8 +48,9 @@ pub enum FinishReason {
 pub enum UiChunk {
     /// The assistant message starts (or continues, after an answer).
     Start {
-        /// The message: the turn's id.
-        message_id: String,
+        /// The message: the turn's id (none when no turn answers).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
         /// Spool's own data about it.
         message_metadata: Value,
     },
@@ -158,6 +159,8 @@ pub struct TurnStream {
     turn_id: String,
     /// The reply in progress, and whether its text part has started.
     step: Option<(String, bool)>,
+    /// Calls this stream gave no output yet.
+    open_calls: Vec<String>,
     progress: Progress,
 }
 
@@ -167,6 +170,7 @@ impl TurnStream {
         Self {
             turn_id: turn_id.into(),
             step: None,
+            open_calls: Vec::new(),
             progress: Progress::Running,
         }
     }
@@ -179,7 +183,7 @@ impl TurnStream {
     /// The stream's first chunk.
     pub fn start(&self) -> UiChunk {
         UiChunk::Start {
-            message_id: self.turn_id.clone(),
+            message_id: (!self.turn_id.is_empty()).then(|| self.turn_id.clone()),
             message_metadata: json!({ "spool": { "turn_id": self.turn_id } }),
         }
     }
@@ -197,6 +201,20 @@ impl TurnStream {
         if self.progress == Progress::Waiting {
             self.progress = Progress::Running;
         }
+        let before = out.len();
+        self.translate(event, out);
+        for chunk in &out[before..] {
+            match chunk {
+                UiChunk::ToolInputAvailable { tool_call_id, .. } => self.open_calls.push(tool_call_id.clone()),
+                UiChunk::ToolOutputAvailable { tool_call_id, .. }
+                | UiChunk::ToolOutputError { tool_call_id, .. }
+                | UiChunk::ToolOutputDenied { tool_call_id } => self.open_calls.retain(|c| c != tool_call_id),
+                _ => {}
+            }
+        }
+    }
+
+    fn translate(&mut self, event: &Event, out: &mut Vec<UiChunk>) {
         match &event.event {
             ChatEvent::MessageStart(start) => {
                 self.end_step(out);
@@ -272,10 +290,11 @@ impl TurnStream {
                 self.wait(&asked.plan_id, out);
             }
             ChatEvent::AskQuestion(_) => self.progress = Progress::Waiting,
+            // Answered: Spool's from here on, so the front end never sends it again.
             ChatEvent::QuestionAnswered(answer) => out.push(UiChunk::ToolOutputAvailable {
                 tool_call_id: answer.question_id.clone(),
                 output: json!({ "answer": answer.answer }),
-                provider_executed: false,
+                provider_executed: true,
                 dynamic: true,
             }),
             ChatEvent::PlanSubmitted(decision) => out.push(match decision.action {
@@ -291,6 +310,16 @@ impl TurnStream {
             }),
             ChatEvent::AgentEnd(end) => {
                 self.end_step(out);
+                // A call the turn ended without answering (an abort while it waited): its
+                // part is settled, so no front end answers it again.
+                for call in std::mem::take(&mut self.open_calls) {
+                    out.push(UiChunk::ToolOutputError {
+                        tool_call_id: call,
+                        error_text: format!("the turn ended ({}) before this call was answered", end.reason.as_str()),
+                        provider_executed: true,
+                        dynamic: true,
+                    });
+                }
                 match end.reason {
                     EndReason::Complete => out.push(UiChunk::Finish {
                         finish_reason: FinishReason::Stop,
@@ -366,6 +395,16 @@ pub fn asks_about(event: &ChatEvent, call_id: &str) -> bool {
         ChatEvent::ToolApprovalRequired(a) => a.tool_call_id == call_id,
         ChatEvent::AskQuestion(q) => q.question_id == call_id,
         ChatEvent::PlanApprovalRequired(p) => p.plan_id == call_id,
+        _ => false,
+    }
+}
+
+/// Whether `event` is a person's answer about the call `call_id`.
+pub fn answers(event: &ChatEvent, call_id: &str) -> bool {
+    match event {
+        ChatEvent::ApprovalSubmitted(a) => a.tool_call_id == call_id,
+        ChatEvent::QuestionAnswered(q) => q.question_id == call_id,
+        ChatEvent::PlanSubmitted(p) => p.plan_id == call_id,
         _ => false,
     }
 }
@@ -586,7 +625,8 @@ mod tests {
         s.push(&event(4, "t", ChatEvent::QuestionAnswered(answered)), &mut more);
         assert_eq!(
             serde_json::to_value(&more[0]).unwrap(),
-            json!({ "type": "tool-output-available", "toolCallId": "q1", "output": { "answer": "Ada" }, "dynamic": true })
+            json!({ "type": "tool-output-available", "toolCallId": "q1", "output": { "answer": "Ada" },
+                    "providerExecuted": true, "dynamic": true })
         );
     }
 
@@ -641,8 +681,15 @@ mod tests {
             &mut out,
         );
         assert_eq!(out.len(), 7);
+        // An abort while a call waited settles the call, so no front end answers it again.
         let mut a = TurnStream::new("t");
         let mut out = Vec::new();
+        let end = MessageEnd {
+            message_id: "m".into(),
+            tool_calls: vec![call("c1", "create_agent")],
+            ..Default::default()
+        };
+        a.push(&event(2, "t", ChatEvent::MessageEnd(end)), &mut out);
         a.push(
             &event(
                 2,
@@ -654,6 +701,15 @@ mod tests {
             ),
             &mut out,
         );
-        assert_eq!(types(&out), ["abort"]);
+        assert_eq!(
+            types(&out),
+            [
+                "start-step",
+                "tool-input-available",
+                "finish-step",
+                "tool-output-error",
+                "abort"
+            ]
+        );
     }
 }

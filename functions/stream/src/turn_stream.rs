@@ -1,0 +1,413 @@
+//! # A chat's turn as a front end's event stream
+//!
+//! What the AI SDK's routes and AG-UI's share: a request's write (a person's message, or an
+//! answer to what the turn waits on) posted through the chat API ([`Ask`], [`post`]); the
+//! turn to replay when a client comes back ([`latest_turn`]); and the SSE response that reads
+//! the turn's durable events and hands each to a [`Translate`]r of the front end's vocabulary,
+//! until the turn ends or waits on a person ([`respond`]).
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::Request,
+    http::{HeaderValue, Method, StatusCode, header, request::Parts},
+    response::{IntoResponse, Response},
+};
+use futures_util::stream;
+use serde::Serialize;
+use serde_json::{Value, json};
+use spool_domain::{
+    ChatEvent, Event, Offset, StreamPath, WaitOutcome,
+    session::read_events,
+    ui_message::{self, Progress},
+};
+use tokio::time::Instant;
+
+use crate::{ApiError, Intent, StreamApi};
+
+/// The longest a turn's stream stays open: under the stream function's 15-minute limit. A
+/// turn still running then is resumed by the client.
+const MAX_STREAM: Duration = Duration::from_secs(14 * 60);
+
+/// The largest request body: the front ends send the whole conversation each time.
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Events read per window when looking back for a turn.
+const WINDOW: usize = 500;
+/// The most windows looked back (a turn of more events than this is not found).
+const MAX_WINDOWS: u64 = 64;
+
+/// A front end's vocabulary: the frames one turn's events become.
+pub(crate) trait Translate: Send + 'static {
+    /// One frame (an SSE `data:` line's JSON).
+    type Frame: Serialize + Send;
+    /// The frames that open the stream.
+    fn open(&mut self, out: &mut Vec<Self::Frame>);
+    /// The frames `event` makes (none for other turns' events).
+    fn push(&mut self, event: &Event, out: &mut Vec<Self::Frame>);
+    /// After events a client has already seen: the frames that put it back where they were
+    /// (a text part still open is opened again).
+    fn reopen(&mut self, out: &mut Vec<Self::Frame>);
+    /// Where the turn is.
+    fn progress(&self) -> &Progress;
+    /// The frames that end a stream the turn waits in.
+    fn pause(&mut self, out: &mut Vec<Self::Frame>);
+    /// A last `data:` line after the frames, if the vocabulary has one (`[DONE]`).
+    fn done_line(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// What a front end's request asks.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Ask {
+    /// Post a person's message.
+    Message {
+        /// Its text.
+        content: String,
+        /// The front end's id for it, so a retry posts nothing twice.
+        client_message_id: String,
+    },
+    /// Answer what the turn waits on (the call `call_id`), then continue its stream.
+    Answer {
+        /// The call asked about: an approval's, a question's or a plan's id.
+        call_id: String,
+        /// The answer route under `/v1/sessions/{id}/`.
+        route: &'static str,
+        /// Its body.
+        body: Value,
+    },
+}
+
+/// The caller's session stream `sessions/{id}`, once they are known (a `401` before anything
+/// of a body is read).
+pub(crate) async fn authorize(api: &StreamApi, parts: &Parts, session: Option<&str>) -> Result<StreamPath, ApiError> {
+    if parts.headers.get(header::AUTHORIZATION).is_none() && matches!(api.access, crate::Access::Tokens(_)) {
+        return Err(ApiError::Unauthorized(
+            "send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)".to_owned(),
+        ));
+    }
+    if let Some(id) = session
+        && (!(1..=128).contains(&id.len())
+            || id
+                .bytes()
+                .any(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-')))
+    {
+        return Err(ApiError::bad_request(
+            "the session id is 1 to 128 letters, digits, `_` or `-`",
+        ));
+    }
+    let raw = session.map_or_else(|| "sessions".to_owned(), |id| format!("sessions/{id}"));
+    api.resolve((&parts.headers, &parts.extensions), &parts.uri, &raw, Intent::Read)
+        .await
+}
+
+/// A request's body, up to [`MAX_BODY_BYTES`] (`413` over it).
+pub(crate) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::TooLarge(format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20))
+        } else {
+            ApiError::bad_request("the body was cut off; send it again")
+        }
+    })
+}
+
+/// Posts `ask` to the session `session` (at `path`) as the caller of `parts`: the turn to
+/// stream and the seq its stream starts after.
+pub(crate) async fn post(
+    api: &StreamApi,
+    parts: &Parts,
+    session: &str,
+    path: &StreamPath,
+    ask: Ask,
+) -> Result<(Option<String>, u64), ApiError> {
+    let writes = api.chat_writes.clone().ok_or_else(|| {
+        ApiError::NotImplemented("this endpoint cannot post to the chat; use the deployment's URL".to_owned())
+    })?;
+    let forward = |route: String, body: Value| {
+        let mut request = Request::new(Body::from(body.to_string()));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = route.parse().unwrap_or_default();
+        if let Some(auth) = parts.headers.get(header::AUTHORIZATION) {
+            request.headers_mut().insert(header::AUTHORIZATION, auth.clone());
+        }
+        request
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        *request.extensions_mut() = parts.extensions.clone();
+        writes.call(request)
+    };
+    match ask {
+        Ask::Message {
+            content,
+            client_message_id,
+        } => {
+            let body = json!({ "content": content, "client_message_id": client_message_id });
+            let posted = accepted(forward(format!("/v1/sessions/{session}/messages"), body).await).await?;
+            let seq = posted.get("seq").and_then(Value::as_u64).unwrap_or(0);
+            let turn = posted.get("turn_id").and_then(Value::as_str).map(str::to_owned);
+            Ok((turn, seq.saturating_sub(1)))
+        }
+        Ask::Answer { call_id, route, body } => {
+            let asked = find_back(api, path, |e| {
+                e.turn_id.is_some() && ui_message::asks_about(&e.event, &call_id)
+            })
+            .await?
+            .ok_or_else(|| ApiError::bad_request(format!("this chat never asked about `{call_id}`")))?;
+            match accepted(forward(format!("/v1/sessions/{session}/{route}"), body).await).await {
+                Ok(_) => {}
+                // Answered already, by this request's earlier try or by someone else: the
+                // stream shows what happened. (A refusal for any other reason is passed on.)
+                Err(ApiError::Upstream { status, .. })
+                    if status == StatusCode::CONFLICT
+                        && find_back(api, path, |e| {
+                            e.seq > asked.seq && ui_message::answers(&e.event, &call_id)
+                        })
+                        .await?
+                        .is_some() => {}
+                Err(e) => return Err(e),
+            }
+            Ok((asked.turn_id, asked.seq))
+        }
+    }
+}
+
+/// The chat API's `2xx` answer as JSON, or its refusal passed on.
+async fn accepted(response: Result<Response, String>) -> Result<Value, ApiError> {
+    let response = response.map_err(ApiError::Unavailable)?;
+    let status = response.status();
+    let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+    let body = axum::body::to_bytes(response.into_body(), 1024 * 1024)
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("the chat API's answer was cut off: {e}")))?;
+    if status.is_success() {
+        Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
+    } else {
+        Err(ApiError::Upstream {
+            status,
+            body,
+            retry_after,
+        })
+    }
+}
+
+/// The turn that holds the chat while it runs or waits: its id and the seq its replay starts
+/// after; `None` when no turn runs or waits. Turns run one at a time and in order, so it is
+/// the first turn after the chat's last `agent_end`. A chat whose last `agent_end` is further
+/// back than the search looks answers `None` too: a partial replay would be worse than none.
+pub(crate) async fn latest_turn(api: &StreamApi, path: &StreamPath) -> Result<Option<(String, u64)>, ApiError> {
+    let (ended, searched_all) =
+        match find_back_bounded(api, path, |e| matches!(e.event, ChatEvent::AgentEnd(_))).await? {
+            (Some(end), _) => (end.seq, true),
+            (None, searched_all) => (0, searched_all),
+        };
+    if !searched_all {
+        tracing::warn!(path = %path, "no agent_end within the last {} events; nothing to resume", WINDOW as u64 * MAX_WINDOWS);
+        return Ok(None);
+    }
+    let mut after = ended;
+    for _ in 0..MAX_WINDOWS {
+        let page = read_events(api.log.as_ref(), path, after, WINDOW).await?;
+        if let Some(first) = page.events.iter().find(|e| e.turn_id.is_some()) {
+            return Ok(first.turn_id.clone().map(|turn| (turn, first.seq.saturating_sub(1))));
+        }
+        match page.events.last() {
+            Some(last) => after = last.seq,
+            None => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// The latest event of the chat that `pick` picks, looking back from its tail.
+pub(crate) async fn find_back(
+    api: &StreamApi,
+    path: &StreamPath,
+    pick: impl Fn(&Event) -> bool,
+) -> Result<Option<Event>, ApiError> {
+    Ok(find_back_bounded(api, path, pick).await?.0)
+}
+
+/// [`find_back`], and whether the search reached the chat's start.
+async fn find_back_bounded(
+    api: &StreamApi,
+    path: &StreamPath,
+    pick: impl Fn(&Event) -> bool,
+) -> Result<(Option<Event>, bool), ApiError> {
+    let tail = api.log.metadata(path).await?.tail.seq();
+    let mut end = tail;
+    for _ in 0..MAX_WINDOWS {
+        if end == 0 {
+            return Ok((None, true));
+        }
+        let start = end.saturating_sub(WINDOW as u64);
+        let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
+        if let Some(found) = page.events.iter().rev().find(|e| pick(e)) {
+            return Ok((Some(found.clone()), true));
+        }
+        end = start;
+    }
+    Ok((None, end == 0))
+}
+
+/// The turn `translate` follows, as SSE: its events after `after`, the frames of those up to
+/// `seen` (a seq the client has) held back.
+pub(crate) fn respond<T: Translate>(
+    api: Arc<StreamApi>,
+    path: StreamPath,
+    translate: T,
+    after: u64,
+    seen: u64,
+    headers: &[(&'static str, &'static str)],
+) -> Response {
+    let reader = Reader {
+        deadline: Instant::now() + MAX_STREAM,
+        api,
+        path,
+        translate,
+        after,
+        seen,
+        started: false,
+        done: false,
+    };
+    let body = stream::unfold(reader, |mut reader| async move {
+        let bytes = reader.next().await?;
+        Some((Ok::<_, std::convert::Infallible>(bytes), reader))
+    });
+    sse(Body::from_stream(body), headers)
+}
+
+/// A stream of `frames` alone (no turn to follow).
+pub(crate) fn respond_frames<F: Serialize>(
+    frames: &[F],
+    done_line: Option<&str>,
+    headers: &[(&'static str, &'static str)],
+) -> Response {
+    sse(Body::from(frame(frames, done_line)), headers)
+}
+
+fn sse(body: Body, headers: &[(&'static str, &'static str)]) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    let out = response.headers_mut();
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    for (name, value) in headers {
+        out.insert(*name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// `frames` as SSE `data:` lines, then `done_line` if given.
+fn frame<F: Serialize>(frames: &[F], done_line: Option<&str>) -> Bytes {
+    let mut out = String::new();
+    for frame in frames {
+        out.push_str("data: ");
+        out.push_str(&serde_json::to_string(frame).unwrap_or_default());
+        out.push_str("\n\n");
+    }
+    if let Some(line) = done_line {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push_str("\n\n");
+    }
+    Bytes::from(out)
+}
+
+/// Where a turn's stream is.
+struct Reader<T> {
+    api: Arc<StreamApi>,
+    path: StreamPath,
+    translate: T,
+    /// The last seq read.
+    after: u64,
+    /// The last seq the client has: frames of events up to it are held back.
+    seen: u64,
+    deadline: Instant,
+    started: bool,
+    done: bool,
+}
+
+impl<T: Translate> Reader<T> {
+    /// The next bytes to send, or `None` when the stream is over.
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        if !self.started {
+            self.started = true;
+            self.translate.open(&mut out);
+        }
+        loop {
+            let page = match read_events(self.api.log.as_ref(), &self.path, self.after, WINDOW).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
+                    self.done = true;
+                    return Some(frame(&out, None));
+                }
+            };
+            let progressed = !page.events.is_empty();
+            for event in &page.events {
+                if event.seq <= self.seen {
+                    self.translate.push(event, &mut Vec::new());
+                    if event.seq == self.seen {
+                        self.translate.reopen(&mut out);
+                    }
+                } else {
+                    self.translate.push(event, &mut out);
+                }
+                self.after = event.seq;
+            }
+            let up_to_date = self.after >= page.tail;
+            match self.translate.progress() {
+                Progress::Ended => {
+                    self.done = true;
+                    return Some(frame(&out, self.translate.done_line()));
+                }
+                Progress::Waiting if up_to_date => {
+                    self.translate.pause(&mut out);
+                    self.done = true;
+                    return Some(frame(&out, self.translate.done_line()));
+                }
+                _ if Instant::now() >= self.deadline => {
+                    // Time is up (the client resumes): what was read, then the end.
+                    self.done = true;
+                    return Some(frame(&out, None));
+                }
+                _ if !out.is_empty() => return Some(frame(&out, None)),
+                _ if !up_to_date && progressed => continue,
+                _ if !up_to_date => {
+                    // Below the tail, yet nothing read: not a reason to spin.
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
+                _ => {}
+            }
+            // Up to date (or a read that made no progress), nothing to send: wait for the next
+            // append, or keep the line alive.
+            let now = Instant::now();
+            let nap = self.api.live.sse_keepalive.min(self.deadline - now);
+            let waited = tokio::select! {
+                waited = self.api.log.wait(&self.path, Offset::after(self.after), nap) => waited,
+                () = self.api.stopping() => {
+                    self.done = true;
+                    return None;
+                }
+            };
+            match waited {
+                Ok(WaitOutcome::TimedOut { .. }) => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                Ok(WaitOutcome::Ready { .. }) => {}
+                Err(e) => {
+                    tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
+                    self.done = true;
+                    return None;
+                }
+            }
+        }
+    }
+}
