@@ -76,6 +76,7 @@ test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) 
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix tests/frontends || status=1; \
+	$(PYTHON) tests/terminal/chat_pty.py target/debug/spool || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	./target/debug/spool-lambda-check || status=1; \
 	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \

@@ -13,6 +13,7 @@ use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
 mod admin;
+pub mod chat;
 pub mod companion;
 pub mod server;
 pub mod web;
@@ -34,6 +35,9 @@ enum Command {
     Admin(admin::AdminCommand),
     /// Run the companion on this machine: context from a folder of your notes for Spool's UI.
     Companion(companion::CompanionArgs),
+    /// Talk in a chat from the terminal: messages, streamed answers, questions, approvals,
+    /// `/` commands; Ctrl-C stops the running turn.
+    Chat(chat::ChatArgs),
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -82,6 +86,7 @@ impl Cli {
             }
             Command::Admin(command) => admin::run(command).await,
             Command::Companion(args) => companion::run(args).await,
+            Command::Chat(args) => chat::run(args).await,
         }
     }
 }

@@ -1,0 +1,158 @@
+//! The chat API as `spool chat` calls it: the handshake, JSON requests with the token, and a
+//! chat's events followed over SSE, resuming from the last seq across drops.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use spool_domain::Event;
+use tokio::sync::mpsc;
+
+/// A signed-in client of one Spool.
+#[derive(Clone)]
+pub(crate) struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// What the follower reports.
+pub(crate) enum Followed {
+    /// An event of the chat.
+    Event(Box<Event>),
+    /// The connection dropped; it is being made again.
+    Reconnecting(String),
+}
+
+impl Client {
+    /// Exchanges `api_key` for a token at `base`.
+    pub(crate) async fn sign_in(base: &str, api_key: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?;
+        let base = base.trim_end_matches('/').to_owned();
+        let answer = http
+            .post(format!("{base}/v1/handshake"))
+            .json(&json!({ "version": "1", "user_agent": concat!("spool-chat/", env!("CARGO_PKG_VERSION")), "api_key": api_key }))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach Spool at {base}; is `spool serve` running, or is --url right?"))?;
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            bail!(
+                "the handshake was refused ({status}): {}; check --api-key (or SPOOL_API_KEY)",
+                message(&body)
+            );
+        }
+        let token = body["jwt"]
+            .as_str()
+            .context("the handshake answered no token")?
+            .to_owned();
+        Ok(Self { http, base, token })
+    }
+
+    /// A JSON request; a refusal is an error that says what the API said.
+    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let (status, value) = self.try_call(method.clone(), path, body).await?;
+        if !status.is_success() {
+            bail!("{}", message(&value));
+        }
+        Ok(value)
+    }
+
+    /// A JSON request, answered with its status.
+    pub(crate) async fn try_call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    /// Follows the chat `session`'s events after `after` until `events` is dropped: over SSE,
+    /// reconnecting from the last event seen (with backoff) when the connection drops or the
+    /// server recycles it.
+    pub(crate) fn follow(&self, session: String, mut after: u64, events: mpsc::Sender<Followed>) {
+        let client = self.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(250);
+            loop {
+                let url = format!("{}/v1/sessions/{session}/stream?after={after}", client.base);
+                let outcome = match client.http.get(url).bearer_auth(&client.token).send().await {
+                    Ok(response) if response.status().is_success() => {
+                        backoff = Duration::from_millis(250);
+                        read_sse(response, &mut after, &events).await
+                    }
+                    Ok(response) => Err(format!("the stream answered {}", response.status())),
+                    Err(e) => Err(e.to_string()),
+                };
+                if events.is_closed() {
+                    return;
+                }
+                if let Err(why) = outcome {
+                    if events.send(Followed::Reconnecting(why)).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        });
+    }
+}
+
+/// Reads one SSE response, sending each event on; `Ok` when the server ended it.
+async fn read_sse(
+    mut response: reqwest::Response,
+    after: &mut u64,
+    events: &mpsc::Sender<Followed>,
+) -> Result<(), String> {
+    // Bytes, not text: a chunk may end inside a character.
+    let mut buffer: Vec<u8> = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = buffer.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&block);
+            let data: String = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect::<Vec<_>>()
+                .join("\n");
+            if data.is_empty() {
+                continue;
+            }
+            let event: Event =
+                serde_json::from_str(&data).map_err(|e| format!("an event Spool sent is not one: {e}"))?;
+            *after = event.seq;
+            if events.send(Followed::Event(Box::new(event))).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The message of the contract's JSON error, or the body.
+fn message(body: &Value) -> String {
+    body["error"]["message"]
+        .as_str()
+        .map_or_else(|| body.to_string(), str::to_owned)
+}
