@@ -40,7 +40,7 @@ export CHROMIUM
 NGINX         ?= /usr/sbin/nginx
 COLLAPSE_TEST := --collapse-hot-readers 300 --collapse-chats 20 --collapse-readers-per-chat 2 --collapse-events 5
 
-.PHONY: nginx help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+.PHONY: nginx client help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 # `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
 # spool serve, and messages per chat under injected AWS faults.
@@ -54,7 +54,7 @@ run: web ## Build and start Spool locally (embedded store, web UI) and print its
 	cargo build --release -p spool-local
 	./target/release/spool serve
 
-test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
+test: deps web client browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) $(SAM) ## Install what the tests need, start the emulator, run every check and test, stop the emulator
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	: "one build of every target with the tests' features (dev-dependencies enable tokio's test-util):"
@@ -77,6 +77,7 @@ test: deps web browser nginx tests/clis/node_modules/.installed $(CARGO_LAMBDA) 
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix tests/frontends || status=1; \
 	$(PYTHON) tests/terminal/chat_pty.py target/debug/spool || status=1; \
+	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix clients/typescript || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	./target/debug/spool-lambda-check || status=1; \
 	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \
@@ -137,6 +138,14 @@ localstack/node_modules/.installed: localstack/package.json localstack/package-l
 tests/conformance/node_modules/.installed: tests/conformance/package.json tests/conformance/package-lock.json
 	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 	touch $@
+
+# The TypeScript client: its types generated from docs/openapi.json, then compiled.
+clients/typescript/node_modules/.installed: clients/typescript/package.json clients/typescript/package-lock.json
+	npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
+	touch $@
+
+client: clients/typescript/node_modules/.installed ## Build the TypeScript client (clients/typescript) from the OpenAPI document
+	npm run --silent --prefix clients/typescript build
 
 # The front ends' own client packages (the AI SDK's `ai`), for tests/frontends.
 tests/frontends/node_modules/.installed: tests/frontends/package.json tests/frontends/package-lock.json

@@ -675,6 +675,25 @@ fn the_checked_in_document_is_the_routes() {
     );
 }
 
+/// Every operation has an `operationId` of its own, as OpenAPI requires: generators (the
+/// TypeScript client's openapi-typescript among them) name operations by it.
+#[test]
+fn operation_ids_are_unique() {
+    let doc = serde_json::to_value(document()).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if let Some(id) = op.get("operationId").and_then(serde_json::Value::as_str) {
+                let here = format!("{} {path}", method.to_uppercase());
+                if let Some(first) = seen.insert(id.to_owned(), here.clone()) {
+                    panic!("operationId `{id}` names both {first} and {here}");
+                }
+            }
+        }
+    }
+    assert!(seen.len() > 30, "{} operations", seen.len());
+}
+
 /// The web UI's event types are the document's: the `EventType` union of `web/src/api.ts` and
 /// the `type`s of the `ChatEvent` schema are the same set, so neither can add or rename an event
 /// without the other (TypeScript then checks that the UI only handles types of the union).

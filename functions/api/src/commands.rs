@@ -386,7 +386,7 @@ pub(crate) async fn list_workspace(
 }
 
 /// `GET /v1/workspaces/{id}/slash-commands/{name}`: a stored workspace command's file.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands",
+#[utoipa::path(get, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands", operation_id = "get_workspace_command",
     params(("id" = String, Path, description = WORKSPACE_ID), ("name" = String, Path, description = NAME)),
     responses((status = 200, description = "The markdown file", content_type = "text/markdown", body = String),
         (status = 404, description = "No such workspace or command", body = ErrorBody), Refusals))]
@@ -419,7 +419,7 @@ pub(crate) async fn put_workspace(
 }
 
 /// `DELETE /v1/workspaces/{id}/slash-commands/{name}`.
-#[utoipa::path(delete, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands",
+#[utoipa::path(delete, path = "/v1/workspaces/{id}/slash-commands/{name}", tag = "commands", operation_id = "delete_workspace_command",
     params(("id" = String, Path, description = WORKSPACE_ID), ("name" = String, Path, description = NAME)),
     responses((status = 204, description = "Deleted"), (status = 404, description = "No such workspace or command", body = ErrorBody), Refusals))]
 pub(crate) async fn delete_workspace(

@@ -88,7 +88,7 @@ struct Resume {
 }
 
 /// `POST /v1/ag-ui/chat`.
-#[utoipa::path(post, path = "/v1/ag-ui/chat", tag = "ag-ui",
+#[utoipa::path(post, path = "/v1/ag-ui/chat", tag = "ag-ui", operation_id = "ag_ui_run",
     request_body(content = Value, description = "An AG-UI `RunAgentInput`: `threadId` is the session; `resume` answers the last run's interrupts, else the last user message is posted"),
     responses((status = 200, description = "The turn as AG-UI events (`RUN_STARTED` … `RUN_FINISHED` or `RUN_ERROR`)", content_type = "text/event-stream"),
         (status = 400, description = "A malformed body, or nothing to post", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody),
@@ -135,7 +135,7 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
 }
 
 /// `GET /v1/ag-ui/chat/{id}/stream`.
-#[utoipa::path(get, path = "/v1/ag-ui/chat/{id}/stream", tag = "ag-ui",
+#[utoipa::path(get, path = "/v1/ag-ui/chat/{id}/stream", tag = "ag-ui", operation_id = "ag_ui_resume",
     params(("id" = String, Path, description = "The session"),
         ("after" = Option<u64>, Query, description = "The last `metadata.spool.seq` the client has: events up to it are not sent again")),
     responses((status = 200, description = "The chat's running or waiting turn as AG-UI events", content_type = "text/event-stream"),

@@ -83,7 +83,7 @@ struct UiMessage {
 }
 
 /// `POST /v1/ai-sdk/chat`.
-#[utoipa::path(post, path = "/v1/ai-sdk/chat", tag = "ai-sdk",
+#[utoipa::path(post, path = "/v1/ai-sdk/chat", tag = "ai-sdk", operation_id = "ai_sdk_chat",
     request_body(content = Value, description = "The AI SDK transport's body: `{id, messages, trigger, messageId}`, `id` being the session"),
     responses((status = 200, description = "The turn as the AI SDK's UI message stream (`x-vercel-ai-ui-message-stream: v1`)", content_type = "text/event-stream"),
         (status = 400, description = "A malformed body, or nothing to post", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody),
@@ -137,7 +137,7 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
 }
 
 /// `GET /v1/ai-sdk/chat/{id}/stream`.
-#[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk",
+#[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk", operation_id = "ai_sdk_resume",
     params(("id" = String, Path, description = "The session")),
     responses((status = 200, description = "The chat's running or waiting turn from its start, as a UI message stream", content_type = "text/event-stream"),
         (status = 204, description = "No turn runs or waits"),
