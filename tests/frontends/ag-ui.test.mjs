@@ -121,6 +121,14 @@ test("an approval interrupts the run, and the next run's resume answers it", asy
   assert.equal(interrupt.reason, "tool_approval");
   assert.deepEqual(agent.pendingInterrupts.map((i) => i.id), [interrupt.id]);
   assert.ok(first.some((e) => e.type === "TOOL_CALL_START" && e.toolCallId === interrupt.toolCallId && e.toolCallName === "create_agent"));
+  // An approval is explicit: a payload that does not say yes or no is refused, and runs nothing.
+  const vague = await fetch(`${spool.origin}/v1/ag-ui/chat`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${spool.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ threadId: session, runId: "vague", messages: [], resume: [{ interruptId: interrupt.id, status: "resolved", payload: { decision: "decline" } }] }),
+  });
+  assert.equal(vague.status, 400);
+  assert.deepEqual(interrupt.responseSchema.required, ["approved"]);
   const second = await run(agent, { resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }] });
   assert.deepEqual(second.at(-1).outcome, { type: "success" });
   const result = second.find((e) => e.type === "TOOL_CALL_RESULT" && e.toolCallId === interrupt.toolCallId);

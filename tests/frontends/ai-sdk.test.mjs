@@ -207,6 +207,27 @@ test("an approval of a turn aborted meanwhile is refused once, not re-sent forev
   assert.equal(resumed.status, 204);
 });
 
+test("a turn waiting on a person is resumed even after a later, enqueued turn ran", async () => {
+  const session = await newChat();
+  const chat = new Chat({ id: session, transport: transport() });
+  await chat.sendMessage({ text: "please add a new agent helper" });
+  const waiting = chat.messages.at(-1);
+  assert.ok(waiting.parts.some((p) => p.state === "approval-requested"));
+  // Another message queued behind it runs (the waiting turn holds no worker) and ends.
+  const queued = await spool.api("POST", `/v1/sessions/${session}/messages`, { content: "hello there", on_busy: "enqueue" });
+  for (let i = 0; i < 400; i++) {
+    const events = await spool.events(session);
+    if (events.some((e) => e.type === "agent_end" && e.turn_id === queued.turn_id)) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  // A reload: the waiting turn comes back, with its approval request.
+  const reloaded = new Chat({ id: session, transport: transport(), messages: [chat.messages[0]] });
+  await reloaded.resumeStream();
+  assert.equal(reloaded.messages.length, 2);
+  assert.equal(reloaded.messages[1].id, waiting.id);
+  assert.ok(reloaded.messages[1].parts.some((p) => p.state === "approval-requested"));
+});
+
 test("an edited message is refused: a chat keeps every message", async () => {
   const session = await newChat();
   const response = await fetch(`${spool.origin}/v1/ai-sdk/chat`, {

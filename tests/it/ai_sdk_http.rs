@@ -89,7 +89,8 @@ pub(crate) async fn the_stream_function_posts_through_the_api_function<H: Harnes
     let stored = events(&a, &chat).await;
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert_eq!(stored[0]["type"], "user_message_submitted");
-    assert_eq!(stored[0]["client_message_id"], "ai-sdk:m1");
+    // The UI message's id, as a digest: the same id is the same message.
+    assert!(stored[0]["client_message_id"].as_str().unwrap().starts_with("ai-sdk:"));
     assert_eq!(start["messageId"], stored[0]["turn_id"]);
     drop(answer);
 

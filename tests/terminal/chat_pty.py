@@ -136,6 +136,17 @@ def main():
         seqs = [e["seq"] for e in events]
         assert seqs == sorted(set(seqs)), f"events repeated or out of order: {seqs}"
         check(f"--json prints the turn's {len(events)} events once each, in order, and exits at its end")
+        # Input that ends while the agent asks: a clear error, not a wait for ever.
+        piped = subprocess.run(
+            [SPOOL, "chat", "--url", url, "--data-dir", data_dir, "--chat", session],
+            input="ask me a question\n",
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert piped.returncode != 0, piped
+        assert "answer it in `spool chat --chat" in piped.stderr, piped.stderr
+        check("input that ends while the agent asks is a clear error, not a wait for ever")
     except (pexpect.TIMEOUT, pexpect.EOF, AssertionError) as e:
         before = chat.before if chat is not None else ""
         print(f"chat-pty: FAILED: {type(e).__name__}: {e}\n--- the terminal showed ---\n{before}", file=sys.stderr)

@@ -6,8 +6,8 @@
 //! - `POST /v1/ag-ui/chat` takes a `RunAgentInput` (`threadId` being the Spool session). Its
 //!   `resume` entries answer the interrupts the last run finished with (an approval, a plan's
 //!   decision, a question's answer: see [`answer`]); otherwise its last user message is posted
-//!   to the chat (its id, prefixed `ag-ui:`, is the `client_message_id`, so a retry posts
-//!   nothing twice). The response is the turn as AG-UI events
+//!   to the chat (a digest of its id is the `client_message_id`, so a retry posts nothing
+//!   twice). The response is the turn as AG-UI events
 //!   ([`spool_domain::ag_ui`]).
 //! - `GET /v1/ag-ui/chat/{id}/stream` resumes the chat's running or waiting turn: from its
 //!   start, or after `?after=<seq>` (every event's `metadata.spool.seq`) for a client that kept
@@ -54,6 +54,10 @@ impl Translate for RunStream {
 
     fn pause(&mut self, out: &mut Vec<AgUiEvent>) {
         RunStream::pause(self, out);
+    }
+
+    fn cut(&mut self, out: &mut Vec<AgUiEvent>) {
+        RunStream::cut(self, out);
     }
 }
 
@@ -208,7 +212,7 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
     }
     Ok(Ask::Message {
         content,
-        client_message_id: format!("ag-ui:{}", last.id),
+        client_message_id: turn_stream::client_message_id("ag-ui", &last.id),
     })
 }
 
@@ -225,19 +229,30 @@ fn answer(asked: &ChatEvent, entry: &Resume) -> Result<Ask, ApiError> {
             )));
         }
     };
-    let approved = resolved && entry.payload.get("approved").and_then(Value::as_bool).unwrap_or(true);
     let call_id = entry.interrupt_id.clone();
+    // An approval is explicit: `{"approved": true}` approves, `false` declines, and anything
+    // else is refused rather than guessed.
+    let approved = || -> Result<bool, ApiError> {
+        if !resolved {
+            return Ok(false);
+        }
+        entry.payload.get("approved").and_then(Value::as_bool).ok_or_else(|| {
+            ApiError::bad_request(
+                "this interrupt's resume payload is `{\"approved\": true}` or `{\"approved\": false}`",
+            )
+        })
+    };
     Ok(match asked {
         ChatEvent::ToolApprovalRequired(_) => Ask::Answer {
             route: "approval",
-            body: json!({ "tool_call_id": call_id, "decision": if approved { "approve" } else { "decline" } }),
+            body: json!({ "tool_call_id": call_id, "decision": if approved()? { "approve" } else { "decline" } }),
             call_id,
         },
         ChatEvent::PlanApprovalRequired(_) => Ask::Answer {
             route: "plan",
             body: json!({
                 "plan_id": call_id,
-                "action": if approved { "approve" } else { "reject" },
+                "action": if approved()? { "approve" } else { "reject" },
                 "feedback": entry.payload.get("feedback").and_then(Value::as_str),
             }),
             call_id,

@@ -5,7 +5,7 @@
 //!
 //! - `POST /v1/ai-sdk/chat` takes the transport's body (`{id, messages, trigger, messageId}`,
 //!   `id` being the Spool session). A last message from the user is posted to the chat the way
-//!   `POST /v1/sessions/{id}/messages` posts one (its UI message id is the `client_message_id`,
+//!   `POST /v1/sessions/{id}/messages` posts one (its UI message id makes the `client_message_id`,
 //!   so the transport's retry is the same message); a last assistant message carries a
 //!   person's answer (an approval, a plan's decision, a question's answer as the question
 //!   tool's output), which is posted to the answer route. The response is the turn as a UI
@@ -192,7 +192,7 @@ fn ask(chat: &ChatRequest) -> Result<Ask, ApiError> {
             }
             Ok(Ask::Message {
                 content,
-                client_message_id: format!("ai-sdk:{}", last.id),
+                client_message_id: turn_stream::client_message_id("ai-sdk", &last.id),
             })
         }
         "assistant" => answer_in(&last.parts).ok_or_else(|| {
@@ -278,7 +278,7 @@ mod tests {
             ask(&chat).unwrap(),
             Ask::Message {
                 content: "hi".into(),
-                client_message_id: "ai-sdk:u1".into()
+                client_message_id: turn_stream::client_message_id("ai-sdk", "u1")
             }
         );
         let empty = request(json!([{ "id": "u1", "role": "user", "parts": [] }]));

@@ -6,7 +6,7 @@
 //! the turn's durable events and hands each to a [`Translate`]r of the front end's vocabulary,
 //! until the turn ends or waits on a person ([`respond`]).
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -37,6 +37,8 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 const WINDOW: usize = 500;
 /// The most windows looked back (a turn of more events than this is not found).
 const MAX_WINDOWS: u64 = 64;
+/// The most windows a resume looks back for an unfinished turn (2,000 events).
+const RESUME_WINDOWS: u64 = 4;
 
 /// A front end's vocabulary: the frames one turn's events become.
 pub(crate) trait Translate: Send + 'static {
@@ -53,6 +55,9 @@ pub(crate) trait Translate: Send + 'static {
     fn progress(&self) -> &Progress;
     /// The frames that end a stream the turn waits in.
     fn pause(&mut self, out: &mut Vec<Self::Frame>);
+    /// The frames that end a stream cut short (its time was up, or the store failed) while
+    /// the turn goes on: the client resumes.
+    fn cut(&mut self, _out: &mut Vec<Self::Frame>) {}
     /// A last `data:` line after the frames, if the vocabulary has one (`[DONE]`).
     fn done_line(&self) -> Option<&'static str> {
         None
@@ -101,6 +106,16 @@ pub(crate) async fn authorize(api: &StreamApi, parts: &Parts, session: Option<&s
     let raw = session.map_or_else(|| "sessions".to_owned(), |id| format!("sessions/{id}"));
     api.resolve((&parts.headers, &parts.extensions), &parts.uri, &raw, Intent::Read)
         .await
+}
+
+/// A front end's message id as a `client_message_id`: `{prefix}:` and a digest of the id, so
+/// any id (long, empty, of any characters) is one the chat API accepts, and the same id is the
+/// same message.
+pub(crate) fn client_message_id(prefix: &str, id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}:{hex}")
 }
 
 /// A request's body, up to [`MAX_BODY_BYTES`] (`413` over it).
@@ -194,32 +209,45 @@ async fn accepted(response: Result<Response, String>) -> Result<Value, ApiError>
     }
 }
 
-/// The turn that holds the chat while it runs or waits: its id and the seq its replay starts
-/// after; `None` when no turn runs or waits. Turns run one at a time and in order, so it is
-/// the first turn after the chat's last `agent_end`. A chat whose last `agent_end` is further
-/// back than the search looks answers `None` too: a partial replay would be worse than none.
+/// The chat's turn to resume: its id and the seq its replay starts after; `None` when no
+/// turn runs or waits. Looking back from the tail, a turn is unfinished when its start (the
+/// message or command that made it) has no `agent_end` after it; the newest unfinished turn
+/// that started (`agent_start`) wins, since one runs at a time; else the newest one queued.
+/// An older turn can wait on a person while a later, enqueued one runs and ends, so the
+/// search does not stop at the last `agent_end`; it looks back [`RESUME_WINDOWS`] windows.
 pub(crate) async fn latest_turn(api: &StreamApi, path: &StreamPath) -> Result<Option<(String, u64)>, ApiError> {
-    let (ended, searched_all) =
-        match find_back_bounded(api, path, |e| matches!(e.event, ChatEvent::AgentEnd(_))).await? {
-            (Some(end), _) => (end.seq, true),
-            (None, searched_all) => (0, searched_all),
-        };
-    if !searched_all {
-        tracing::warn!(path = %path, "no agent_end within the last {} events; nothing to resume", WINDOW as u64 * MAX_WINDOWS);
-        return Ok(None);
-    }
-    let mut after = ended;
-    for _ in 0..MAX_WINDOWS {
-        let page = read_events(api.log.as_ref(), path, after, WINDOW).await?;
-        if let Some(first) = page.events.iter().find(|e| e.turn_id.is_some()) {
-            return Ok(first.turn_id.clone().map(|turn| (turn, first.seq.saturating_sub(1))));
+    let tail = api.log.metadata(path).await?.tail.seq();
+    let (mut ended, mut started) = (HashSet::new(), HashSet::new());
+    let mut queued: Option<(String, u64)> = None;
+    let mut end = tail;
+    for _ in 0..RESUME_WINDOWS {
+        if end == 0 {
+            break;
         }
-        match page.events.last() {
-            Some(last) => after = last.seq,
-            None => return Ok(None),
+        let start = end.saturating_sub(WINDOW as u64);
+        let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
+        for event in page.events.iter().rev() {
+            let Some(turn) = &event.turn_id else { continue };
+            match &event.event {
+                ChatEvent::AgentEnd(_) => {
+                    ended.insert(turn.clone());
+                }
+                ChatEvent::AgentStart(_) => {
+                    started.insert(turn.clone());
+                }
+                ChatEvent::UserMessageSubmitted(_) | ChatEvent::SlashCommandInvoked(_) if !ended.contains(turn) => {
+                    let found = (turn.clone(), event.seq.saturating_sub(1));
+                    if started.contains(turn) {
+                        return Ok(Some(found));
+                    }
+                    queued.get_or_insert(found);
+                }
+                _ => {}
+            }
         }
+        end = start;
     }
-    Ok(None)
+    Ok(queued)
 }
 
 /// The latest event of the chat that `pick` picks, looking back from its tail.
@@ -228,29 +256,20 @@ pub(crate) async fn find_back(
     path: &StreamPath,
     pick: impl Fn(&Event) -> bool,
 ) -> Result<Option<Event>, ApiError> {
-    Ok(find_back_bounded(api, path, pick).await?.0)
-}
-
-/// [`find_back`], and whether the search reached the chat's start.
-async fn find_back_bounded(
-    api: &StreamApi,
-    path: &StreamPath,
-    pick: impl Fn(&Event) -> bool,
-) -> Result<(Option<Event>, bool), ApiError> {
     let tail = api.log.metadata(path).await?.tail.seq();
     let mut end = tail;
     for _ in 0..MAX_WINDOWS {
         if end == 0 {
-            return Ok((None, true));
+            break;
         }
         let start = end.saturating_sub(WINDOW as u64);
         let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
         if let Some(found) = page.events.iter().rev().find(|e| pick(e)) {
-            return Ok((Some(found.clone()), true));
+            return Ok(Some(found.clone()));
         }
         end = start;
     }
-    Ok((None, end == 0))
+    Ok(None)
 }
 
 /// The turn `translate` follows, as SSE: its events after `after`, the frames of those up to
@@ -348,6 +367,7 @@ impl<T: Translate> Reader<T> {
                 Err(e) => {
                     tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
                     self.done = true;
+                    self.translate.cut(&mut out);
                     return Some(frame(&out, None));
                 }
             };
@@ -377,6 +397,7 @@ impl<T: Translate> Reader<T> {
                 _ if Instant::now() >= self.deadline => {
                     // Time is up (the client resumes): what was read, then the end.
                     self.done = true;
+                    self.translate.cut(&mut out);
                     return Some(frame(&out, None));
                 }
                 _ if !out.is_empty() => return Some(frame(&out, None)),

@@ -15,14 +15,20 @@ pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// The key, to sign in again when the token expires (24 h).
+    key: String,
 }
 
 /// What the follower reports.
 pub(crate) enum Followed {
     /// An event of the chat.
     Event(Box<Event>),
+    /// An event this build does not know (a newer server's): skipped.
+    Unknown,
     /// The connection dropped; it is being made again.
     Reconnecting(String),
+    /// The chat cannot be followed (refused, or gone): why, and what to do.
+    Gone(String),
 }
 
 impl Client {
@@ -50,14 +56,19 @@ impl Client {
             .as_str()
             .context("the handshake answered no token")?
             .to_owned();
-        Ok(Self { http, base, token })
+        Ok(Self {
+            http,
+            base,
+            token,
+            key: api_key.to_owned(),
+        })
     }
 
     /// A JSON request; a refusal is an error that says what the API said.
     pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
         let (status, value) = self.try_call(method.clone(), path, body).await?;
         if !status.is_success() {
-            bail!("{}", message(&value));
+            bail!("Spool answered {status}: {}", message(&value));
         }
         Ok(value)
     }
@@ -89,7 +100,7 @@ impl Client {
     /// reconnecting from the last event seen (with backoff) when the connection drops or the
     /// server recycles it.
     pub(crate) fn follow(&self, session: String, mut after: u64, events: mpsc::Sender<Followed>) {
-        let client = self.clone();
+        let mut client = self.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(250);
             loop {
@@ -98,6 +109,26 @@ impl Client {
                     Ok(response) if response.status().is_success() => {
                         backoff = Duration::from_millis(250);
                         read_sse(response, &mut after, &events).await
+                    }
+                    // The token expired: sign in again with the key.
+                    Ok(response) if response.status() == StatusCode::UNAUTHORIZED => {
+                        match Self::sign_in(&client.base, &client.key).await {
+                            Ok(fresh) => {
+                                client = fresh;
+                                continue;
+                            }
+                            Err(e) => {
+                                let _ = events.send(Followed::Gone(format!("{e:#}"))).await;
+                                return;
+                            }
+                        }
+                    }
+                    Ok(response) if response.status().is_client_error() => {
+                        let status = response.status();
+                        let body: Value = response.json().await.unwrap_or(Value::Null);
+                        let why = format!("the chat cannot be followed ({status}): {}", message(&body));
+                        let _ = events.send(Followed::Gone(why)).await;
+                        return;
                     }
                     Ok(response) => Err(format!("the stream answered {}", response.status())),
                     Err(e) => Err(e.to_string()),
@@ -139,10 +170,15 @@ async fn read_sse(
             if data.is_empty() {
                 continue;
             }
-            let event: Event =
-                serde_json::from_str(&data).map_err(|e| format!("an event Spool sent is not one: {e}"))?;
-            *after = event.seq;
-            if events.send(Followed::Event(Box::new(event))).await.is_err() {
+            let value: Value =
+                serde_json::from_str(&data).map_err(|e| format!("Spool sent something not JSON: {e}"))?;
+            let seq = value["seq"].as_u64().ok_or("Spool sent an event without a seq")?;
+            *after = seq;
+            let followed = match serde_json::from_value::<Event>(value) {
+                Ok(event) => Followed::Event(Box::new(event)),
+                Err(_) => Followed::Unknown,
+            };
+            if events.send(followed).await.is_err() {
                 return Ok(());
             }
         }

@@ -18,7 +18,7 @@ use std::{io::Write, path::PathBuf};
 use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{ChatEvent, Event, workspace::new_id};
+use spool_domain::{ChatEvent, Event, chat::event::EndReason, workspace::new_id};
 use tokio::{
     io::{AsyncBufReadExt, BufReader, Lines, Stdin},
     sync::mpsc,
@@ -100,10 +100,13 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
         .await?;
     let recent: Vec<Event> = serde_json::from_value(recent["events"].clone()).unwrap_or_default();
     let after = match &pending {
-        Some(turn) => recent
-            .iter()
-            .find(|e| e.turn_id.as_ref() == Some(turn))
-            .map_or(0, |e| e.seq.saturating_sub(1)),
+        Some(turn) => match recent.iter().find(|e| e.turn_id.as_ref() == Some(turn)) {
+            Some(first) => first.seq.saturating_sub(1),
+            None => {
+                eprintln!("(a turn is running; what it said before now is in the chat's history)");
+                recent.last().map_or(0, |e| e.seq)
+            }
+        },
         None => recent.last().map_or(0, |e| e.seq),
     };
     let (events, mut followed) = mpsc::channel(256);
@@ -119,23 +122,32 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     }
     if let Some(text) = &args.message {
         state.running = post(&client, &session, text, &mut state.sent).await?;
+        if state.running.is_none() {
+            // It answered an agent's question: no turn of Spool's follows.
+            return Ok(());
+        }
         state.closing = true;
     } else if interactive && state.running.is_none() {
         prompt(&state);
     }
+    let mut input_open = true;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {
-                if state.running.is_some() {
-                    client.call(Method::POST, &format!("/v1/sessions/{session}/control"), Some(json!({ "action": "abort" }))).await?;
-                    eprintln!("\n(stopping the turn…)");
-                } else {
+                if state.running.is_none() {
                     eprintln!();
                     return Ok(());
+                }
+                let abort = json!({ "action": "abort" });
+                match client.call(Method::POST, &format!("/v1/sessions/{session}/control"), Some(abort)).await {
+                    Ok(_) => eprintln!("\n(stopping the turn…)"),
+                    Err(e) => eprintln!("\n! the turn could not be stopped: {e:#}; press Ctrl-C again to retry"),
                 }
             }
             Some(followed) = followed.recv() => match followed {
                 Followed::Reconnecting(why) => eprintln!("(connection lost: {why}; reconnecting…)"),
+                Followed::Gone(why) => anyhow::bail!("{why}"),
+                Followed::Unknown => {}
                 Followed::Event(event) => {
                     let echo = event.client_message_id.as_ref().is_some_and(|id| state.sent.contains(id));
                     if args.json || !echo {
@@ -144,19 +156,34 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     if matches!(event.event, ChatEvent::AgentStart(_)) {
                         state.running = event.turn_id.clone();
                     }
+                    if state.asked.as_ref().is_some_and(|asked| render::answers(&event, asked)) {
+                        state.asked = None;
+                    }
                     if let Some(asked) = render::request(&event) {
-                        // A person must answer: with --message, that is the end of the script.
-                        if args.message.is_some() {
-                            return Ok(());
+                        if args.message.is_some() || !input_open {
+                            // Nobody is there to answer: that is the end of the script.
+                            anyhow::bail!("the agent asks for an answer; answer it in `spool chat --chat {session}`");
                         }
                         state.asked = Some(asked);
-                        prompt(&state);
+                        if interactive {
+                            prompt(&state);
+                        }
                     }
-                    if matches!(event.event, ChatEvent::AgentEnd(_)) && event.turn_id == state.running {
+                    if let ChatEvent::AgentEnd(end) = &event.event
+                        && event.turn_id.is_some()
+                        && event.turn_id == state.running
+                    {
                         state.running = None;
                         state.asked = None;
                         if state.closing {
-                            return Ok(());
+                            return match end.reason {
+                                EndReason::Complete => Ok(()),
+                                EndReason::Aborted => anyhow::bail!("the turn was aborted"),
+                                EndReason::Error => anyhow::bail!(
+                                    "the turn failed: {}",
+                                    end.error.as_deref().unwrap_or("see the chat")
+                                ),
+                            };
                         }
                         if interactive {
                             prompt(&state);
@@ -164,10 +191,14 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     }
                 }
             },
-            line = input.next_line() => match line? {
+            line = input.next_line(), if input_open => match line? {
                 None => {
+                    input_open = false;
                     if state.running.is_none() {
                         return Ok(());
+                    }
+                    if state.asked.is_some() {
+                        anyhow::bail!("input ended while the agent asks for an answer; answer it in `spool chat --chat {session}`");
                     }
                     state.closing = true;
                 }
@@ -203,11 +234,7 @@ async fn act(client: &Client, ws: &str, session: &str, state: &mut State, line: 
             let listed = client
                 .call(Method::GET, &format!("/v1/workspaces/{ws}/slash-commands"), None)
                 .await?;
-            for command in listed["commands"].as_array().into_iter().flatten() {
-                let hint = command["argument_hint"].as_str().unwrap_or_default();
-                let what = command["description"].as_str().unwrap_or_default();
-                println!("  /{} {hint}  {what}", command["name"].as_str().unwrap_or_default());
-            }
+            list_commands(&listed);
         }
         command if command.starts_with('/') => {
             let id = new_id("chat");
@@ -220,10 +247,14 @@ async fn act(client: &Client, ws: &str, session: &str, state: &mut State, line: 
                     Some(body),
                 )
                 .await?;
-            state.running = invoked["turn_id"].as_str().map(str::to_owned);
+            // A prompt command starts a turn; an action (/rename, /help, …) starts none.
+            if let Some(turn) = invoked["turn_id"].as_str() {
+                state.running = Some(turn.to_owned());
+            }
             if let Some(new) = invoked["new_session"]["id"].as_str() {
                 println!("(a new chat: {new}; open it with `spool chat --chat {new}`)");
             }
+            list_commands(&invoked);
         }
         text => state.running = post(client, session, text, &mut state.sent).await?,
     }
@@ -262,6 +293,15 @@ async fn answer(client: &Client, session: &str, asked: &Request, line: &str) -> 
         .call(Method::POST, &format!("/v1/sessions/{session}/{route}"), Some(body))
         .await?;
     Ok(())
+}
+
+/// The commands a listing (or `/help`'s answer) holds, one line each.
+fn list_commands(listed: &Value) {
+    for command in listed["commands"].as_array().into_iter().flatten() {
+        let hint = command["argument_hint"].as_str().unwrap_or_default();
+        let what = command["description"].as_str().unwrap_or_default();
+        println!("  /{} {hint}  {what}", command["name"].as_str().unwrap_or_default());
+    }
 }
 
 fn show(event: &Event, json: bool) {

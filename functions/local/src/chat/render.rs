@@ -31,7 +31,7 @@ impl Request {
 /// The text `event` shows (empty for events a person need not see).
 pub(crate) fn text(event: &Event) -> String {
     match &event.event {
-        ChatEvent::UserMessageSubmitted(m) => format!("you: {}\n", m.content),
+        ChatEvent::UserMessageSubmitted(m) => format!("{}: {}\n", m.author, m.content),
         ChatEvent::AgentStart(start) => format!("{}: ", start.agent_name),
         ChatEvent::MessageUpdate(update) => update.delta.clone(),
         ChatEvent::MessageEnd(end) if end.aborted => " [stopped]\n".to_owned(),
@@ -55,10 +55,20 @@ pub(crate) fn text(event: &Event) -> String {
             Level::Error => format!("! {}\n", note.message),
             Level::Info => format!("  ({})\n", note.message),
         },
-        ChatEvent::SlashCommandInvoked(c) => format!("you: {} {}\n", c.invoked_as, c.arguments),
+        ChatEvent::SlashCommandInvoked(c) => format!("{}: {}\n", c.author, c.invoked_as),
         ChatEvent::SlashCommandFailed(f) => format!("! {}: {}\n", f.invoked_as, f.reason),
         ChatEvent::AgentMessage(m) => format!("{}: {}\n", m.author, m.text),
         _ => String::new(),
+    }
+}
+
+/// Whether `event` answers `asked` (someone answered it, here or elsewhere).
+pub(crate) fn answers(event: &Event, asked: &Request) -> bool {
+    match (&event.event, asked) {
+        (ChatEvent::QuestionAnswered(a), Request::Question { id }) => a.question_id == *id,
+        (ChatEvent::ApprovalSubmitted(a), Request::Approval { call_id }) => a.tool_call_id == *call_id,
+        (ChatEvent::PlanSubmitted(p), Request::Plan { id }) => p.plan_id == *id,
+        _ => false,
     }
 }
 

@@ -125,6 +125,9 @@ pub enum AgUiEvent {
     RunError {
         /// Why, and what to do.
         message: String,
+        /// `resume` when the run goes on and only this stream ended.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'static str>,
         /// Where it is in the chat.
         metadata: Value,
     },
@@ -279,6 +282,7 @@ impl RunStream {
                     EndReason::Aborted => self.finished(json!({ "type": "cancelled" }), seq),
                     EndReason::Error => AgUiEvent::RunError {
                         message: end.error.clone().unwrap_or_else(|| "the turn failed".to_owned()),
+                        code: None,
                         metadata: at(seq),
                     },
                 });
@@ -308,6 +312,18 @@ impl RunStream {
         out.push(self.finished(json!({ "type": "interrupt", "interrupts": interrupts }), seq));
     }
 
+    /// The event that ends a stream cut short while the run goes on: the client resumes it.
+    pub fn cut(&mut self, out: &mut Vec<AgUiEvent>) {
+        out.push(AgUiEvent::RunError {
+            message: format!(
+                "this stream ended before the run did; resume it with GET /v1/ag-ui/chat/{}/stream?after={}",
+                self.thread_id, self.seq
+            ),
+            code: Some("resume"),
+            metadata: at(self.seq),
+        });
+    }
+
     fn finished(&self, outcome: Value, seq: u64) -> AgUiEvent {
         AgUiEvent::RunFinished {
             thread_id: self.thread_id.clone(),
@@ -323,6 +339,19 @@ impl RunStream {
         interrupt.insert("reason".into(), json!(reason));
         interrupt.insert("message".into(), json!(message));
         interrupt.insert("toolCallId".into(), json!(call_id));
+        // What the next run's `resume` entry carries as its payload.
+        let schema = match reason {
+            reason::QUESTION => {
+                json!({ "type": "object", "properties": { "answer": { "type": "string" } }, "required": ["answer"] })
+            }
+            reason::PLAN => {
+                json!({ "type": "object", "properties": { "approved": { "type": "boolean" }, "feedback": { "type": "string" } }, "required": ["approved"] })
+            }
+            _ => {
+                json!({ "type": "object", "properties": { "approved": { "type": "boolean" } }, "required": ["approved"] })
+            }
+        };
+        interrupt.insert("responseSchema".into(), schema);
         self.waiting = Some(Value::Object(interrupt));
         self.progress = Progress::Waiting;
     }
@@ -485,7 +514,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(out.last().unwrap()).unwrap()["outcome"],
             json!({ "type": "interrupt", "interrupts": [
-                { "id": "q", "reason": "question", "message": "Name?", "toolCallId": "q" }] })
+                { "id": "q", "reason": "question", "message": "Name?", "toolCallId": "q",
+                  "responseSchema": { "type": "object", "properties": { "answer": { "type": "string" } }, "required": ["answer"] } }] })
         );
     }
 
