@@ -144,7 +144,10 @@ clients/typescript/node_modules/.installed: clients/typescript/package.json clie
 	npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
 	touch $@
 
-client: clients/typescript/node_modules/.installed ## Build the TypeScript client (clients/typescript) from the OpenAPI document
+client: clients/typescript/dist/index.js ## Build the TypeScript client (clients/typescript) from the OpenAPI document
+
+# The web UI calls the API through it (web/package.json: "@spool/client": "file:../clients/typescript").
+clients/typescript/dist/index.js: clients/typescript/node_modules/.installed clients/typescript/src/index.ts docs/openapi.json
 	npm run --silent --prefix clients/typescript build
 
 # The front ends' own client packages (the AI SDK's `ai`), for tests/frontends.
@@ -158,7 +161,7 @@ web/node_modules/.installed: web/package.json web/package-lock.json
 
 web: web/dist/index.html ## Build the web UI into web/dist (served by spool serve at /)
 
-web/dist/index.html: web/node_modules/.installed $(WEB_SOURCES)
+web/dist/index.html: web/node_modules/.installed clients/typescript/dist/index.js $(WEB_SOURCES)
 	npm run --silent --prefix web build
 
 # Debian's Chromium for the browser tests (playwright-core drives it; it downloads no browser).

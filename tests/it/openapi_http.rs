@@ -694,31 +694,37 @@ fn operation_ids_are_unique() {
     assert!(seen.len() > 30, "{} operations", seen.len());
 }
 
-/// The web UI's event types are the document's: the `EventType` union of `web/src/api.ts` and
-/// the `type`s of the `ChatEvent` schema are the same set, so neither can add or rename an event
-/// without the other (TypeScript then checks that the UI only handles types of the union).
+/// The web UI's types are the document's: `web/src/api.ts` takes them from `@spool/client`,
+/// which generates them from this document at every build (so `npm run check` type-checks the
+/// UI against the routes), and keeps none of the API's types by hand.
 #[test]
-fn the_web_uis_event_types_are_the_documents() {
-    let doc = serde_json::to_value(document()).unwrap();
-    let documented: std::collections::BTreeSet<String> = doc["components"]["schemas"]["ChatEvent"]["oneOf"]
-        .as_array()
-        .expect("the ChatEvent union")
-        .iter()
-        .map(|variant| variant["properties"]["type"]["enum"][0].as_str().unwrap().to_owned())
-        .collect();
+fn the_web_uis_types_are_the_documents() {
     let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../web/src/api.ts")).unwrap();
-    let union = source
-        .split("export type EventType =")
-        .nth(1)
-        .and_then(|rest| rest.split(';').next())
-        .expect("`export type EventType = …;` in web/src/api.ts");
-    let ui: std::collections::BTreeSet<String> = union
-        .split('|')
-        .map(|t| t.trim().trim_matches('"').to_owned())
-        .filter(|t| !t.is_empty())
-        .collect();
-    assert_eq!(ui, documented);
-    assert!(documented.len() >= 19, "{documented:?}");
+    assert!(
+        source.contains(r#"from "@spool/client""#),
+        "web/src/api.ts does not use @spool/client"
+    );
+    for (name, schema) in [
+        ("ChatEvent", "Event"),
+        ("Workspace", "WorkspaceView"),
+        ("Session", "SessionView"),
+        ("Agent", "AgentView"),
+        ("Task", "TaskView"),
+    ] {
+        let generated = format!(r#"export type {name} = Schemas["{schema}"];"#);
+        assert!(source.contains(&generated), "web/src/api.ts should say `{generated}`");
+        assert!(
+            !source.contains(&format!("export interface {name} ")),
+            "{name} is kept by hand in web/src/api.ts"
+        );
+    }
+    let doc = serde_json::to_value(document()).unwrap();
+    for schema in ["Event", "WorkspaceView", "SessionView", "AgentView", "TaskView"] {
+        assert!(
+            doc["components"]["schemas"].get(schema).is_some(),
+            "the document has no `{schema}`"
+        );
+    }
 }
 
 /// The chat API and the stream function answer a domain error with the same status and code,

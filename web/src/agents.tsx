@@ -73,7 +73,13 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
               {editing === agent.id ? (
                 <AgentForm
                   legend={`Edit ${agent.name}`}
-                  initial={agent}
+                  initial={{
+                    name: agent.name,
+                    instruction: agent.instruction,
+                    runtime: agent.runtime ?? null,
+                    model: agent.model ?? null,
+                    cli_type: agent.cli_type ?? null,
+                  }}
                   onCancel={() => setEditing(null)}
                   onSave={(fields) =>
                     act(async () => {

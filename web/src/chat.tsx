@@ -266,7 +266,7 @@ function ChatHeader(props: {
           <OptionalSelect
             label="CLI"
             hideLabel
-            value={session.cli_type}
+            value={session.cli_type ?? null}
             options={CLI_TYPES}
             unavailable={unavailable}
             none={agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}

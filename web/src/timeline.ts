@@ -107,7 +107,8 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
   };
 
   for (const e of fresh) {
-    const p = e.payload ?? {};
+    // Read field by field (the `text` and `files` helpers check each), whatever the type.
+    const p: Record<string, unknown> = e.payload ?? {};
     const msgKey = `m:${text(p.message_id)}`;
     switch (e.type) {
       case "slash_command_invoked":
