@@ -153,14 +153,7 @@ pub(crate) async fn resume(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let path = api
-        .resolve(
-            (&headers, &axum::http::Extensions::new()),
-            &uri,
-            &format!("sessions/{id}"),
-            crate::Intent::Read,
-        )
-        .await?;
+    let path = turn_stream::session_for_read(&api, &headers, &uri, &id).await?;
     let seen = crate::protocol::after_param(uri.query())?;
     if let Some(seen) = seen {
         let tail = api.log.metadata(&path).await?.tail.seq();

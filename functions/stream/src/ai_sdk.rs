@@ -149,14 +149,7 @@ pub(crate) async fn resume(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let path = api
-        .resolve(
-            (&headers, &axum::http::Extensions::new()),
-            &uri,
-            &format!("sessions/{id}"),
-            crate::Intent::Read,
-        )
-        .await?;
+    let path = turn_stream::session_for_read(&api, &headers, &uri, &id).await?;
     match turn_stream::latest_turn(&api, &path).await? {
         Some((turn, after)) => Ok(turn_stream::respond(
             api,

@@ -93,19 +93,41 @@ pub(crate) async fn authorize(api: &StreamApi, parts: &Parts, session: Option<&s
             "send a token as `Authorization: Bearer <jwt>` (get one from POST /v1/handshake)".to_owned(),
         ));
     }
-    if let Some(id) = session
-        && (!(1..=128).contains(&id.len())
-            || id
-                .bytes()
-                .any(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-')))
-    {
-        return Err(ApiError::bad_request(
-            "the session id is 1 to 128 letters, digits, `_` or `-`",
-        ));
+    if let Some(id) = session {
+        check_session_id(id)?;
     }
     let raw = session.map_or_else(|| "sessions".to_owned(), |id| format!("sessions/{id}"));
     api.resolve((&parts.headers, &parts.extensions), &parts.uri, &raw, Intent::Read)
         .await
+}
+
+/// The caller's session stream `sessions/{id}`, for a read (a resume): the token may also
+/// come as `?token=`.
+pub(crate) async fn session_for_read(
+    api: &StreamApi,
+    headers: &axum::http::HeaderMap,
+    uri: &axum::http::Uri,
+    id: &str,
+) -> Result<StreamPath, ApiError> {
+    check_session_id(id)?;
+    api.resolve(
+        (headers, &axum::http::Extensions::new()),
+        uri,
+        &format!("sessions/{id}"),
+        Intent::Read,
+    )
+    .await
+}
+
+fn check_session_id(id: &str) -> Result<(), ApiError> {
+    let ok = (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "the session id is 1 to 128 letters, digits, `_` or `-`",
+        ))
+    }
 }
 
 /// A front end's message id as a `client_message_id`: `{prefix}:` and a digest of the id, so
