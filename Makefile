@@ -155,7 +155,7 @@ tests/frontends/node_modules/.installed: tests/frontends/package.json tests/fron
 	npm ci --prefix tests/frontends --no-audit --no-fund --loglevel=error
 	touch $@
 
-web/node_modules/.installed: web/package.json web/package-lock.json
+web/node_modules/.installed: web/package.json web/package-lock.json clients/typescript/package.json
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -186,7 +186,7 @@ web-test: web browser ## Run the browser tests of the web UI (headless Chromium,
 fmt: ## Format the code
 	cargo fmt --all
 
-lint: deps $(SAM) ## Check formatting, clippy, the template (cfn-lint, checkov, sam validate) and the UI's types
+lint: deps client $(SAM) ## Check formatting, clippy, the template (cfn-lint, checkov, sam validate) and the UI's types
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
 	$(VENV)/bin/cfn-lint infra/template.yaml
@@ -272,4 +272,4 @@ lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64, small (pr
 
 clean: emulator-down ## Remove build output and local data
 	cargo clean
-	rm -rf .spool .emulator web/dist
+	rm -rf .spool .emulator web/dist clients/typescript/dist clients/typescript/src/schema.ts

@@ -293,13 +293,14 @@ export class Client {
   }
 
   /** A chat's file, fetched with the token (following the redirect to storage on AWS). */
-  fileBlob = (session: string, id: string): Promise<Blob> =>
-    this.call(
+  fileBlob = async (session: string, id: string): Promise<Blob> =>
+    // An empty file has no body to parse: it is an empty Blob.
+    (await this.call(
       this.spool.api.GET("/v1/sessions/{id}/attachments/{attachment_id}", {
         params: { path: { id: session, attachment_id: id } },
         parseAs: "blob",
       }),
-    );
+    )) ?? new Blob([]);
 
   // Slash commands
   commands = async (ws: string) =>

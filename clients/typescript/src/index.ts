@@ -106,27 +106,36 @@ export class Spool {
         backoff = Math.min(backoff * 2, max);
         continue;
       }
-      if (response.status >= 400 && response.status < 500) throw await refusal(response);
+      // A refusal is the caller's to handle, but for "too many" and "timed out": retried.
+      if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) {
+        throw await refusal(response);
+      }
       if (!response.ok || !response.body) {
+        await response.body?.cancel().catch(() => {});
         options.onReconnect?.(new Error(`the stream answered ${response.status}`), after);
         await sleep(backoff, options.signal);
         backoff = Math.min(backoff * 2, max);
         continue;
       }
-      backoff = 250;
+      let progressed = false;
       try {
         for await (const data of sseData(response.body)) {
           const event = JSON.parse(data) as ChatEvent;
           if (event.seq <= after) continue;
           after = event.seq;
+          progressed = true;
+          backoff = 250;
           yield event;
         }
-        // The server ended the response (it recycles them): go on from `after`.
+        // The server ended the response (it recycles them): go on from `after`, at once if it
+        // carried events, after a wait that grows if it carried none.
+        if (progressed) continue;
       } catch (reason) {
         if (options.signal?.aborted) return;
         options.onReconnect?.(reason, after);
-        await sleep(backoff, options.signal);
       }
+      await sleep(backoff, options.signal);
+      backoff = Math.min(backoff * 2, max);
     }
   }
 
@@ -137,7 +146,8 @@ export class Spool {
 
 /** The data of an openapi-fetch answer, or its refusal as a SpoolError. */
 export function ok<T>(answer: { data?: T; error?: unknown; response: Response }): T {
-  if (answer.error !== undefined || answer.data === undefined) {
+  // A 204 (or an empty body) is a success with no data.
+  if (answer.error !== undefined || !answer.response.ok) {
     const body = answer.error as Partial<ErrorBody> | undefined;
     throw new SpoolError(
       answer.response.status,
@@ -145,7 +155,7 @@ export function ok<T>(answer: { data?: T; error?: unknown; response: Response })
       body?.error?.message ?? `Spool answered ${answer.response.status}`,
     );
   }
-  return answer.data;
+  return answer.data as T;
 }
 
 async function refusal(response: Response): Promise<SpoolError> {
@@ -156,9 +166,22 @@ async function refusal(response: Response): Promise<SpoolError> {
 /** The `data:` of each SSE event in `body`. */
 async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   const decoder = new TextDecoder();
+  const reader = body.getReader();
   let buffer = "";
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(chunk, { stream: true });
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      yield* events(value);
+    }
+  } finally {
+    reader.releaseLock();
+    await body.cancel().catch(() => {});
+  }
+
+  function* events(chunk: Uint8Array): Generator<string> {
+    // Line ends may be CRLF behind an intermediary: one form for the split.
+    buffer = (buffer + decoder.decode(chunk, { stream: true })).replace(/\r\n/g, "\n");
     let end: number;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, end);
@@ -175,10 +198,12 @@ async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
+    const done = () => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
       resolve();
-    });
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done);
   });
 }

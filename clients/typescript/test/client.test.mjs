@@ -77,6 +77,9 @@ test("the handshake, typed routes, and refusals as SpoolError", async () => {
   const missing = await spool.api.GET("/v1/sessions/{id}", { params: { path: { id: "ses_missing" } } });
   assert.throws(() => ok(missing), (e) => e instanceof SpoolError && e.status === 404 && e.code === "not_found");
   await assert.rejects(Spool.connect({ baseUrl: baseUrl(), apiKey: "spool_00_00" }), (e) => e instanceof SpoolError && e.status >= 400);
+  // A 204 is a success with no data.
+  const other = await newChat(spool);
+  assert.equal(ok(await spool.api.DELETE("/v1/sessions/{id}", { params: { path: { id: other.id } } })), undefined);
   const anonymous = new Spool({ baseUrl: baseUrl() });
   await assert.rejects(anonymous.followChat(chat.id).next(), (e) => e instanceof SpoolError && e.status === 401);
 });
