@@ -136,6 +136,21 @@ def main():
         seqs = [e["seq"] for e in events]
         assert seqs == sorted(set(seqs)), f"events repeated or out of order: {seqs}"
         check(f"--json prints the turn's {len(events)} events once each, in order, and exits at its end")
+        # Without --chat or --new, a person picks one of the workspace's chats (or a new one).
+        picker = pexpect.spawn(SPOOL, ["chat", "--url", url, "--data-dir", data_dir], env=env, encoding="utf-8", timeout=TIMEOUT)
+        picker.expect_exact("Chats:")
+        picker.expect_exact("n) a new chat")
+        picker.expect_exact("pick> ")
+        picker.sendline("9")
+        picker.expect_exact("type a number from 1 to")
+        picker.sendline("1")
+        picker.expect(r"Chat (\S+) in workspace")
+        assert picker.match.group(1) == session, f"picked {picker.match.group(1)}, not {session}"
+        picker.expect_exact("> ")
+        picker.sendline("/quit")
+        picker.expect(pexpect.EOF)
+        check("without --chat, the person picks a chat (a wrong number asks again)")
+
         # Input that ends while the agent asks: a clear error, not a wait for ever.
         piped = subprocess.run(
             [SPOOL, "chat", "--url", url, "--data-dir", data_dir, "--chat", session],
