@@ -100,21 +100,13 @@ struct Resume {
         (status = 409, description = "A turn is pending", body = crate::ErrorBody),
         (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    turn_stream::authorize(&api, &parts, None).await?;
-    let body = turn_stream::read_body(body).await?;
-    let input: RunInput = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the body is not an AG-UI RunAgentInput: {e}")))?;
+    let (parts, input): (_, RunInput) = turn_stream::read_post(&api, request, "an AG-UI RunAgentInput").await?;
     let path = turn_stream::authorize(&api, &parts, Some(&input.thread_id)).await?;
     let ask = match input.resume.as_slice() {
         [] => message(&input.messages)?,
         [entry] => {
-            let asked = turn_stream::find_back(&api, &path, |e| {
-                e.turn_id.is_some() && spool_domain::ui_message::asks_about(&e.event, &entry.interrupt_id)
-            })
-            .await?
-            .ok_or_else(|| ApiError::bad_request(format!("this chat has no interrupt `{}`", entry.interrupt_id)))?;
-            answer(&asked.event, entry)?
+            let asked = turn_stream::request_event(&api, &path, &entry.interrupt_id).await?;
+            answer(asked, entry)?
         }
         _ => {
             return Err(ApiError::bad_request(
@@ -212,7 +204,7 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
 /// The answer a `resume` entry gives to what `asked` asks. An approval's payload is
 /// `{approved}`, a plan's `{approved, feedback?}`, a question's `{answer}` (or the answer
 /// itself); `cancelled` declines an approval and rejects a plan.
-fn answer(asked: &ChatEvent, entry: &Resume) -> Result<Ask, ApiError> {
+fn answer(asked: spool_domain::Event, entry: &Resume) -> Result<Ask, ApiError> {
     let resolved = match entry.status.as_str() {
         "resolved" => true,
         "cancelled" => false,
@@ -235,13 +227,17 @@ fn answer(asked: &ChatEvent, entry: &Resume) -> Result<Ask, ApiError> {
             )
         })
     };
-    Ok(match asked {
+    let kind = asked.event.clone();
+    let asked = Some(Box::new(asked));
+    Ok(match kind {
         ChatEvent::ToolApprovalRequired(_) => Ask::Answer {
+            asked,
             route: "approval",
             body: json!({ "tool_call_id": call_id, "decision": if approved()? { "approve" } else { "decline" } }),
             call_id,
         },
         ChatEvent::PlanApprovalRequired(_) => Ask::Answer {
+            asked,
             route: "plan",
             body: json!({
                 "plan_id": call_id,
@@ -265,6 +261,7 @@ fn answer(asked: &ChatEvent, entry: &Resume) -> Result<Ask, ApiError> {
                     .ok_or_else(|| ApiError::bad_request("a question's resume payload is `{\"answer\": \"…\"}`"))?,
             };
             Ask::Answer {
+                asked,
                 route: "question",
                 body: json!({ "question_id": call_id, "answer": answer }),
                 call_id,

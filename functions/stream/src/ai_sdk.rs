@@ -91,11 +91,8 @@ struct UiMessage {
         (status = 409, description = "A turn is pending, or the request was answered already", body = crate::ErrorBody),
         (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    turn_stream::authorize(&api, &parts, None).await?;
-    let body = turn_stream::read_body(body).await?;
-    let chat: ChatRequest = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the body is not the AI SDK transport's request: {e}")))?;
+    let (parts, chat): (_, ChatRequest) =
+        turn_stream::read_post(&api, request, "the AI SDK transport's request").await?;
     let path = turn_stream::authorize(&api, &parts, Some(&chat.id)).await?;
     if chat.trigger.as_deref() == Some("regenerate-message") {
         return Err(ApiError::bad_request(
@@ -221,6 +218,7 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                 Some(if ui_message::is_plan(tool) {
                     let action = if approved { "approve" } else { "reject" };
                     Ask::Answer {
+                        asked: None,
                         route: "plan",
                         body: json!({ "plan_id": call_id, "action": action, "feedback": reason }),
                         call_id,
@@ -228,6 +226,7 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                 } else {
                     let decision = if approved { "approve" } else { "decline" };
                     Ask::Answer {
+                        asked: None,
                         route: "approval",
                         body: json!({ "tool_call_id": call_id, "decision": decision }),
                         call_id,
@@ -246,6 +245,7 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                     other => other.to_string(),
                 };
                 Some(Ask::Answer {
+                    asked: None,
                     route: "question",
                     body: json!({ "question_id": call_id, "answer": answer }),
                     call_id,
@@ -292,6 +292,7 @@ mod tests {
         assert_eq!(
             ask(&chat).unwrap(),
             Ask::Answer {
+                asked: None,
                 call_id: "c1".into(),
                 route: "approval",
                 body: json!({ "tool_call_id": "c1", "decision": "approve" })
@@ -303,6 +304,7 @@ mod tests {
         assert_eq!(
             ask(&question).unwrap(),
             Ask::Answer {
+                asked: None,
                 call_id: "q".into(),
                 route: "question",
                 body: json!({ "question_id": "q", "answer": "Ada" })
@@ -315,6 +317,7 @@ mod tests {
         assert_eq!(
             ask(&plan).unwrap(),
             Ask::Answer {
+                asked: None,
                 call_id: "p".into(),
                 route: "plan",
                 body: json!({ "plan_id": "p", "action": "reject", "feedback": "shorter" })

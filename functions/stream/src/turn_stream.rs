@@ -18,7 +18,7 @@ use futures_util::stream;
 use serde::Serialize;
 use serde_json::{Value, json};
 use spool_domain::{
-    ChatEvent, Event, Offset, StreamPath, WaitOutcome,
+    ChatEvent, Event, Offset, Position, StreamPath, WaitOutcome,
     session::read_events,
     ui_message::{self, Progress},
 };
@@ -82,6 +82,8 @@ pub(crate) enum Ask {
         route: &'static str,
         /// Its body.
         body: Value,
+        /// The request's event, when the caller has read it already (to know its kind).
+        asked: Option<Box<Event>>,
     },
 }
 
@@ -188,12 +190,16 @@ pub(crate) async fn post(
             let turn = posted.get("turn_id").and_then(Value::as_str).map(str::to_owned);
             Ok((turn, seq.saturating_sub(1)))
         }
-        Ask::Answer { call_id, route, body } => {
-            let asked = find_back(api, path, |e| {
-                e.turn_id.is_some() && ui_message::asks_about(&e.event, &call_id)
-            })
-            .await?
-            .ok_or_else(|| ApiError::bad_request(format!("this chat never asked about `{call_id}`")))?;
+        Ask::Answer {
+            call_id,
+            route,
+            body,
+            asked,
+        } => {
+            let asked = match asked {
+                Some(asked) => *asked,
+                None => request_event(api, path, &call_id).await?,
+            };
             match accepted(forward(format!("/v1/sessions/{session}/{route}"), body).await).await {
                 Ok(_) => {}
                 // Answered already, by this request's earlier try or by someone else: the
@@ -210,6 +216,31 @@ pub(crate) async fn post(
             Ok((asked.turn_id, asked.seq))
         }
     }
+}
+
+/// The event in which the chat asked a person about the call `call_id` (an approval, a
+/// question, a plan): `400` when it never did.
+pub(crate) async fn request_event(api: &StreamApi, path: &StreamPath, call_id: &str) -> Result<Event, ApiError> {
+    find_back(api, path, |e| {
+        e.turn_id.is_some() && ui_message::asks_about(&e.event, call_id)
+    })
+    .await?
+    .ok_or_else(|| ApiError::bad_request(format!("this chat never asked about `{call_id}`")))
+}
+
+/// Reads a front end's POST: the caller is known before the body is read (`401` first), then
+/// the body is parsed as `what` (`400` with what was wrong).
+pub(crate) async fn read_post<T: serde::de::DeserializeOwned>(
+    api: &StreamApi,
+    request: Request,
+    what: &str,
+) -> Result<(Parts, T), ApiError> {
+    let (parts, body) = request.into_parts();
+    authorize(api, &parts, None).await?;
+    let body = read_body(body).await?;
+    let parsed =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not {what}: {e}")))?;
+    Ok((parts, parsed))
 }
 
 /// The chat API's `2xx` answer as JSON, or its refusal passed on.
@@ -384,8 +415,8 @@ impl<T: Translate> Reader<T> {
             self.translate.open(&mut out);
         }
         loop {
-            let page = match read_events(self.api.log.as_ref(), &self.path, self.after, WINDOW).await {
-                Ok(page) => page,
+            let (events, up_to_date) = match read_after(&self.api, &self.path, self.after).await {
+                Ok(read) => read,
                 Err(e) => {
                     tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
                     self.done = true;
@@ -393,8 +424,8 @@ impl<T: Translate> Reader<T> {
                     return Some(frame(&out, None));
                 }
             };
-            let progressed = !page.events.is_empty();
-            for event in &page.events {
+            let progressed = !events.is_empty();
+            for event in &events {
                 if event.seq <= self.seen {
                     self.translate.push(event, &mut Vec::new());
                     if event.seq == self.seen {
@@ -405,7 +436,6 @@ impl<T: Translate> Reader<T> {
                 }
                 self.after = event.seq;
             }
-            let up_to_date = self.after >= page.tail;
             match self.translate.progress() {
                 Progress::Ended => {
                     self.done = true;
@@ -453,4 +483,20 @@ impl<T: Translate> Reader<T> {
             }
         }
     }
+}
+
+/// The events of the chat at `path` after `after`, from one read of the log (no metadata read
+/// first: this runs at every wake of a live stream), and whether they reach the tail.
+async fn read_after(api: &StreamApi, path: &StreamPath, after: u64) -> Result<(Vec<Event>, bool), spool_domain::Error> {
+    let chunk = api.log.read(path, Position::At(Offset::after(after)), None).await?;
+    let events = chunk
+        .messages
+        .iter()
+        .map(|message| {
+            serde_json::from_slice(message).map_err(|e| spool_domain::Error::Corrupt {
+                what: format!("an event of `{path}`: {e}"),
+            })
+        })
+        .collect::<Result<Vec<Event>, _>>()?;
+    Ok((events, chunk.up_to_date || chunk.closed))
 }
