@@ -148,39 +148,21 @@ impl Client {
     }
 }
 
-/// Reads one SSE response, sending each event on; `Ok` when the server ended it.
-async fn read_sse(
-    mut response: reqwest::Response,
-    after: &mut u64,
-    events: &mpsc::Sender<Followed>,
-) -> Result<(), String> {
-    // Bytes, not text: a chunk may end inside a character.
-    let mut buffer: Vec<u8> = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = buffer.drain(..end + 2).collect();
-            let block = String::from_utf8_lossy(&block);
-            let data: String = block
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect::<Vec<_>>()
-                .join("\n");
-            if data.is_empty() {
-                continue;
-            }
-            let value: Value =
-                serde_json::from_str(&data).map_err(|e| format!("Spool sent something not JSON: {e}"))?;
-            let seq = value["seq"].as_u64().ok_or("Spool sent an event without a seq")?;
-            *after = seq;
-            let followed = match serde_json::from_value::<Event>(value) {
-                Ok(event) => Followed::Event(Box::new(event)),
-                Err(_) => Followed::Unknown,
-            };
-            if events.send(followed).await.is_err() {
-                return Ok(());
-            }
+/// Reads one SSE response (with the agents' reader, which also gives up on a connection
+/// silent past its keep-alives), sending each event on; `Ok` when the server ended it.
+async fn read_sse(response: reqwest::Response, after: &mut u64, events: &mpsc::Sender<Followed>) -> Result<(), String> {
+    let mut reader = spool_agents::http::SseReader::new(response, "Spool");
+    while let Some(sse) = reader.next().await.map_err(|e| e.to_string())? {
+        let value: Value =
+            serde_json::from_str(&sse.data).map_err(|e| format!("Spool sent something not JSON: {e}"))?;
+        let seq = value["seq"].as_u64().ok_or("Spool sent an event without a seq")?;
+        *after = seq;
+        let followed = match serde_json::from_value::<Event>(value) {
+            Ok(event) => Followed::Event(Box::new(event)),
+            Err(_) => Followed::Unknown,
+        };
+        if events.send(followed).await.is_err() {
+            return Ok(());
         }
     }
     Ok(())
