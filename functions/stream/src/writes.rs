@@ -15,8 +15,7 @@ use axum::{
 };
 use futures_util::future::BoxFuture;
 
-/// The largest body sent on.
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+use crate::turn_stream::MAX_BODY_BYTES;
 
 /// The chat API's routes, as the front ends' routes reach them to write.
 pub trait ChatWrites: Send + Sync {
