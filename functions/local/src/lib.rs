@@ -8,7 +8,11 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{Clock, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore};
+use spool_domain::{
+    Clock, Metadata, StreamLog, SystemClock, TurnQueue,
+    attachment::FileStore,
+    subscription::{Subscriptions, UrlPolicy, WakeScheduler},
+};
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
 
@@ -138,6 +142,8 @@ pub(crate) struct Services {
     aggregates_queue: Option<(aws_sdk_sqs::Client, String)>,
     /// The embedded store's records, for `spool serve`'s sweep of unfinished uploads.
     embedded: Option<Arc<spool_embedded::EmbeddedMetadata>>,
+    /// Where the protocol's subscriptions are kept.
+    subscriptions: Arc<dyn spool_domain::subscription::SubscriptionStore>,
 }
 
 pub(crate) async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
@@ -163,6 +169,7 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 files: Arc::new(spool_embedded::LocalFiles::new(&config.data_dir)),
                 description: format!("embedded store in {}", config.data_dir.display()),
                 maintenance: None,
+                subscriptions: metadata.clone(),
                 embedded: Some(metadata),
             })
         }
@@ -190,6 +197,7 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 aggregates: spool_aws::aggregates_from_config(config, &clients, log.clone()),
                 aggregates_queue,
                 log,
+                subscriptions: Arc::new(metadata.clone()),
                 metadata: Arc::new(metadata),
                 turns: Arc::new(turns),
                 files: Arc::new(files),
@@ -244,9 +252,14 @@ async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<S
 /// start and keeps in the data directory (readable by its owner only), so tokens survive
 /// restarts.
 fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
+    Ok(config.token_keys(jwt_secret(config)?.as_bytes())?)
+}
+
+/// The token signing secret: `SPOOL_JWT_SECRET`, or the one kept in the data directory.
+fn jwt_secret(config: &Config) -> anyhow::Result<String> {
     use secrecy::ExposeSecret;
     if let Some(secret) = &config.jwt_secret {
-        return Ok(config.token_keys(secret.expose_secret().as_bytes())?);
+        return Ok(secret.expose_secret().to_owned());
     }
     let file = config.data_dir.join("jwt-secret");
     let secret = match std::fs::read_to_string(&file) {
@@ -259,7 +272,45 @@ fn token_keys(config: &Config) -> anyhow::Result<spool_auth::TokenKeys> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    Ok(config.token_keys(secret.as_bytes())?)
+    Ok(secret)
+}
+
+/// The protocol's subscriptions, with their jobs run by the maintenance queue's poller (AWS
+/// backend) or by a task of this process (embedded, which schedules open wakes again at start).
+/// Webhooks may call the developer's own loopback: this is `spool serve`.
+async fn subscriptions(config: &Config, services: &Services) -> anyhow::Result<Arc<Subscriptions>> {
+    let keys = spool_auth::WebhookKeys::derive(jwt_secret(config)?.as_bytes())?;
+    let urls = UrlPolicy { loopback_http: true };
+    let (scheduler, local): (Arc<dyn WakeScheduler>, _) = match &services.maintenance {
+        Some((sqs, url)) => (
+            Arc::new(spool_aws::SqsSealScheduler::new(sqs.clone(), url.clone())),
+            None,
+        ),
+        None => {
+            let (wakes, jobs) = spool_embedded::LocalWakes::new();
+            (Arc::new(wakes.clone()), Some((wakes, jobs)))
+        }
+    };
+    let service = Subscriptions::new(
+        services.subscriptions.clone(),
+        services.log.clone(),
+        scheduler,
+        Arc::new(keys),
+        Arc::new(SystemClock),
+        urls,
+    )
+    .with_outbound(Arc::new(spool_worker::Webhooks::new(urls)?));
+    let service = Arc::new(service);
+    if let Some((wakes, jobs)) = local {
+        tokio::spawn(spool_embedded::LocalWakes::run(jobs, service.clone(), wakes.clone()));
+        if let Some(records) = &services.embedded {
+            let open = wakes.recover(records).await?;
+            if open > 0 {
+                tracing::info!(open, "scheduled the open subscription wakes again");
+            }
+        }
+    }
+    Ok(service)
 }
 
 /// Makes the data directory (and missing parents) readable by its owner only.
@@ -304,6 +355,7 @@ fn spawn_worker(
     services: &Services,
     config: &Config,
     notifier: Arc<dyn spool_domain::notifier::Notifier>,
+    subscriptions: Arc<Subscriptions>,
 ) -> anyhow::Result<()> {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
@@ -317,7 +369,8 @@ fn spawn_worker(
     .with_feeds(services.aggregates.clone());
     let worker = spool_worker::Worker::new(services.log.clone())
         .with_aggregates(services.log.clone())
-        .with_turns(Arc::new(engine), config.agents.turn_max_attempts);
+        .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
+        .with_subscriptions(subscriptions);
     let worker = Arc::new(worker);
     let sweep = spool_worker::folder_sweep(config, services.metadata.clone());
     tokio::spawn(async move {
@@ -389,7 +442,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api_key = local_api_key(&services, config).await?;
     let notifier = spool_aws::notifier_from_config(config).await;
-    spawn_worker(&services, config, notifier.clone())?;
+    let subscriptions = subscriptions(config, &services).await?;
+    spawn_worker(&services, config, notifier.clone(), subscriptions.clone())?;
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
     // One limiter for every route, so an organization's writes count once whichever they take.
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
@@ -400,7 +454,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let streams = spool_stream::StreamApi::new(services.log.clone(), access.clone(), config.live)
         .with_shutdown(stop_watch)
         .with_rate_limiter(limiter.clone())
-        .with_revocations(revocations.clone());
+        .with_revocations(revocations.clone())
+        .with_subscriptions(subscriptions);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     if let Some(records) = &services.embedded {
         tokio::spawn(sweep_uploads(records.clone(), services.files.clone()));

@@ -117,6 +117,11 @@ impl IntoResponse for ApiError {
         }
         let (status, code) = self.status_and_code();
         let headers = self.headers();
-        spool_edge::respond(status, ErrorBody::new(code, self.to_string()), headers)
+        let mut body = ErrorBody::new(code, self.to_string());
+        if let Self::Log(Error::Refused(refusal)) = &self {
+            body.error.current_holder.clone_from(&refusal.current_holder);
+            body.error.generation = refusal.generation;
+        }
+        spool_edge::respond(status, body, headers)
     }
 }

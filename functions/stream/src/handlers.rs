@@ -100,6 +100,11 @@ fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
     }
 }
 
+/// The absolute URL of `path` on this server, as [`absolute_url`] makes it.
+pub(crate) fn root_url(headers: &HeaderMap, path: &'static str) -> String {
+    absolute_url(headers, &Uri::from_static(path))
+}
+
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, of at most 255 characters.
 fn is_plain_host(host: &str) -> bool {
     let (name, port) = match host.rsplit_once(':') {
@@ -192,6 +197,7 @@ pub(crate) async fn create(
     let content_type = content_type.unwrap_or_else(ContentType::octet_stream);
     let closed = protocol::closed_flag(&headers);
     let initial = body::messages(&content_type, body, Use::Create)?;
+    let initial_count = initial.len() as u64;
     let created = api
         .log
         .create(
@@ -206,6 +212,11 @@ pub(crate) async fn create(
         )
         .await?;
     let meta = created.meta();
+    // A fork's inherited messages were there before: only the initial ones are new.
+    if let Created::New(_) = &created {
+        let tail = meta.tail.seq();
+        api.appended(&path, tail.saturating_sub(initial_count), tail).await;
+    }
     let mut out = Headers::default();
     out.set(header::CONTENT_TYPE.as_str(), &meta.content_type)
         .set(STREAM_NEXT_OFFSET, meta.tail)
@@ -271,6 +282,10 @@ pub(crate) async fn append(
             },
         )
         .await?;
+    if let Some(appended) = ack.appended.filter(|_| !ack.duplicate) {
+        api.appended(&path, appended.first.saturating_sub(1), appended.last)
+            .await;
+    }
     let mut out = Headers::default();
     out.set(STREAM_NEXT_OFFSET, ack.next_offset)
         .flag(STREAM_CLOSED, ack.closed)

@@ -18,6 +18,7 @@ mod handlers;
 mod openapi;
 pub mod protocol;
 mod sse;
+mod subscriptions;
 mod turn_stream;
 pub mod writes;
 
@@ -33,7 +34,7 @@ use axum::{
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use openapi::openapi;
 pub use spool_domain::LiveSettings;
-use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM};
+use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM, subscription};
 
 /// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
 pub const STREAM_PREFIX: &str = "/v1/stream/";
@@ -81,6 +82,8 @@ pub struct StreamApi {
     revocations: Option<Arc<spool_domain::revocation::Revocations>>,
     /// Where the AI SDK's routes post messages and answers.
     chat_writes: Option<Arc<dyn writes::ChatWrites>>,
+    /// The protocol's subscriptions: their `__ds` routes, and the appends that wake them.
+    subscriptions: Option<Arc<subscription::Subscriptions>>,
 }
 
 impl StreamApi {
@@ -94,7 +97,39 @@ impl StreamApi {
             limiter: Arc::new(spool_auth::RateLimiter::new(spool_auth::RateLimits::OFF)),
             revocations: None,
             chat_writes: None,
+            subscriptions: None,
         }
+    }
+
+    /// The same, serving the protocol's subscriptions (`{stream-url}/__ds/...`) and waking
+    /// them on appends; without it those routes answer `501`.
+    #[must_use]
+    pub fn with_subscriptions(mut self, subscriptions: Arc<subscription::Subscriptions>) -> Self {
+        self.subscriptions = Some(subscriptions);
+        self
+    }
+
+    /// Tells the subscriptions that `path` (`o/{org}/{rel}`) went from `before` to `tail`
+    /// messages.
+    async fn appended(&self, path: &StreamPath, before: u64, tail: u64) {
+        let Some(subscriptions) = &self.subscriptions else {
+            return;
+        };
+        let Some((org, rel)) = path.as_str().strip_prefix("o/").and_then(|p| p.split_once('/')) else {
+            return;
+        };
+        if tail > before {
+            subscriptions.appended(org, rel, before, tail).await;
+        }
+    }
+
+    /// Counts a write (or a creation) against the organization's rate limits.
+    fn limit(&self, org: &str, extensions: &axum::http::Extensions, intent: Intent) -> Result<(), ApiError> {
+        if intent == Intent::Read {
+            return Ok(());
+        }
+        limit_write(&self.limiter, org, client_address(extensions), intent == Intent::Create)?;
+        Ok(())
     }
 
     /// The same, posting the AI SDK routes' messages and answers through `writes` (the chat
@@ -174,6 +209,42 @@ impl StreamApi {
         raw: &str,
         intent: Intent,
     ) -> Result<StreamPath, ApiError> {
+        let org = self.caller_org(parts, uri, intent).await?;
+        let path = StreamPath::parse(raw)?;
+        let p = path.as_str();
+        if p == subscription::spec::RESERVED || p.starts_with("__ds/") {
+            return Err(ApiError::bad_request(format!(
+                "`{p}` is in the reserved __ds section: subscriptions are at {STREAM_PREFIX}__ds/subscriptions/{{id}}"
+            )));
+        }
+        if intent != Intent::Read {
+            if p.starts_with("sessions/") {
+                return Err(ApiError::Forbidden(
+                    "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
+                ));
+            }
+            if p.starts_with("workspaces/") {
+                return Err(ApiError::Forbidden(
+                    "workspace feeds are read-only: the chat API writes them".to_owned(),
+                ));
+            }
+            if p == AUDIT_STREAM || p.starts_with(&format!("{AUDIT_STREAM}/")) {
+                return Err(ApiError::Forbidden(
+                    "the audit stream is read-only: Spool writes it as credentials are used".to_owned(),
+                ));
+            }
+        }
+        self.limit(&org, parts.1, intent)?;
+        Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
+    }
+
+    /// The organization of the caller, once its token is checked.
+    async fn caller_org(
+        &self,
+        parts: (&HeaderMap, &axum::http::Extensions),
+        uri: &Uri,
+        intent: Intent,
+    ) -> Result<String, ApiError> {
         let (headers, extensions) = parts;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -192,36 +263,8 @@ impl StreamApi {
                 "the API key this token was issued for has been revoked; use another key".to_owned(),
             ));
         }
-        let org = caller.org;
-        spool_edge::note_caller(extensions, &org);
-        let path = StreamPath::parse(raw)?;
-        if intent != Intent::Read {
-            let p = path.as_str();
-            if p.starts_with("sessions/") {
-                return Err(ApiError::Forbidden(
-                    "session streams are read-only here; write to a session through /v1/sessions/{id}".to_owned(),
-                ));
-            }
-            if p.starts_with("workspaces/") {
-                return Err(ApiError::Forbidden(
-                    "workspace feeds are read-only: the chat API writes them".to_owned(),
-                ));
-            }
-            if p == AUDIT_STREAM || p.starts_with(&format!("{AUDIT_STREAM}/")) {
-                return Err(ApiError::Forbidden(
-                    "the audit stream is read-only: Spool writes it as credentials are used".to_owned(),
-                ));
-            }
-        }
-        if intent != Intent::Read {
-            limit_write(
-                &self.limiter,
-                &org,
-                client_address(extensions),
-                intent == Intent::Create,
-            )?;
-        }
-        Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
+        spool_edge::note_caller(extensions, &caller.org);
+        Ok(caller.org)
     }
 }
 
@@ -230,13 +273,32 @@ impl StreamApi {
 /// `max_body_bytes` bounds request bodies (the log's `max_append_bytes` plus room for JSON
 /// framing); a larger body gets `413`.
 pub fn router(api: StreamApi, max_body_bytes: usize) -> Router {
+    use axum::routing::post;
     let routes = get(handlers::read)
         .head(handlers::head)
         .put(handlers::create)
         .post(handlers::append)
         .delete(handlers::delete)
         .options(handlers::preflight);
-    with_routes(api, routes, max_body_bytes)
+    let sub = |rest: &str| format!("{STREAM_PREFIX}__ds/subscriptions/{{id}}{rest}");
+    let reserved = Router::new()
+        .route(&format!("{STREAM_PREFIX}__ds/jwks.json"), get(subscriptions::jwks))
+        .route(
+            &sub(""),
+            get(subscriptions::get)
+                .put(subscriptions::put)
+                .delete(subscriptions::delete),
+        )
+        .route(&sub("/streams"), post(subscriptions::add_streams))
+        .route(
+            &sub("/streams/{*path}"),
+            axum::routing::delete(subscriptions::remove_stream),
+        )
+        .route(&sub("/claim"), post(subscriptions::claim))
+        .route(&sub("/callback"), post(subscriptions::callback))
+        .route(&sub("/ack"), post(subscriptions::ack))
+        .route(&sub("/release"), post(subscriptions::release));
+    with_routes(api, routes, reserved, max_body_bytes)
 }
 
 /// The stream function's Router on AWS, where it faces the internet and reads only: every read
@@ -255,11 +317,16 @@ pub fn reader(api: StreamApi) -> Router {
         .post(refuse)
         .delete(refuse)
         .options(handlers::preflight);
-    with_routes(api, routes, 0)
+    with_routes(api, routes, Router::new(), 0)
 }
 
-fn with_routes(api: StreamApi, routes: axum::routing::MethodRouter<Arc<StreamApi>>, max_body_bytes: usize) -> Router {
-    Router::new()
+fn with_routes(
+    api: StreamApi,
+    routes: axum::routing::MethodRouter<Arc<StreamApi>>,
+    reserved: Router<Arc<StreamApi>>,
+    max_body_bytes: usize,
+) -> Router {
+    reserved
         .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
         .route(
             "/v1/sessions/{id}/stream",

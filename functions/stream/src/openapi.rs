@@ -7,7 +7,7 @@
 
 use utoipa::OpenApi;
 
-use crate::{ag_ui, ai_sdk, handlers};
+use crate::{ag_ui, ai_sdk, handlers, subscriptions};
 
 #[derive(OpenApi)]
 #[openapi(paths(
@@ -21,7 +21,17 @@ use crate::{ag_ui, ai_sdk, handlers};
     ai_sdk::post,
     ai_sdk::resume,
     ag_ui::post,
-    ag_ui::resume
+    ag_ui::resume,
+    subscriptions::jwks,
+    subscriptions::put,
+    subscriptions::get,
+    subscriptions::delete,
+    subscriptions::add_streams,
+    subscriptions::remove_stream,
+    subscriptions::claim,
+    subscriptions::callback,
+    subscriptions::ack,
+    subscriptions::release
 ))]
 struct StreamDoc;
 

@@ -14,6 +14,9 @@
 //! before the message goes to the dead-letter queue.
 
 mod heartbeat;
+mod outbound;
+
+pub use outbound::Webhooks;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -42,6 +45,9 @@ pub enum Error {
     /// An aggregate stream's event arrived at a worker that appends none.
     #[error("this worker appends no aggregate streams' events")]
     NoAggregates,
+    /// A subscription job arrived at a worker that runs none.
+    #[error("this worker runs no subscription jobs")]
+    NoSubscriptions,
     /// The stores failed.
     #[error(transparent)]
     Log(#[from] spool_domain::Error),
@@ -160,6 +166,8 @@ pub struct Worker {
     sweep: Option<Arc<spool_agents::sweep::FolderSweep>>,
     /// Where turn steps' times and seal requests' waits are recorded.
     metrics: Arc<dyn spool_domain::Metrics>,
+    /// Runs subscription jobs (webhook deliveries, wake events, lease expiries).
+    subscriptions: Option<Arc<spool_domain::subscription::Subscriptions>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -183,6 +191,7 @@ impl Worker {
             heartbeats: None,
             sweep: None,
             metrics: Arc::new(spool_domain::LogMetrics),
+            subscriptions: None,
         }
     }
 
@@ -198,6 +207,14 @@ impl Worker {
     #[must_use]
     pub fn with_aggregates(mut self, log: Arc<dyn StreamLog>) -> Self {
         self.aggregates = Some(log);
+        self
+    }
+
+    /// The same worker, running subscription jobs from the maintenance queue with
+    /// `subscriptions` (which makes webhook requests).
+    #[must_use]
+    pub fn with_subscriptions(mut self, subscriptions: Arc<spool_domain::subscription::Subscriptions>) -> Self {
+        self.subscriptions = Some(subscriptions);
         self
     }
 
@@ -239,6 +256,10 @@ impl Worker {
     /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
     pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
         match job {
+            MaintenanceJob::Subscription(job) => {
+                let subscriptions = self.subscriptions.as_ref().ok_or(Error::NoSubscriptions)?;
+                Ok(subscriptions.run(&job).await?)
+            }
             MaintenanceJob::Aggregate {
                 path,
                 event,

@@ -11,6 +11,7 @@ mod keys;
 pub mod rate;
 mod read;
 mod upload;
+mod webhook;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 pub use keys::TokenKeys;
@@ -18,6 +19,7 @@ pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 pub use read::{READ_WINDOW_SECONDS, ReadGrant};
 use serde::{Deserialize, Serialize};
 pub use upload::UploadGrant;
+pub use webhook::WebhookKeys;
 
 /// How long a token lives: one day.
 pub const TOKEN_TTL_SECONDS: i64 = 24 * 3600;

@@ -23,6 +23,7 @@ pub mod sdk;
 pub mod seal_queue;
 pub mod secrets;
 pub mod sessions;
+pub mod subscriptions;
 pub mod turn_queue;
 pub mod workspaces;
 

@@ -52,8 +52,8 @@ impl SealScheduler for SqsSealScheduler {
 impl SqsSealScheduler {
     /// Sends `job`, delivered after `delay` rounded up to whole seconds (SQS delays a message
     /// 15 minutes at most).
-    async fn send(&self, job: &MaintenanceJob, delay: Duration) -> Result<(), Error> {
-        let body = serde_json::to_string(job).map_err(|e| Error::unavailable("encode seal job", e))?;
+    pub(crate) async fn send(&self, job: &MaintenanceJob, delay: Duration) -> Result<(), Error> {
+        let body = serde_json::to_string(job).map_err(|e| Error::unavailable("encode a maintenance job", e))?;
         let seconds = delay.as_millis().div_ceil(1000).min(u128::from(MAX_DELAY_SECONDS));
         let delay = i32::try_from(seconds).unwrap_or(0);
         self.sqs
@@ -63,7 +63,7 @@ impl SqsSealScheduler {
             .delay_seconds(delay)
             .send()
             .await
-            .map_err(|e| Error::unavailable("SQS SendMessage (seal job)", crate::errors::describe(&e)))?;
+            .map_err(|e| Error::unavailable("SQS SendMessage (maintenance job)", crate::errors::describe(&e)))?;
         Ok(())
     }
 }

@@ -168,6 +168,9 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// The subscription protocol refused a request, with its own status and code.
+    #[error(transparent)]
+    Refused(Box<crate::subscription::Refusal>),
     /// A test armed this fail point.
     #[error("fail point `{point}` was hit")]
     Injected {
@@ -238,6 +241,7 @@ impl Error {
             Self::Corrupt { what: "x".into() },
             Self::unavailable("x", "y"),
             Self::Injected { point: "p" },
+            crate::subscription::Refusal::fenced().into(),
         ]
     }
 

@@ -27,7 +27,7 @@ pub use chat::{
     ag_ui, attachment, claim, clis, commands, confine, directory, manage, notifier, revocation, service, session,
     settings, turns, ui_message, workspace,
 };
-pub use log::{aggregate, group_commit, jobs, limits, notify, page, port, read, seal, state, stream};
+pub use log::{aggregate, group_commit, jobs, limits, notify, page, port, read, seal, state, stream, subscription};
 
 pub use aggregate::{Aggregates, IfMissing};
 pub use chat::event::{ChatEvent, FeedEvent};

@@ -32,6 +32,12 @@ pub struct ErrorDetail {
     /// With `turn_pending`: the turn the chat waits on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_turn_id: Option<String>,
+    /// With `ALREADY_CLAIMED`: the worker that holds the subscription's wake.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_holder: Option<String>,
+    /// With `ALREADY_CLAIMED`: the wake's generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 impl ErrorBody {
@@ -42,6 +48,8 @@ impl ErrorBody {
                 code,
                 message,
                 pending_turn_id: None,
+                current_holder: None,
+                generation: None,
             },
         }
     }
@@ -69,6 +77,10 @@ pub fn status_of(e: &Error) -> (StatusCode, &'static str) {
         Error::TailMismatch { .. } => (StatusCode::CONFLICT, "conflict"),
         Error::Contention { .. } | Error::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         Error::Corrupt { .. } | Error::Injected { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        Error::Refused(r) => (
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
+            r.code,
+        ),
     }
 }
 

@@ -25,6 +25,7 @@ mod pages;
 mod private;
 mod recent;
 mod sessions;
+mod subscriptions;
 mod turn_queue;
 mod worker_slot;
 mod workspaces;
@@ -50,7 +51,13 @@ use spool_domain::{
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
-pub use crate::{attachments::sweep_uploads, files::LocalFiles, metadata::EmbeddedMetadata, worker_slot::WorkerSlot};
+pub use crate::{
+    attachments::sweep_uploads,
+    files::LocalFiles,
+    metadata::EmbeddedMetadata,
+    subscriptions::{LocalWakeJobs, LocalWakes},
+    worker_slot::WorkerSlot,
+};
 use crate::{pages::PageFiles, writer::Job};
 
 /// How an [`EmbeddedLog`] is set up.

@@ -18,7 +18,7 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -143,6 +143,16 @@ CREATE TABLE IF NOT EXISTS turn_runs (
 );
 CREATE INDEX IF NOT EXISTS turn_runs_by_expiry ON turn_runs (expires_ms);";
 
+/// Version 6: the Durable Streams protocol's subscriptions ([`crate::subscriptions`]).
+const MIGRATION_6: &str = "
+CREATE TABLE IF NOT EXISTS subscriptions (
+    org     TEXT NOT NULL,
+    id      TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body    TEXT NOT NULL,
+    PRIMARY KEY (org, id)
+);";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -209,6 +219,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 5 {
             conn.execute_batch(MIGRATION_5)?;
+        }
+        if version < 6 {
+            conn.execute_batch(MIGRATION_6)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

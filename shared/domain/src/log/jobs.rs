@@ -38,6 +38,8 @@ pub enum MaintenanceJob {
         #[serde(default)]
         if_missing: IfMissing,
     },
+    /// Deliver or expire a subscription's wake ([`crate::subscription`]), after a delay.
+    Subscription(crate::subscription::SubscriptionJob),
 }
 
 #[cfg(test)]
@@ -69,5 +71,17 @@ mod tests {
             r#"{"job":"seal","path":"sessions/a","final_seal":true,"if_tail":7}"#
         );
         assert_eq!(serde_json::from_str::<MaintenanceJob>(&json).unwrap(), idle);
+        let wake = MaintenanceJob::Subscription(crate::subscription::SubscriptionJob {
+            org: "o".into(),
+            id: "s".into(),
+            generation: 3,
+            kind: crate::subscription::JobKind::Expire,
+        });
+        let json = serde_json::to_string(&wake).unwrap();
+        assert_eq!(
+            json,
+            r#"{"job":"subscription","org":"o","id":"s","generation":3,"kind":"expire"}"#
+        );
+        assert_eq!(serde_json::from_str::<MaintenanceJob>(&json).unwrap(), wake);
     }
 }

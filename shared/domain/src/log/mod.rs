@@ -15,7 +15,8 @@
 //! - [`notify`]: wakes live readers when a stream moves;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`jobs`]: maintenance work (sealing) carried off the request path;
-//! - [`aggregate`]: streams many requests add to (feeds, audit), appended off their path.
+//! - [`aggregate`]: streams many requests add to (feeds, audit), appended off their path;
+//! - [`subscription`]: the protocol's subscriptions, durable cursors that wake workers.
 //!
 //! Invariants: a stream's offsets only grow and are never reused; an acknowledged append is in
 //! the head (and later in exactly one sealed page) before it is acknowledged; every adapter
@@ -33,3 +34,4 @@ pub mod read;
 pub mod seal;
 pub mod state;
 pub mod stream;
+pub mod subscription;

@@ -1,0 +1,90 @@
+//! # Webhook requests, kept off the deployment's own network
+//!
+//! [`Webhooks`] makes subscription webhooks' `POST`s. A URL was checked when the subscription
+//! was made; a name is checked again where it matters, when it is resolved: an address that is
+//! not on the public internet (private, loopback, link-local, the instance metadata service) is
+//! never connected to, so a name that resolves (or is later re-pointed) to one is refused, not
+//! reached. No proxy from the environment, no redirects, 10 s per request, and at most 64 KiB
+//! of the answer is read.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use spool_domain::subscription::{
+    Outbound, Reply,
+    spec::{UrlPolicy, check_webhook_url, is_public},
+};
+
+/// How long a webhook has to answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of an answer is read (a `{"done": true}` is far shorter).
+const MAX_REPLY_BYTES: usize = 64 * 1024;
+
+/// Makes webhook requests under a [`UrlPolicy`].
+#[derive(Clone)]
+pub struct Webhooks {
+    client: reqwest::Client,
+    urls: UrlPolicy,
+}
+
+/// Resolves names to public addresses only (and `localhost` to loopback, where the policy
+/// allows developers' hooks).
+struct PublicOnly(UrlPolicy);
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let local = policy.loopback_http && host.eq_ignore_ascii_case("localhost");
+            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .into_iter()
+                .filter(|a| is_public(a.ip()) || (local && a.ip().is_loopback()))
+                .collect();
+            if allowed.is_empty() {
+                return Err(
+                    format!("`{host}` resolves to no public address; webhooks may not reach private networks").into(),
+                );
+            }
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+impl Webhooks {
+    /// A client for webhooks under `urls`.
+    pub fn new(urls: UrlPolicy) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .connect_timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(PublicOnly(urls)))
+            .user_agent(concat!("spool/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { client, urls })
+    }
+}
+
+#[async_trait]
+impl Outbound for Webhooks {
+    async fn post(&self, url: &str, headers: &[(&'static str, String)], body: Vec<u8>) -> Result<Reply, String> {
+        check_webhook_url(url, self.urls).map_err(|r| r.message)?;
+        let mut request = self.client.post(url).body(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let mut response = request.send().await.map_err(|e| format!("{e:#}"))?;
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        while body.len() < MAX_REPLY_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        body.truncate(MAX_REPLY_BYTES);
+        Ok(Reply { status, body })
+    }
+}

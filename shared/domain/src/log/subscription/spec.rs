@@ -1,0 +1,397 @@
+//! # What a client asks for: a subscription's configuration
+//!
+//! The body of `PUT {stream-url}/__ds/subscriptions/{id}`, validated into a [`Spec`]: who is
+//! woken ([`Delivery`]), which streams ([`Spec::pattern`], [`Spec::streams`]) and how long a
+//! wake's lease lasts. Its [`Spec::hash`] decides whether a second `PUT` re-confirms (`200`) or
+//! conflicts (`409`).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::Refusal;
+
+/// The shortest and longest lease a subscription may ask for, and the default.
+pub const MIN_LEASE_MS: u64 = 1_000;
+/// The longest lease.
+pub const MAX_LEASE_MS: u64 = 600_000;
+/// The lease when none is asked for.
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+/// The most streams one request may name, and the most a subscription links.
+pub const MAX_STREAMS: usize = 1_000;
+/// The longest description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1_024;
+/// The longest subscription id.
+pub const MAX_ID_CHARS: usize = 128;
+/// The first segment of the paths the protocol keeps for itself.
+pub const RESERVED: &str = "__ds";
+
+/// Who a wake goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Delivery {
+    /// A signed `POST` to `url`.
+    Webhook {
+        /// Where.
+        url: String,
+    },
+    /// A wake event appended to `wake_stream`, for workers that claim.
+    PullWake {
+        /// The stream (stream-root-relative), which the application creates.
+        wake_stream: String,
+    },
+}
+
+/// A validated subscription configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    /// Who is woken.
+    pub delivery: Delivery,
+    /// A glob over stream paths: `*` is one segment, `**` any number.
+    pub pattern: Option<String>,
+    /// Streams named explicitly, sorted, each once.
+    pub streams: Vec<String>,
+    /// How long a wake's lease lasts.
+    pub lease_ttl_ms: u64,
+    /// For people.
+    pub description: Option<String>,
+}
+
+/// The request body as sent.
+#[derive(Deserialize)]
+struct Body {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    pattern: Option<String>,
+    #[serde(default)]
+    streams: Vec<String>,
+    webhook: Option<WebhookBody>,
+    wake_stream: Option<String>,
+    lease_ttl_ms: Option<u64>,
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WebhookBody {
+    url: String,
+}
+
+/// Which webhook URLs a deployment may call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlPolicy {
+    /// `http://localhost` and `http://127.0.0.x` are allowed: a developer's own machine. Never
+    /// on Lambda, whose loopback is its runtime API.
+    pub loopback_http: bool,
+}
+
+impl Spec {
+    /// Parses and validates a `PUT` body.
+    pub fn parse(body: &[u8], urls: UrlPolicy) -> Result<Self, Refusal> {
+        let body: Body = serde_json::from_slice(body)
+            .map_err(|e| Refusal::invalid(format!("the body is not a subscription: {e}")))?;
+        let delivery = match body.kind.as_deref() {
+            Some("webhook") => {
+                let url = body
+                    .webhook
+                    .ok_or_else(|| Refusal::invalid("a webhook subscription needs webhook.url"))?
+                    .url;
+                check_webhook_url(&url, urls)?;
+                Delivery::Webhook { url }
+            }
+            Some("pull-wake") => {
+                let wake_stream = body
+                    .wake_stream
+                    .ok_or_else(|| Refusal::invalid("a pull-wake subscription needs wake_stream"))?;
+                Delivery::PullWake {
+                    wake_stream: check_path(&wake_stream)?,
+                }
+            }
+            Some(other) => {
+                return Err(Refusal::invalid(format!(
+                    "type `{other}` is not a subscription type; use webhook or pull-wake"
+                )));
+            }
+            None => return Err(Refusal::invalid("a subscription needs a type: webhook or pull-wake")),
+        };
+        let pattern = body.pattern.map(|p| check_pattern(&p)).transpose()?;
+        let streams = check_paths(&body.streams)?;
+        if pattern.is_none() && streams.is_empty() {
+            return Err(Refusal::invalid("a subscription needs a pattern, streams, or both"));
+        }
+        let lease_ttl_ms = body.lease_ttl_ms.unwrap_or(DEFAULT_LEASE_MS);
+        if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ttl_ms) {
+            return Err(Refusal::invalid(format!(
+                "lease_ttl_ms must be from {MIN_LEASE_MS} to {MAX_LEASE_MS}"
+            )));
+        }
+        if let Some(d) = &body.description
+            && d.chars().count() > MAX_DESCRIPTION_CHARS
+        {
+            return Err(Refusal::invalid(format!(
+                "the description is longer than {MAX_DESCRIPTION_CHARS} characters"
+            )));
+        }
+        Ok(Self {
+            delivery,
+            pattern,
+            streams,
+            lease_ttl_ms,
+            description: body.description,
+        })
+    }
+
+    /// The hash a re-confirming `PUT` must match: of the whole normalized configuration.
+    pub fn hash(&self) -> String {
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        let digest = Sha256::digest(&canonical);
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether the pattern matches `path`.
+    pub fn matches(&self, path: &str) -> bool {
+        self.pattern.as_deref().is_some_and(|p| glob_match(p, path))
+    }
+}
+
+/// A subscription id: 1 to 128 characters of `A-Z a-z 0-9 . _ -`.
+pub fn check_id(id: &str) -> Result<(), Refusal> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Refusal::invalid(format!(
+            "a subscription id is 1 to {MAX_ID_CHARS} characters of letters, digits, `.`, `_` and `-`"
+        )))
+    }
+}
+
+/// A stream-root-relative path: leading and trailing `/` dropped, a valid stream path, not in
+/// the reserved `__ds` section.
+pub fn check_path(path: &str) -> Result<String, Refusal> {
+    let path = path.trim_matches('/');
+    crate::StreamPath::parse(path).map_err(|e| Refusal::invalid(format!("stream `{path}`: {e}")))?;
+    if path == RESERVED || path.starts_with("__ds/") {
+        return Err(Refusal::invalid(format!(
+            "`{path}` is in the protocol's reserved __ds section, not a stream"
+        )));
+    }
+    Ok(path.to_owned())
+}
+
+/// Paths, normalized, sorted and each once; at most [`MAX_STREAMS`].
+pub fn check_paths(paths: &[String]) -> Result<Vec<String>, Refusal> {
+    if paths.len() > MAX_STREAMS {
+        return Err(Refusal::invalid(format!("at most {MAX_STREAMS} streams at once")));
+    }
+    let mut out = paths.iter().map(|p| check_path(p)).collect::<Result<Vec<_>, _>>()?;
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn check_pattern(pattern: &str) -> Result<String, Refusal> {
+    let pattern = pattern.trim_matches('/');
+    if pattern.is_empty() || pattern.len() > crate::StreamPath::MAX_LEN {
+        return Err(Refusal::invalid("a pattern is 1 to 1024 characters"));
+    }
+    if pattern.split('/').any(str::is_empty) {
+        return Err(Refusal::invalid(format!("pattern `{pattern}` has an empty segment")));
+    }
+    Ok(pattern.to_owned())
+}
+
+/// Whether `path` matches `pattern`, segment by segment: `*` matches one segment (and within a
+/// segment, any run of characters), `**` any number of segments.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    let pattern: Vec<&str> = pattern.split('/').collect();
+    let path: Vec<&str> = path.split('/').collect();
+    segments_match(&pattern, &path)
+}
+
+fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((&"**", rest)) => (0..=path.len()).any(|skip| segments_match(rest, &path[skip..])),
+        Some((first, rest)) => path
+            .split_first()
+            .is_some_and(|(segment, tail)| segment_match(first, segment) && segments_match(rest, tail)),
+    }
+}
+
+/// `*` within a segment matches any run of characters.
+fn segment_match(pattern: &str, segment: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == segment,
+        Some((prefix, rest)) => {
+            let Some(after) = segment.strip_prefix(prefix) else {
+                return false;
+            };
+            (0..=after.len())
+                .filter(|i| after.is_char_boundary(*i))
+                .any(|i| segment_match(rest, &after[i..]))
+        }
+    }
+}
+
+/// Refuses webhook URLs that could reach the deployment's own network (SSRF): only `https`,
+/// to a name or a public address; `http` only to the developer's loopback when `urls` allows.
+/// (A name that resolves to a private address is refused again when it is called.)
+pub fn check_webhook_url(raw: &str, urls: UrlPolicy) -> Result<(), Refusal> {
+    let rejected = |why: &str| Refusal::new(400, "WEBHOOK_URL_REJECTED", format!("webhook.url {why}"));
+    let url = url::Url::parse(raw).map_err(|_| rejected("is not a valid URL"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(rejected("must not carry credentials"));
+    }
+    let host = url.host().ok_or_else(|| rejected("has no host"))?;
+    let loopback = match &host {
+        url::Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(ip) => ip.octets()[..3] == [127, 0, 0],
+        url::Host::Ipv6(_) => false,
+    };
+    match url.scheme() {
+        "http" if loopback && urls.loopback_http => Ok(()),
+        "http" => Err(rejected(
+            "must use https (http is only for localhost or 127.0.0.x on a developer's machine)",
+        )),
+        "https" if loopback => Err(rejected("must not target this machine")),
+        "https" => match host {
+            url::Host::Ipv4(ip) if !is_public(std::net::IpAddr::V4(ip)) => {
+                Err(rejected("must not target a private, loopback or link-local address"))
+            }
+            url::Host::Ipv6(ip) if !is_public(std::net::IpAddr::V6(ip)) => {
+                Err(rejected("must not target a private, loopback or link-local address"))
+            }
+            url::Host::Domain(name) if name.ends_with(".localhost") || name.ends_with(".internal") => {
+                Err(rejected("must not target a local name"))
+            }
+            _ => Ok(()),
+        },
+        _ => Err(rejected("must use https")),
+    }
+}
+
+/// Whether `ip` is on the public internet: not loopback, private (RFC 1918, unique local),
+/// link-local, shared (CGNAT), unspecified, multicast, documentation or broadcast.
+pub fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0)
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || first == 0x2001 && v6.segments()[1] == 0x0db8
+                || first == 0x64 && v6.segments()[1] == 0xff9b)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEV: UrlPolicy = UrlPolicy { loopback_http: true };
+    const PROD: UrlPolicy = UrlPolicy { loopback_http: false };
+
+    #[test]
+    fn globs_match_segments() {
+        assert!(glob_match("events/*", "events/a"));
+        assert!(!glob_match("events/*", "events/a/b"));
+        assert!(!glob_match("events/*", "events"));
+        assert!(glob_match("events/**", "events"));
+        assert!(glob_match("events/**", "events/a/b"));
+        assert!(glob_match("**/x", "a/b/x"));
+        assert!(glob_match("e*s/a*", "events/abc"));
+        assert!(!glob_match("e*s/a*", "event/abc"));
+        assert!(glob_match("a", "a"));
+        assert!(!glob_match("a", "b"));
+    }
+
+    #[test]
+    fn webhook_urls_keep_to_the_public_internet() {
+        for ok in ["https://hooks.example.com/x", "https://8.8.8.8/hook"] {
+            assert!(check_webhook_url(ok, PROD).is_ok(), "{ok}");
+        }
+        for ok in ["http://localhost:3000/hook", "http://127.0.0.1:9/hook"] {
+            assert!(check_webhook_url(ok, DEV).is_ok(), "{ok}");
+            assert!(check_webhook_url(ok, PROD).is_err(), "{ok} on AWS");
+        }
+        for bad in [
+            "http://10.0.0.1/hook",
+            "https://10.0.0.1/hook",
+            "https://192.168.1.1/",
+            "https://172.16.0.1/",
+            "https://169.254.169.254/latest/meta-data",
+            "https://[::1]/",
+            "https://[fd00::1]/",
+            "https://[::ffff:10.0.0.1]/",
+            "https://100.64.0.1/",
+            "https://localhost/",
+            "https://a.localhost/",
+            "http://example.com/",
+            "ftp://example.com/",
+            "https://user:pw@example.com/",
+            "not a url",
+        ] {
+            let refused = check_webhook_url(bad, DEV).unwrap_err();
+            assert_eq!(refused.code, "WEBHOOK_URL_REJECTED", "{bad}");
+        }
+    }
+
+    #[test]
+    fn specs_are_validated_and_hash_their_whole_configuration() {
+        let spec = |body: &str| Spec::parse(body.as_bytes(), DEV);
+        let a = spec(r#"{"type":"webhook","pattern":"events/*","webhook":{"url":"http://127.0.0.1:1/h"}}"#).unwrap();
+        assert_eq!(a.lease_ttl_ms, DEFAULT_LEASE_MS);
+        let b = spec(
+            r#"{"type":"webhook","pattern":"events/*","webhook":{"url":"http://127.0.0.1:1/h"},"lease_ttl_ms":30000}"#,
+        )
+        .unwrap();
+        assert_eq!(a.hash(), b.hash());
+        let c = spec(
+            r#"{"type":"webhook","pattern":"events/*","webhook":{"url":"http://127.0.0.1:1/h"},"description":"x"}"#,
+        )
+        .unwrap();
+        assert_ne!(a.hash(), c.hash());
+        let d = spec(r#"{"type":"pull-wake","streams":["/b/","a","b"],"wake_stream":"w"}"#).unwrap();
+        assert_eq!(d.streams, ["a", "b"]);
+        for bad in [
+            r#"{"type":"webhook","pattern":"e/*"}"#,
+            r#"{"type":"pull-wake","pattern":"e/*"}"#,
+            r#"{"type":"webhook","webhook":{"url":"http://127.0.0.1/h"}}"#,
+            r#"{"type":"pull","pattern":"e/*","wake_stream":"w"}"#,
+            r#"{"type":"pull-wake","pattern":"e/*","wake_stream":"w","lease_ttl_ms":10}"#,
+            r#"{"type":"pull-wake","pattern":"e//x","wake_stream":"w"}"#,
+            r#"{"type":"pull-wake","streams":["__ds/x"],"wake_stream":"w"}"#,
+            r#"{"type":"pull-wake","pattern":"e/*","wake_stream":"__ds"}"#,
+            "[]",
+        ] {
+            assert_eq!(spec(bad).unwrap_err().status, 400, "{bad}");
+        }
+        assert!(check_id("sub-1.a_b").is_ok());
+        assert!(check_id("").is_err());
+        assert!(check_id("a/b").is_err());
+    }
+}
