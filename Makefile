@@ -14,11 +14,11 @@ STAGE         ?= dev
 # `make test` runs its own emulator, apart from one started with `make emulator-up`.
 TEST_STATE    := .emulator/test
 # The official Durable Streams conformance suite plus the client resume test
-# (tests/conformance/run.mjs), against `spool serve` on each backend. Spool passes 332 of the
-# suite's 338 tests (6 skipped), the reference server 326; fewer than 332 is a regression. The
+# (tests/conformance/run.mjs), against `spool serve` on each backend, with the suite's
+# subscription tests on: Spool passes all 338; fewer is a regression. The
 # server's long-poll timeout only sets how long the suite's long-poll tests wait: 2 s instead
 # of the default 20 s saves ~40 s a run.
-CONFORMANCE_MIN          ?= 332
+CONFORMANCE_MIN          ?= 338
 CONFORMANCE_LONG_POLL_MS ?= 2000
 CONFORMANCE   := node tests/conformance/run.mjs --spool target/debug/spool --min $(CONFORMANCE_MIN) --long-poll-ms $(CONFORMANCE_LONG_POLL_MS)
 

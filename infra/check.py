@@ -52,10 +52,20 @@ const cases = [['GET', null], ['HEAD', null], ['OPTIONS', null], ['POST', 'api']
 let failed = 0;
 for (const [method, origin] of cases) {
   globalThis.__selected = null;
-  const request = { method, uri: '/v1/stream/a/b', headers: {} };
+  const request = { method, uri: '/v1/stream/a/b', headers: { host: { value: 'd.example' } } };
   const out = handler({ request });
-  if (out !== request || globalThis.__selected !== origin) {
+  if (out !== request || globalThis.__selected !== origin || request.headers['x-forwarded-host']) {
     console.log(`${method}: origin ${globalThis.__selected}, expected ${origin}`);
+    failed++;
+  }
+}
+// The subscription section goes to the API, reads too, naming the viewer's host.
+for (const method of ['GET', 'PUT', 'POST', 'DELETE']) {
+  globalThis.__selected = null;
+  const request = { method, uri: '/v1/stream/__ds/subscriptions/s', headers: { host: { value: 'd.example' } } };
+  handler({ request });
+  if (globalThis.__selected !== 'api' || request.headers['x-forwarded-host']?.value !== 'd.example') {
+    console.log(`${method} __ds: origin ${globalThis.__selected}, x-forwarded-host ${JSON.stringify(request.headers['x-forwarded-host'])}`);
     failed++;
   }
 }
@@ -130,7 +140,7 @@ def main():
     for problem in edge:
         print(f"template: {problem}")
     if not edge:
-        print("template: the CloudFront Function sends a stream's writes to the API origin and its reads to the stream function")
+        print("template: the CloudFront Function sends a stream's writes and its __ds section to the API origin and its reads to the stream function")
     board = dashboard_problems()
     for problem in board:
         print(f"template: {problem}")

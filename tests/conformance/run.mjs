@@ -274,7 +274,8 @@ try {
   for (const p of [reportPath, resumeReportPath, summaryPath]) rmSync(p, { force: true })
   const baseUrl = await startServer()
   console.log(`conformance: ${backend} server ready at ${baseUrl} after ${((Date.now() - started) / 1000).toFixed(1)} s`)
-  const env = { CONFORMANCE_BASE_URL: baseUrl, CONFORMANCE_LONG_POLL_MS: longPollMs }
+  // The suite's subscription tests too (webhooks to a receiver on loopback, pull-wake).
+  const env = { CONFORMANCE_BASE_URL: baseUrl, CONFORMANCE_LONG_POLL_MS: longPollMs, CONFORMANCE_SUBSCRIPTIONS: "1" }
 
   const suiteStart = Date.now()
   await runVitest("vitest.config.mjs", { ...env, CONFORMANCE_REPORT: reportPath }, SUITE_TIMEOUT_MS)

@@ -71,6 +71,12 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     let stream = format!("{}/v1/stream/notes/a", a.base);
     let token = a.token.as_deref().unwrap();
+    a.ok(
+        Method::PUT,
+        "/v1/stream/__ds/subscriptions/sub-a",
+        Some(json!({ "type": "pull-wake", "streams": ["notes/a"], "wake_stream": "notes/a", "description": "A's subscription" })),
+    )
+    .await;
     for request in [
         a.http.put(&stream),
         a.http.post(&stream).body(r#"{"note":"A's stream"}"#),
@@ -118,6 +124,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     let mine = fixture(harness, &a).await;
     let before = snapshot(&a, &mine.ws, &mine.chat).await;
     let notes_before = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
+    let subscription_before = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
     // Strings that appear only in A's data: none may reach B.
     let secrets = [
         mine.ws.as_str(),
@@ -129,6 +136,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         "A's stream",
         "A's command",
         "A's file",
+        "A's subscription",
     ];
 
     let fill = |name: &str| -> String {
@@ -148,7 +156,13 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         // credential: `attachments_http.rs` refuses forged and expired ones).
         if matches!(
             template,
-            "/healthz" | "/v1/openapi.json" | "/v1/handshake" | "/v1/uploads/{grant}" | "/v1/docs" | "/v1/docs/{name}"
+            "/healthz"
+                | "/v1/openapi.json"
+                | "/v1/handshake"
+                | "/v1/uploads/{grant}"
+                | "/v1/docs"
+                | "/v1/docs/{name}"
+                | "/v1/stream/__ds/jwks.json"
         ) {
             continue;
         }
@@ -160,6 +174,11 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/ai-sdk/chat/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ag-ui/chat/") => mine.chat.clone(),
             ("/v1/stream/{path}", "path") => "notes/a".to_owned(),
+            // B's PUT makes B's own subscription, of another name (so B's later reads of
+            // `sub-a` still name A's).
+            ("/v1/stream/__ds/subscriptions/{id}", "id") if op.method == "put" => "sub-b".to_owned(),
+            (t, "id") if t.starts_with("/v1/stream/__ds/subscriptions/") => "sub-a".to_owned(),
+            (t, "path") if t.starts_with("/v1/stream/__ds/subscriptions/") => "notes%2Fa".to_owned(),
             ("/v1/slash-commands/{name}", "name") => "a-secret".to_owned(),
             (_, "name") => "a-cmd".to_owned(),
             (_, "turn_id") => mine.turn.clone(),
@@ -206,9 +225,16 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         };
         // PUT on a stream path makes B's own stream of that name: B's namespace, not A's stream;
         // so does PUT of a global command of A's name.
-        let own_stream =
-            (template == "/v1/stream/{path}" || template == "/v1/slash-commands/{name}") && op.method == "put";
-        if names_a && !own_stream {
+        let own_stream = matches!(
+            template,
+            "/v1/stream/{path}" | "/v1/slash-commands/{name}" | "/v1/stream/__ds/subscriptions/{id}"
+        ) && op.method == "put";
+        // A wake's routes take the wake's own token, which B's is not.
+        let wake_route =
+            template.ends_with("/callback") || template.ends_with("/ack") || template.ends_with("/release");
+        if wake_route {
+            assert_eq!(status, 401, "{op} with B's token: {text}");
+        } else if names_a && !own_stream {
             assert_eq!(status, 404, "{op} as B on A's {path}: {text}");
         } else {
             assert!(
@@ -228,6 +254,8 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     assert_eq!(snapshot(&a, &mine.ws, &mine.chat).await, before, "A's state changed");
     let notes_after = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
     assert_eq!(notes_after, notes_before);
+    let subscription_after = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
+    assert_eq!(subscription_after, subscription_before, "A's subscription changed");
     let listed: Value = a.ok(Method::GET, "/v1/tasks/task_a", None).await;
     assert_eq!(listed["title"], "A's task");
     assert!(checked.len() >= 30, "{} operations checked: {checked:?}", checked.len());

@@ -60,6 +60,7 @@ mod sessions;
 mod sessions_http;
 mod settings_http;
 mod stream_http;
+mod subscriptions_http;
 mod support;
 mod turns;
 mod workspaces;

@@ -12,7 +12,7 @@ use spool_domain::{OpenRequest, RequestKind, Sessions};
 use spool_tests::Harness;
 
 use crate::support::{
-    agent_client, org_of, setup,
+    Api, agent_client, org_of, setup,
     spec::{Checked, Spec},
 };
 
@@ -453,6 +453,10 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         assert_eq!(status, expected, "{method} {notes}: {}", String::from_utf8_lossy(&body));
     }
 
+    // The protocol's subscriptions: a pull-wake one, claimed, acked, released; a webhook one
+    // (its receiver never called here); the JWKS.
+    subscriptions(&api, &spec).await;
+
     // Files: declared, sent, completed, listed, fetched.
     let files = format!("/v1/sessions/{chat}/attachments");
     api.refused(
@@ -751,4 +755,134 @@ fn both_functions_answer_a_domain_error_the_same_way() {
         assert_eq!(from_api, from_stream, "{label}");
         assert_eq!(from_api.0.is_client_error(), caller_error, "{label}: {from_api:?}");
     }
+}
+
+/// Every subscription route, through the checked client (the wake's own token for the routes
+/// that take it).
+async fn subscriptions(api: &Checked<'_>, spec: &Spec) {
+    let a = api.api;
+    let json_type = |r: reqwest::RequestBuilder| r.header("content-type", "application/json");
+    for (path, method) in [
+        ("/v1/stream/jobs/pool", Method::PUT),
+        ("/v1/stream/jobs/1", Method::PUT),
+    ] {
+        let (status, _, _) = api
+            .raw(
+                json_type(a.http.request(method.clone(), format!("{}{path}", a.base))),
+                method,
+                path,
+            )
+            .await;
+        assert_eq!(status, 201, "{path}");
+    }
+    let sub = "/v1/stream/__ds/subscriptions/pull-1";
+    let config = json!({"type": "pull-wake", "pattern": "jobs/*", "wake_stream": "jobs/pool", "lease_ttl_ms": 60000});
+    api.ok(Method::PUT, sub, Some(config.clone())).await;
+    api.ok(Method::PUT, sub, Some(config)).await;
+    api.refused(
+        409,
+        Method::PUT,
+        sub,
+        Some(json!({"type": "pull-wake", "pattern": "x/*", "wake_stream": "jobs/pool"})),
+    )
+    .await;
+    api.refused(
+        400,
+        Method::PUT,
+        "/v1/stream/__ds/subscriptions/bad",
+        Some(json!({"type": "webhook", "pattern": "x/*", "webhook": {"url": "http://10.0.0.1/h"}})),
+    )
+    .await;
+    api.ok(Method::GET, sub, None).await;
+    api.ok(
+        Method::POST,
+        &format!("{sub}/streams"),
+        Some(json!({"streams": ["jobs/extra"]})),
+    )
+    .await;
+    api.ok(Method::DELETE, &format!("{sub}/streams/jobs%2Fextra"), None)
+        .await;
+    api.refused(
+        409,
+        Method::POST,
+        &format!("{sub}/claim"),
+        Some(json!({"worker": "w1"})),
+    )
+    .await;
+    let (status, _, _) = api
+        .raw(
+            json_type(a.http.post(format!("{}/v1/stream/jobs/1", a.base))).body(r#"{"n":1}"#),
+            Method::POST,
+            "/v1/stream/jobs/1",
+        )
+        .await;
+    assert_eq!(status, 204);
+    let claimed = api
+        .ok(Method::POST, &format!("{sub}/claim"), Some(json!({"worker": "w1"})))
+        .await;
+    let worker = Api {
+        http: a.http.clone(),
+        base: a.base.clone(),
+        token: claimed["token"].as_str().map(str::to_owned),
+    };
+    let as_worker = Checked { api: &worker, spec };
+    let wake = json!({"wake_id": claimed["wake_id"], "generation": claimed["generation"]});
+    let mut heartbeat = wake.clone();
+    heartbeat["acks"] = json!([{"stream": "jobs/1", "offset": claimed["streams"][0]["tail_offset"]}]);
+    let ack = as_worker.ok(Method::POST, &format!("{sub}/ack"), Some(heartbeat)).await;
+    assert_eq!(ack, json!({"ok": true, "next_wake": false}));
+    as_worker
+        .ok(Method::POST, &format!("{sub}/release"), Some(wake.clone()))
+        .await;
+    as_worker
+        .refused(409, Method::POST, &format!("{sub}/release"), Some(wake.clone()))
+        .await;
+    as_worker
+        .refused(409, Method::POST, &format!("{sub}/ack"), Some(wake.clone()))
+        .await;
+    // A webhook subscription: its wake (to a receiver on loopback) finished by its callback;
+    // a token for no wake of it refused.
+    let (receiver, url) = crate::subscriptions_http::Receiver::start(&[]).await;
+    let hook = "/v1/stream/__ds/subscriptions/hook-1";
+    let config = json!({"type": "webhook", "streams": ["jobs/2"], "webhook": {"url": url}});
+    api.ok(Method::PUT, hook, Some(config)).await;
+    let callback = format!("{hook}/callback");
+    as_worker
+        .refused(401, Method::POST, &callback, Some(wake.clone()))
+        .await;
+    let path = "/v1/stream/jobs/2";
+    let (status, _, _) = api
+        .raw(
+            json_type(a.http.put(format!("{}{path}", a.base))).body(r#"{"n":1}"#),
+            Method::PUT,
+            path,
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (woken, _, _) = receiver.nth(1).await;
+    let receiver_api = Api {
+        http: a.http.clone(),
+        base: a.base.clone(),
+        token: woken["callback_token"].as_str().map(str::to_owned),
+    };
+    let done = json!({"wake_id": woken["wake_id"], "generation": woken["generation"], "done": true});
+    let finished = Checked {
+        api: &receiver_api,
+        spec,
+    }
+    .ok(Method::POST, &callback, Some(done))
+    .await;
+    assert_eq!(finished["ok"], true);
+    let stranger = Api {
+        http: a.http.clone(),
+        base: a.base.clone(),
+        token: None,
+    };
+    let keys = Checked { api: &stranger, spec }
+        .ok(Method::GET, "/v1/stream/__ds/jwks.json", None)
+        .await;
+    assert_eq!(keys["keys"][0]["kty"], "OKP");
+    api.ok(Method::DELETE, hook, None).await;
+    api.ok(Method::DELETE, sub, None).await;
+    api.refused(404, Method::GET, sub, None).await;
 }

@@ -33,9 +33,14 @@ async fn main() -> Result<(), lambda_http::Error> {
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
     // The stream protocol's writes (and reads, buffered) are served here too: the stream
     // function, which faces the internet, only reads.
-    let streams = spool_stream::StreamApi::new(stores.log.clone(), access.clone(), config.live)
+    let mut streams = spool_stream::StreamApi::new(stores.log.clone(), access.clone(), config.live)
         .with_rate_limiter(limiter.clone())
         .with_revocations(revocations.clone());
+    // The protocol's subscriptions (CloudFront sends `/v1/stream/__ds/*` here); the worker
+    // delivers their wakes.
+    if let Some(subscriptions) = spool_aws::subscriptions_from_config(config, &clients, stores.log.clone(), None)? {
+        streams = streams.with_subscriptions(Arc::new(subscriptions));
+    }
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
         .with_aggregates(aggregates)
         .with_workspace_roots(config.workspace_roots())

@@ -142,8 +142,6 @@ pub(crate) struct Services {
     aggregates_queue: Option<(aws_sdk_sqs::Client, String)>,
     /// The embedded store's records, for `spool serve`'s sweep of unfinished uploads.
     embedded: Option<Arc<spool_embedded::EmbeddedMetadata>>,
-    /// Where the protocol's subscriptions are kept.
-    subscriptions: Arc<dyn spool_domain::subscription::SubscriptionStore>,
 }
 
 pub(crate) async fn services(config: &Config, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<Services> {
@@ -169,7 +167,6 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 files: Arc::new(spool_embedded::LocalFiles::new(&config.data_dir)),
                 description: format!("embedded store in {}", config.data_dir.display()),
                 maintenance: None,
-                subscriptions: metadata.clone(),
                 embedded: Some(metadata),
             })
         }
@@ -197,7 +194,6 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
                 aggregates: spool_aws::aggregates_from_config(config, &clients, log.clone()),
                 aggregates_queue,
                 log,
-                subscriptions: Arc::new(metadata.clone()),
                 metadata: Arc::new(metadata),
                 turns: Arc::new(turns),
                 files: Arc::new(files),
@@ -279,7 +275,10 @@ fn jwt_secret(config: &Config) -> anyhow::Result<String> {
 /// backend) or by a task of this process (embedded, which schedules open wakes again at start).
 /// Webhooks may call the developer's own loopback: this is `spool serve`.
 async fn subscriptions(config: &Config, services: &Services) -> anyhow::Result<Arc<Subscriptions>> {
-    let keys = spool_auth::WebhookKeys::derive(jwt_secret(config)?.as_bytes())?;
+    let keys = match config.webhook_keys()? {
+        Some(keys) => keys,
+        None => spool_auth::WebhookKeys::derive(jwt_secret(config)?.as_bytes())?,
+    };
     let urls = UrlPolicy { loopback_http: true };
     let (scheduler, local): (Arc<dyn WakeScheduler>, _) = match &services.maintenance {
         Some((sqs, url)) => (
@@ -292,7 +291,7 @@ async fn subscriptions(config: &Config, services: &Services) -> anyhow::Result<A
         }
     };
     let service = Subscriptions::new(
-        services.subscriptions.clone(),
+        services.metadata.clone(),
         services.log.clone(),
         scheduler,
         Arc::new(keys),

@@ -100,9 +100,24 @@ fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
     }
 }
 
-/// The absolute URL of `path` on this server, as [`absolute_url`] makes it.
+/// The absolute URL of `path` on this server, as clients reach it: as [`absolute_url`] makes
+/// it, but with the host a proxy names in `X-Forwarded-Host` (the deployment's CloudFront
+/// Function sets it on the subscription routes, whose URLs must name the distribution).
 pub(crate) fn root_url(headers: &HeaderMap, path: &'static str) -> String {
-    absolute_url(headers, &Uri::from_static(path))
+    let forwarded = headers
+        .get("x-forwarded-host")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|host| is_plain_host(host))
+        .and_then(|host| HeaderValue::from_str(host).ok());
+    match forwarded {
+        Some(host) => {
+            let mut headers = headers.clone();
+            headers.insert(header::HOST, host);
+            absolute_url(&headers, &Uri::from_static(path))
+        }
+        None => absolute_url(headers, &Uri::from_static(path)),
+    }
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, of at most 255 characters.

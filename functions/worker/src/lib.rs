@@ -1,7 +1,7 @@
 //! # The worker function
 //!
 //! Runs Spool's background work from SQS: agent turns from the turns queue (FIFO, one group
-//! per chat), maintenance jobs (page sealing) from the maintenance queue, and aggregate
+//! per chat), maintenance jobs (page sealing, subscriptions' wakes) from the maintenance queue, and aggregate
 //! streams' events (workspaces' feeds, audit records) from the aggregates queue (FIFO, one
 //! group per stream, a group's batch appended at once). On AWS it is a Lambda function
 //! triggered by the queues, reporting partial batch failures so one bad message never fails its

@@ -36,20 +36,31 @@ impl reqwest::dns::Resolve for PublicOnly {
         let policy = self.0;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let local = policy.loopback_http && host.eq_ignore_ascii_case("localhost");
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = found
-                .into_iter()
-                .filter(|a| is_public(a.ip()) || (local && a.ip().is_loopback()))
-                .collect();
-            if allowed.is_empty() {
-                return Err(
-                    format!("`{host}` resolves to no public address; webhooks may not reach private networks").into(),
-                );
-            }
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let allowed = allowed(&host, found, policy)?;
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// The addresses of `found` a webhook to `host` may connect to: public ones, and loopback for
+/// `localhost` where the policy allows; an error when none is left.
+fn allowed(
+    host: &str,
+    found: impl IntoIterator<Item = SocketAddr>,
+    policy: UrlPolicy,
+) -> Result<Vec<SocketAddr>, String> {
+    let local = policy.loopback_http && host.eq_ignore_ascii_case("localhost");
+    let allowed: Vec<SocketAddr> = found
+        .into_iter()
+        .filter(|a| is_public(a.ip()) || (local && a.ip().is_loopback()))
+        .collect();
+    if allowed.is_empty() {
+        return Err(format!(
+            "`{host}` resolves to no public address; webhooks may not reach private networks"
+        ));
+    }
+    Ok(allowed)
 }
 
 impl Webhooks {
@@ -75,7 +86,7 @@ impl Outbound for Webhooks {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let mut response = request.send().await.map_err(|e| format!("{e:#}"))?;
+        let mut response = request.send().await.map_err(|e| describe(&e))?;
         let status = response.status().as_u16();
         let mut body = Vec::new();
         while body.len() < MAX_REPLY_BYTES {
@@ -86,5 +97,47 @@ impl Outbound for Webhooks {
         }
         body.truncate(MAX_REPLY_BYTES);
         Ok(Reply { status, body })
+    }
+}
+
+/// An error and its causes, `: `-separated (reqwest's own message hides the resolver's).
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolving_to_private_addresses_are_not_connected_to() {
+        let prod = UrlPolicy { loopback_http: false };
+        let dev = UrlPolicy { loopback_http: true };
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let found = [
+            addr("127.0.0.1:0"),
+            addr("10.1.2.3:0"),
+            addr("[fd00::1]:0"),
+            addr("169.254.169.254:0"),
+        ];
+        assert!(allowed("evil.example", found, prod).is_err());
+        assert!(
+            allowed("evil.example", found, dev).is_err(),
+            "only localhost may be loopback"
+        );
+        assert_eq!(allowed("localhost", found, dev).unwrap(), [addr("127.0.0.1:0")]);
+        assert!(allowed("localhost", found, prod).is_err());
+        let mixed = [addr("10.0.0.1:0"), addr("93.184.216.34:0")];
+        assert_eq!(
+            allowed("hooks.example", mixed, prod).unwrap(),
+            [addr("93.184.216.34:0")]
+        );
     }
 }

@@ -100,6 +100,34 @@ pub fn aggregates_from_config(
     }
 }
 
+/// The protocol's subscriptions on AWS: records in the metadata table, jobs on the maintenance
+/// queue, keys from `SPOOL_WEBHOOK_SECRET`, webhooks only to the public internet. `None` when
+/// the process has no webhook secret (subscriptions are then not served). `outbound` makes the
+/// webhook requests where jobs run (the worker).
+pub fn subscriptions_from_config(
+    config: &Config,
+    clients: &AwsClients,
+    log: Arc<dyn spool_domain::StreamLog>,
+    outbound: Option<Arc<dyn spool_domain::subscription::Outbound>>,
+) -> Result<Option<spool_domain::subscription::Subscriptions>, spool_platform::Error> {
+    let Some(keys) = config.webhook_keys()? else {
+        return Ok(None);
+    };
+    let queue = AwsSettings::require(&config.aws.maintenance_queue_url, "SPOOL_MAINTENANCE_QUEUE_URL")?;
+    let service = spool_domain::subscription::Subscriptions::new(
+        Arc::new(metadata_from_config(config, clients)?),
+        log,
+        Arc::new(SqsSealScheduler::new(clients.sqs.clone(), queue)),
+        Arc::new(keys),
+        Arc::new(spool_domain::SystemClock),
+        spool_domain::subscription::UrlPolicy { loopback_http: false },
+    );
+    Ok(Some(match outbound {
+        Some(outbound) => service.with_outbound(outbound),
+        None => service,
+    }))
+}
+
 /// The turns queue (`SPOOL_TURNS_QUEUE_URL`), over `clients` (those of the process's log).
 pub fn turn_queue_from_config(config: &Config, clients: &AwsClients) -> Result<SqsTurnQueue, spool_platform::Error> {
     let url = AwsSettings::require(&config.aws.turns_queue_url, "SPOOL_TURNS_QUEUE_URL")?;

@@ -2,7 +2,8 @@
 //!
 //! When an append leaves a page's worth of messages unsealed, the writer sends a
 //! [`MaintenanceJob::Seal`] to the maintenance queue; the worker function seals off the
-//! request path. Sealing is idempotent, so a duplicate delivery costs one head read.
+//! request path. Sealing is idempotent, so a duplicate delivery costs one head read. The same
+//! queue carries subscriptions' jobs, with their delays ([`crate::subscriptions`]).
 
 use std::time::Duration;
 

@@ -346,6 +346,11 @@ pub struct Config {
     /// and keeps one in its data directory when it is not set; on AWS it is read
     /// from the Secrets Manager secret `SPOOL_SECRET_ARNS` names, never from the environment.
     pub jwt_secret: Option<SecretString>,
+    /// `SPOOL_WEBHOOK_SECRET`: the secret the webhook signing key (Ed25519) and subscription
+    /// callback tokens are derived from (at least 32 bytes). On AWS it is its own Secrets
+    /// Manager secret, which the worker reads too (it never gets the token signing secret);
+    /// `spool serve` derives them from the token signing secret when it is not set.
+    pub webhook_secret: Option<SecretString>,
     /// `SPOOL_ORIGIN_SECRET`: on AWS, the value CloudFront sends in `x-spool-origin` with every
     /// request to the functions; set, the API and stream functions refuse requests without it,
     /// so only the deployment's CloudFront URL reaches them. Read from Secrets Manager.
@@ -372,6 +377,30 @@ impl Config {
             .ok_or(Error::Missing {
                 var: "SPOOL_JWT_SECRET",
                 hint: "on AWS it comes from the secret SPOOL_SECRET_ARNS names (the template makes it); locally, set at least 32 random bytes",
+            })
+    }
+
+    /// The webhook signing keys, from `SPOOL_WEBHOOK_SECRET`, or `None` when it is not set
+    /// (a process that runs no subscriptions, like the turns function).
+    pub fn webhook_keys(&self) -> Result<Option<spool_auth::WebhookKeys>, Error> {
+        use secrecy::ExposeSecret;
+        let Some(secret) = &self.webhook_secret else {
+            return Ok(None);
+        };
+        let secret = secret.expose_secret().as_bytes();
+        if secret.len() < spool_auth::TokenKeys::MIN_SECRET_BYTES {
+            return Err(Error::Invalid {
+                var: "SPOOL_WEBHOOK_SECRET",
+                value: "(secret)".to_owned(),
+                reason: format!("must be at least {} bytes", spool_auth::TokenKeys::MIN_SECRET_BYTES),
+            });
+        }
+        spool_auth::WebhookKeys::derive(secret)
+            .map(Some)
+            .map_err(|e| Error::Invalid {
+                var: "SPOOL_WEBHOOK_SECRET",
+                value: "(secret)".to_owned(),
+                reason: e.to_string(),
             })
     }
 
@@ -480,6 +509,7 @@ impl Config {
             revocation_check: millis(&vars, "SPOOL_REVOCATION_CHECK_MS", Duration::from_secs(30))?,
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             origin_secret: get("SPOOL_ORIGIN_SECRET").map(SecretString::from),
+            webhook_secret: get("SPOOL_WEBHOOK_SECRET").map(SecretString::from),
             jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
                 Some(secret) => {
                     if !vars.contains_key("SPOOL_JWT_PREVIOUS_UNTIL") {

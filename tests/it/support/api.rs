@@ -34,11 +34,26 @@ pub(crate) async fn serve_limited(
     limits: AttachmentLimits,
 ) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
+    // The protocol's subscriptions, their jobs run in this process as `spool serve` runs them.
+    let (wakes, jobs) = spool_embedded::LocalWakes::new();
+    let urls = spool_domain::subscription::UrlPolicy { loopback_http: true };
+    let subscriptions = spool_domain::subscription::Subscriptions::new(
+        metadata.clone(),
+        log.clone(),
+        Arc::new(wakes.clone()),
+        Arc::new(spool_auth::WebhookKeys::derive(SECRET).unwrap()),
+        Arc::new(SystemClock),
+        urls,
+    )
+    .with_outbound(Arc::new(spool_worker::Webhooks::new(urls).unwrap()));
+    let subscriptions = Arc::new(subscriptions);
+    tokio::spawn(spool_embedded::LocalWakes::run(jobs, subscriptions.clone(), wakes));
     let streams = spool_stream::StreamApi::new(
         log.clone(),
         spool_stream::Access::Tokens(Box::new(keys.clone())),
         LiveSettings::default(),
-    );
+    )
+    .with_subscriptions(subscriptions);
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let stores = spool_api::Stores {
         metadata,

@@ -97,14 +97,12 @@ impl Spec {
         for op in self.operations().into_iter().filter(|op| op.method == method) {
             let template: Vec<&str> = op.template.split('/').collect();
             let rest = template.last() == Some(&"{path}");
+            let same = |t: &[&str], s: &[&str]| t.iter().zip(s).all(|(t, s)| t.starts_with('{') || t == s);
             let fits = if rest {
-                segments.len() >= template.len() && template[..template.len() - 1] == segments[..template.len() - 1]
+                segments.len() >= template.len()
+                    && same(&template[..template.len() - 1], &segments[..template.len() - 1])
             } else {
-                segments.len() == template.len()
-                    && template
-                        .iter()
-                        .zip(&segments)
-                        .all(|(t, s)| t.starts_with('{') || t == s)
+                segments.len() == template.len() && same(&template, &segments)
             };
             let literal = template.iter().filter(|t| !t.starts_with('{')).count();
             if fits && best.as_ref().is_none_or(|(l, _)| literal > *l) {
@@ -321,6 +319,17 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("post", "/v1/sessions/{id}/slash-commands/invoke") => json!({ "input": "/rename Renamed" }),
         ("post", "/v1/workspaces/{id}/tasks") => json!({ "title": "A task", "description": "Details" }),
         ("patch", "/v1/tasks/{id}") => json!({ "title": "Renamed" }),
+        ("put", "/v1/stream/__ds/subscriptions/{id}") => {
+            json!({ "type": "pull-wake", "streams": [fill("stream_path")], "wake_stream": fill("stream_path") })
+        }
+        ("post", "/v1/stream/__ds/subscriptions/{id}/streams") => json!({ "streams": [fill("stream_path")] }),
+        ("post", "/v1/stream/__ds/subscriptions/{id}/claim") => json!({ "worker": "w" }),
+        (
+            "post",
+            "/v1/stream/__ds/subscriptions/{id}/callback"
+            | "/v1/stream/__ds/subscriptions/{id}/ack"
+            | "/v1/stream/__ds/subscriptions/{id}/release",
+        ) => json!({ "wake_id": "w_1", "generation": 1, "done": true }),
         ("post", "/v1/ag-ui/chat") => json!({
             "threadId": fill("session_id"),
             "runId": "run-1",

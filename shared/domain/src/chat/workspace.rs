@@ -345,15 +345,26 @@ pub trait Workspaces: Send + Sync {
     async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error>;
 }
 
-/// Everything the chat API keeps besides streams: [`Directory`](crate::Directory),
-/// [`Workspaces`] and [`Sessions`](crate::Sessions), from one adapter.
+/// Everything Spool keeps besides streams: [`Directory`](crate::Directory), [`Workspaces`],
+/// [`Sessions`](crate::Sessions), slash commands, files and the protocol's subscriptions, from
+/// one adapter.
 pub trait Metadata:
-    crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands + crate::attachment::Attachments
+    crate::Directory
+    + Workspaces
+    + crate::Sessions
+    + crate::commands::Commands
+    + crate::attachment::Attachments
+    + crate::subscription::SubscriptionStore
 {
 }
 
 impl<T> Metadata for T where
-    T: crate::Directory + Workspaces + crate::Sessions + crate::commands::Commands + crate::attachment::Attachments
+    T: crate::Directory
+        + Workspaces
+        + crate::Sessions
+        + crate::commands::Commands
+        + crate::attachment::Attachments
+        + crate::subscription::SubscriptionStore
 {
 }
 
