@@ -63,5 +63,6 @@ mod stream_http;
 mod subscriptions_http;
 mod support;
 mod turns;
+mod webhooks_http;
 mod workspaces;
 mod workspaces_http;

@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys, WebhookKeys};
 use spool_domain::{
     Error, LiveSettings, SystemClock,
-    subscription::{Outbound, SubscriptionJob, SubscriptionStore, Subscriptions, UrlPolicy, WakeScheduler},
+    jobs::{Deferred, MaintenanceJob},
+    subscription::{Outbound, SubscriptionJob, SubscriptionStore, Subscriptions, UrlPolicy},
 };
-use spool_embedded::LocalWakes;
+use spool_embedded::LocalJobs;
 use spool_tests::{Harness, unique_id};
 
 const SECRET: &[u8] = b"the subscription test's signing secret";
@@ -60,8 +61,18 @@ impl Receiver {
         (receiver, format!("{base}/hook"))
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
+    }
+
+    /// The headers of request `i` (from 0).
+    pub(crate) fn headers(&self, i: usize) -> HeaderMap {
+        self.seen.lock().unwrap()[i].0.clone()
+    }
+
+    /// The raw body of request `i` (from 0).
+    pub(crate) fn raw(&self, i: usize) -> String {
+        self.seen.lock().unwrap()[i].2.clone()
     }
 
     /// Waits (at most 10 s) for request number `n` (from 1) and returns its body, raw body and
@@ -99,18 +110,14 @@ fn verifies(jwks: &Value, raw: &str, signature: &str) -> bool {
 struct Crashed;
 
 #[async_trait]
-impl WakeScheduler for Crashed {
-    async fn schedule(&self, _: SubscriptionJob, _: Duration) -> Result<(), Error> {
+impl Deferred for Crashed {
+    async fn defer(&self, _: MaintenanceJob, _: Duration) -> Result<(), Error> {
         Ok(())
     }
 }
 
 /// The subscription service over the harness's stores, with jobs run in this process.
-fn service<H: Harness>(
-    log: &H::Log,
-    store: Arc<dyn SubscriptionStore>,
-    scheduler: Arc<dyn WakeScheduler>,
-) -> Subscriptions {
+fn service<H: Harness>(log: &H::Log, store: Arc<dyn SubscriptionStore>, scheduler: Arc<dyn Deferred>) -> Subscriptions {
     Subscriptions::new(
         store,
         Arc::new(log.clone()),
@@ -122,11 +129,20 @@ fn service<H: Harness>(
     .with_outbound(Arc::new(spool_worker::Webhooks::new(DEV).unwrap()))
 }
 
-fn local_wakes(service_of: impl FnOnce(Arc<dyn WakeScheduler>) -> Subscriptions) -> (Arc<Subscriptions>, LocalWakes) {
-    let (wakes, jobs) = LocalWakes::new();
-    let service = Arc::new(service_of(Arc::new(wakes.clone())));
-    tokio::spawn(LocalWakes::run(jobs, service.clone(), wakes.clone()));
-    (service, wakes)
+fn local_wakes(service_of: impl FnOnce(Arc<dyn Deferred>) -> Subscriptions) -> (Arc<Subscriptions>, LocalJobs) {
+    let (jobs, queue) = LocalJobs::new();
+    let service = Arc::new(service_of(Arc::new(jobs.clone())));
+    let runner = service.clone();
+    tokio::spawn(jobs.clone().run(queue, move |job| {
+        let service = runner.clone();
+        async move {
+            match job {
+                MaintenanceJob::Subscription(job) => service.run(&job).await.map_err(|e| e.to_string()),
+                other => Err(format!("not a subscription job: {other:?}")),
+            }
+        }
+    }));
+    (service, jobs)
 }
 
 /// Serves the stream routes with `service`: (base URL, a token for each of two organizations).
@@ -279,16 +295,18 @@ pub(crate) async fn a_wake_a_crash_left_undelivered_is_delivered_after_a_restart
 
     // WHEN a new process starts over the same store and schedules its open wakes again
     let (_, wakes) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
-    let job = |kind| SubscriptionJob {
-        org: org.clone(),
-        id: id.clone(),
-        generation: stored.generation,
-        kind,
+    let job = |kind| {
+        MaintenanceJob::Subscription(SubscriptionJob {
+            org: org.clone(),
+            id: id.clone(),
+            generation: stored.generation,
+            kind,
+        })
     };
     use spool_domain::subscription::JobKind;
-    // (What `LocalWakes::recover` does for every open wake it finds in the embedded store.)
-    wakes.schedule(job(JobKind::Deliver), Duration::ZERO).await.unwrap();
-    wakes.schedule(job(JobKind::Expire), Duration::ZERO).await.unwrap();
+    // (What `LocalJobs::recover` does for every open wake it finds in the embedded store.)
+    wakes.defer(job(JobKind::Deliver), Duration::ZERO).await.unwrap();
+    wakes.defer(job(JobKind::Expire), Duration::ZERO).await.unwrap();
 
     // THEN the wake is delivered, once
     let (body, _, _) = receiver.nth(1).await;
@@ -429,11 +447,24 @@ async fn the_embedded_store_lists_open_wakes() {
         !metadata.save("o", &idle, Some(7)).await.unwrap(),
         "not at that version"
     );
-    let found = metadata.open_wakes().await.unwrap();
-    assert_eq!(found.len(), 1);
-    assert_eq!((found[0].0.as_str(), found[0].1.id.as_str()), ("o", "open"));
-    let (wakes, _jobs) = LocalWakes::new();
-    assert_eq!(wakes.recover(&metadata).await.unwrap(), 1);
+    let found = metadata.interrupted_jobs().await.unwrap();
+    use spool_domain::subscription::JobKind;
+    let ids: Vec<(String, JobKind)> = found
+        .iter()
+        .map(|job| match job {
+            MaintenanceJob::Subscription(job) => (job.id.clone(), job.kind),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("open".to_owned(), JobKind::Deliver),
+            ("open".to_owned(), JobKind::Expire)
+        ]
+    );
+    let (jobs, _queue) = LocalJobs::new();
+    assert_eq!(jobs.recover(&metadata).await.unwrap(), 2);
 }
 
 /// Webhooks reach the public internet only, and plain http only a developer's own machine.

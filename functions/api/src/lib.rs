@@ -26,6 +26,7 @@ mod messages;
 mod reads;
 mod sessions;
 mod turns;
+mod webhooks;
 mod workspaces;
 
 use std::sync::Arc;
@@ -85,6 +86,8 @@ pub struct ChatApi {
     clis: Option<Arc<dyn spool_domain::clis::CliProbe>>,
     /// How the worker tells people (for workspaces' notification status).
     notifier: Arc<dyn spool_domain::notifier::Notifier>,
+    /// Which webhook URLs endpoints may have.
+    webhook_urls: spool_domain::subscription::UrlPolicy,
 }
 
 impl ChatApi {
@@ -112,7 +115,16 @@ impl ChatApi {
             revocations: None,
             clis: None,
             notifier: Arc::new(spool_domain::notifier::LogNotifier),
+            webhook_urls: spool_domain::subscription::UrlPolicy { loopback_http: false },
         }
+    }
+
+    /// The same API, accepting chat webhooks' URLs under `urls` (only `https` to public
+    /// addresses by default; `spool serve` allows the developer's loopback).
+    #[must_use]
+    pub fn with_webhook_urls(mut self, urls: spool_domain::subscription::UrlPolicy) -> Self {
+        self.webhook_urls = urls;
+        self
     }
 
     /// The same API, saying that workspaces' notifications go through `notifier` (the
@@ -219,6 +231,13 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(workspaces::reorder_agents))
         .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
         .routes(routes!(workspaces::list_tasks, workspaces::create_task))
+        .routes(routes!(webhooks::create_hook, webhooks::list_hooks))
+        .routes(routes!(
+            webhooks::get_hook,
+            webhooks::update_hook,
+            webhooks::delete_hook
+        ))
+        .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(files::search_files))
         .routes(routes!(clis::list_clis))
         .routes(routes!(
@@ -297,6 +316,7 @@ fn limited(
     tags(
         (name = "handshake", description = "API keys for tokens"),
         (name = "workspaces", description = "Workspaces, their agents and tasks"),
+        (name = "webhooks", description = "Workspaces' chat webhooks (Standard Webhooks) and their deliveries"),
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),

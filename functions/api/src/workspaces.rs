@@ -342,6 +342,13 @@ pub(crate) async fn delete_workspace(
             api.chats.remove(caller.org(), &chat.id).await?;
         }
     }
+    // Its webhooks, before its feed: nothing more is delivered for it.
+    for hook in api.metadata.hooks(caller.org(), &id).await? {
+        match api.metadata.delete_hook(caller.org(), &hook.id).await {
+            Ok(()) | Err(Error::Missing { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     match api.log.delete(&feed_path(caller.org(), &id)?).await {
         Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
         Err(e) => return Err(e.into()),

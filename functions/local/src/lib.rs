@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand};
 use spool_domain::{
     Clock, Metadata, StreamLog, SystemClock, TurnQueue,
     attachment::FileStore,
-    subscription::{Subscriptions, UrlPolicy, WakeScheduler},
+    jobs::Deferred,
+    subscription::{Subscriptions, UrlPolicy},
+    webhook::ChatHooks,
 };
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
@@ -271,45 +273,49 @@ fn jwt_secret(config: &Config) -> anyhow::Result<String> {
     Ok(secret)
 }
 
-/// The protocol's subscriptions, with their jobs run by the maintenance queue's poller (AWS
-/// backend) or by a task of this process (embedded, which schedules open wakes again at start).
-/// Webhooks may call the developer's own loopback: this is `spool serve`.
-async fn subscriptions(config: &Config, services: &Services) -> anyhow::Result<Arc<Subscriptions>> {
+/// Push delivery: the protocol's subscriptions and chat webhooks, with their jobs run by the
+/// maintenance queue's poller (AWS backend) or by a task of this process (embedded), which at
+/// start schedules again what was under way. Webhooks may call the developer's own loopback:
+/// this is `spool serve`.
+struct Push {
+    subscriptions: Arc<Subscriptions>,
+    hooks: Arc<ChatHooks>,
+    /// This process's jobs, when there is no maintenance queue.
+    local: Option<(spool_embedded::LocalJobs, spool_embedded::LocalJobQueue)>,
+}
+
+fn push(config: &Config, services: &Services) -> anyhow::Result<Push> {
     let keys = match config.webhook_keys()? {
         Some(keys) => keys,
         None => spool_auth::WebhookKeys::derive(jwt_secret(config)?.as_bytes())?,
     };
     let urls = UrlPolicy { loopback_http: true };
-    let (scheduler, local): (Arc<dyn WakeScheduler>, _) = match &services.maintenance {
+    let (jobs, local): (Arc<dyn Deferred>, _) = match &services.maintenance {
         Some((sqs, url)) => (
             Arc::new(spool_aws::SqsSealScheduler::new(sqs.clone(), url.clone())),
             None,
         ),
         None => {
-            let (wakes, jobs) = spool_embedded::LocalWakes::new();
-            (Arc::new(wakes.clone()), Some((wakes, jobs)))
+            let (jobs, queue) = spool_embedded::LocalJobs::new();
+            (Arc::new(jobs.clone()), Some((jobs, queue)))
         }
     };
-    let service = Subscriptions::new(
+    let outbound = Arc::new(spool_worker::Webhooks::new(urls)?);
+    let subscriptions = Subscriptions::new(
         services.metadata.clone(),
         services.log.clone(),
-        scheduler,
+        jobs.clone(),
         Arc::new(keys),
         Arc::new(SystemClock),
         urls,
     )
-    .with_outbound(Arc::new(spool_worker::Webhooks::new(urls)?));
-    let service = Arc::new(service);
-    if let Some((wakes, jobs)) = local {
-        tokio::spawn(spool_embedded::LocalWakes::run(jobs, service.clone(), wakes.clone()));
-        if let Some(records) = &services.embedded {
-            let open = wakes.recover(records).await?;
-            if open > 0 {
-                tracing::info!(open, "scheduled the open subscription wakes again");
-            }
-        }
-    }
-    Ok(service)
+    .with_outbound(outbound.clone());
+    let hooks = ChatHooks::new(services.metadata.clone(), jobs, Arc::new(SystemClock), urls).with_outbound(outbound);
+    Ok(Push {
+        subscriptions: Arc::new(subscriptions),
+        hooks: Arc::new(hooks),
+        local,
+    })
 }
 
 /// Makes the data directory (and missing parents) readable by its owner only.
@@ -354,7 +360,7 @@ fn spawn_worker(
     services: &Services,
     config: &Config,
     notifier: Arc<dyn spool_domain::notifier::Notifier>,
-    subscriptions: Arc<Subscriptions>,
+    push: Push,
 ) -> anyhow::Result<()> {
     let engine = spool_agents::Engine::new(
         services.log.clone(),
@@ -369,7 +375,8 @@ fn spawn_worker(
     let worker = spool_worker::Worker::new(services.log.clone())
         .with_aggregates(services.log.clone())
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
-        .with_subscriptions(subscriptions);
+        .with_subscriptions(push.subscriptions)
+        .with_hooks(push.hooks);
     let worker = Arc::new(worker);
     let sweep = spool_worker::folder_sweep(config, services.metadata.clone());
     tokio::spawn(async move {
@@ -411,6 +418,27 @@ fn spawn_worker(
             Duration::from_secs(20),
         ));
     }
+    // No maintenance queue: this process runs the jobs, first those a stop interrupted.
+    if let Some((jobs, queue)) = push.local {
+        let records = services.embedded.clone();
+        tokio::spawn(async move {
+            if let Some(records) = records {
+                match jobs.recover(&records).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(
+                        jobs = n,
+                        "scheduled again the subscription wakes and webhook deliveries under way"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "cannot find the jobs under way when the server stopped"),
+                }
+            }
+            jobs.run(queue, move |job| {
+                let worker = worker.clone();
+                async move { worker.run(job).await.map_err(|e| e.to_string()) }
+            })
+            .await;
+        });
+    }
     Ok(())
 }
 
@@ -430,7 +458,7 @@ pub struct App {
 /// Starts the worker and builds the routes over the configured backend; `no_auth` turns
 /// authorization off, and `counter` counts the AWS backend's requests (`spool-bench`).
 pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::RequestCounter>) -> anyhow::Result<App> {
-    let services = services(config, counter).await?;
+    let mut services = services(config, counter).await?;
     let keys = token_keys(config)?;
     let access = if no_auth {
         spool_stream::Access::Open {
@@ -441,8 +469,17 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api_key = local_api_key(&services, config).await?;
     let notifier = spool_aws::notifier_from_config(config).await;
-    let subscriptions = subscriptions(config, &services).await?;
-    spawn_worker(&services, config, notifier.clone(), subscriptions.clone())?;
+    let push = push(config, &services)?;
+    let subscriptions = push.subscriptions.clone();
+    // Without an aggregates queue, feeds are appended at once: their events go to the
+    // workspaces' webhooks from here (the worker does it for the queue's).
+    if services.aggregates_queue.is_none() {
+        services.aggregates = Arc::new(spool_domain::webhook::HookedFeeds {
+            feeds: services.aggregates.clone(),
+            hooks: push.hooks.clone(),
+        });
+    }
+    spawn_worker(&services, config, notifier.clone(), push)?;
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
     // One limiter for every route, so an organization's writes count once whichever they take.
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
@@ -474,7 +511,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(notifier)
         // The worker runs in this process: the API answers for its CLIs.
-        .with_clis(Arc::new(spool_worker::cli_agents(config)));
+        .with_clis(Arc::new(spool_worker::cli_agents(config)))
+        // A developer's own machine: webhooks may call its loopback.
+        .with_webhook_urls(UrlPolicy { loopback_http: true });
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

@@ -45,8 +45,8 @@ pub enum Error {
     /// An aggregate stream's event arrived at a worker that appends none.
     #[error("this worker appends no aggregate streams' events")]
     NoAggregates,
-    /// A subscription job arrived at a worker that runs none.
-    #[error("this worker runs no subscription jobs")]
+    /// A subscription or webhook job arrived at a worker that runs none.
+    #[error("this worker runs no subscription or webhook jobs (it has no SPOOL_WEBHOOK_SECRET)")]
     NoSubscriptions,
     /// The stores failed.
     #[error(transparent)]
@@ -168,6 +168,8 @@ pub struct Worker {
     metrics: Arc<dyn spool_domain::Metrics>,
     /// Runs subscription jobs (webhook deliveries, wake events, lease expiries).
     subscriptions: Option<Arc<spool_domain::subscription::Subscriptions>>,
+    /// Hears feed events once appended and runs chat webhooks' deliveries.
+    hooks: Option<Arc<spool_domain::webhook::ChatHooks>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -192,6 +194,7 @@ impl Worker {
             sweep: None,
             metrics: Arc::new(spool_domain::LogMetrics),
             subscriptions: None,
+            hooks: None,
         }
     }
 
@@ -215,6 +218,14 @@ impl Worker {
     #[must_use]
     pub fn with_subscriptions(mut self, subscriptions: Arc<spool_domain::subscription::Subscriptions>) -> Self {
         self.subscriptions = Some(subscriptions);
+        self
+    }
+
+    /// The same worker, delivering chat webhooks with `hooks`, for the feed events it appends
+    /// and from the maintenance queue's jobs.
+    #[must_use]
+    pub fn with_hooks(mut self, hooks: Arc<spool_domain::webhook::ChatHooks>) -> Self {
+        self.hooks = Some(hooks);
         self
     }
 
@@ -256,6 +267,14 @@ impl Worker {
     /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
     pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
         match job {
+            MaintenanceJob::Webhook {
+                org,
+                hook_id,
+                delivery_id,
+            } => {
+                let hooks = self.hooks.as_ref().ok_or(Error::NoSubscriptions)?;
+                Ok(hooks.deliver(&org, &hook_id, &delivery_id).await?)
+            }
             MaintenanceJob::Subscription(job) => {
                 let subscriptions = self.subscriptions.as_ref().ok_or(Error::NoSubscriptions)?;
                 Ok(subscriptions.run(&job).await?)
@@ -310,6 +329,10 @@ impl Worker {
         let log = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
         let appended = spool_domain::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
         tracing::debug!(%path, events = events.len(), appended, "aggregate events appended");
+        // To the workspace's webhooks: each event is one delivery however often it comes.
+        if let Some(hooks) = &self.hooks {
+            hooks.appended(path, events).await;
+        }
         Ok(())
     }
 

@@ -39,13 +39,21 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let turns = spool_aws::turn_queue_from_config(&config, log.clients())?;
         worker = worker.with_heartbeats(Arc::new(turns), config.agents.turn_lease);
     }
-    // Subscription wakes, where the webhook secret is given (the worker function, not the
-    // turns function): webhooks only to the public internet.
-    let webhooks = spool_worker::Webhooks::new(spool_domain::subscription::UrlPolicy { loopback_http: false })?;
+    // Push delivery, where the webhook secret is given (the worker function, not the turns
+    // function): subscriptions' wakes and chat webhooks, only to the public internet.
+    let webhooks = Arc::new(spool_worker::Webhooks::new(spool_domain::subscription::UrlPolicy {
+        loopback_http: false,
+    })?);
     if let Some(subscriptions) =
-        spool_aws::subscriptions_from_config(&config, log.clients(), log.clone(), Some(Arc::new(webhooks)))?
+        spool_aws::subscriptions_from_config(&config, log.clients(), log.clone(), Some(webhooks.clone()))?
     {
         worker = worker.with_subscriptions(Arc::new(subscriptions));
+        // Chat webhooks: the feed events this worker appends, and their deliveries' attempts.
+        worker = worker.with_hooks(Arc::new(spool_aws::hooks_from_config(
+            &config,
+            log.clients(),
+            webhooks,
+        )?));
     }
     let worker = &Arc::new(worker);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

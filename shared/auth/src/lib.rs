@@ -19,7 +19,7 @@ pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 pub use read::{READ_WINDOW_SECONDS, ReadGrant};
 use serde::{Deserialize, Serialize};
 pub use upload::UploadGrant;
-pub use webhook::WebhookKeys;
+pub use webhook::{WebhookKeys, standard_webhook_secret};
 
 /// How long a token lives: one day.
 pub const TOKEN_TTL_SECONDS: i64 = 24 * 3600;

@@ -89,6 +89,17 @@ impl WebhookKeys {
     }
 }
 
+/// A new Standard Webhooks signing secret: `whsec_` and the base64 of 32 random bytes.
+pub fn standard_webhook_secret() -> Result<String, crate::AuthError> {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| crate::AuthError::Random(e.to_string()))?;
+    Ok(format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
+}
+
 impl spool_domain::subscription::WebhookSigner for WebhookKeys {
     fn kid(&self) -> String {
         self.kid.clone()

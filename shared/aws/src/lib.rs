@@ -25,6 +25,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod subscriptions;
 pub mod turn_queue;
+pub mod webhooks;
 pub mod workspaces;
 
 pub use aggregate_queue::SqsAggregates;
@@ -126,6 +127,23 @@ pub fn subscriptions_from_config(
         Some(outbound) => service.with_outbound(outbound),
         None => service,
     }))
+}
+
+/// Chat webhooks on AWS: endpoints and deliveries in the metadata table, attempts as jobs on
+/// the maintenance queue, made by `outbound` (the worker's, to public addresses only).
+pub fn hooks_from_config(
+    config: &Config,
+    clients: &AwsClients,
+    outbound: Arc<dyn spool_domain::subscription::Outbound>,
+) -> Result<spool_domain::webhook::ChatHooks, spool_platform::Error> {
+    let queue = AwsSettings::require(&config.aws.maintenance_queue_url, "SPOOL_MAINTENANCE_QUEUE_URL")?;
+    let hooks = spool_domain::webhook::ChatHooks::new(
+        Arc::new(metadata_from_config(config, clients)?),
+        Arc::new(SqsSealScheduler::new(clients.sqs.clone(), queue)),
+        Arc::new(spool_domain::SystemClock),
+        spool_domain::subscription::UrlPolicy { loopback_http: false },
+    );
+    Ok(hooks.with_outbound(outbound))
 }
 
 /// The turns queue (`SPOOL_TURNS_QUEUE_URL`), over `clients` (those of the process's log).

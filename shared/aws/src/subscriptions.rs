@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::{error::SdkError, operation::put_item::PutItemError, types::ReturnValue};
 use spool_domain::{
     Error,
-    jobs::MaintenanceJob,
-    subscription::{Subscription, SubscriptionJob, SubscriptionStore, Versioned, WakeScheduler},
+    jobs::{Deferred, MaintenanceJob},
+    subscription::{Subscription, SubscriptionStore, Versioned},
 };
 
 use crate::{
@@ -100,8 +100,8 @@ impl SubscriptionStore for AwsMetadata {
 }
 
 #[async_trait]
-impl WakeScheduler for SqsSealScheduler {
-    async fn schedule(&self, job: SubscriptionJob, delay: Duration) -> Result<(), Error> {
-        self.send(&MaintenanceJob::Subscription(job), delay).await
+impl Deferred for SqsSealScheduler {
+    async fn defer(&self, job: MaintenanceJob, delay: Duration) -> Result<(), Error> {
+        self.send(&job, delay).await
     }
 }

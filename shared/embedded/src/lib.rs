@@ -20,6 +20,7 @@ mod commands;
 mod db;
 mod directory;
 mod files;
+mod jobs;
 mod metadata;
 mod pages;
 mod private;
@@ -27,6 +28,7 @@ mod recent;
 mod sessions;
 mod subscriptions;
 mod turn_queue;
+mod webhooks;
 mod worker_slot;
 mod workspaces;
 mod writer;
@@ -54,8 +56,8 @@ use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 pub use crate::{
     attachments::sweep_uploads,
     files::LocalFiles,
+    jobs::{LocalJobQueue, LocalJobs},
     metadata::EmbeddedMetadata,
-    subscriptions::{LocalWakeJobs, LocalWakes},
     worker_slot::WorkerSlot,
 };
 use crate::{pages::PageFiles, writer::Job};

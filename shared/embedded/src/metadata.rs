@@ -143,7 +143,8 @@ CREATE TABLE IF NOT EXISTS turn_runs (
 );
 CREATE INDEX IF NOT EXISTS turn_runs_by_expiry ON turn_runs (expires_ms);";
 
-/// Version 6: the Durable Streams protocol's subscriptions ([`crate::subscriptions`]).
+/// Version 6: the Durable Streams protocol's subscriptions ([`crate::subscriptions`]) and chat
+/// webhooks with their deliveries ([`crate::webhooks`]).
 const MIGRATION_6: &str = "
 CREATE TABLE IF NOT EXISTS subscriptions (
     org     TEXT NOT NULL,
@@ -151,7 +152,27 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     version INTEGER NOT NULL,
     body    TEXT NOT NULL,
     PRIMARY KEY (org, id)
-);";
+);
+CREATE TABLE IF NOT EXISTS webhooks (
+    org          TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    body         TEXT NOT NULL,
+    PRIMARY KEY (org, id)
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_workspace ON webhooks (org, workspace_id, created_ms);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    org        TEXT NOT NULL,
+    hook_id    TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (org, hook_id, id)
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_time ON webhook_deliveries (org, hook_id, created_ms);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (state) WHERE state = 'pending';";
 
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]

@@ -1,18 +1,14 @@
 //! # Subscriptions in the metadata database
 //!
 //! One row per subscription: the record as JSON and a version that every save checks and
-//! raises, so a compare-and-set is one `UPDATE … WHERE version = ?`. Also the task that runs
-//! subscription jobs in `spool serve` ([`LocalWakes`]), since the embedded store has no queue.
-
-use std::{sync::Arc, time::Duration};
+//! raises, so a compare-and-set is one `UPDATE … WHERE version = ?`.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use spool_domain::{
     Error,
-    subscription::{Subscription, SubscriptionJob, SubscriptionStore, Subscriptions, Versioned, WakeScheduler},
+    subscription::{Subscription, SubscriptionStore, Versioned},
 };
-use tokio::sync::mpsc;
 
 use crate::{EmbeddedMetadata, db::sql};
 
@@ -95,88 +91,5 @@ impl SubscriptionStore for EmbeddedMetadata {
             bodies.iter().map(|b| decode(b)).collect()
         })
         .await
-    }
-}
-
-impl EmbeddedMetadata {
-    /// Every subscription with an open wake, by organization: what a restarted `spool serve`
-    /// delivers or expires again.
-    pub async fn open_wakes(&self) -> Result<Vec<(String, Subscription)>, Error> {
-        self.with(move |conn| {
-            let mut stmt = conn
-                .prepare("SELECT org, body FROM subscriptions WHERE json_extract(body, '$.wake') IS NOT NULL")
-                .map_err(|e| sql("list open wakes", e))?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(|e| sql("list open wakes", e))?;
-            rows.into_iter().map(|(org, body)| Ok((org, decode(&body)?))).collect()
-        })
-        .await
-    }
-}
-
-/// Runs subscription jobs in this process, after their delay: `spool serve`'s stand-in for the
-/// maintenance queue. Jobs live in memory; the records they act on do not, so a restart
-/// schedules every open wake's jobs again ([`LocalWakes::recover`]).
-#[derive(Clone)]
-pub struct LocalWakes {
-    tx: mpsc::UnboundedSender<(SubscriptionJob, Duration)>,
-}
-
-/// The receiving end of [`LocalWakes`], to hand to [`LocalWakes::run`].
-pub struct LocalWakeJobs(mpsc::UnboundedReceiver<(SubscriptionJob, Duration)>);
-
-impl LocalWakes {
-    /// A scheduler and the jobs it schedules.
-    pub fn new() -> (Self, LocalWakeJobs) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx }, LocalWakeJobs(rx))
-    }
-
-    /// Runs the scheduled jobs with `service`, each after its delay, until the scheduler is
-    /// dropped. A job that fails (the store was busy) runs again a second later.
-    pub async fn run(LocalWakeJobs(mut rx): LocalWakeJobs, service: Arc<Subscriptions>, again: Self) {
-        while let Some((job, delay)) = rx.recv().await {
-            let service = service.clone();
-            let again = again.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                if let Err(e) = service.run(&job).await {
-                    tracing::warn!(org = %job.org, subscription = %job.id, error = %e, "a subscription job failed; trying again in a second");
-                    let _ = again.tx.send((job, Duration::from_secs(1)));
-                }
-            });
-        }
-    }
-
-    /// Schedules the jobs every open wake needs after a restart: its delivery (which does
-    /// nothing if it was delivered) and its expiry.
-    pub async fn recover(&self, metadata: &EmbeddedMetadata) -> Result<usize, Error> {
-        let open = metadata.open_wakes().await?;
-        for (org, sub) in &open {
-            for kind in [
-                spool_domain::subscription::JobKind::Deliver,
-                spool_domain::subscription::JobKind::Expire,
-            ] {
-                let job = SubscriptionJob {
-                    org: org.clone(),
-                    id: sub.id.clone(),
-                    generation: sub.generation,
-                    kind,
-                };
-                let _ = self.tx.send((job, Duration::ZERO));
-            }
-        }
-        Ok(open.len())
-    }
-}
-
-#[async_trait]
-impl WakeScheduler for LocalWakes {
-    async fn schedule(&self, job: SubscriptionJob, delay: Duration) -> Result<(), Error> {
-        self.tx
-            .send((job, delay))
-            .map_err(|_| Error::unavailable("schedule a subscription job", "the job runner has stopped"))
     }
 }

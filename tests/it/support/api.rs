@@ -33,27 +33,28 @@ pub(crate) async fn serve_limited(
     files: Arc<dyn FileStore>,
     limits: AttachmentLimits,
 ) -> String {
+    let push = push(metadata.clone(), log.clone());
+    serve_with(log, metadata, turns, files, limits, &push).await
+}
+
+/// [`serve_limited`], with push delivery (the protocol's subscriptions, chat webhooks) by
+/// `push`.
+pub(crate) async fn serve_with(
+    log: Arc<dyn StreamLog>,
+    metadata: Arc<dyn Metadata>,
+    turns: Arc<dyn TurnQueue>,
+    files: Arc<dyn FileStore>,
+    limits: AttachmentLimits,
+    push: &Push,
+) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
-    // The protocol's subscriptions, their jobs run in this process as `spool serve` runs them.
-    let (wakes, jobs) = spool_embedded::LocalWakes::new();
-    let urls = spool_domain::subscription::UrlPolicy { loopback_http: true };
-    let subscriptions = spool_domain::subscription::Subscriptions::new(
-        metadata.clone(),
-        log.clone(),
-        Arc::new(wakes.clone()),
-        Arc::new(spool_auth::WebhookKeys::derive(SECRET).unwrap()),
-        Arc::new(SystemClock),
-        urls,
-    )
-    .with_outbound(Arc::new(spool_worker::Webhooks::new(urls).unwrap()));
-    let subscriptions = Arc::new(subscriptions);
-    tokio::spawn(spool_embedded::LocalWakes::run(jobs, subscriptions.clone(), wakes));
+    let aggregates = push.feeds(log.clone());
     let streams = spool_stream::StreamApi::new(
         log.clone(),
         spool_stream::Access::Tokens(Box::new(keys.clone())),
         LiveSettings::default(),
     )
-    .with_subscriptions(subscriptions);
+    .with_subscriptions(push.subscriptions.clone());
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let stores = spool_api::Stores {
         metadata,
@@ -63,11 +64,73 @@ pub(crate) async fn serve_limited(
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_workspace_roots(spool_tests::workspace_roots())
-        .with_attachment_limits(limits);
+        .with_attachment_limits(limits)
+        .with_aggregates(aggregates)
+        .with_webhook_urls(DEV_URLS);
     let chat_api = spool_api::router(api);
     let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
+}
+
+/// Webhooks in the tests call receivers on loopback, as under `spool serve`.
+pub(crate) const DEV_URLS: spool_domain::subscription::UrlPolicy =
+    spool_domain::subscription::UrlPolicy { loopback_http: true };
+
+/// Push delivery over the stores, as `spool serve` has it.
+pub(crate) struct Push {
+    pub(crate) subscriptions: Arc<spool_domain::subscription::Subscriptions>,
+    pub(crate) hooks: Arc<spool_domain::webhook::ChatHooks>,
+}
+
+impl Push {
+    /// Feeds appended at once, their events heard by the webhooks.
+    pub(crate) fn feeds(&self, log: Arc<dyn StreamLog>) -> Arc<dyn spool_domain::Aggregates> {
+        Arc::new(spool_domain::webhook::HookedFeeds {
+            feeds: Arc::new(spool_domain::aggregate::Direct(log)),
+            hooks: self.hooks.clone(),
+        })
+    }
+}
+
+/// Push delivery over `metadata` and `log`, its jobs run by a task of this process.
+pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push {
+    use spool_domain::jobs::MaintenanceJob;
+    let (jobs, queue) = spool_embedded::LocalJobs::new();
+    let outbound = Arc::new(spool_worker::Webhooks::new(DEV_URLS).unwrap());
+    let subscriptions = spool_domain::subscription::Subscriptions::new(
+        metadata.clone(),
+        log,
+        Arc::new(jobs.clone()),
+        Arc::new(spool_auth::WebhookKeys::derive(SECRET).unwrap()),
+        Arc::new(SystemClock),
+        DEV_URLS,
+    )
+    .with_outbound(outbound.clone());
+    let hooks =
+        spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs.clone()), Arc::new(SystemClock), DEV_URLS)
+            .with_outbound(outbound);
+    let push = Push {
+        subscriptions: Arc::new(subscriptions),
+        hooks: Arc::new(hooks),
+    };
+    let (subscriptions, hooks) = (push.subscriptions.clone(), push.hooks.clone());
+    tokio::spawn(jobs.run(queue, move |job| {
+        let (subscriptions, hooks) = (subscriptions.clone(), hooks.clone());
+        async move {
+            match job {
+                MaintenanceJob::Subscription(job) => subscriptions.run(&job).await,
+                MaintenanceJob::Webhook {
+                    org,
+                    hook_id,
+                    delivery_id,
+                } => hooks.deliver(&org, &hook_id, &delivery_id).await,
+                _ => Ok(()),
+            }
+            .map_err(|e| e.to_string())
+        }
+    }));
+    push
 }
 
 /// A fresh organization with one key granting `capabilities`: (org id, whole key).

@@ -10,7 +10,7 @@ use spool_domain::{
 };
 use spool_tests::Harness;
 
-use super::{Api, serve, setup_on};
+use super::{Api, setup_on};
 
 /// The engine settings of the tests: quick flushes, working directories under the tests' root.
 pub(crate) fn test_settings() -> Settings {
@@ -102,6 +102,7 @@ pub(crate) async fn stack_notifying<H: Harness>(
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
     let turns = harness.turns().await;
     let files = harness.files().await;
+    let push = super::push(metadata.clone(), log.clone());
     let engine = Engine::new(
         log.clone(),
         metadata.clone(),
@@ -110,10 +111,19 @@ pub(crate) async fn stack_notifying<H: Harness>(
         settings,
     )
     .with_files(files.clone())
-    .with_notifier(notifier);
+    .with_notifier(notifier)
+    .with_feeds(push.feeds(log.clone()));
     let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
-    let base = serve(log.clone(), metadata.clone(), turns, files).await;
+    let base = super::serve_with(
+        log.clone(),
+        metadata.clone(),
+        turns,
+        files,
+        spool_domain::service::AttachmentLimits::default(),
+        &push,
+    )
+    .await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
     Stack {
         api,

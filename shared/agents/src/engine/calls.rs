@@ -132,6 +132,23 @@ impl Step<'_> {
             _ => String::new(),
         };
         self.append(vec![self.draft(asked)]).await?;
+        // On the workspace's feed (and so to its webhooks: `input.required`); a failure to
+        // announce never stops the turn.
+        let summary: String = detail.lines().next().unwrap_or_default().chars().take(200).collect();
+        let announced = self
+            .announce(|ws| FeedEvent::InputRequired {
+                chat_id: self.session.id.clone(),
+                chat_title: self.session.title.clone(),
+                agent_name: self.agent_name(),
+                kind,
+                request_id: id.to_owned(),
+                summary,
+                workspace_id: ws,
+            })
+            .await;
+        if let Err(e) = announced {
+            tracing::warn!(session = %self.session.id, error = %e, "cannot announce the request on the workspace's feed");
+        }
         if let Some(workspace) = self.workspace().await {
             self.notify(&workspace, NotificationKind::Question, &detail).await;
         }

@@ -640,6 +640,24 @@ pub enum FeedEvent {
         /// Who made it: the agent's name, or the person's token subject.
         actor: String,
     },
+    /// An agent waits on a person: a question, a tool call to approve, a plan to review.
+    #[serde(rename = "input.required")]
+    InputRequired {
+        /// The chat.
+        chat_id: String,
+        /// Its title.
+        chat_title: String,
+        /// The agent that asks.
+        agent_name: String,
+        /// What it waits for: `question`, `approval` or `plan`.
+        kind: crate::session::RequestKind,
+        /// The request to answer (a question's, a tool call's or a plan's id).
+        request_id: String,
+        /// What is asked, in a line.
+        summary: String,
+        /// Its workspace.
+        workspace_id: String,
+    },
     /// An agent was added.
     #[serde(rename = "agent.created")]
     AgentCreated {

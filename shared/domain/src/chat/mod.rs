@@ -39,4 +39,5 @@ pub mod session;
 pub mod settings;
 pub mod turns;
 pub mod ui_message;
+pub mod webhook;
 pub mod workspace;

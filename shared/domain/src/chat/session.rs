@@ -123,6 +123,7 @@ pub fn preview(text: &str) -> String {
 
 /// What a session is waiting for from a person (or a client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     /// Approve or decline a tool call (`tool_approval_required`).

@@ -346,8 +346,8 @@ pub trait Workspaces: Send + Sync {
 }
 
 /// Everything Spool keeps besides streams: [`Directory`](crate::Directory), [`Workspaces`],
-/// [`Sessions`](crate::Sessions), slash commands, files and the protocol's subscriptions, from
-/// one adapter.
+/// [`Sessions`](crate::Sessions), slash commands, files, the protocol's subscriptions and chat
+/// webhooks, from one adapter.
 pub trait Metadata:
     crate::Directory
     + Workspaces
@@ -355,6 +355,7 @@ pub trait Metadata:
     + crate::commands::Commands
     + crate::attachment::Attachments
     + crate::subscription::SubscriptionStore
+    + crate::webhook::HookStore
 {
 }
 
@@ -365,6 +366,7 @@ impl<T> Metadata for T where
         + crate::commands::Commands
         + crate::attachment::Attachments
         + crate::subscription::SubscriptionStore
+        + crate::webhook::HookStore
 {
 }
 

@@ -3,9 +3,20 @@
 //! Work that runs off the request path, carried as JSON in an SQS message body on AWS (the
 //! maintenance queue and the aggregates FIFO queue, consumed by the worker function).
 
+use std::time::Duration;
+
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{aggregate::IfMissing, stream::StreamPath};
+use crate::{Error, aggregate::IfMissing, stream::StreamPath};
+
+/// Runs maintenance jobs later: the maintenance queue with a delay on AWS, a task of the
+/// process in `spool serve` (`spool_embedded::LocalJobs`).
+#[async_trait]
+pub trait Deferred: Send + Sync {
+    /// Runs `job` after `delay` (at least once: every job is safe to run twice).
+    async fn defer(&self, job: MaintenanceJob, delay: Duration) -> Result<(), Error>;
+}
 
 /// A maintenance job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +51,15 @@ pub enum MaintenanceJob {
     },
     /// Deliver or expire a subscription's wake ([`crate::subscription`]), after a delay.
     Subscription(crate::subscription::SubscriptionJob),
+    /// Attempt a chat webhook's delivery ([`crate::webhook`]).
+    Webhook {
+        /// The organization.
+        org: String,
+        /// The endpoint.
+        hook_id: String,
+        /// The delivery.
+        delivery_id: String,
+    },
 }
 
 #[cfg(test)]

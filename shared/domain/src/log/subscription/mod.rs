@@ -13,7 +13,7 @@
 //! - [`service`]: [`Subscriptions`], which drives the record over the ports below.
 //!
 //! The ports: [`SubscriptionStore`] keeps records with a version for compare-and-set (the
-//! metadata table on AWS, SQLite in `spool serve`); [`WakeScheduler`] runs a
+//! metadata table on AWS, SQLite in `spool serve`); [`crate::jobs::Deferred`] runs a
 //! [`SubscriptionJob`] later (the maintenance queue with a delay on AWS, a task in `spool
 //! serve`); [`Outbound`] makes the webhook's `POST`; [`WebhookSigner`] signs (Ed25519, its
 //! public key in the JWKS) and makes callback tokens.
@@ -26,8 +26,6 @@
 pub mod record;
 pub mod service;
 pub mod spec;
-
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -143,13 +141,6 @@ pub trait SubscriptionStore: Send + Sync {
 
     /// Every subscription of the organization.
     async fn list(&self, org: &str) -> Result<Vec<Subscription>, Error>;
-}
-
-/// Runs subscription jobs later.
-#[async_trait]
-pub trait WakeScheduler: Send + Sync {
-    /// Runs `job` after `delay` (at least once; a job that finds its wake gone does nothing).
-    async fn schedule(&self, job: SubscriptionJob, delay: Duration) -> Result<(), Error>;
 }
 
 /// A webhook receiver's answer.

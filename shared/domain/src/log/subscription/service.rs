@@ -18,11 +18,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    JobKind, Outbound, Refusal, SubscriptionJob, SubscriptionStore, WakeScheduler, WebhookSigner,
+    JobKind, Outbound, Refusal, SubscriptionJob, SubscriptionStore, WebhookSigner,
     record::{Ack, Subscription, Tails},
     spec::{self, Delivery, Spec, UrlPolicy},
 };
-use crate::{Append, Clock, Error, Offset, StreamLog, StreamPath};
+use crate::{
+    Append, Clock, Error, Offset, StreamLog, StreamPath,
+    jobs::{Deferred, MaintenanceJob},
+};
 
 /// How long a process trusts its list of an organization's subscriptions before reading it
 /// again. A subscription made in another process is seen by this one's appends this much later.
@@ -39,7 +42,7 @@ type Watching = HashMap<String, (Instant, Arc<Vec<Subscription>>)>;
 pub struct Subscriptions {
     store: Arc<dyn SubscriptionStore>,
     log: Arc<dyn StreamLog>,
-    scheduler: Arc<dyn WakeScheduler>,
+    scheduler: Arc<dyn Deferred>,
     signer: Arc<dyn WebhookSigner>,
     clock: Arc<dyn Clock>,
     urls: UrlPolicy,
@@ -110,7 +113,7 @@ impl Subscriptions {
     pub fn new(
         store: Arc<dyn SubscriptionStore>,
         log: Arc<dyn StreamLog>,
-        scheduler: Arc<dyn WakeScheduler>,
+        scheduler: Arc<dyn Deferred>,
         signer: Arc<dyn WebhookSigner>,
         clock: Arc<dyn Clock>,
         urls: UrlPolicy,
@@ -616,7 +619,7 @@ impl Subscriptions {
                     generation: record.generation,
                     kind,
                 };
-                self.scheduler.schedule(job, delay).await?;
+                self.scheduler.defer(MaintenanceJob::Subscription(job), delay).await?;
             }
             return Ok(step.value);
         }
@@ -754,9 +757,9 @@ impl Subscriptions {
             "webhook": webhook,
             "wake_stream": wake_stream,
             "lease_ttl_ms": sub.spec.lease_ttl_ms,
-            "created_at": rfc3339(sub.created_ms),
+            "created_at": crate::clock::rfc3339_ms(sub.created_ms),
             "status": sub.status(),
-            "next_attempt_at": sub.next_attempt_ms.and_then(rfc3339),
+            "next_attempt_at": sub.next_attempt_ms.map(crate::clock::rfc3339_ms),
             "description": sub.spec.description,
         })
     }
@@ -806,12 +809,6 @@ fn retry_delay(failures: u32) -> Duration {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `ms` since the Unix epoch as RFC 3339 with milliseconds.
-fn rfc3339(ms: i64) -> Option<String> {
-    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
-    at.format(&time::format_description::well_known::Rfc3339).ok()
 }
 
 #[cfg(test)]

@@ -1,0 +1,188 @@
+//! # Chat webhooks in the metadata table
+//!
+//! | item | `pk` | `sk` | holds |
+//! | --- | --- | --- | --- |
+//! | endpoint | `o#{org}#hooks` | `{id}` | `data` (JSON), `ws` (its workspace) |
+//! | delivery | `o#{org}#hook#{hook_id}` | `{id}` (`msg_` + a UUIDv7: by time) | `data` (JSON), `ttl` |
+//!
+//! An organization's endpoints are one `Query` (a workspace's are filtered from it; there are
+//! few). A delivery is put only if its key is free, so an event handed over twice is one
+//! delivery; an endpoint's newest deliveries are a backward `Query`. Deliveries expire by
+//! DynamoDB's TTL a week after they were made, which is also how a deleted endpoint's go.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::{error::SdkError, operation::delete_item::DeleteItemError};
+use serde::{Serialize, de::DeserializeOwned};
+use spool_domain::{
+    Error,
+    webhook::{DELIVERY_RECORD_MS, Delivery, Hook, HookStore},
+};
+
+use crate::{
+    AwsMetadata,
+    errors::ddb,
+    items::{Item, n, s},
+    metadata::string,
+};
+
+fn hooks_pk(org: &str) -> String {
+    format!("o#{org}#hooks")
+}
+
+fn deliveries_pk(org: &str, hook_id: &str) -> String {
+    format!("o#{org}#hook#{hook_id}")
+}
+
+fn decode<T: DeserializeOwned>(item: &Item, what: &str) -> Result<T, Error> {
+    let data = string(item, "data", what)?;
+    serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+        what: format!("a stored {what}: {e}"),
+    })
+}
+
+fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::unavailable(format!("encode a {what}"), e))
+}
+
+impl AwsMetadata {
+    fn hook_item(org: &str, hook: &Hook) -> Result<Item, Error> {
+        Ok(Item::from([
+            ("pk".to_owned(), s(hooks_pk(org))),
+            ("sk".to_owned(), s(&hook.id)),
+            ("ws".to_owned(), s(&hook.workspace_id)),
+            ("data".to_owned(), s(encode(hook, "webhook")?)),
+        ]))
+    }
+
+    fn delivery_item(org: &str, delivery: &Delivery) -> Result<Item, Error> {
+        let expires = (delivery.created_ms + DELIVERY_RECORD_MS) / 1000;
+        Ok(Item::from([
+            ("pk".to_owned(), s(deliveries_pk(org, &delivery.hook_id))),
+            ("sk".to_owned(), s(&delivery.id)),
+            ("data".to_owned(), s(encode(delivery, "delivery")?)),
+            ("ttl".to_owned(), n(expires)),
+        ]))
+    }
+}
+
+#[async_trait]
+impl HookStore for AwsMetadata {
+    async fn create_hook(&self, org: &str, hook: &Hook) -> Result<(), Error> {
+        if self
+            .put_if(
+                Self::hook_item(org, hook)?,
+                "attribute_not_exists(pk)",
+                "PutItem (webhook)",
+            )
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::Exists {
+                what: format!("webhook `{}`", hook.id),
+            })
+        }
+    }
+
+    async fn hook(&self, org: &str, id: &str) -> Result<Option<Hook>, Error> {
+        self.get(hooks_pk(org), id, "GetItem (webhook)")
+            .await?
+            .map(|item| decode(&item, "webhook"))
+            .transpose()
+    }
+
+    async fn hooks(&self, org: &str, workspace_id: &str) -> Result<Vec<Hook>, Error> {
+        let mut hooks: Vec<Hook> = self
+            .query_prefix(hooks_pk(org), "")
+            .await?
+            .iter()
+            .filter(|item| {
+                item.get("ws")
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|ws| ws == workspace_id)
+            })
+            .map(|item| decode(item, "webhook"))
+            .collect::<Result<_, _>>()?;
+        hooks.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        Ok(hooks)
+    }
+
+    async fn update_hook(&self, org: &str, hook: &Hook) -> Result<(), Error> {
+        if self
+            .put_if(Self::hook_item(org, hook)?, "attribute_exists(pk)", "PutItem (webhook)")
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::Missing {
+                what: format!("webhook `{}`", hook.id),
+            })
+        }
+    }
+
+    async fn delete_hook(&self, org: &str, id: &str) -> Result<(), Error> {
+        let deleted = self
+            .dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(hooks_pk(org)))
+            .key("sk", s(id))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(Error::Missing {
+                    what: format!("webhook `{id}`"),
+                })
+            }
+            Err(e) => Err(ddb("DeleteItem (webhook)", e)),
+        }
+    }
+
+    async fn add_delivery(&self, org: &str, delivery: &Delivery) -> Result<bool, Error> {
+        self.put_if(
+            Self::delivery_item(org, delivery)?,
+            "attribute_not_exists(pk)",
+            "PutItem (webhook delivery)",
+        )
+        .await
+    }
+
+    async fn delivery(&self, org: &str, hook_id: &str, id: &str) -> Result<Option<Delivery>, Error> {
+        self.get(deliveries_pk(org, hook_id), id, "GetItem (webhook delivery)")
+            .await?
+            .map(|item| decode(&item, "delivery"))
+            .transpose()
+    }
+
+    async fn save_delivery(&self, org: &str, delivery: &Delivery) -> Result<(), Error> {
+        self.dynamodb
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(Self::delivery_item(org, delivery)?))
+            .send()
+            .await
+            .map_err(|e| ddb("PutItem (webhook delivery)", e))?;
+        Ok(())
+    }
+
+    async fn deliveries(&self, org: &str, hook_id: &str, limit: usize) -> Result<Vec<Delivery>, Error> {
+        let out = self
+            .dynamodb
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(deliveries_pk(org, hook_id)))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ddb("Query (webhook deliveries)", e))?;
+        out.items().iter().map(|item| decode(item, "delivery")).collect()
+    }
+}
