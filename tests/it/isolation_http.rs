@@ -24,6 +24,7 @@ struct Fixture {
     turn: String,
     companion: String,
     attachment: String,
+    webhook: String,
 }
 
 async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
@@ -71,6 +72,14 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     let stream = format!("{}/v1/stream/notes/a", a.base);
     let token = a.token.as_deref().unwrap();
+    let webhook = a
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/webhooks"),
+            Some(json!({ "url": "https://hooks.example/a", "description": "A's webhook" })),
+        )
+        .await;
+    let webhook = webhook["id"].as_str().unwrap().to_owned();
     a.ok(
         Method::PUT,
         "/v1/stream/__ds/subscriptions/sub-a",
@@ -112,6 +121,7 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         turn,
         companion: token.to_owned(),
         attachment,
+        webhook,
     }
 }
 
@@ -137,6 +147,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         "A's command",
         "A's file",
         "A's subscription",
+        "A's webhook",
     ];
 
     let fill = |name: &str| -> String {
@@ -170,6 +181,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/workspaces/") => mine.ws.clone(),
             (t, "id") if t.starts_with("/v1/agents/") => mine.agent.clone(),
             (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
+            (t, "id") if t.starts_with("/v1/webhooks/") => mine.webhook.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ai-sdk/chat/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ag-ui/chat/") => mine.chat.clone(),

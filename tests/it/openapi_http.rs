@@ -453,6 +453,9 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         assert_eq!(status, expected, "{method} {notes}: {}", String::from_utf8_lossy(&body));
     }
 
+    // A workspace's chat webhooks.
+    chat_webhooks(&api, &ws).await;
+
     // The protocol's subscriptions: a pull-wake one, claimed, acked, released; a webhook one
     // (its receiver never called here); the JWKS.
     subscriptions(&api, &spec).await;
@@ -885,4 +888,48 @@ async fn subscriptions(api: &Checked<'_>, spec: &Spec) {
     api.ok(Method::DELETE, hook, None).await;
     api.ok(Method::DELETE, sub, None).await;
     api.refused(404, Method::GET, sub, None).await;
+}
+
+/// The chat webhook routes, through the checked client.
+async fn chat_webhooks(api: &Checked<'_>, ws: &str) {
+    let hooks = format!("/v1/workspaces/{ws}/webhooks");
+    let made = api
+        .ok(
+            Method::POST,
+            &hooks,
+            Some(json!({"url": "https://hooks.example/spool", "events": ["task.created"]})),
+        )
+        .await;
+    assert!(made["secret"].as_str().unwrap().starts_with("whsec_"));
+    api.refused(
+        400,
+        Method::POST,
+        &hooks,
+        Some(json!({"url": "http://169.254.169.254/"})),
+    )
+    .await;
+    api.refused(
+        400,
+        Method::POST,
+        &hooks,
+        Some(json!({"url": "https://hooks.example/x", "events": []})),
+    )
+    .await;
+    api.refused(
+        400,
+        Method::POST,
+        &hooks,
+        Some(json!({"url": "https://hooks.example/x", "events": ["nope"]})),
+    )
+    .await;
+    api.ok(Method::GET, &hooks, None).await;
+    let hook = format!("/v1/webhooks/{}", id(&made));
+    api.ok(Method::GET, &hook, None).await;
+    let changed = api.ok(Method::PATCH, &hook, Some(json!({"enabled": false}))).await;
+    assert_eq!(changed["enabled"], false);
+    api.ok(Method::GET, &format!("{hook}/deliveries"), None).await;
+    api.ok(Method::DELETE, &hook, None).await;
+    api.refused(404, Method::GET, &hook, None).await;
+    api.refused(404, Method::GET, "/v1/workspaces/ws_missing/webhooks", None)
+        .await;
 }

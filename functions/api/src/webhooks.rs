@@ -15,7 +15,7 @@ use serde_json::Value;
 use spool_domain::{
     Error,
     subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
-    webhook::{Attempt, Delivery, DeliveryState, Hook, HookEvent, MAX_HOOKS_PER_WORKSPACE, SHOWN_DELIVERIES},
+    webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, MAX_HOOKS_PER_WORKSPACE, SHOWN_DELIVERIES},
     workspace::new_id,
 };
 use utoipa::ToSchema;
@@ -110,7 +110,7 @@ pub(crate) struct DeliveryView {
     /// `webhook-id`: the same in every attempt.
     id: String,
     event: HookEvent,
-    state: DeliveryState,
+    state: DeliveryStatus,
     #[schema(format = DateTime)]
     created_at: String,
     #[schema(format = DateTime)]

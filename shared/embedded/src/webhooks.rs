@@ -10,7 +10,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
 use spool_domain::{
     Error,
-    webhook::{DELIVERY_RECORD_MS, Delivery, DeliveryState, Hook, HookStore},
+    webhook::{DELIVERY_RECORD_MS, Delivery, DeliveryStatus, Hook, HookStore},
 };
 
 use crate::{EmbeddedMetadata, db::sql};
@@ -25,11 +25,11 @@ fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, Error> {
     serde_json::to_string(value).map_err(|e| Error::unavailable(format!("encode a {what}"), e))
 }
 
-fn state(state: DeliveryState) -> &'static str {
+fn state(state: DeliveryStatus) -> &'static str {
     match state {
-        DeliveryState::Pending => "pending",
-        DeliveryState::Delivered => "delivered",
-        DeliveryState::Failed => "failed",
+        DeliveryStatus::Pending => "pending",
+        DeliveryStatus::Delivered => "delivered",
+        DeliveryStatus::Failed => "failed",
     }
 }
 

@@ -319,6 +319,8 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("post", "/v1/sessions/{id}/slash-commands/invoke") => json!({ "input": "/rename Renamed" }),
         ("post", "/v1/workspaces/{id}/tasks") => json!({ "title": "A task", "description": "Details" }),
         ("patch", "/v1/tasks/{id}") => json!({ "title": "Renamed" }),
+        ("post", "/v1/workspaces/{id}/webhooks") => json!({ "url": "https://hooks.example/b" }),
+        ("patch", "/v1/webhooks/{id}") => json!({ "enabled": false }),
         ("put", "/v1/stream/__ds/subscriptions/{id}") => {
             json!({ "type": "pull-wake", "streams": [fill("stream_path")], "wake_stream": fill("stream_path") })
         }

@@ -126,7 +126,7 @@ impl Hook {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DeliveryState {
+pub enum DeliveryStatus {
     /// Not yet answered with 2xx; another attempt is scheduled.
     Pending,
     /// Answered with 2xx.
@@ -163,7 +163,7 @@ pub struct Delivery {
     /// When it was made.
     pub created_ms: i64,
     /// Where it stands.
-    pub state: DeliveryState,
+    pub state: DeliveryStatus,
     /// Its attempts, oldest first.
     pub attempts: Vec<Attempt>,
     /// When the next attempt is due, while pending.

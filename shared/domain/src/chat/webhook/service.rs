@@ -13,7 +13,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
-use super::{Attempt, Delivery, DeliveryState, Hook, HookEvent, HookStore, RETRY_SCHEDULE};
+use super::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, HookStore, RETRY_SCHEDULE};
 use crate::{
     Aggregates, Clock, Error, FeedEvent, IfMissing, StreamPath,
     aggregate::stamp,
@@ -101,7 +101,7 @@ impl ChatHooks {
             event: kind,
             body: payload(kind, event).to_string(),
             created_ms: now,
-            state: DeliveryState::Pending,
+            state: DeliveryStatus::Pending,
             attempts: Vec::new(),
             next_attempt_ms: Some(now),
         };
@@ -127,7 +127,7 @@ impl ChatHooks {
         let Some(mut delivery) = self.store.delivery(org, hook_id, id).await? else {
             return Ok(());
         };
-        if delivery.state != DeliveryState::Pending {
+        if delivery.state != DeliveryStatus::Pending {
             return Ok(());
         }
         let now = self.clock.now_ms();
@@ -146,7 +146,7 @@ impl ChatHooks {
                 } else {
                     "the endpoint was deleted"
                 };
-                delivery.state = DeliveryState::Failed;
+                delivery.state = DeliveryStatus::Failed;
                 delivery.next_attempt_ms = None;
                 delivery.attempts.push(Attempt {
                     at_ms: now,
@@ -188,7 +188,7 @@ impl ChatHooks {
         let wait = RETRY_SCHEDULE.get(delivery.attempts.len() - 1).copied();
         match (done, wait) {
             (true, _) => {
-                delivery.state = DeliveryState::Delivered;
+                delivery.state = DeliveryStatus::Delivered;
                 delivery.next_attempt_ms = None;
             }
             (false, Some(wait)) => {
@@ -196,7 +196,7 @@ impl ChatHooks {
                 tracing::info!(%org, hook = %hook_id, delivery = %id, ?status, retry_in = ?wait, "a webhook delivery failed; it is tried again");
             }
             (false, None) => {
-                delivery.state = DeliveryState::Failed;
+                delivery.state = DeliveryStatus::Failed;
                 delivery.next_attempt_ms = None;
                 tracing::warn!(%org, hook = %hook_id, delivery = %id, "a webhook delivery failed its last attempt; it is given up");
             }
