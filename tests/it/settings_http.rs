@@ -178,7 +178,10 @@ pub(crate) async fn the_worker_honours_the_settings<H: Harness>(harness: &H) {
     let kinds: Vec<&str> = sent.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["question", "failure", "task"], "{events:?}");
     assert!(sent.iter().all(|(_, via)| via == "log"));
-    let question = events.iter().find(|e| e["kind"] == "question").unwrap();
+    let question = events
+        .iter()
+        .find(|e| e["type"] == "notification.sent" && e["kind"] == "question")
+        .unwrap();
     assert_eq!(question["to"], "ops@example.com");
     assert_eq!(question["chat_id"], chat.as_str());
     assert!(

@@ -133,7 +133,7 @@ fn local_wakes(service_of: impl FnOnce(Arc<dyn Deferred>) -> Subscriptions) -> (
     let (jobs, queue) = LocalJobs::new();
     let service = Arc::new(service_of(Arc::new(jobs.clone())));
     let runner = service.clone();
-    tokio::spawn(jobs.clone().run(queue, move |job| {
+    tokio::spawn(LocalJobs::run(queue, move |job| {
         let service = runner.clone();
         async move {
             match job {
@@ -301,6 +301,7 @@ pub(crate) async fn a_wake_a_crash_left_undelivered_is_delivered_after_a_restart
             id: id.clone(),
             generation: stored.generation,
             kind,
+            attempt: stored.failures,
         })
     };
     use spool_domain::subscription::JobKind;
@@ -437,7 +438,7 @@ async fn the_embedded_store_lists_open_wakes() {
         spool_domain::subscription::Spec::parse(br#"{"type":"pull-wake","streams":["a"],"wake_stream":"w"}"#, DEV)
             .unwrap();
     let mut open = spool_domain::subscription::Subscription::new("open".into(), spec.clone(), "/".into(), 0);
-    open.open_wake();
+    open.open_wake(0);
     let idle = spool_domain::subscription::Subscription::new("idle".into(), spec, "/".into(), 0);
     for record in [&open, &idle] {
         assert!(metadata.save("o", record, None).await.unwrap());

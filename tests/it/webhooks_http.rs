@@ -228,7 +228,7 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
             .with_outbound(Arc::new(spool_worker::Webhooks::new(urls).unwrap())),
     );
     let runner = hooks.clone();
-    tokio::spawn(jobs.run(queue, move |job| {
+    tokio::spawn(spool_embedded::LocalJobs::run(queue, move |job| {
         let hooks = runner.clone();
         async move {
             match job {
@@ -236,8 +236,9 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
                     org,
                     hook_id,
                     delivery_id,
+                    attempt,
                 } => hooks
-                    .deliver(&org, &hook_id, &delivery_id)
+                    .deliver(&org, &hook_id, &delivery_id, attempt)
                     .await
                     .map_err(|e| e.to_string()),
                 other => Err(format!("{other:?}")),
@@ -268,8 +269,8 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
     stamp(&mut event).unwrap();
     let created =
         json!({"type": "chat.created", "id": "ev_x", "chat_id": "c", "chat_title": "t", "workspace_id": "ws_1"});
-    hooks.appended(&path, &[event.clone(), created]).await;
-    hooks.appended(&path, &[event]).await;
+    hooks.appended(&path, &[event.clone(), created]).await.unwrap();
+    hooks.appended(&path, &[event]).await.unwrap();
 
     // THEN the endpoint gets it once
     receiver.nth(1).await;

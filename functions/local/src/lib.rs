@@ -273,6 +273,15 @@ fn jwt_secret(config: &Config) -> anyhow::Result<String> {
     Ok(secret)
 }
 
+/// Which URLs webhooks may call: a server on a loopback address is a developer's own machine,
+/// so its loopback too; one reachable from elsewhere may not (another organization could use
+/// it to probe the machine's ports).
+fn webhook_urls(config: &Config) -> UrlPolicy {
+    UrlPolicy {
+        loopback_http: config.addr.ip().is_loopback(),
+    }
+}
+
 /// Push delivery: the protocol's subscriptions and chat webhooks, with their jobs run by the
 /// maintenance queue's poller (AWS backend) or by a task of this process (embedded), which at
 /// start schedules again what was under way. Webhooks may call the developer's own loopback:
@@ -289,7 +298,7 @@ fn push(config: &Config, services: &Services) -> anyhow::Result<Push> {
         Some(keys) => keys,
         None => spool_auth::WebhookKeys::derive(jwt_secret(config)?.as_bytes())?,
     };
-    let urls = UrlPolicy { loopback_http: true };
+    let urls = webhook_urls(config);
     let (jobs, local): (Arc<dyn Deferred>, _) = match &services.maintenance {
         Some((sqs, url)) => (
             Arc::new(spool_aws::SqsSealScheduler::new(sqs.clone(), url.clone())),
@@ -432,7 +441,7 @@ fn spawn_worker(
                     Err(e) => tracing::warn!(error = %e, "cannot find the jobs under way when the server stopped"),
                 }
             }
-            jobs.run(queue, move |job| {
+            spool_embedded::LocalJobs::run(queue, move |job| {
                 let worker = worker.clone();
                 async move { worker.run(job).await.map_err(|e| e.to_string()) }
             })
@@ -512,8 +521,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_notifier(notifier)
         // The worker runs in this process: the API answers for its CLIs.
         .with_clis(Arc::new(spool_worker::cli_agents(config)))
-        // A developer's own machine: webhooks may call its loopback.
-        .with_webhook_urls(UrlPolicy { loopback_http: true });
+        .with_webhook_urls(webhook_urls(config));
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

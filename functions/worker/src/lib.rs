@@ -271,9 +271,10 @@ impl Worker {
                 org,
                 hook_id,
                 delivery_id,
+                attempt,
             } => {
                 let hooks = self.hooks.as_ref().ok_or(Error::NoSubscriptions)?;
-                Ok(hooks.deliver(&org, &hook_id, &delivery_id).await?)
+                Ok(hooks.deliver(&org, &hook_id, &delivery_id, attempt).await?)
             }
             MaintenanceJob::Subscription(job) => {
                 let subscriptions = self.subscriptions.as_ref().ok_or(Error::NoSubscriptions)?;
@@ -329,9 +330,10 @@ impl Worker {
         let log = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
         let appended = spool_domain::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
         tracing::debug!(%path, events = events.len(), appended, "aggregate events appended");
-        // To the workspace's webhooks: each event is one delivery however often it comes.
+        // To the workspace's webhooks: each event is one delivery however often it comes, so a
+        // failure here fails the batch, which SQS delivers again.
         if let Some(hooks) = &self.hooks {
-            hooks.appended(path, events).await;
+            hooks.appended(path, events).await?;
         }
         Ok(())
     }

@@ -39,8 +39,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let turns = spool_aws::turn_queue_from_config(&config, log.clients())?;
         worker = worker.with_heartbeats(Arc::new(turns), config.agents.turn_lease);
     }
-    // Push delivery, where the webhook secret is given (the worker function, not the turns
-    // function): subscriptions' wakes and chat webhooks, only to the public internet.
+    // Push delivery, only to the public internet: subscriptions' wakes where the webhook
+    // secret is given (the worker function, not the turns function), chat webhooks.
     let webhooks = Arc::new(spool_worker::Webhooks::new(spool_domain::subscription::UrlPolicy {
         loopback_http: false,
     })?);
@@ -48,7 +48,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         spool_aws::subscriptions_from_config(&config, log.clients(), log.clone(), Some(webhooks.clone()))?
     {
         worker = worker.with_subscriptions(Arc::new(subscriptions));
-        // Chat webhooks: the feed events this worker appends, and their deliveries' attempts.
+    }
+    // Chat webhooks (each endpoint has its own secret): the feed events this worker appends,
+    // and their deliveries' attempts.
+    if config.aws.maintenance_queue_url.is_some() {
         worker = worker.with_hooks(Arc::new(spool_aws::hooks_from_config(
             &config,
             log.clients(),

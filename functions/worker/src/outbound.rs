@@ -86,7 +86,9 @@ impl Outbound for Webhooks {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let mut response = request.send().await.map_err(|e| describe(&e))?;
+        // Without the URL: its query may hold the receiver's own secret, and this goes to logs
+        // and to the attempts the API shows.
+        let mut response = request.send().await.map_err(|e| describe(&e.without_url()))?;
         let status = response.status().as_u16();
         let mut body = Vec::new();
         while body.len() < MAX_REPLY_BYTES {

@@ -8,10 +8,16 @@
 //! An organization's endpoints are one `Query` (a workspace's are filtered from it; there are
 //! few). A delivery is put only if its key is free, so an event handed over twice is one
 //! delivery; an endpoint's newest deliveries are a backward `Query`. Deliveries expire by
-//! DynamoDB's TTL a week after they were made, which is also how a deleted endpoint's go.
+//! DynamoDB's TTL a week after they were made; a deleted endpoint's are deleted with it. A
+//! delivery is saved on the condition that its attempt count (`tries`) is the one read, so two
+//! jobs of one attempt record it once.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::{error::SdkError, operation::delete_item::DeleteItemError};
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::{delete_item::DeleteItemError, put_item::PutItemError},
+    types::{DeleteRequest, WriteRequest},
+};
 use serde::{Serialize, de::DeserializeOwned};
 use spool_domain::{
     Error,
@@ -60,6 +66,7 @@ impl AwsMetadata {
             ("pk".to_owned(), s(deliveries_pk(org, &delivery.hook_id))),
             ("sk".to_owned(), s(&delivery.id)),
             ("data".to_owned(), s(encode(delivery, "delivery")?)),
+            ("tries".to_owned(), n(delivery.attempts.len())),
             ("ttl".to_owned(), n(expires)),
         ]))
     }
@@ -131,16 +138,46 @@ impl HookStore for AwsMetadata {
             .send()
             .await;
         match deleted {
-            Ok(_) => Ok(()),
+            Ok(_) => {}
             Err(SdkError::ServiceError(e))
                 if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
             {
-                Err(Error::Missing {
+                return Err(Error::Missing {
                     what: format!("webhook `{id}`"),
-                })
+                });
             }
-            Err(e) => Err(ddb("DeleteItem (webhook)", e)),
+            Err(e) => return Err(ddb("DeleteItem (webhook)", e)),
         }
+        // Its deliveries (what they carried is the workspace's): 25 at a time.
+        let items = self.query_prefix(deliveries_pk(org, id), "").await?;
+        for chunk in items.chunks(25) {
+            let requests: Vec<WriteRequest> = chunk
+                .iter()
+                .filter_map(|item| {
+                    let key = Item::from([
+                        ("pk".to_owned(), item.get("pk")?.clone()),
+                        ("sk".to_owned(), item.get("sk")?.clone()),
+                    ]);
+                    let delete = DeleteRequest::builder().set_key(Some(key)).build().ok()?;
+                    Some(WriteRequest::builder().delete_request(delete).build())
+                })
+                .collect();
+            let mut pending = Some(requests);
+            for _ in 0..5 {
+                let Some(requests) = pending.take().filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                let out = self
+                    .dynamodb
+                    .batch_write_item()
+                    .request_items(&self.table, requests)
+                    .send()
+                    .await
+                    .map_err(|e| ddb("BatchWriteItem (webhook deliveries)", e))?;
+                pending = out.unprocessed_items.and_then(|mut u| u.remove(&self.table));
+            }
+        }
+        Ok(())
     }
 
     async fn add_delivery(&self, org: &str, delivery: &Delivery) -> Result<bool, Error> {
@@ -159,15 +196,23 @@ impl HookStore for AwsMetadata {
             .transpose()
     }
 
-    async fn save_delivery(&self, org: &str, delivery: &Delivery) -> Result<(), Error> {
-        self.dynamodb
+    async fn save_delivery(&self, org: &str, delivery: &Delivery, attempts: usize) -> Result<bool, Error> {
+        let saved = self
+            .dynamodb
             .put_item()
             .table_name(&self.table)
             .set_item(Some(Self::delivery_item(org, delivery)?))
+            .condition_expression("tries = :tries")
+            .expression_attribute_values(":tries", n(attempts))
             .send()
-            .await
-            .map_err(|e| ddb("PutItem (webhook delivery)", e))?;
-        Ok(())
+            .await;
+        match saved {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Ok(false)
+            }
+            Err(e) => Err(ddb("PutItem (webhook delivery)", e)),
+        }
     }
 
     async fn deliveries(&self, org: &str, hook_id: &str, limit: usize) -> Result<Vec<Delivery>, Error> {

@@ -18,6 +18,10 @@ use tokio::sync::mpsc;
 
 use crate::{EmbeddedMetadata, db::sql};
 
+/// How often a failing job is tried, and the longest wait between tries.
+const MAX_TRIES: u32 = 10;
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
 /// Runs maintenance jobs in this process, after their delay.
 #[derive(Clone)]
 pub struct LocalJobs {
@@ -35,20 +39,31 @@ impl LocalJobs {
     }
 
     /// Runs the scheduled jobs with `handler`, each after its delay, until every scheduler is
-    /// dropped. A job that fails (the store was busy) runs again a second later.
-    pub async fn run<F, Fut>(self, LocalJobQueue(mut rx): LocalJobQueue, handler: F)
+    /// dropped.
+    pub async fn run<F, Fut>(LocalJobQueue(mut rx): LocalJobQueue, handler: F)
     where
         F: Fn(MaintenanceJob) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
         while let Some((job, delay)) = rx.recv().await {
             let handler = handler.clone();
-            let again = self.tx.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
-                if let Err(e) = handler(job.clone()).await {
-                    tracing::warn!(error = %e, ?job, "a maintenance job failed; trying again in a second");
-                    let _ = again.send((job, Duration::from_secs(1)));
+                // A job that fails (the store was busy) runs again, 1 s later doubling to 5
+                // minutes, at most 10 times; what it was for is scheduled again at the next start.
+                let mut wait = Duration::from_secs(1);
+                for tries in 1..=MAX_TRIES {
+                    match handler(job.clone()).await {
+                        Ok(()) => return,
+                        Err(e) if tries == MAX_TRIES => {
+                            tracing::error!(error = %e, ?job, "a maintenance job failed {MAX_TRIES} times; it runs again when the server starts");
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, ?job, retry_in = ?wait, "a maintenance job failed; trying again");
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(MAX_WAIT);
+                        }
+                    }
                 }
             });
         }
@@ -96,23 +111,33 @@ impl EmbeddedMetadata {
                         id: sub.id.clone(),
                         generation: sub.generation,
                         kind,
+                        attempt: sub.failures,
                     }));
                 }
             }
             let mut stmt = conn
-                .prepare("SELECT org, hook_id, id FROM webhook_deliveries WHERE state = 'pending'")
+                .prepare(
+                    "SELECT org, hook_id, id, json_array_length(body, '$.attempts') FROM webhook_deliveries
+                     WHERE state = 'pending'",
+                )
                 .map_err(|e| sql("list pending deliveries", e))?;
             let rows = stmt
                 .query_map(params![], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, u32>(3)?,
+                    ))
                 })
                 .and_then(Iterator::collect::<Result<Vec<_>, _>>)
                 .map_err(|e| sql("list pending deliveries", e))?;
-            for (org, hook_id, delivery_id) in rows {
+            for (org, hook_id, delivery_id, attempt) in rows {
                 jobs.push(MaintenanceJob::Webhook {
                     org,
                     hook_id,
                     delivery_id,
+                    attempt,
                 });
             }
             Ok(jobs)

@@ -172,8 +172,9 @@ impl HookStore for EmbeddedMetadata {
         .await
     }
 
-    async fn save_delivery(&self, org: &str, delivery: &Delivery) -> Result<(), Error> {
+    async fn save_delivery(&self, org: &str, delivery: &Delivery, attempts: usize) -> Result<bool, Error> {
         let org = org.to_owned();
+        let attempts = i64::try_from(attempts).unwrap_or(i64::MAX);
         let (hook, id, st, body) = (
             delivery.hook_id.clone(),
             delivery.id.clone(),
@@ -181,12 +182,14 @@ impl HookStore for EmbeddedMetadata {
             encode(delivery, "delivery")?,
         );
         self.with(move |conn| {
-            conn.execute(
-                "UPDATE webhook_deliveries SET state = ?4, body = ?5 WHERE org = ?1 AND hook_id = ?2 AND id = ?3",
-                params![org, hook, id, st, body],
-            )
-            .map_err(|e| sql("save a delivery", e))?;
-            Ok(())
+            let n = conn
+                .execute(
+                    "UPDATE webhook_deliveries SET state = ?4, body = ?5
+                     WHERE org = ?1 AND hook_id = ?2 AND id = ?3 AND json_array_length(body, '$.attempts') = ?6",
+                    params![org, hook, id, st, body, attempts],
+                )
+                .map_err(|e| sql("save a delivery", e))?;
+            Ok(n == 1)
         })
         .await
     }

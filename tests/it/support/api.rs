@@ -108,14 +108,14 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
     )
     .with_outbound(outbound.clone());
     let hooks =
-        spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs.clone()), Arc::new(SystemClock), DEV_URLS)
+        spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
             .with_outbound(outbound);
     let push = Push {
         subscriptions: Arc::new(subscriptions),
         hooks: Arc::new(hooks),
     };
     let (subscriptions, hooks) = (push.subscriptions.clone(), push.hooks.clone());
-    tokio::spawn(jobs.run(queue, move |job| {
+    tokio::spawn(spool_embedded::LocalJobs::run(queue, move |job| {
         let (subscriptions, hooks) = (subscriptions.clone(), hooks.clone());
         async move {
             match job {
@@ -124,7 +124,8 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
                     org,
                     hook_id,
                     delivery_id,
-                } => hooks.deliver(&org, &hook_id, &delivery_id).await,
+                    attempt,
+                } => hooks.deliver(&org, &hook_id, &delivery_id, attempt).await,
                 _ => Ok(()),
             }
             .map_err(|e| e.to_string())

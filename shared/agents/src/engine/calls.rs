@@ -131,10 +131,22 @@ impl Step<'_> {
             ChatEvent::ToolApprovalRequired(a) => format!("Approve or decline `{}` ({})", a.tool, a.arguments),
             _ => String::new(),
         };
+        let summary = match &asked {
+            ChatEvent::AskQuestion(q) => q.question.as_str(),
+            ChatEvent::PlanApprovalRequired(p) => p.plan.as_str(),
+            _ => detail.as_str(),
+        };
+        let summary: String = summary
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect();
         self.append(vec![self.draft(asked)]).await?;
         // On the workspace's feed (and so to its webhooks: `input.required`); a failure to
         // announce never stops the turn.
-        let summary: String = detail.lines().next().unwrap_or_default().chars().take(200).collect();
         let announced = self
             .announce(|ws| FeedEvent::InputRequired {
                 chat_id: self.session.id.clone(),

@@ -59,6 +59,10 @@ pub enum MaintenanceJob {
         hook_id: String,
         /// The delivery.
         delivery_id: String,
+        /// How many attempts it had when this job was scheduled: a job whose delivery has had
+        /// more since (a duplicate, or one a restart scheduled again) does nothing.
+        #[serde(default)]
+        attempt: u32,
     },
 }
 
@@ -96,11 +100,12 @@ mod tests {
             id: "s".into(),
             generation: 3,
             kind: crate::subscription::JobKind::Expire,
+            attempt: 0,
         });
         let json = serde_json::to_string(&wake).unwrap();
         assert_eq!(
             json,
-            r#"{"job":"subscription","org":"o","id":"s","generation":3,"kind":"expire"}"#
+            r#"{"job":"subscription","org":"o","id":"s","generation":3,"kind":"expire","attempt":0}"#
         );
         assert_eq!(serde_json::from_str::<MaintenanceJob>(&json).unwrap(), wake);
     }

@@ -195,8 +195,9 @@ pub trait HookStore: Send + Sync {
     /// A delivery of an endpoint.
     async fn delivery(&self, org: &str, hook_id: &str, id: &str) -> Result<Option<Delivery>, Error>;
 
-    /// Replaces a delivery.
-    async fn save_delivery(&self, org: &str, delivery: &Delivery) -> Result<(), Error>;
+    /// Replaces a delivery if it still has `attempts` attempts (another job did not record
+    /// one since); `false` otherwise.
+    async fn save_delivery(&self, org: &str, delivery: &Delivery, attempts: usize) -> Result<bool, Error>;
 
     /// An endpoint's newest deliveries, newest first, at most `limit`.
     async fn deliveries(&self, org: &str, hook_id: &str, limit: usize) -> Result<Vec<Delivery>, Error>;

@@ -21,6 +21,10 @@ use crate::{
     subscription::{Outbound, UrlPolicy},
 };
 
+/// How long an attempt's claim holds: its request's 10 s and room to record it. A job that
+/// finds an older claim takes the attempt over (the one that claimed it died).
+pub const CLAIM_MS: i64 = 30_000;
+
 /// The prefix of a Standard Webhooks signing secret.
 pub const SECRET_PREFIX: &str = "whsec_";
 
@@ -59,10 +63,11 @@ impl ChatHooks {
 
     /// `events` were appended to the stream at `path`: if it is a workspace's feed, stores a
     /// delivery of each webhook event for each endpoint of the workspace that wants it, and
-    /// schedules it. Never fails the append, which is done: a failure is logged.
-    pub async fn appended(&self, path: &StreamPath, events: &[Value]) {
+    /// schedules it. Safe to call again with the same events (a batch delivered again): an
+    /// event is one delivery, and one stored but never scheduled is scheduled then.
+    pub async fn appended(&self, path: &StreamPath, events: &[Value]) -> Result<(), Error> {
         let Some((org, workspace)) = feed_of(path) else {
-            return;
+            return Ok(());
         };
         let mut hooks: Option<Vec<Hook>> = None;
         for event in events {
@@ -70,20 +75,13 @@ impl ChatHooks {
                 continue;
             };
             if hooks.is_none() {
-                match self.store.hooks(org, workspace).await {
-                    Ok(found) => hooks = Some(found),
-                    Err(e) => {
-                        tracing::warn!(%org, %workspace, error = %e, "cannot read the workspace's webhooks; its events are not delivered");
-                        return;
-                    }
-                }
+                hooks = Some(self.store.hooks(org, workspace).await?);
             }
             for hook in hooks.iter().flatten().filter(|h| h.wants(kind)) {
-                if let Err(e) = self.enqueue(org, hook, kind, event_id, event).await {
-                    tracing::warn!(%org, hook = %hook.id, error = %e, "cannot store a webhook delivery");
-                }
+                self.enqueue(org, hook, kind, event_id, event).await?;
             }
         }
+        Ok(())
     }
 
     async fn enqueue(
@@ -105,11 +103,17 @@ impl ChatHooks {
             attempts: Vec::new(),
             next_attempt_ms: Some(now),
         };
-        // A delivery of this event to this endpoint exists: the event was handed over again.
         if self.store.add_delivery(org, &delivery).await? {
-            self.schedule(org, &delivery, Duration::ZERO).await?;
+            return self.schedule(org, &delivery, Duration::ZERO).await;
         }
-        Ok(())
+        // The event was handed over again. If its delivery was stored but never tried (the
+        // process stopped before scheduling it), schedule it; a job too many does nothing.
+        match self.store.delivery(org, &hook.id, &delivery.id).await? {
+            Some(stored) if stored.state == DeliveryStatus::Pending && stored.attempts.is_empty() => {
+                self.schedule(org, &stored, Duration::ZERO).await
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn schedule(&self, org: &str, delivery: &Delivery, delay: Duration) -> Result<(), Error> {
@@ -117,26 +121,53 @@ impl ChatHooks {
             org: org.to_owned(),
             hook_id: delivery.hook_id.clone(),
             delivery_id: delivery.id.clone(),
+            attempt: u32::try_from(delivery.attempts.len()).unwrap_or(u32::MAX),
         };
         self.jobs.defer(job, delay).await
     }
 
-    /// Runs a delivery's next attempt, if it is pending and due (an early job schedules itself
-    /// again for when it is).
-    pub async fn deliver(&self, org: &str, hook_id: &str, id: &str) -> Result<(), Error> {
+    /// Runs a delivery's attempt number `attempt` (from 0), if it is still pending, still at
+    /// that attempt and due (an early job schedules itself again for when it is). The attempt
+    /// is claimed before the request (an attempt with neither status nor error, saved on the
+    /// condition that no other job saved one), so a job that runs twice at once posts once; a
+    /// claim whose job died is taken over once it is [`CLAIM_MS`] old.
+    pub async fn deliver(&self, org: &str, hook_id: &str, id: &str, attempt: u32) -> Result<(), Error> {
         let Some(mut delivery) = self.store.delivery(org, hook_id, id).await? else {
             return Ok(());
+        };
+        let now = self.clock.now_ms();
+        let stored = delivery.attempts.len();
+        let claimed = delivery
+            .attempts
+            .last()
+            .filter(|a| a.status.is_none() && a.error.is_none())
+            .map(|a| a.at_ms);
+        let this_attempt = stored == attempt as usize || stored == attempt as usize + 1;
+        let runs = match claimed {
+            None => stored == attempt as usize,
+            // A claim left by a job that died: taken over by the job of that attempt.
+            Some(at) => now > at + CLAIM_MS && this_attempt,
         };
         if delivery.state != DeliveryStatus::Pending {
             return Ok(());
         }
-        let now = self.clock.now_ms();
-        if let Some(due) = delivery.next_attempt_ms
-            && due > now + 1_000
-        {
-            return self
-                .schedule(org, &delivery, Duration::from_millis((due - now) as u64))
-                .await;
+        if !runs {
+            // A claim that may still be live: look again once it would have run out (the job
+            // that holds it will have recorded its attempt, and this one then does nothing).
+            if let Some(at) = claimed.filter(|_| this_attempt) {
+                let job = MaintenanceJob::Webhook {
+                    org: org.to_owned(),
+                    hook_id: hook_id.to_owned(),
+                    delivery_id: id.to_owned(),
+                    attempt,
+                };
+                let wait = Duration::from_millis((at + CLAIM_MS - now).max(0) as u64 + 1_000);
+                self.jobs.defer(job, wait).await?;
+            }
+            return Ok(());
+        }
+        if claimed.is_some() {
+            delivery.attempts.pop();
         }
         let hook = match self.store.hook(org, hook_id).await? {
             Some(hook) if hook.enabled => hook,
@@ -154,13 +185,32 @@ impl ChatHooks {
                     error: Some(why.to_owned()),
                     duration_ms: 0,
                 });
-                return self.store.save_delivery(org, &delivery).await;
+                self.store.save_delivery(org, &delivery, stored).await?;
+                return Ok(());
             }
         };
+        if let Some(due) = delivery.next_attempt_ms
+            && due > now + 1_000
+        {
+            return self
+                .schedule(org, &delivery, Duration::from_millis((due - now) as u64))
+                .await;
+        }
         let outbound = self
             .outbound
             .as_ref()
             .ok_or_else(|| Error::unavailable("deliver a webhook", "this process makes no webhook requests"))?;
+        // The claim: this job's attempt, in flight.
+        delivery.attempts.push(Attempt {
+            at_ms: now,
+            status: None,
+            error: None,
+            duration_ms: 0,
+        });
+        let tried = delivery.attempts.len();
+        if !self.store.save_delivery(org, &delivery, stored).await? {
+            return Ok(());
+        }
         let timestamp = now / 1000;
         let signature = sign(&hook.secret, &delivery.id, timestamp, &delivery.body)?;
         let headers = [
@@ -178,14 +228,16 @@ impl ChatHooks {
             Ok(reply) => (Some(reply.status), None),
             Err(e) => (None, Some(e)),
         };
-        delivery.attempts.push(Attempt {
-            at_ms: now,
-            status,
-            error,
-            duration_ms,
-        });
+        if let Some(last) = delivery.attempts.last_mut() {
+            *last = Attempt {
+                at_ms: now,
+                status,
+                error,
+                duration_ms,
+            };
+        }
         let done = status.is_some_and(|s| (200..300).contains(&s));
-        let wait = RETRY_SCHEDULE.get(delivery.attempts.len() - 1).copied();
+        let wait = RETRY_SCHEDULE.get(tried - 1).copied();
         match (done, wait) {
             (true, _) => {
                 delivery.state = DeliveryStatus::Delivered;
@@ -201,7 +253,9 @@ impl ChatHooks {
                 tracing::warn!(%org, hook = %hook_id, delivery = %id, "a webhook delivery failed its last attempt; it is given up");
             }
         }
-        self.store.save_delivery(org, &delivery).await?;
+        if !self.store.save_delivery(org, &delivery, tried).await? {
+            return Ok(());
+        }
         if let (false, Some(wait)) = (done, wait) {
             self.schedule(org, &delivery, wait).await?;
         }
@@ -223,7 +277,11 @@ impl Aggregates for HookedFeeds {
     async fn add(&self, path: &StreamPath, mut event: Value, if_missing: IfMissing) -> Result<(), Error> {
         stamp(&mut event)?;
         self.feeds.add(path, event.clone(), if_missing).await?;
-        self.hooks.appended(path, std::slice::from_ref(&event)).await;
+        // The event is appended: a failure here is logged, not the request's (the delivery
+        // is stored and scheduled again when `spool serve` starts, if it was stored).
+        if let Err(e) = self.hooks.appended(path, std::slice::from_ref(&event)).await {
+            tracing::warn!(%path, error = %e, "cannot hand a feed event to the workspace's webhooks");
+        }
         Ok(())
     }
 }

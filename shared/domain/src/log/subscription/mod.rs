@@ -105,6 +105,10 @@ pub struct SubscriptionJob {
     pub generation: u64,
     /// What to do.
     pub kind: JobKind,
+    /// The wake's failed deliveries when this job was scheduled: a delivery job whose wake
+    /// failed again since (it ran twice) does nothing.
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// What a [`SubscriptionJob`] does.

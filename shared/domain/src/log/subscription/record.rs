@@ -68,6 +68,9 @@ pub struct Wake {
     /// Its webhook was delivered, or its wake event appended.
     #[serde(default)]
     pub delivered: bool,
+    /// When it was opened (ms since the Unix epoch).
+    #[serde(default)]
+    pub opened_ms: i64,
 }
 
 /// One stream of a wake or a claim, as the protocol shows it.
@@ -128,16 +131,23 @@ impl Subscription {
 
     /// Links `path` (explicitly, or by the pattern) at `at` if it is not linked; `true` if the
     /// record changed. A subscription links [`super::spec::MAX_STREAMS`] streams at most.
-    pub fn link(&mut self, path: &str, explicit: bool, at: u64) -> bool {
+    pub fn link(&mut self, path: &str, explicit: bool, at: u64) -> Result<bool, Refusal> {
         if let Some(link) = self.links.get_mut(path) {
             let before = *link;
             link.explicit |= explicit;
             link.glob |= !explicit;
-            return *link != before;
+            return Ok(*link != before);
         }
         if self.links.len() >= super::spec::MAX_STREAMS {
-            tracing::warn!(subscription = %self.id, %path, "a subscription links 1000 streams at most; not linking more");
-            return false;
+            return Err(Refusal::new(
+                409,
+                "TOO_MANY_STREAMS",
+                format!(
+                    "subscription `{}` links {} streams, the most it may; remove some first",
+                    self.id,
+                    super::spec::MAX_STREAMS
+                ),
+            ));
         }
         self.links.insert(
             path.to_owned(),
@@ -147,7 +157,28 @@ impl Subscription {
                 acked: at,
             },
         );
-        true
+        Ok(true)
+    }
+
+    /// Streams that were deleted and made again start over: a link whose stream's tail is
+    /// below its acked offset is acked at the start. `true` if one was.
+    pub fn restart_recreated(&mut self, tails: &Tails) -> bool {
+        let mut changed = false;
+        for (path, link) in &mut self.links {
+            if tails.get(path).is_some_and(|tail| *tail < link.acked) {
+                link.acked = 0;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// The tails of the linked streams with pending messages (what a wake's snapshot keeps).
+    pub fn pending_tails(&self, tails: &Tails) -> Tails {
+        self.links
+            .iter()
+            .filter_map(|(path, link)| tails.get(path).filter(|t| **t > link.acked).map(|t| (path.clone(), *t)))
+            .collect()
     }
 
     /// Removes `path`'s explicit link; a stream the pattern matches stays linked by it.
@@ -186,8 +217,8 @@ impl Subscription {
             .collect()
     }
 
-    /// Opens a new wake (the next generation).
-    pub fn open_wake(&mut self) -> u64 {
+    /// Opens a new wake (the next generation) at `now_ms`.
+    pub fn open_wake(&mut self, now_ms: i64) -> u64 {
         self.generation += 1;
         self.wake = Some(Wake {
             id: crate::workspace::new_id("w"),
@@ -195,6 +226,7 @@ impl Subscription {
             holder: None,
             lease_until_ms: None,
             delivered: false,
+            opened_ms: now_ms,
         });
         self.failures = 0;
         self.next_attempt_ms = None;
@@ -202,12 +234,12 @@ impl Subscription {
     }
 
     /// Ends the open wake; opens the next one if work is pending, and says whether it did.
-    pub fn end_wake(&mut self, tails: &Tails) -> bool {
+    pub fn end_wake(&mut self, tails: &Tails, now_ms: i64) -> bool {
         self.wake = None;
         self.failures = 0;
         self.next_attempt_ms = None;
         if self.pending(tails) {
-            self.open_wake();
+            self.open_wake(now_ms);
             true
         } else {
             false
@@ -289,7 +321,7 @@ mod tests {
         )
         .unwrap();
         let mut sub = Subscription::new("s".into(), spec, "http://h/v1/stream/".into(), 0);
-        sub.link("manual", true, 0);
+        sub.link("manual", true, 0).unwrap();
         sub
     }
 
@@ -300,11 +332,14 @@ mod tests {
     #[test]
     fn a_wake_opens_on_pending_work_and_the_next_one_when_work_remains() {
         let mut s = sub();
-        assert!(s.link("events/a", false, 3));
-        assert!(!s.link("events/a", false, 9), "already linked: its acked offset stays");
+        assert!(s.link("events/a", false, 3).unwrap());
+        assert!(
+            !s.link("events/a", false, 9).unwrap(),
+            "already linked: its acked offset stays"
+        );
         assert!(!s.pending(&tails(&[("events/a", 3)])));
         assert!(s.pending(&tails(&[("events/a", 4)])));
-        assert_eq!(s.open_wake(), 1);
+        assert_eq!(s.open_wake(0), 1);
         let wake = s.wake.clone().unwrap();
         assert!(s.fence(1, Some(1), Some(&wake.id)).is_ok());
         assert_eq!(s.fence(1, Some(0), Some(&wake.id)).unwrap_err().code, "FENCED");
@@ -319,22 +354,53 @@ mod tests {
         assert_eq!(s.apply_acks(&[ack(6)], &t).unwrap_err().code, "INVALID_OFFSET");
         assert_eq!(s.apply_acks(&[ack(2)], &t).unwrap_err().code, "INVALID_OFFSET");
         s.apply_acks(&[ack(4)], &t).unwrap();
-        assert!(s.end_wake(&t), "message 5 is still pending");
+        assert!(s.end_wake(&t, 0), "message 5 is still pending");
         assert_eq!(s.generation, 2);
         assert!(s.fence(1, Some(1), Some(&wake.id)).is_err(), "the old wake is fenced");
         s.apply_acks(&[ack(5)], &t).unwrap();
-        assert!(!s.end_wake(&t));
+        assert!(!s.end_wake(&t, 0));
+        // The stream was deleted and made again: it starts over.
+        assert!(s.restart_recreated(&tails(&[("events/a", 2)])));
+        assert_eq!(s.links["events/a"].acked, 0);
+        assert_eq!(
+            s.pending_tails(&tails(&[("events/a", 2), ("manual", 0)])),
+            tails(&[("events/a", 2)])
+        );
         assert!(s.wake.is_none());
     }
 
     #[test]
     fn removing_an_explicit_link_keeps_what_the_pattern_matches() {
         let mut s = sub();
-        s.link("events/b", true, 0);
+        s.link("events/b", true, 0).unwrap();
         s.unlink_explicit("events/b");
         assert!(s.links["events/b"].glob);
         s.unlink_explicit("manual");
         assert!(!s.links.contains_key("manual"));
         s.unlink_explicit("absent");
+    }
+}
+
+#[cfg(test)]
+mod cap {
+    use super::*;
+    use crate::subscription::spec::{MAX_STREAMS, Spec, UrlPolicy};
+
+    #[test]
+    fn a_subscription_links_a_bounded_number_of_streams() {
+        let spec = Spec::parse(
+            br#"{"type":"pull-wake","pattern":"e/*","wake_stream":"w"}"#,
+            UrlPolicy { loopback_http: true },
+        )
+        .unwrap();
+        let mut sub = Subscription::new("s".into(), spec, "/".into(), 0);
+        for i in 0..MAX_STREAMS {
+            assert!(sub.link(&format!("e/{i}"), false, 0).unwrap());
+        }
+        assert_eq!(sub.link("e/more", false, 0).unwrap_err().code, "TOO_MANY_STREAMS");
+        assert!(
+            sub.link("e/0", true, 0).is_ok(),
+            "a linked stream may be linked again"
+        );
     }
 }

@@ -30,6 +30,8 @@ use crate::{
 /// How long a process trusts its list of an organization's subscriptions before reading it
 /// again. A subscription made in another process is seen by this one's appends this much later.
 const WATCH_TTL: Duration = Duration::from_secs(1);
+/// How long an open wake may go without its job running before an append drives it again.
+const STALE_MS: i64 = 60_000;
 /// Compare-and-set attempts before giving up.
 const ATTEMPTS: usize = 16;
 /// The longest wait between webhook attempts.
@@ -147,9 +149,13 @@ impl Subscriptions {
         spec::check_id(id)?;
         let spec = Spec::parse(body, self.urls)?;
         let mut record = Subscription::new(id.to_owned(), spec, root_url.to_owned(), self.clock.now_ms());
+        if let Delivery::PullWake { wake_stream } = &record.spec.delivery {
+            writable(org, wake_stream)?;
+        }
         for path in record.spec.streams.clone() {
+            writable(org, &path)?;
             let at = self.tail(org, &path).await?.unwrap_or(0);
-            record.link(&path, true, at);
+            record.link(&path, true, at)?;
         }
         for _ in 0..ATTEMPTS {
             if let Some(existing) = self.store.get(org, id).await? {
@@ -165,6 +171,8 @@ impl Subscriptions {
             }
             if self.store.save(org, &record, None).await? {
                 self.forget(org);
+                // An append that came between reading the tails and saving woke nobody.
+                self.recheck(org, id).await?;
                 return Ok((true, self.view(&record)));
             }
         }
@@ -202,12 +210,14 @@ impl Subscriptions {
         let paths = spec::check_paths(&body.streams)?;
         let mut at = Vec::with_capacity(paths.len());
         for path in paths {
+            writable(org, &path)?;
             at.push((self.tail(org, &path).await?.unwrap_or(0), path));
         }
         self.modify(org, id, false, |sub, _, _| {
-            let changed = at
-                .iter()
-                .fold(false, |changed, (tail, path)| sub.link(path, true, *tail) | changed);
+            let mut changed = false;
+            for (tail, path) in &at {
+                changed |= sub.link(path, true, *tail)?;
+            }
             Ok(Step {
                 value: (),
                 changed,
@@ -216,7 +226,7 @@ impl Subscriptions {
         })
         .await?;
         self.forget(org);
-        Ok(())
+        self.recheck(org, id).await
     }
 
     /// `DELETE …/streams/{path}`: removes an explicit link (a pattern's stays).
@@ -255,18 +265,37 @@ impl Subscriptions {
         };
         for sub in subs.iter().filter(|s| s.watches(path)) {
             let woke = self
-                .modify(org, &sub.id, false, |s, _, _| {
-                    let mut changed = s.spec.matches(path) && s.link(path, false, before);
+                .modify(org, &sub.id, false, |s, _, now| {
+                    let mut changed = false;
+                    if s.spec.matches(path) {
+                        match s.link(path, false, before) {
+                            Ok(linked) => changed = linked,
+                            Err(refusal) => tracing::warn!(%org, subscription = %s.id, %path, "{refusal}"),
+                        }
+                    }
                     let pending = s.links.get(path).is_some_and(|l| tail > l.acked);
                     if s.wake.is_none() && pending {
-                        s.open_wake();
-                        changed = true;
+                        s.open_wake(now);
                         return Ok(Step::changed(()).then(JobKind::Deliver, Duration::ZERO));
                     }
-                    Ok(Step {
+                    // A wake whose job was lost (a crash between saving it and scheduling, a
+                    // job given up to the dead-letter queue) is driven again.
+                    let stale = |at: i64| now > at + STALE_MS;
+                    let job = match &s.wake {
+                        Some(w) if !w.delivered && w.holder.is_none() => {
+                            (stale(w.opened_ms) && s.next_attempt_ms.is_none_or(stale)).then_some(JobKind::Deliver)
+                        }
+                        Some(w) => w.lease_until_ms.is_some_and(stale).then_some(JobKind::Expire),
+                        None => None,
+                    };
+                    let step = Step {
                         value: (),
                         changed,
                         jobs: Vec::new(),
+                    };
+                    Ok(match job {
+                        Some(kind) => step.then(kind, Duration::ZERO),
+                        None => step,
                     })
                 })
                 .await;
@@ -297,10 +326,10 @@ impl Subscriptions {
         let (org, token_generation) = Self::parse_token(token)?;
         let request = wake_request(body)?;
         self.verify_token(token, &org, id, token_generation, request.wake_id.as_deref())?;
-        self.modify(&org, id, true, |sub, tails, _| {
+        self.modify(&org, id, true, |sub, tails, now| {
             check_kind(sub, Kind::PullWake)?;
             sub.fence(token_generation, request.generation, request.wake_id.as_deref())?;
-            let reopened = sub.end_wake(tails);
+            let reopened = sub.end_wake(tails, now);
             Ok(Step::changed(()).deliver_if(reopened))
         })
         .await
@@ -318,57 +347,65 @@ impl Subscriptions {
         if body.worker.is_empty() || body.worker.len() > 256 {
             return Err(Refusal::invalid("worker is 1 to 256 characters").into());
         }
-        self.modify(org, id, true, |sub, tails, now| {
-            check_kind(sub, Kind::PullWake)?;
-            if let Some(wake) = &sub.wake
-                && let Some(holder) = &wake.holder
-            {
-                if wake.lease_until_ms.is_some_and(|until| until > now) {
-                    return Err(Refusal {
-                        current_holder: Some(holder.clone()),
-                        generation: Some(sub.generation),
-                        ..Refusal::new(
-                            409,
-                            "ALREADY_CLAIMED",
-                            format!("`{holder}` holds this subscription's wake"),
-                        )
+        let claimed = self
+            .modify(org, id, true, |sub, tails, now| {
+                check_kind(sub, Kind::PullWake)?;
+                if let Some(wake) = &sub.wake
+                    && let Some(holder) = &wake.holder
+                {
+                    if wake.lease_until_ms.is_some_and(|until| until > now) {
+                        return Err(Refusal {
+                            current_holder: Some(holder.clone()),
+                            generation: Some(sub.generation),
+                            ..Refusal::new(
+                                409,
+                                "ALREADY_CLAIMED",
+                                format!("`{holder}` holds this subscription's wake"),
+                            )
+                        }
+                        .into());
                     }
-                    .into());
+                    // The holder's lease ran out: its wake ends, fenced, and this claim opens the next.
+                    sub.wake = None;
                 }
-                // The holder's lease ran out: its wake ends, fenced, and this claim opens the next.
-                sub.wake = None;
-            }
-            if !sub.pending(tails) {
-                return Err(Refusal::new(
-                    409,
-                    "NO_PENDING_WORK",
-                    "no linked stream has messages past its acked offset",
-                )
-                .into());
-            }
-            if sub.wake.is_none() {
-                sub.open_wake();
-            }
-            let ttl = sub.spec.lease_ttl_ms;
-            let generation = sub.generation;
-            let Some(wake) = sub.wake.as_mut() else {
-                return Err(busy(id));
-            };
-            wake.holder = Some(body.worker.clone());
-            wake.lease_until_ms = Some(now + ttl as i64);
-            wake.delivered = true;
-            wake.snapshot = tails.clone();
-            let token = self.token(org, id, generation, &wake.id);
-            let claimed = json!({
-                "wake_id": wake.id,
-                "generation": generation,
-                "token": token,
-                "streams": sub.infos(tails),
-                "lease_ttl_ms": ttl,
-            });
-            Ok(Step::changed(claimed).then(JobKind::Expire, Duration::from_millis(ttl)))
-        })
-        .await
+                if !sub.pending(tails) {
+                    let none = Refusal::new(
+                        409,
+                        "NO_PENDING_WORK",
+                        "no linked stream has messages past its acked offset",
+                    );
+                    // A wake nobody holds has nothing to do: it ends, so the next append wakes.
+                    return Ok(if sub.wake.take().is_some() {
+                        Step::changed(Err(none))
+                    } else {
+                        Step::same(Err(none))
+                    });
+                }
+                if sub.wake.is_none() {
+                    sub.open_wake(now);
+                }
+                let ttl = sub.spec.lease_ttl_ms;
+                let generation = sub.generation;
+                let snapshot = sub.pending_tails(tails);
+                let Some(wake) = sub.wake.as_mut() else {
+                    return Err(busy(id));
+                };
+                wake.holder = Some(body.worker.clone());
+                wake.lease_until_ms = Some(now + ttl as i64);
+                wake.delivered = true;
+                wake.snapshot = snapshot;
+                let token = self.token(org, id, generation, &wake.id);
+                let claimed = json!({
+                    "wake_id": wake.id,
+                    "generation": generation,
+                    "token": token,
+                    "streams": sub.infos(tails),
+                    "lease_ttl_ms": ttl,
+                });
+                Ok(Step::changed(Ok(claimed)).then(JobKind::Expire, Duration::from_millis(ttl)))
+            })
+            .await?;
+        Ok(claimed?)
     }
 
     /// Runs a job: delivers a wake, or ends one whose lease ran out.
@@ -388,8 +425,12 @@ impl Subscriptions {
         let Some(found) = self.store.get(&job.org, &job.id).await? else {
             return Ok(());
         };
+        // The wake this job is for, not yet delivered, at the attempt this job is for (a
+        // duplicate job, or one a restart scheduled again, finds it past that and does nothing).
         let current = |sub: &Subscription| {
-            sub.generation == job.generation && sub.wake.as_ref().is_some_and(|w| !w.delivered && w.holder.is_none())
+            sub.generation == job.generation
+                && sub.failures == job.attempt
+                && sub.wake.as_ref().is_some_and(|w| !w.delivered && w.holder.is_none())
         };
         if !current(&found.record) {
             return Ok(());
@@ -423,19 +464,33 @@ impl Subscriptions {
         });
         let path = stream_path(&job.org, wake_stream)?;
         let append = Append::messages([bytes::Bytes::from(event.to_string())]);
-        match self.log.append(&path, append).await {
-            Ok(_) => {}
+        let written = match self.log.append(&path, append).await {
+            Ok(_) => true,
             Err(Error::NotFound { .. } | Error::Gone { .. } | Error::Closed { .. }) => {
-                tracing::warn!(org = %job.org, subscription = %sub.id, %wake_stream, "the wake stream does not exist or is closed; create it so workers hear of wakes");
+                tracing::warn!(org = %job.org, subscription = %sub.id, %wake_stream, "the wake stream does not exist or is closed; create it so workers hear of wakes (trying again)");
+                false
             }
             Err(e) => return Err(e),
-        }
-        self.modify(&job.org, &job.id, false, |s, _, _| {
-            match s.wake.as_mut() {
-                Some(w) if s.generation == job.generation && !w.delivered => w.delivered = true,
-                _ => return Ok(Step::same(())),
+        };
+        // Delivered, the wake has a lease as a webhook's has: a wake no worker claims in time
+        // ends, and the next one is written again. Not written, it is tried again later.
+        self.modify(&job.org, &job.id, false, |s, _, now| {
+            let ttl = s.spec.lease_ttl_ms;
+            if s.generation != job.generation || s.failures != job.attempt {
+                return Ok(Step::same(()));
             }
-            Ok(Step::changed(()))
+            let Some(w) = s.wake.as_mut().filter(|w| !w.delivered) else {
+                return Ok(Step::same(()));
+            };
+            if written {
+                w.delivered = true;
+                w.lease_until_ms = Some(now + ttl as i64);
+                return Ok(Step::changed(()).then(JobKind::Expire, Duration::from_millis(ttl)));
+            }
+            s.failures += 1;
+            let delay = retry_delay(s.failures);
+            s.next_attempt_ms = Some(now + delay.as_millis() as i64);
+            Ok(Step::changed(()).then(JobKind::Deliver, delay))
         })
         .await
     }
@@ -459,8 +514,11 @@ impl Subscriptions {
                 let Some(wake) = sub.wake.as_mut() else {
                     return Ok(Step::same(None));
                 };
-                wake.snapshot = tails.clone();
                 let wake_id = wake.id.clone();
+                let snapshot = sub.pending_tails(tails);
+                if let Some(wake) = sub.wake.as_mut() {
+                    wake.snapshot = snapshot;
+                }
                 let body = json!({
                     "subscription_id": sub.id,
                     "wake_id": wake_id,
@@ -512,17 +570,18 @@ impl Subscriptions {
         self.modify(org, &job.id, done == Some(true), |sub, tails, now| {
             let generation = sub.generation;
             let ttl = sub.spec.lease_ttl_ms;
+            let attempt = sub.failures;
             let Some(wake) = sub
                 .wake
                 .as_mut()
-                .filter(|w| w.id == wake_id && generation == job.generation)
+                .filter(|w| w.id == wake_id && generation == job.generation && attempt == job.attempt)
             else {
                 return Ok(Step::same(()));
             };
             match done {
                 Some(true) => {
                     sub.ack_snapshot();
-                    let reopened = sub.end_wake(tails);
+                    let reopened = sub.end_wake(tails, now);
                     Ok(Step::changed(()).deliver_if(reopened))
                 }
                 Some(false) => {
@@ -560,7 +619,7 @@ impl Subscriptions {
                     Ok(Step::same(()).then(JobKind::Expire, Duration::from_millis((until - now) as u64)))
                 }
                 Some(_) => {
-                    let reopened = sub.end_wake(tails);
+                    let reopened = sub.end_wake(tails, now);
                     Ok(Step::changed(()).deliver_if(reopened))
                 }
             }
@@ -577,9 +636,18 @@ impl Subscriptions {
         self.modify(&org, id, true, |sub, tails, now| {
             check_kind(sub, kind)?;
             sub.fence(token_generation, request.generation, request.wake_id.as_deref())?;
+            // A lease that ran out is over, even before its expiry job ends the wake.
+            if sub
+                .wake
+                .as_ref()
+                .and_then(|w| w.lease_until_ms)
+                .is_some_and(|until| until < now)
+            {
+                return Err(Refusal::fenced().into());
+            }
             sub.apply_acks(&request.acks, tails)?;
             if request.done {
-                let reopened = sub.end_wake(tails);
+                let reopened = sub.end_wake(tails, now);
                 return Ok(Step::changed(reopened).deliver_if(reopened));
             }
             let ttl = sub.spec.lease_ttl_ms;
@@ -592,24 +660,59 @@ impl Subscriptions {
     }
 
     /// Reads the record (and its streams' tails if `with_tails`), applies `f`, and saves the
-    /// record if `f` changed it and nobody saved it since; then schedules `f`'s jobs.
+    /// record if `f` changed it and nobody saved it since; then schedules `f`'s jobs. A change
+    /// that ended a wake is followed by [`Self::recheck`]: an append that came meanwhile saw
+    /// the wake open and woke nobody.
     async fn modify<T>(
         &self,
         org: &str,
         id: &str,
         with_tails: bool,
-        mut f: impl FnMut(&mut Subscription, &Tails, i64) -> Result<Step<T>, Error>,
+        f: impl FnMut(&mut Subscription, &Tails, i64) -> Result<Step<T>, Error>,
     ) -> Result<T, Error> {
+        let (value, ended) = self.modify_once(org, id, with_tails, f).await?;
+        if ended {
+            self.recheck(org, id).await?;
+        }
+        Ok(value)
+    }
+
+    /// Opens a wake if none is open and a linked stream has pending messages.
+    async fn recheck(&self, org: &str, id: &str) -> Result<(), Error> {
+        self.modify_once(org, id, true, |sub, tails, now| {
+            Ok(if sub.wake.is_none() && sub.pending(tails) {
+                sub.open_wake(now);
+                Step::changed(()).then(JobKind::Deliver, Duration::ZERO)
+            } else {
+                Step::same(())
+            })
+        })
+        .await
+        .map(drop)
+    }
+
+    /// [`Self::modify`] without the recheck: the value, and whether a wake ended.
+    async fn modify_once<T>(
+        &self,
+        org: &str,
+        id: &str,
+        with_tails: bool,
+        mut f: impl FnMut(&mut Subscription, &Tails, i64) -> Result<Step<T>, Error>,
+    ) -> Result<(T, bool), Error> {
         for _ in 0..ATTEMPTS {
             let found = self.store.get(org, id).await?.ok_or_else(|| Refusal::not_found(id))?;
             let mut record = found.record;
-            let tails = if with_tails {
-                self.tails(org, &record).await?
+            let had_wake = record.wake.is_some();
+            let (tails, restarted) = if with_tails {
+                let tails = self.tails(org, &record).await?;
+                let restarted = record.restart_recreated(&tails);
+                (tails, restarted)
             } else {
-                Tails::new()
+                (Tails::new(), false)
             };
             let step = f(&mut record, &tails, self.clock.now_ms())?;
-            if step.changed && !self.store.save(org, &record, Some(found.version)).await? {
+            let changed = step.changed || restarted;
+            if changed && !self.store.save(org, &record, Some(found.version)).await? {
                 continue;
             }
             for (kind, delay) in step.jobs {
@@ -618,20 +721,34 @@ impl Subscriptions {
                     id: id.to_owned(),
                     generation: record.generation,
                     kind,
+                    attempt: record.failures,
                 };
                 self.scheduler.defer(MaintenanceJob::Subscription(job), delay).await?;
             }
-            return Ok(step.value);
+            let ended = changed && had_wake && record.wake.is_none();
+            return Ok((step.value, ended));
         }
         Err(busy(id))
     }
 
-    /// The tails of the record's linked streams; a stream that no longer exists has none.
+    /// The tails of the record's linked streams, read at once; a stream that no longer exists
+    /// has none.
     async fn tails(&self, org: &str, sub: &Subscription) -> Result<Tails, Error> {
-        let mut tails = Tails::new();
+        let mut reads = tokio::task::JoinSet::new();
         for path in sub.links.keys() {
-            if let Some(tail) = self.tail(org, path).await? {
-                tails.insert(path.clone(), tail);
+            let log = self.log.clone();
+            let (stream, path) = (stream_path(org, path)?, path.clone());
+            reads.spawn(async move { (path, log.metadata(&stream).await) });
+        }
+        let mut tails = Tails::new();
+        while let Some(read) = reads.join_next().await {
+            let (path, meta) = read.map_err(|e| Error::unavailable("read a stream's tail", e))?;
+            match meta {
+                Ok(meta) => {
+                    tails.insert(path, meta.tail.seq());
+                }
+                Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(tails)
@@ -789,6 +906,13 @@ fn check_kind(sub: &Subscription, kind: Kind) -> Result<(), Refusal> {
 
 fn stream_path(org: &str, path: &str) -> Result<StreamPath, Error> {
     StreamPath::parse(format!("o/{org}/{path}"))
+}
+
+/// A stream a subscription may name: one whose full path (with its organization's) is valid.
+fn writable(org: &str, path: &str) -> Result<(), Refusal> {
+    stream_path(org, path)
+        .map(drop)
+        .map_err(|e| Refusal::invalid(format!("stream `{path}`: {e}")))
 }
 
 fn busy(id: &str) -> Error {

@@ -16,12 +16,17 @@ pub const MIN_LEASE_MS: u64 = 1_000;
 pub const MAX_LEASE_MS: u64 = 600_000;
 /// The lease when none is asked for.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
-/// The most streams one request may name, and the most a subscription links.
-pub const MAX_STREAMS: usize = 1_000;
+/// The most streams one request may name, and the most a subscription links (so its record,
+/// with a snapshot of its pending streams, stays far inside a DynamoDB item's 400 KB).
+pub const MAX_STREAMS: usize = 100;
+/// The most wildcards (`*`, `**`) a pattern may hold.
+pub const MAX_WILDCARDS: usize = 8;
 /// The longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 1_024;
 /// The longest subscription id.
 pub const MAX_ID_CHARS: usize = 128;
+/// The longest webhook URL.
+pub const MAX_URL_BYTES: usize = 2048;
 /// The first segment of the paths the protocol keeps for itself.
 pub const RESERVED: &str = "__ds";
 
@@ -168,17 +173,33 @@ pub fn check_id(id: &str) -> Result<(), Refusal> {
     }
 }
 
+/// The first segments of the streams Spool itself writes (chats, workspaces' feeds, the audit
+/// stream): their appends do not go through the protocol's routes, so no subscription would
+/// ever wake for them. Chats push through chat webhooks instead.
+const SPOOLS_OWN: [&str; 3] = ["sessions", "workspaces", "audit"];
+
 /// A stream-root-relative path: leading and trailing `/` dropped, a valid stream path, not in
-/// the reserved `__ds` section.
+/// the reserved `__ds` section nor among the streams Spool writes itself.
 pub fn check_path(path: &str) -> Result<String, Refusal> {
     let path = path.trim_matches('/');
     crate::StreamPath::parse(path).map_err(|e| Refusal::invalid(format!("stream `{path}`: {e}")))?;
-    if path == RESERVED || path.starts_with("__ds/") {
+    check_first_segment(path)?;
+    Ok(path.to_owned())
+}
+
+fn check_first_segment(path: &str) -> Result<(), Refusal> {
+    let first = path.split('/').next().unwrap_or_default();
+    if first == RESERVED {
         return Err(Refusal::invalid(format!(
             "`{path}` is in the protocol's reserved __ds section, not a stream"
         )));
     }
-    Ok(path.to_owned())
+    if SPOOLS_OWN.contains(&first) {
+        return Err(Refusal::invalid(format!(
+            "`{path}`: Spool writes its {first} streams itself, not through these routes, so no subscription wakes for them; register a chat webhook (POST /v1/workspaces/{{id}}/webhooks) to hear of chats"
+        )));
+    }
+    Ok(())
 }
 
 /// Paths, normalized, sorted and each once; at most [`MAX_STREAMS`].
@@ -200,40 +221,76 @@ fn check_pattern(pattern: &str) -> Result<String, Refusal> {
     if pattern.split('/').any(str::is_empty) {
         return Err(Refusal::invalid(format!("pattern `{pattern}` has an empty segment")));
     }
+    let wildcards: usize = pattern
+        .split('/')
+        .map(|segment| {
+            if segment == "**" {
+                1
+            } else {
+                segment.matches('*').count()
+            }
+        })
+        .sum();
+    if wildcards > MAX_WILDCARDS {
+        return Err(Refusal::invalid(format!(
+            "pattern `{pattern}` has more than {MAX_WILDCARDS} wildcards"
+        )));
+    }
+    check_first_segment(pattern)?;
     Ok(pattern.to_owned())
 }
 
 /// Whether `path` matches `pattern`, segment by segment: `*` matches one segment (and within a
-/// segment, any run of characters), `**` any number of segments.
+/// segment, any run of characters), `**` any number of segments. Linear in the product of the
+/// two lengths (no backtracking), since it runs on every append.
 pub fn glob_match(pattern: &str, path: &str) -> bool {
     let pattern: Vec<&str> = pattern.split('/').collect();
     let path: Vec<&str> = path.split('/').collect();
-    segments_match(&pattern, &path)
-}
-
-fn segments_match(pattern: &[&str], path: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => path.is_empty(),
-        Some((&"**", rest)) => (0..=path.len()).any(|skip| segments_match(rest, &path[skip..])),
-        Some((first, rest)) => path
-            .split_first()
-            .is_some_and(|(segment, tail)| segment_match(first, segment) && segments_match(rest, tail)),
-    }
-}
-
-/// `*` within a segment matches any run of characters.
-fn segment_match(pattern: &str, segment: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == segment,
-        Some((prefix, rest)) => {
-            let Some(after) = segment.strip_prefix(prefix) else {
-                return false;
-            };
-            (0..=after.len())
-                .filter(|i| after.is_char_boundary(*i))
-                .any(|i| segment_match(rest, &after[i..]))
+    // matched[j]: pattern[..i] matches path[..j], row by row over i.
+    let mut matched = vec![false; path.len() + 1];
+    matched[0] = true;
+    for token in &pattern {
+        let mut next = vec![false; path.len() + 1];
+        if *token == "**" {
+            let mut any = false;
+            for j in 0..=path.len() {
+                any |= matched[j];
+                next[j] = any;
+            }
+        } else {
+            for j in 1..=path.len() {
+                next[j] = matched[j - 1] && segment_match(token, path[j - 1]);
+            }
         }
+        matched = next;
     }
+    matched[path.len()]
+}
+
+/// `*` within a segment matches any run of characters (the same table, over characters).
+fn segment_match(pattern: &str, segment: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == segment;
+    }
+    let text: Vec<char> = segment.chars().collect();
+    let mut matched = vec![false; text.len() + 1];
+    matched[0] = true;
+    for c in pattern.chars() {
+        let mut next = vec![false; text.len() + 1];
+        if c == '*' {
+            let mut any = false;
+            for j in 0..=text.len() {
+                any |= matched[j];
+                next[j] = any;
+            }
+        } else {
+            for j in 1..=text.len() {
+                next[j] = matched[j - 1] && text[j - 1] == c;
+            }
+        }
+        matched = next;
+    }
+    matched[text.len()]
 }
 
 /// Refuses webhook URLs that could reach the deployment's own network (SSRF): only `https`,
@@ -241,6 +298,9 @@ fn segment_match(pattern: &str, segment: &str) -> bool {
 /// (A name that resolves to a private address is refused again when it is called.)
 pub fn check_webhook_url(raw: &str, urls: UrlPolicy) -> Result<(), Refusal> {
     let rejected = |why: &str| Refusal::new(400, "WEBHOOK_URL_REJECTED", format!("webhook.url {why}"));
+    if raw.len() > MAX_URL_BYTES {
+        return Err(rejected("is longer than 2048 bytes"));
+    }
     let url = url::Url::parse(raw).map_err(|_| rejected("is not a valid URL"))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(rejected("must not carry credentials"));
@@ -274,7 +334,9 @@ pub fn check_webhook_url(raw: &str, urls: UrlPolicy) -> Result<(), Refusal> {
 }
 
 /// Whether `ip` is on the public internet: not loopback, private (RFC 1918, unique local),
-/// link-local, shared (CGNAT), unspecified, multicast, documentation or broadcast.
+/// link-local (and IPv6 site-local), shared (CGNAT), benchmarking, unspecified, multicast,
+/// documentation or broadcast, nor an IPv6 address that carries an IPv4 one that is not
+/// (mapped, compatible, NAT64, 6to4).
 pub fn is_public(ip: std::net::IpAddr) -> bool {
     use std::net::IpAddr;
     match ip {
@@ -290,20 +352,29 @@ pub fn is_public(ip: std::net::IpAddr) -> bool {
                 || a == 0
                 || (a == 100 && (64..128).contains(&b))
                 || (a == 192 && b == 0)
+                || (a == 198 && (18..20).contains(&b))
                 || a >= 240)
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
+            let seg = v6.segments();
+            let embedded = |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+            // ::a.b.c.d (compatible) and ::ffff:a.b.c.d (mapped): the IPv4 address decides.
+            if seg[..5] == [0; 5] && (seg[5] == 0 || seg[5] == 0xffff) && !v6.is_loopback() && !v6.is_unspecified() {
+                return is_public(IpAddr::V4(embedded(seg[6], seg[7])));
             }
-            let first = v6.segments()[0];
+            // 6to4 (2002:a.b.c.d::/48): the IPv4 address it wraps.
+            if seg[0] == 0x2002 {
+                return is_public(IpAddr::V4(embedded(seg[1], seg[2])));
+            }
+            let first = seg[0];
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8
-                || first == 0x64 && v6.segments()[1] == 0xff9b)
+                || (first & 0xffc0) == 0xfec0
+                || first == 0x2001 && seg[1] == 0x0db8
+                || first == 0x64 && seg[1] == 0xff9b)
         }
     }
 }
@@ -327,11 +398,25 @@ mod tests {
         assert!(!glob_match("e*s/a*", "event/abc"));
         assert!(glob_match("a", "a"));
         assert!(!glob_match("a", "b"));
+        assert!(glob_match("**", "a/b"));
+        assert!(glob_match("a/**/b/**", "a/x/y/b"));
+        assert!(!glob_match("a/**/b", "a/x/y"));
+        assert!(glob_match("*x*", "axb"));
+        // What a backtracking matcher takes exponential time over is answered at once.
+        let long = "a".repeat(500);
+        assert!(!glob_match("x/*a*a*a*a*a*a*a*a*b", &format!("x/{long}")));
+        let deep = vec!["a"; 500].join("/");
+        assert!(!glob_match("**/**/**/**/**/**/**/**/z", &deep));
     }
 
     #[test]
     fn webhook_urls_keep_to_the_public_internet() {
-        for ok in ["https://hooks.example.com/x", "https://8.8.8.8/hook"] {
+        assert!(check_webhook_url(&format!("https://a.example/{}", "x".repeat(2100)), PROD).is_err());
+        for ok in [
+            "https://hooks.example.com/x",
+            "https://8.8.8.8/hook",
+            "https://[2606:4700::1]/",
+        ] {
             assert!(check_webhook_url(ok, PROD).is_ok(), "{ok}");
         }
         for ok in ["http://localhost:3000/hook", "http://127.0.0.1:9/hook"] {
@@ -347,6 +432,11 @@ mod tests {
             "https://[::1]/",
             "https://[fd00::1]/",
             "https://[::ffff:10.0.0.1]/",
+            "https://[::7f00:1]/",
+            "https://[2002:c0a8:101::1]/",
+            "https://[64:ff9b:1::a00:1]/",
+            "https://[fec0::1]/",
+            "https://198.18.0.1/",
             "https://100.64.0.1/",
             "https://localhost/",
             "https://a.localhost/",
@@ -386,6 +476,10 @@ mod tests {
             r#"{"type":"pull-wake","pattern":"e//x","wake_stream":"w"}"#,
             r#"{"type":"pull-wake","streams":["__ds/x"],"wake_stream":"w"}"#,
             r#"{"type":"pull-wake","pattern":"e/*","wake_stream":"__ds"}"#,
+            r#"{"type":"pull-wake","pattern":"sessions/*","wake_stream":"w"}"#,
+            r#"{"type":"pull-wake","pattern":"e/*","wake_stream":"audit"}"#,
+            r#"{"type":"pull-wake","pattern":"*a*a*a*a*a*a*a*a*a*","wake_stream":"w"}"#,
+            r#"{"type":"pull-wake","streams":["workspaces/ws_1/feed"],"wake_stream":"w"}"#,
             "[]",
         ] {
             assert_eq!(spec(bad).unwrap_err().status, 400, "{bad}");
