@@ -504,10 +504,15 @@ pub(crate) async fn chats_carry_their_maker_and_last_change<H: Harness>(harness:
             Some(json!({ "title": "Renamed" })),
         )
         .await;
-    assert!(
-        renamed["updated_at"].as_str().unwrap() > mine["updated_at"].as_str().unwrap(),
-        "{renamed}"
-    );
+    // (As times: a time on a whole second is written without a fraction.)
+    let at = |v: &Value| {
+        time::OffsetDateTime::parse(
+            v["updated_at"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    assert!(at(&renamed) > at(&mine), "{renamed}");
     assert_eq!(renamed["created_by"], me.as_str());
     let listed = person
         .ok(Method::GET, &format!("/v1/sessions?created_by={me}"), None)

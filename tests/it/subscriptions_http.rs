@@ -423,10 +423,56 @@ pub(crate) async fn a_pull_wake_lease_that_runs_out_fences_its_holder<H: Harness
     );
 }
 
+pub(crate) async fn a_wake_stream_made_late_still_hears_of_the_wake<H: Harness>(harness: &H) {
+    // GIVEN a pull-wake subscription whose wake stream does not exist yet, and work pending
+    let log = harness.instance().await;
+    let store: Arc<dyn SubscriptionStore> = Arc::new(harness.metadata().await);
+    let (service, _wakes) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
+    let (base, [(_, token), _]) = serve::<H>(&log, service).await;
+    let http = reqwest::Client::new();
+    let id = unique_id("late");
+    let sub = format!("{base}/v1/stream/__ds/subscriptions/{id}");
+    let config = json!({"type": "pull-wake", "streams": ["jobs/late"], "wake_stream": "wake/late"});
+    assert_eq!(call(&http, Method::PUT, &sub, &token, Some(config)).await.0, 201);
+    append(&http, &base, &token, "jobs/late", true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // WHEN the application makes the wake stream after the wake
+    append(&http, &base, &token, "wake/late", true).await;
+
+    // THEN the wake event is written to it (the delivery is tried again, not given up)
+    let mut found = false;
+    for _ in 0..100 {
+        let events: Value = http
+            .get(format!("{base}/v1/stream/wake/late"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["subscription_id"] == id.as_str())
+        {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(found, "no wake event reached the late wake stream");
+    let (_, view) = call(&http, Method::GET, &sub, &token, None).await;
+    assert_eq!(view["status"], "active", "{view}");
+}
+
 on_both_backends!(subscriptions_http:
     webhooks_are_signed_retried_fenced_and_woken_again,
     a_wake_a_crash_left_undelivered_is_delivered_after_a_restart,
     a_pull_wake_lease_that_runs_out_fences_its_holder,
+    a_wake_stream_made_late_still_hears_of_the_wake,
 );
 
 /// The embedded store finds the open wakes a restart must schedule again.

@@ -107,9 +107,8 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
         DEV_URLS,
     )
     .with_outbound(outbound.clone());
-    let hooks =
-        spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
-            .with_outbound(outbound);
+    let hooks = spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
+        .with_outbound(outbound);
     let push = Push {
         subscriptions: Arc::new(subscriptions),
         hooks: Arc::new(hooks),

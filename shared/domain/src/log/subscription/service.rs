@@ -485,6 +485,8 @@ impl Subscriptions {
             if written {
                 w.delivered = true;
                 w.lease_until_ms = Some(now + ttl as i64);
+                s.failures = 0;
+                s.next_attempt_ms = None;
                 return Ok(Step::changed(()).then(JobKind::Expire, Duration::from_millis(ttl)));
             }
             s.failures += 1;
