@@ -854,8 +854,16 @@ async fn an_append_in_process_reaches_waiters_without_a_read() {
         async move {
             let tail = log.metadata(&path).await.unwrap().tail;
             let p = path.clone();
+            // The append comes once the reader waits (not after a pause a loaded machine may
+            // outlast: an append before the wait begins is one it must read).
+            let watched = log.clone();
             let writing = tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                for _ in 0..2000 {
+                    if watched.waiters(&p) > 0 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
                 writer.append(&p, append).await.unwrap()
             });
             let outcome = log.wait(&path, tail, Duration::from_secs(20)).await.unwrap();

@@ -162,6 +162,12 @@ impl std::fmt::Debug for EmbeddedLog {
 }
 
 impl EmbeddedLog {
+    /// How many live reads of `path` wait in this process now (for tests that must start
+    /// an append only once a reader waits).
+    pub fn waiters(&self, path: &StreamPath) -> usize {
+        self.inner.shared.notifier.waiters(path)
+    }
+
     /// Opens (creating if need be) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let dir = dir.as_ref().to_path_buf();

@@ -87,6 +87,11 @@ impl Notifier {
             .subscribe()
     }
 
+    /// How many waiters of `path` there are now.
+    pub fn waiters(&self, path: &StreamPath) -> usize {
+        self.lock().get(path).map_or(0, watch::Sender::receiver_count)
+    }
+
     /// Wakes every waiter of `path`: with the stream's tail after a committed append that left
     /// it open, without one after any other change (a close, a create, a delete), which
     /// waiters then look up.
