@@ -266,6 +266,53 @@ test("a question is a client tool: its output is the person's answer", async () 
   assert.equal(events.at(-1).type, "agent_end");
 });
 
+test("a tool the front end declares and runs: the agent calls it, its output comes back, the answer goes on", async () => {
+  const ws = await spool.api("POST", "/v1/workspaces", { title: "Client tools" });
+  const { agents } = await spool.api("GET", `/v1/workspaces/${ws.id}/agents`);
+  const script = {
+    word_delay_ms: 0,
+    rules: [
+      {
+        match: ["where"],
+        rounds: [{ say: "Let me look.", tools: [{ name: "get_location", arguments: { precise: true } }] }, { say: "You are in {result}." }],
+      },
+    ],
+    default: [{ say: "Hello." }],
+  };
+  await spool.api("PATCH", `/v1/agents/${agents[0].id}`, { instruction: JSON.stringify(script), runtime: "scripted" });
+  const session = (await spool.api("POST", "/v1/sessions", { workspace_id: ws.id })).id;
+  const tools = [
+    { name: "get_location", description: "Where the person is", inputSchema: { type: "object", properties: { precise: { type: "boolean" } } } },
+  ];
+  const calls = [];
+  const chat = new Chat({
+    id: session,
+    transport: new DefaultChatTransport({
+      api: `${spool.origin}/v1/ai-sdk/chat`,
+      headers: { Authorization: `Bearer ${spool.token}` },
+      body: { tools },
+    }),
+    onToolCall: ({ toolCall }) => calls.push(toolCall),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+  });
+  await chat.sendMessage({ text: "where am I?" });
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].toolName, "get_location");
+  assert.deepEqual(calls[0].input, { precise: true });
+  const waiting = await spool.events(session);
+  const start = waiting.find((e) => e.type === "tool_start");
+  assert.equal(start.payload.client, true);
+  assert.ok(!waiting.some((e) => e.type === "agent_end"), "the turn waits for the tool's output");
+  await chat.addToolOutput({ tool: "get_location", toolCallId: calls[0].toolCallId, output: { city: "Paris" } });
+  await until("the output's continuation", () => chat.status === "ready" && text(chat.messages.at(-1)).includes("Paris"));
+  const events = await spool.events(session);
+  const submitted = events.find((e) => e.type === "tool_output_submitted");
+  assert.deepEqual(submitted.payload.output, { city: "Paris" });
+  assert.equal(submitted.payload.tool_call_id, calls[0].toolCallId);
+  assert.equal(events.at(-1).type, "agent_end");
+  assert.equal(events.filter((e) => e.type === "tool_output_submitted").length, 1, "posted once");
+});
+
 test("another organization cannot post to or resume a chat", async () => {
   const session = await newChat();
   const other = await spool.otherToken();

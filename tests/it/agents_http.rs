@@ -1062,6 +1062,79 @@ pub(crate) async fn the_demo_agent_defines_a_team_from_a_conversation<H: Harness
     }
 }
 
+/// A tool the client declares with its message: the agent's call of it is a `tool_start`
+/// marked `client`, the turn waits for its output, and goes on with it; bad declarations are
+/// refused and change nothing.
+pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let script = json!({ "word_delay_ms": 0, "rules": [{ "match": ["where"], "rounds": [
+        { "say": "Let me look.", "tools": [{ "name": "get_location", "arguments": { "precise": true } }] },
+        { "say": "You are in {result}." }] }] });
+    let (_, chat) = chat_with(api, script).await;
+    let messages = format!("/v1/sessions/{chat}/messages");
+    let post = |body: Value| api.call(Method::POST, &messages, Some(body));
+    for bad in [
+        json!([{ "name": "has space" }]),
+        json!([{ "name": "t" }, { "name": "t" }]),
+        json!([{ "name": "t", "input_schema": [] }]),
+    ] {
+        let (status, body) = post(json!({ "content": "where am I?", "client_tools": bad })).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    assert!(
+        all_events(api, &chat).await.is_empty(),
+        "a refused message changes nothing"
+    );
+    let tools = json!([{ "name": "get_location", "description": "Where the person is",
+        "input_schema": { "type": "object", "properties": { "precise": { "type": "boolean" } } } }]);
+    let (status, sent) = post(json!({ "content": "where am I?", "client_tools": tools })).await;
+    assert_eq!(status, 202, "{sent}");
+    let turn = sent["turn_id"].as_str().unwrap().to_owned();
+    let events = until(api, &chat, &turn, "tool_start").await;
+    let start = one(&events, &turn, "tool_start");
+    assert_eq!(start["payload"]["client"], true);
+    assert_eq!(start["payload"]["arguments"], json!({ "precise": true }));
+    let call = start["payload"]["tool_call_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !types_of(&all_events(api, &chat).await, &turn).contains(&"agent_end".to_owned()),
+        "the turn waits for the tool's output"
+    );
+    // Another call id, or a second output, is refused.
+    let output = |id: &str| json!({ "tool": "get_location", "tool_call_id": id, "output": { "city": "Paris" } });
+    let (status, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/tool-output"),
+            Some(output("nope")),
+        )
+        .await;
+    assert_eq!(status, 409);
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/tool-output"),
+        Some(output(&call)),
+    )
+    .await;
+    let (status, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/tool-output"),
+            Some(output(&call)),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let said: String = events
+        .iter()
+        .filter(|e| e["turn_id"] == turn.as_str() && e["type"] == "message_end")
+        .map(|e| e["payload"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(said.contains("Paris"), "{said}");
+    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+}
+
 on_both_backends!(
     agents_http: a_message_gets_a_streamed_answer_and_frees_the_chat,
     queued_messages_are_answered_each_by_its_own_turn,
@@ -1083,4 +1156,5 @@ on_both_backends!(
     throttled_deliveries_use_no_attempts,
     an_agent_never_starts_on_empty_input,
     the_demo_agent_defines_a_team_from_a_conversation,
+    a_clients_own_tool_waits_for_its_output,
 );

@@ -61,6 +61,11 @@ pub(crate) struct NewMessage {
     /// capability. At most 64 KiB as JSON.
     #[serde(default)]
     client_context: Option<Value>,
+    /// Tools this client runs (the AI SDK's client tools), at most 16: the agent may call them
+    /// in this message's turn; a call is a `tool_start` marked `client`, and the turn waits for
+    /// `POST /v1/sessions/{id}/tool-output`.
+    #[serde(default)]
+    client_tools: Vec<spool_domain::chat::event::ClientTool>,
 }
 
 impl NewMessage {
@@ -73,6 +78,7 @@ impl NewMessage {
             client_message_id,
             on_busy: None,
             client_context: None,
+            client_tools: Vec::new(),
         }
     }
 
@@ -105,6 +111,7 @@ impl NewMessage {
         if let Some(cmid) = &self.client_message_id {
             check_client_message_id(cmid)?;
         }
+        spool_domain::chat::event::ClientTool::check(&self.client_tools)?;
         Ok(Message {
             content: self.content,
             author: author.to_owned(),
@@ -114,6 +121,7 @@ impl NewMessage {
             queue_if_busy: matches!(self.on_busy, Some(OnBusy::Enqueue)),
             client_context: self.client_context,
             command: None,
+            client_tools: self.client_tools,
         })
     }
 }

@@ -198,6 +198,7 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
     Ok(Ask::Message {
         content,
         client_message_id: turn_stream::client_message_id("ag-ui", &last.id),
+        client_tools: Vec::new(),
     })
 }
 

@@ -72,6 +72,11 @@ struct ChatRequest {
     /// The message a submit replaces (an edit), or a regenerate answers again.
     #[serde(default, rename = "messageId")]
     message_id: Option<String>,
+    /// Tools the front end runs (the transport's `body: {tools: [{name, description,
+    /// inputSchema}]}`): the agent may call them; their outputs come back as the assistant
+    /// message's tool parts (`addToolOutput`).
+    #[serde(default)]
+    tools: Vec<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,6 +188,7 @@ fn ask(chat: &ChatRequest) -> Result<Ask, ApiError> {
             Ok(Ask::Message {
                 content,
                 client_message_id: turn_stream::client_message_id("ai-sdk", &last.id),
+                client_tools: chat.tools.clone(),
             })
         }
         "assistant" => answer_in(&last.parts).ok_or_else(|| {
@@ -251,6 +257,23 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                     call_id,
                 })
             }
+            // The output of a tool the front end ran (`addToolOutput`).
+            state @ ("output-available" | "output-error")
+                if !ui_message::is_question(tool) && part.get("providerExecuted") != Some(&Value::Bool(true)) =>
+            {
+                let body = if state == "output-error" {
+                    let error = part.get("errorText").and_then(Value::as_str).unwrap_or("the tool failed");
+                    json!({ "tool": tool, "tool_call_id": call_id, "error": error })
+                } else {
+                    json!({ "tool": tool, "tool_call_id": call_id, "output": part.get("output").cloned().unwrap_or(Value::Null) })
+                };
+                Some(Ask::Answer {
+                    asked: None,
+                    route: "tool-output",
+                    body,
+                    call_id,
+                })
+            }
             _ => None,
         }
     })
@@ -271,7 +294,8 @@ mod tests {
             ask(&chat).unwrap(),
             Ask::Message {
                 content: "hi".into(),
-                client_message_id: turn_stream::client_message_id("ai-sdk", "u1")
+                client_message_id: turn_stream::client_message_id("ai-sdk", "u1"),
+                client_tools: Vec::new(),
             }
         );
         let empty = request(json!([{ "id": "u1", "role": "user", "parts": [] }]));

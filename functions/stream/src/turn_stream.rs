@@ -73,6 +73,8 @@ pub(crate) enum Ask {
         content: String,
         /// The front end's id for it, so a retry posts nothing twice.
         client_message_id: String,
+        /// Tools the front end declares and runs, for the turn (the chat API checks them).
+        client_tools: Vec<Value>,
     },
     /// Answer what the turn waits on (the call `call_id`), then continue its stream.
     Answer {
@@ -183,8 +185,12 @@ pub(crate) async fn post(
         Ask::Message {
             content,
             client_message_id,
+            client_tools,
         } => {
-            let body = json!({ "content": content, "client_message_id": client_message_id });
+            let mut body = json!({ "content": content, "client_message_id": client_message_id });
+            if !client_tools.is_empty() {
+                body["client_tools"] = Value::Array(client_tools);
+            }
             let posted = accepted(forward(format!("/v1/sessions/{session}/messages"), body).await).await?;
             let seq = posted.get("seq").and_then(Value::as_u64).unwrap_or(0);
             let turn = posted.get("turn_id").and_then(Value::as_str).map(str::to_owned);

@@ -503,7 +503,7 @@ fn input_file(
     ));
     text.push_str("Actions run at once, in order; each is an object with its `type` and these fields:\n\n");
     for spec in request.tools.iter().filter(|t| {
-        matches!(tools::kind(t.name), Some(tools::Kind::Action { .. })) && t.name != tools::GET_WORKSPACE_CONTEXT
+        matches!(tools::kind(&t.name), Some(tools::Kind::Action { .. })) && t.name != tools::GET_WORKSPACE_CONTEXT
     }) {
         text.push_str(&format!(
             "- `{}`: {} Fields: `{}`\n",

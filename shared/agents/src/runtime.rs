@@ -55,9 +55,9 @@ pub enum Message {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
     /// Its name.
-    pub name: &'static str,
+    pub name: String,
     /// What it does, for the model.
-    pub description: &'static str,
+    pub description: String,
     /// Its arguments' JSON schema.
     pub parameters: Value,
 }

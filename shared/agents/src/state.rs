@@ -116,6 +116,10 @@ impl TurnState {
                     self.last_calls.clone_from(&end.tool_calls);
                 }
             }
+            // A client's tool runs in the client: the turn asked for its output.
+            ChatEvent::ToolStart(start) if start.client => {
+                self.requested.insert(start.tool_call_id.clone());
+            }
             ChatEvent::ToolStart(start) => self.open_tools.push((start.tool_call_id.clone(), start.tool.clone())),
             ChatEvent::ToolEnd(end) => {
                 self.open_tools.retain(|(open, _)| *open != end.tool_call_id);
@@ -339,6 +343,7 @@ mod tests {
             metadata: None,
             client_context: Some(json!({ "relevant_k_ids": ["k_0123456789abcdef"], "summary": "in July" })),
             answers: None,
+            client_tools: Vec::new(),
         };
         let text = user_text(&message, true);
         assert_eq!(as_written(&text), "When do the tomatoes need water?");

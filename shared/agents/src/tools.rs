@@ -161,8 +161,8 @@ pub fn specs(builtin: bool) -> Vec<ToolSpec> {
 
 fn spec(name: &'static str, description: &'static str, properties: Value, required: &[&str]) -> ToolSpec {
     ToolSpec {
-        name,
-        description,
+        name: name.to_owned(),
+        description: description.to_owned(),
         parameters: json!({
             "type": "object",
             "properties": properties,
@@ -170,6 +170,26 @@ fn spec(name: &'static str, description: &'static str, properties: Value, requir
             "additionalProperties": false
         }),
     }
+}
+
+/// The specs of tools a client declared ([`spool_domain::chat::event::ClientTool`]); a name
+/// of Spool's own tools stays Spool's.
+pub fn client_specs(tools: &[spool_domain::chat::event::ClientTool]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .filter(|t| kind(&t.name).is_none())
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("`{}`, a tool the person's app runs", t.name)),
+            parameters: t
+                .input_schema
+                .clone()
+                .unwrap_or_else(|| json!({ "type": "object", "properties": {} })),
+        })
+        .collect()
 }
 
 fn merge(mut a: Value, b: &Value) -> Value {
@@ -186,10 +206,10 @@ mod tests {
     #[test]
     fn management_tools_are_the_builtin_agents_and_need_approval() {
         let names = |builtin| specs(builtin).into_iter().map(|s| s.name).collect::<Vec<_>>();
-        assert!(!names(false).contains(&"delete_agent"));
-        assert!(names(true).contains(&"delete_agent"));
+        assert!(!names(false).iter().any(|n| n == "delete_agent"));
+        assert!(names(true).iter().any(|n| n == "delete_agent"));
         for name in names(true) {
-            let kind = kind(name).unwrap();
+            let kind = kind(&name).unwrap();
             if let Kind::Action {
                 needs_approval,
                 builtin_only,

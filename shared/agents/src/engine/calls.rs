@@ -97,6 +97,19 @@ impl Step<'_> {
                 }
             }
             Some(Kind::Action { .. }) => self.run_action(call).await,
+            // A tool the client declared for this turn: the client runs it, the turn waits.
+            None if self.client_tools().iter().any(|t| t.name == call.name) => {
+                if !state.requested.contains(&call.id) {
+                    let asked = ChatEvent::ToolStart(ToolStart {
+                        tool_call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        client: true,
+                    });
+                    self.request(RequestKind::ToolOutput, &call.id, asked).await?;
+                }
+                Ok(Resolution::Wait)
+            }
             None => {
                 let error = format!("there is no tool or action `{}`", call.name);
                 let note = ChatEvent::system(Level::Error, format!("The agent asked for {error}."));
@@ -105,6 +118,17 @@ impl Step<'_> {
                 Ok(Resolution::Done)
             }
         }
+    }
+
+    /// The tools the client declared with the message that started this turn.
+    pub(super) fn client_tools(&self) -> Vec<spool_domain::chat::event::ClientTool> {
+        self.events
+            .iter()
+            .find_map(|e| match &e.event {
+                ChatEvent::UserMessageSubmitted(m) if e.seq == self.job.trigger_seq => Some(m.client_tools.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     /// Opens a request the person must answer, then announces it. The request is opened first,
@@ -145,6 +169,10 @@ impl Step<'_> {
             .take(200)
             .collect();
         self.append(vec![self.draft(asked)]).await?;
+        // A client's tool waits on the client, not on a person: nobody is told.
+        if kind == RequestKind::ToolOutput {
+            return Ok(());
+        }
         // On the workspace's feed (and so to its webhooks: `input.required`); a failure to
         // announce never stops the turn.
         let announced = self
@@ -172,6 +200,7 @@ impl Step<'_> {
             tool_call_id: call.id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
+            client: false,
         });
         self.append(vec![self.draft(start)]).await?;
         let workspace_context = self.workspace_context().await?;

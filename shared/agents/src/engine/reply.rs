@@ -26,7 +26,11 @@ impl Step<'_> {
             instruction,
             agent_instruction: own,
             messages,
-            tools: tools::specs(builtin && self.session.workspace_id.is_some()),
+            tools: {
+                let mut specs = tools::specs(builtin && self.session.workspace_id.is_some());
+                specs.extend(tools::client_specs(&self.client_tools()));
+                specs
+            },
             model: command_model
                 .or_else(|| self.session.model.clone())
                 .or_else(|| self.agent.as_ref().and_then(|a| a.model.clone())),

@@ -161,6 +161,69 @@ pub struct UserMessage {
     /// The agent's question this message answers (in the global chat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<String>,
+    /// Tools the client declares and runs (the AI SDK's client tools): the agent may call
+    /// them in this message's turn, which waits for each call's output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<ClientTool>,
+}
+
+/// A tool a client declares and runs: an agent's call of it is a `tool_start` marked
+/// `client`, and the turn waits for `POST /v1/sessions/{id}/tool-output`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTool {
+    /// Its name: 1 to 64 of `A-Z a-z 0-9 _ -`.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its input's JSON schema (an object schema; none: no input).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "inputSchema")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub input_schema: Option<Value>,
+}
+
+impl ClientTool {
+    /// The most tools a message declares.
+    pub const MAX: usize = 16;
+
+    /// Checks a message's client tools: at most [`Self::MAX`], each name valid and once, a
+    /// description of at most 1024 characters, a schema of at most 16 KiB.
+    pub fn check(tools: &[ClientTool]) -> Result<(), crate::Error> {
+        let bad = |reason: String| crate::Error::invalid("client_tools", reason);
+        if tools.len() > Self::MAX {
+            return Err(bad(format!("at most {} tools", Self::MAX)));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for tool in tools {
+            let name_ok = (1..=64).contains(&tool.name.len())
+                && tool
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !name_ok {
+                return Err(bad(format!(
+                    "`{}`: a tool's name is 1 to 64 of letters, digits, `_` and `-`",
+                    tool.name.chars().take(80).collect::<String>()
+                )));
+            }
+            if !seen.insert(tool.name.as_str()) {
+                return Err(bad(format!("`{}` is declared twice", tool.name)));
+            }
+            if tool.description.as_ref().is_some_and(|d| d.chars().count() > 1024) {
+                return Err(bad(format!("`{}`'s description is over 1024 characters", tool.name)));
+            }
+            if let Some(schema) = &tool.input_schema {
+                if !schema.is_object() {
+                    return Err(bad(format!("`{}`'s input_schema is not a JSON object", tool.name)));
+                }
+                if schema.to_string().len() > 16 * 1024 {
+                    return Err(bad(format!("`{}`'s input_schema is over 16 KiB", tool.name)));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a control asks.
@@ -355,6 +418,9 @@ pub struct ToolStart {
     pub tool: String,
     /// Its arguments.
     pub arguments: Value,
+    /// A tool the client runs ([`ClientTool`]): the turn waits for its output.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub client: bool,
 }
 
 /// A tool's end.
@@ -872,6 +938,7 @@ mod tests {
                     tool_call_id: "c1".into(),
                     tool: "rename_chat".into(),
                     arguments: json!({ "title": "T" }),
+                    client: false,
                 }),
                 json!({ "type": "tool_start", "payload": { "tool_call_id": "c1", "tool": "rename_chat", "arguments": { "title": "T" } } }),
             ),

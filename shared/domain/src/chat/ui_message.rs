@@ -161,6 +161,8 @@ pub struct TurnStream {
     step: Option<(String, bool)>,
     /// Calls this stream gave no output yet.
     open_calls: Vec<String>,
+    /// The tools the turn's message declared for the client to run.
+    client_tools: Vec<String>,
     progress: Progress,
 }
 
@@ -171,6 +173,7 @@ impl TurnStream {
             turn_id: turn_id.into(),
             step: None,
             open_calls: Vec::new(),
+            client_tools: Vec::new(),
             progress: Progress::Running,
         }
     }
@@ -251,11 +254,13 @@ impl TurnStream {
                     out.push(UiChunk::StartStep);
                 }
                 for call in &end.tool_calls {
+                    // The front end runs ask_user (it asks its person) and its own tools.
+                    let client = call.name == ASK_USER || self.client_tools.contains(&call.name);
                     out.push(UiChunk::ToolInputAvailable {
                         tool_call_id: call.id.clone(),
                         tool_name: call.name.clone(),
                         input: call.arguments.clone(),
-                        provider_executed: call.name != ASK_USER,
+                        provider_executed: !client,
                         dynamic: true,
                     });
                 }
@@ -290,6 +295,25 @@ impl TurnStream {
                 self.wait(&asked.plan_id, out);
             }
             ChatEvent::AskQuestion(_) => self.progress = Progress::Waiting,
+            ChatEvent::UserMessageSubmitted(message) => {
+                self.client_tools = message.client_tools.iter().map(|t| t.name.clone()).collect();
+            }
+            // A tool the front end runs: the turn waits for its output.
+            ChatEvent::ToolStart(start) if start.client => self.progress = Progress::Waiting,
+            ChatEvent::ToolOutputSubmitted(submitted) => out.push(match &submitted.error {
+                Some(error) => UiChunk::ToolOutputError {
+                    tool_call_id: submitted.tool_call_id.clone(),
+                    error_text: error.clone(),
+                    provider_executed: false,
+                    dynamic: true,
+                },
+                None => UiChunk::ToolOutputAvailable {
+                    tool_call_id: submitted.tool_call_id.clone(),
+                    output: submitted.output.clone().unwrap_or(Value::Null),
+                    provider_executed: false,
+                    dynamic: true,
+                },
+            }),
             // Answered: Spool's from here on, so the front end never sends it again.
             ChatEvent::QuestionAnswered(answer) => out.push(UiChunk::ToolOutputAvailable {
                 tool_call_id: answer.question_id.clone(),
@@ -395,6 +419,7 @@ pub fn asks_about(event: &ChatEvent, call_id: &str) -> bool {
         ChatEvent::ToolApprovalRequired(a) => a.tool_call_id == call_id,
         ChatEvent::AskQuestion(q) => q.question_id == call_id,
         ChatEvent::PlanApprovalRequired(p) => p.plan_id == call_id,
+        ChatEvent::ToolStart(t) => t.client && t.tool_call_id == call_id,
         _ => false,
     }
 }
@@ -405,6 +430,7 @@ pub fn answers(event: &ChatEvent, call_id: &str) -> bool {
         ChatEvent::ApprovalSubmitted(a) => a.tool_call_id == call_id,
         ChatEvent::QuestionAnswered(q) => q.question_id == call_id,
         ChatEvent::PlanSubmitted(p) => p.plan_id == call_id,
+        ChatEvent::ToolOutputSubmitted(t) => t.tool_call_id == call_id,
         _ => false,
     }
 }
@@ -628,6 +654,64 @@ mod tests {
             json!({ "type": "tool-output-available", "toolCallId": "q1", "output": { "answer": "Ada" },
                     "providerExecuted": true, "dynamic": true })
         );
+    }
+
+    #[test]
+    fn a_tool_the_front_end_declared_is_its_to_run() {
+        use crate::chat::event::{ToolOutputSubmitted, ToolStart};
+        let mut s = TurnStream::new("t");
+        let mut out = Vec::new();
+        let user = UserMessage {
+            content: "where?".into(),
+            client_tools: vec![crate::chat::event::ClientTool {
+                name: "get_location".into(),
+                description: None,
+                input_schema: None,
+            }],
+            ..Default::default()
+        };
+        s.push(&event(1, "t", ChatEvent::UserMessageSubmitted(user)), &mut out);
+        let end = MessageEnd {
+            message_id: "m".into(),
+            tool_calls: vec![call("c1", "get_location"), call("c2", "create_agent")],
+            ..Default::default()
+        };
+        s.push(&event(2, "t", ChatEvent::MessageEnd(end)), &mut out);
+        let start = ToolStart {
+            tool_call_id: "c1".into(),
+            tool: "get_location".into(),
+            arguments: json!({}),
+            client: true,
+        };
+        s.push(&event(3, "t", ChatEvent::ToolStart(start)), &mut out);
+        assert_eq!(s.progress(), &Progress::Waiting);
+        let inputs: Vec<Value> = out.iter().map(|c| serde_json::to_value(c).unwrap()).collect();
+        assert!(
+            inputs[1].get("providerExecuted").is_none(),
+            "the front end runs its own tool"
+        );
+        assert_eq!(inputs[2]["providerExecuted"], true, "Spool runs its own");
+        let mut more = Vec::new();
+        let output = ToolOutputSubmitted {
+            tool: "get_location".into(),
+            tool_call_id: "c1".into(),
+            output: Some(json!({ "city": "Paris" })),
+            error: None,
+        };
+        s.push(&event(4, "t", ChatEvent::ToolOutputSubmitted(output)), &mut more);
+        assert_eq!(
+            serde_json::to_value(&more[0]).unwrap(),
+            json!({ "type": "tool-output-available", "toolCallId": "c1", "output": { "city": "Paris" }, "dynamic": true })
+        );
+        assert!(asks_about(
+            &ChatEvent::ToolStart(ToolStart {
+                tool_call_id: "c1".into(),
+                tool: "get_location".into(),
+                arguments: json!({}),
+                client: true,
+            }),
+            "c1"
+        ));
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Message {
     pub client_context: Option<Value>,
     /// The slash command it is the prompt of: appended just before it, in the same write.
     pub command: Option<SlashCommandInvoked>,
+    /// Tools the client declares and runs, for this message's turn ([`ClientTool::check`]ed).
+    pub client_tools: Vec<crate::chat::event::ClientTool>,
 }
 
 /// A message accepted: its event's seq and the turn it starts.
@@ -131,6 +133,7 @@ impl ChatService {
             metadata: message.metadata,
             client_context: message.client_context.filter(|c| !c.is_null()),
             answers: answers.as_ref().map(|q| q.id.clone()),
+            client_tools: message.client_tools,
         };
         let preview_of = message
             .command
