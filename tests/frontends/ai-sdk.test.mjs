@@ -274,7 +274,10 @@ test("a tool the front end declares and runs: the agent calls it, its output com
     rules: [
       {
         match: ["where"],
-        rounds: [{ say: "Let me look.", tools: [{ name: "get_location", arguments: { precise: true } }] }, { say: "You are in {result}." }],
+        rounds: [
+          { say: "Let me look.", tools: [{ name: "get_location", arguments: { precise: true } }, { name: "get_weather", arguments: {} }] },
+          { say: "You are in {result}." },
+        ],
       },
     ],
     default: [{ say: "Hello." }],
@@ -283,6 +286,7 @@ test("a tool the front end declares and runs: the agent calls it, its output com
   const session = (await spool.api("POST", "/v1/sessions", { workspace_id: ws.id })).id;
   const tools = [
     { name: "get_location", description: "Where the person is", inputSchema: { type: "object", properties: { precise: { type: "boolean" } } } },
+    { name: "get_weather", description: "The weather where the person is" },
   ];
   const calls = [];
   const chat = new Chat({
@@ -295,22 +299,29 @@ test("a tool the front end declares and runs: the agent calls it, its output com
     onToolCall: ({ toolCall }) => calls.push(toolCall),
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
   });
+  // Two calls of the app's own tools in one reply: both asked at once, both run by the app.
   await chat.sendMessage({ text: "where am I?" });
-  assert.equal(calls.length, 1);
-  assert.equal(calls[0].toolName, "get_location");
+  assert.deepEqual(calls.map((c) => c.toolName), ["get_location", "get_weather"]);
   assert.deepEqual(calls[0].input, { precise: true });
-  const waiting = await spool.events(session);
-  const start = waiting.find((e) => e.type === "tool_start");
-  assert.equal(start.payload.client, true);
-  assert.ok(!waiting.some((e) => e.type === "agent_end"), "the turn waits for the tool's output");
+  // (The stream ends as the turn starts waiting, at the first; the second follows it.)
+  let waiting = [];
+  for (let i = 0; i < 200 && waiting.filter((e) => e.type === "tool_start").length < 2; i++) {
+    if (i) await new Promise((r) => setTimeout(r, 50));
+    waiting = await spool.events(session);
+  }
+  const starts = waiting.filter((e) => e.type === "tool_start");
+  assert.deepEqual(starts.map((e) => e.payload.client), [true, true]);
+  assert.ok(!waiting.some((e) => e.type === "agent_end"), "the turn waits for the tools' outputs");
+  await chat.addToolOutput({ tool: "get_weather", toolCallId: calls[1].toolCallId, output: null });
   await chat.addToolOutput({ tool: "get_location", toolCallId: calls[0].toolCallId, output: { city: "Paris" } });
-  await until("the output's continuation", () => chat.status === "ready" && text(chat.messages.at(-1)).includes("Paris"));
+  await until("the outputs' continuation", () => chat.status === "ready" && text(chat.messages.at(-1)).includes("Paris"));
   const events = await spool.events(session);
-  const submitted = events.find((e) => e.type === "tool_output_submitted");
-  assert.deepEqual(submitted.payload.output, { city: "Paris" });
-  assert.equal(submitted.payload.tool_call_id, calls[0].toolCallId);
+  const submitted = events.filter((e) => e.type === "tool_output_submitted");
+  assert.equal(submitted.length, 2, "each output posted once");
+  const byCall = Object.fromEntries(submitted.map((e) => [e.payload.tool_call_id, e.payload.output]));
+  assert.deepEqual(byCall[calls[0].toolCallId], { city: "Paris" });
+  assert.equal(byCall[calls[1].toolCallId], null);
   assert.equal(events.at(-1).type, "agent_end");
-  assert.equal(events.filter((e) => e.type === "tool_output_submitted").length, 1, "posted once");
 });
 
 test("another organization cannot post to or resume a chat", async () => {

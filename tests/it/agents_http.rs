@@ -1078,6 +1078,8 @@ pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness:
         json!([{ "name": "has space" }]),
         json!([{ "name": "t" }, { "name": "t" }]),
         json!([{ "name": "t", "input_schema": [] }]),
+        json!([{ "name": "t", "input_schema": { "type": "string" } }]),
+        json!([{ "name": "delete_agent" }]),
     ] {
         let (status, body) = post(json!({ "content": "where am I?", "client_tools": bad })).await;
         assert_eq!(status, 400, "{bad}: {body}");

@@ -41,12 +41,21 @@ pub(crate) struct Control {
 pub(crate) struct ToolOutput {
     tool: String,
     tool_call_id: String,
-    /// The tool's result (or give `error`).
-    #[serde(default)]
+    /// The tool's result (or give `error`); `null` is a result too.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
     output: Option<Value>,
     #[serde(default)]
     error: Option<String>,
 }
+
+/// A field that is there, even as `null` (`Some(Value::Null)`); `None` only when it is absent.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// The largest tool output accepted, as JSON (it is in the prompt of the turn's later replies).
+const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -176,6 +185,15 @@ pub(crate) async fn tool_output(
     }
     if let Some(error) = &out.error {
         check_text("error", error)?;
+    }
+    if out
+        .output
+        .as_ref()
+        .is_some_and(|o| o.to_string().len() > MAX_OUTPUT_BYTES)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "`output` is larger than {MAX_OUTPUT_BYTES} bytes as JSON"
+        )));
     }
     let id_of_call = out.tool_call_id.clone();
     let answer = ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {

@@ -76,7 +76,7 @@ struct ChatRequest {
     /// inputSchema}]}`): the agent may call them; their outputs come back as the assistant
     /// message's tool parts (`addToolOutput`).
     #[serde(default)]
-    tools: Vec<Value>,
+    tools: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,15 +116,44 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
         ));
     }
     let ask = ask(&chat)?;
+    let answering = matches!(ask, Ask::Answer { .. });
     match turn_stream::post(&api, &parts, &chat.id, &path, ask).await? {
-        (Some(turn), after) => Ok(turn_stream::respond(
-            api,
-            path,
-            TurnStream::new(turn),
-            after,
-            after,
-            HEADERS,
-        )),
+        (Some(turn), mut after) => {
+            // A stream from an answer starts after the turn's message: it is told what the
+            // message declared for the front end to run.
+            let mut stream = TurnStream::new(turn.clone());
+            if answering {
+                let declared = turn_stream::find_back(&api, &path, |e| {
+                    e.turn_id.as_deref() == Some(turn.as_str())
+                        && matches!(e.event, spool_domain::ChatEvent::UserMessageSubmitted(_))
+                })
+                .await?;
+                if let Some(spool_domain::Event {
+                    event: spool_domain::ChatEvent::UserMessageSubmitted(message),
+                    ..
+                }) = declared
+                {
+                    stream = stream.with_client_tools(message.client_tools.iter().map(|t| t.name.clone()).collect());
+                }
+                // An output of one of a reply's client calls: the stream starts right after the
+                // reply, at its first client call (so it knows which still wait, and ends while
+                // one does).
+                let asked_client = turn_stream::find_back(&api, &path, |e| e.seq == after)
+                    .await?
+                    .is_some_and(|e| matches!(&e.event, spool_domain::ChatEvent::ToolStart(t) if t.client));
+                if asked_client
+                    && let Some(reply) = turn_stream::find_back(&api, &path, |e| {
+                        e.seq < after
+                            && e.turn_id.as_deref() == Some(turn.as_str())
+                            && matches!(&e.event, spool_domain::ChatEvent::MessageEnd(_))
+                    })
+                    .await?
+                {
+                    after = reply.seq;
+                }
+            }
+            Ok(turn_stream::respond(api, path, stream, after, after, HEADERS))
+        }
         // The message answered an agent's question (the global chat): no turn of Spool's.
         (None, _) => {
             let frames = [
@@ -188,7 +217,10 @@ fn ask(chat: &ChatRequest) -> Result<Ask, ApiError> {
             Ok(Ask::Message {
                 content,
                 client_message_id: turn_stream::client_message_id("ai-sdk", &last.id),
-                client_tools: chat.tools.clone(),
+                client_tools: match &chat.tools {
+                    Some(Value::Array(tools)) => tools.clone(),
+                    _ => Vec::new(),
+                },
             })
         }
         "assistant" => answer_in(&last.parts).ok_or_else(|| {

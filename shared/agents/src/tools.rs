@@ -204,6 +204,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn clients_may_not_take_spools_tool_names() {
+        for spec in specs(true) {
+            assert!(
+                spool_domain::chat::event::ClientTool::RESERVED.contains(&spec.name.as_str()),
+                "{} is missing from ClientTool::RESERVED",
+                spec.name
+            );
+        }
+        for name in spool_domain::chat::event::ClientTool::RESERVED {
+            assert!(kind(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
     fn management_tools_are_the_builtin_agents_and_need_approval() {
         let names = |builtin| specs(builtin).into_iter().map(|s| s.name).collect::<Vec<_>>();
         assert!(!names(false).iter().any(|n| n == "delete_agent"));

@@ -99,14 +99,28 @@ impl Step<'_> {
             Some(Kind::Action { .. }) => self.run_action(call).await,
             // A tool the client declared for this turn: the client runs it, the turn waits.
             None if self.client_tools().iter().any(|t| t.name == call.name) => {
-                if !state.requested.contains(&call.id) {
+                // Every client call of the reply is asked at once: the front end runs them
+                // together, and sends their outputs as they come.
+                let client = self.client_tools();
+                let asks: Vec<ToolCall> = state
+                    .last_calls
+                    .iter()
+                    .chain(std::iter::once(call))
+                    .filter(|c| client.iter().any(|t| t.name == c.name) && !state.requested.contains(&c.id))
+                    .cloned()
+                    .collect();
+                let mut asked_now = std::collections::HashSet::new();
+                for c in asks {
+                    if !asked_now.insert(c.id.clone()) {
+                        continue;
+                    }
                     let asked = ChatEvent::ToolStart(ToolStart {
-                        tool_call_id: call.id.clone(),
-                        tool: call.name.clone(),
-                        arguments: call.arguments.clone(),
+                        tool_call_id: c.id.clone(),
+                        tool: c.name.clone(),
+                        arguments: c.arguments.clone(),
                         client: true,
                     });
-                    self.request(RequestKind::ToolOutput, &call.id, asked).await?;
+                    self.request(RequestKind::ToolOutput, &c.id, asked).await?;
                 }
                 Ok(Resolution::Wait)
             }
@@ -120,12 +134,15 @@ impl Step<'_> {
         }
     }
 
-    /// The tools the client declared with the message that started this turn.
+    /// The tools the client declared with the message that started this turn (every step of
+    /// the turn: a continuation is triggered by an answer, not by the message).
     pub(super) fn client_tools(&self) -> Vec<spool_domain::chat::event::ClientTool> {
         self.events
             .iter()
             .find_map(|e| match &e.event {
-                ChatEvent::UserMessageSubmitted(m) if e.seq == self.job.trigger_seq => Some(m.client_tools.clone()),
+                ChatEvent::UserMessageSubmitted(m) if e.turn_id.as_deref() == Some(&*self.job.turn_id) => {
+                    Some(m.client_tools.clone())
+                }
                 _ => None,
             })
             .unwrap_or_default()

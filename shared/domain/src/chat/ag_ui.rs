@@ -30,6 +30,8 @@ pub mod reason {
     pub const QUESTION: &str = "question";
     /// An agent proposes a plan to approve or reject.
     pub const PLAN: &str = "plan_approval";
+    /// A tool the client declared (over the chat API) waits for its output.
+    pub const CLIENT_TOOL: &str = "client_tool";
 }
 
 /// One AG-UI event.
@@ -263,6 +265,14 @@ impl RunStream {
                 format!("Approve `{}` with {}?", asked.tool, asked.arguments),
             ),
             ChatEvent::AskQuestion(asked) => self.wait(&asked.question_id, reason::QUESTION, asked.question.clone()),
+            ChatEvent::ToolStart(start) if start.client => self.wait(
+                &start.tool_call_id,
+                reason::CLIENT_TOOL,
+                format!(
+                    "Run `{}` with {} and send its output to POST /v1/sessions/{{id}}/tool-output",
+                    start.tool, start.arguments
+                ),
+            ),
             ChatEvent::PlanApprovalRequired(asked) => self.wait(&asked.plan_id, reason::PLAN, asked.plan.clone()),
             ChatEvent::QuestionAnswered(answer) => {
                 out.push(result(&answer.question_id, answer.answer.clone(), seq));
@@ -347,6 +357,7 @@ impl RunStream {
             reason::PLAN => {
                 json!({ "type": "object", "properties": { "approved": { "type": "boolean" }, "feedback": { "type": "string" } }, "required": ["approved"] })
             }
+            reason::CLIENT_TOOL => json!({ "type": "object", "properties": { "output": {} }, "required": ["output"] }),
             _ => {
                 json!({ "type": "object", "properties": { "approved": { "type": "boolean" } }, "required": ["approved"] })
             }

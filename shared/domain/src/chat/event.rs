@@ -186,6 +186,20 @@ pub struct ClientTool {
 impl ClientTool {
     /// The most tools a message declares.
     pub const MAX: usize = 16;
+    /// The names of Spool's own tools, which a client's may not take (`spool_agents::tools`
+    /// holds each to this list in a test).
+    pub const RESERVED: [&'static str; 10] = [
+        ASK_USER,
+        PROPOSE_PLAN,
+        "rename_chat",
+        "create_task",
+        "get_workspace_context",
+        "create_agent",
+        "update_agent",
+        "delete_agent",
+        "reorder_agents",
+        "update_workspace",
+    ];
 
     /// Checks a message's client tools: at most [`Self::MAX`], each name valid and once, a
     /// description of at most 1024 characters, a schema of at most 16 KiB.
@@ -210,12 +224,21 @@ impl ClientTool {
             if !seen.insert(tool.name.as_str()) {
                 return Err(bad(format!("`{}` is declared twice", tool.name)));
             }
+            if Self::RESERVED.contains(&tool.name.as_str()) {
+                return Err(bad(format!(
+                    "`{}` is one of Spool's own tools; name yours otherwise",
+                    tool.name
+                )));
+            }
             if tool.description.as_ref().is_some_and(|d| d.chars().count() > 1024) {
                 return Err(bad(format!("`{}`'s description is over 1024 characters", tool.name)));
             }
             if let Some(schema) = &tool.input_schema {
-                if !schema.is_object() {
-                    return Err(bad(format!("`{}`'s input_schema is not a JSON object", tool.name)));
+                if schema.get("type").and_then(Value::as_str) != Some("object") {
+                    return Err(bad(format!(
+                        "`{}`'s input_schema is not a JSON Schema of an object (`{{\"type\": \"object\", …}}`)",
+                        tool.name
+                    )));
                 }
                 if schema.to_string().len() > 16 * 1024 {
                     return Err(bad(format!("`{}`'s input_schema is over 16 KiB", tool.name)));

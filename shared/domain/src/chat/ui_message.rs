@@ -163,6 +163,8 @@ pub struct TurnStream {
     open_calls: Vec<String>,
     /// The tools the turn's message declared for the client to run.
     client_tools: Vec<String>,
+    /// Calls of those the turn waits on (asked, no output yet).
+    awaiting: Vec<String>,
     progress: Progress,
 }
 
@@ -174,8 +176,17 @@ impl TurnStream {
             step: None,
             open_calls: Vec::new(),
             client_tools: Vec::new(),
+            awaiting: Vec::new(),
             progress: Progress::Running,
         }
+    }
+
+    /// The same, knowing the tools the turn's message declared for the front end to run (a
+    /// stream that starts after that message, at an answer).
+    #[must_use]
+    pub fn with_client_tools(mut self, names: Vec<String>) -> Self {
+        self.client_tools = names;
+        self
     }
 
     /// The turn.
@@ -299,21 +310,32 @@ impl TurnStream {
                 self.client_tools = message.client_tools.iter().map(|t| t.name.clone()).collect();
             }
             // A tool the front end runs: the turn waits for its output.
-            ChatEvent::ToolStart(start) if start.client => self.progress = Progress::Waiting,
-            ChatEvent::ToolOutputSubmitted(submitted) => out.push(match &submitted.error {
-                Some(error) => UiChunk::ToolOutputError {
-                    tool_call_id: submitted.tool_call_id.clone(),
-                    error_text: error.clone(),
-                    provider_executed: false,
-                    dynamic: true,
-                },
-                None => UiChunk::ToolOutputAvailable {
-                    tool_call_id: submitted.tool_call_id.clone(),
-                    output: submitted.output.clone().unwrap_or(Value::Null),
-                    provider_executed: false,
-                    dynamic: true,
-                },
-            }),
+            ChatEvent::ToolStart(start) if start.client => {
+                self.awaiting.push(start.tool_call_id.clone());
+                self.progress = Progress::Waiting;
+            }
+            // Taken: Spool's from here on, so the front end never sends it again. The turn
+            // still waits while another call of the reply has no output.
+            ChatEvent::ToolOutputSubmitted(submitted) => {
+                self.awaiting.retain(|c| *c != submitted.tool_call_id);
+                if !self.awaiting.is_empty() {
+                    self.progress = Progress::Waiting;
+                }
+                out.push(match &submitted.error {
+                    Some(error) => UiChunk::ToolOutputError {
+                        tool_call_id: submitted.tool_call_id.clone(),
+                        error_text: error.clone(),
+                        provider_executed: true,
+                        dynamic: true,
+                    },
+                    None => UiChunk::ToolOutputAvailable {
+                        tool_call_id: submitted.tool_call_id.clone(),
+                        output: submitted.output.clone().unwrap_or(Value::Null),
+                        provider_executed: true,
+                        dynamic: true,
+                    },
+                });
+            }
             // Answered: Spool's from here on, so the front end never sends it again.
             ChatEvent::QuestionAnswered(answer) => out.push(UiChunk::ToolOutputAvailable {
                 tool_call_id: answer.question_id.clone(),
@@ -701,7 +723,8 @@ mod tests {
         s.push(&event(4, "t", ChatEvent::ToolOutputSubmitted(output)), &mut more);
         assert_eq!(
             serde_json::to_value(&more[0]).unwrap(),
-            json!({ "type": "tool-output-available", "toolCallId": "c1", "output": { "city": "Paris" }, "dynamic": true })
+            json!({ "type": "tool-output-available", "toolCallId": "c1", "output": { "city": "Paris" },
+                    "providerExecuted": true, "dynamic": true })
         );
         assert!(asks_about(
             &ChatEvent::ToolStart(ToolStart {
