@@ -738,6 +738,37 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_waits_while_a_client_call_of_the_reply_has_no_output() {
+        use crate::chat::event::{ToolOutputSubmitted, ToolStart};
+        let mut s = TurnStream::new("t").with_client_tools(vec!["a".into(), "b".into()]);
+        let start = |id: &str| {
+            ChatEvent::ToolStart(ToolStart {
+                tool_call_id: id.into(),
+                tool: "a".into(),
+                arguments: json!({}),
+                client: true,
+            })
+        };
+        let output = |id: &str| {
+            ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {
+                tool: "a".into(),
+                tool_call_id: id.into(),
+                output: Some(Value::Null),
+                error: None,
+            })
+        };
+        let mut out = Vec::new();
+        s.push(&event(3, "t", start("c1")), &mut out);
+        s.push(&event(4, "t", start("c2")), &mut out);
+        assert_eq!(s.progress(), &Progress::Waiting);
+        s.push(&event(5, "t", output("c2")), &mut out);
+        assert_eq!(s.progress(), &Progress::Waiting, "c1 still waits");
+        s.push(&event(6, "t", output("c1")), &mut out);
+        assert_eq!(s.progress(), &Progress::Running, "the turn goes on");
+        assert_eq!(types(&out), ["tool-output-available", "tool-output-available"]);
+    }
+
+    #[test]
     fn failures_and_aborts_close_what_is_open() {
         let mut s = TurnStream::new("t");
         let mut out = Vec::new();
