@@ -12,7 +12,7 @@ use spool_domain::{Aggregates, Error, IfMissing, StreamPath};
 /// path on AWS, so a storm of handshakes never contends at the stream's tail), which is made
 /// on its first record. The event gets an `id`.
 pub(crate) async fn record(aggregates: &dyn Aggregates, org: &str, event: Value) -> Result<(), Error> {
-    let path = StreamPath::parse(format!("o/{org}/{AUDIT_STREAM}"))?;
+    let path = StreamPath::in_org(org, AUDIT_STREAM)?;
     aggregates.add(&path, event, IfMissing::Create).await
 }
 

@@ -86,38 +86,34 @@ pub(crate) async fn preflight() -> StatusCode {
 /// `http`/`https` and a plain `host[:port]` are taken (no user info, path or odd characters
 /// that could make the header point elsewhere); otherwise the path alone.
 fn absolute_url(headers: &HeaderMap, uri: &Uri) -> String {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let scheme = match text("x-forwarded-proto").map(str::trim) {
+    url_on(
+        headers,
+        header::HOST.as_str(),
+        uri.authority().map(|a| a.as_str()),
+        uri.path(),
+    )
+}
+
+/// `path` on the host the header `host_header` names (else `fallback`), as [`absolute_url`].
+fn url_on(headers: &HeaderMap, host_header: &str, fallback: Option<&str>, path: &str) -> String {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let scheme = match text("x-forwarded-proto") {
         Some("https") => "https",
         _ => "http",
     };
-    let host = text(header::HOST.as_str())
-        .or_else(|| uri.authority().map(|a| a.as_str()))
-        .filter(|host| is_plain_host(host));
-    match host {
-        Some(host) => format!("{scheme}://{host}{}", uri.path()),
-        None => uri.path().to_owned(),
+    let plain = |host: &&str| is_plain_host(host);
+    match text(host_header).filter(plain).or(fallback.filter(plain)) {
+        Some(host) => format!("{scheme}://{host}{path}"),
+        None => path.to_owned(),
     }
 }
 
-/// The absolute URL of `path` on this server, as clients reach it: as [`absolute_url`] makes
-/// it, but with the host a proxy names in `X-Forwarded-Host` (the deployment's CloudFront
-/// Function sets it on the subscription routes, whose URLs must name the distribution).
+/// The absolute URL of `path` on this server, as clients reach it: the host a proxy names in
+/// `X-Forwarded-Host` (the deployment's CloudFront Function sets it on the subscription routes,
+/// whose URLs must name the distribution), else `Host`.
 pub(crate) fn root_url(headers: &HeaderMap, path: &'static str) -> String {
-    let forwarded = headers
-        .get("x-forwarded-host")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|host| is_plain_host(host))
-        .and_then(|host| HeaderValue::from_str(host).ok());
-    match forwarded {
-        Some(host) => {
-            let mut headers = headers.clone();
-            headers.insert(header::HOST, host);
-            absolute_url(&headers, &Uri::from_static(path))
-        }
-        None => absolute_url(headers, &Uri::from_static(path)),
-    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::trim);
+    url_on(headers, "x-forwarded-host", host, path)
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, of at most 255 characters.
@@ -158,6 +154,17 @@ mod tests {
         );
         assert_eq!(url("[::1]:80", "http"), "http://[::1]:80/v1/stream/a");
         assert_eq!(url("spool.example", "javascript"), "http://spool.example/v1/stream/a");
+        let mut proxied = HeaderMap::new();
+        proxied.insert(header::HOST, HeaderValue::from_static("origin.internal"));
+        assert_eq!(root_url(&proxied, "/v1/stream/"), "http://origin.internal/v1/stream/");
+        proxied.insert("x-forwarded-host", HeaderValue::from_static("d1.cloudfront.net"));
+        proxied.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert_eq!(
+            root_url(&proxied, "/v1/stream/"),
+            "https://d1.cloudfront.net/v1/stream/"
+        );
+        proxied.insert("x-forwarded-host", HeaderValue::from_static("evil/x?"));
+        assert_eq!(root_url(&proxied, "/v1/stream/"), "https://origin.internal/v1/stream/");
         for evil in [
             "evil.example/x?",
             "user@evil.example",

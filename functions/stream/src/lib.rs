@@ -115,7 +115,7 @@ impl StreamApi {
         let Some(subscriptions) = &self.subscriptions else {
             return;
         };
-        let Some((org, rel)) = path.as_str().strip_prefix("o/").and_then(|p| p.split_once('/')) else {
+        let Some((org, rel)) = path.org_and_rel() else {
             return;
         };
         if tail > before {
@@ -198,7 +198,7 @@ impl StreamApi {
                 "this read token is for another stream; get one for this stream from POST /v1/read-tokens".to_owned(),
             ));
         }
-        Ok((StreamPath::parse(format!("o/{}/{path}", grant.org))?, Sharing::Shared))
+        Ok((StreamPath::in_org(&grant.org, path.as_str())?, Sharing::Shared))
     }
 
     /// The stream a request names, once the caller is known to be allowed to `intent` it.
@@ -235,7 +235,7 @@ impl StreamApi {
             }
         }
         self.limit(&org, parts.1, intent)?;
-        Ok(StreamPath::parse(format!("o/{org}/{path}"))?)
+        Ok(StreamPath::in_org(&org, path.as_str())?)
     }
 
     /// The organization of the caller, once its token is checked.

@@ -16,7 +16,7 @@ use crate::{
 /// `task.created`, `agent.created`, `agent.updated`, `agent.deleted`, `agent.reordered`) as a
 /// JSON stream, read by clients at `/v1/stream/workspaces/{id}/feed`.
 pub fn feed_path(org: &str, workspace_id: &str) -> Result<StreamPath, Error> {
-    StreamPath::parse(format!("o/{org}/workspaces/{workspace_id}/feed"))
+    StreamPath::in_org(org, &format!("workspaces/{workspace_id}/feed"))
 }
 
 /// What happened to an agent, for its feed event.

@@ -107,7 +107,7 @@ impl Session {
 
     /// The session's stream within the organization's namespace.
     pub fn stream(org: &str, id: &str) -> Result<StreamPath, Error> {
-        StreamPath::parse(format!("o/{org}/sessions/{id}"))
+        StreamPath::in_org(org, &format!("sessions/{id}"))
     }
 }
 

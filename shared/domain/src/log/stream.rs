@@ -45,6 +45,18 @@ impl StreamPath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The stream `rel` names in organization `org`'s namespace: `o/{org}/{rel}`, where every
+    /// stream a client names lives (so one organization cannot name another's).
+    pub fn in_org(org: &str, rel: &str) -> Result<Self, Error> {
+        Self::parse(format!("o/{org}/{rel}"))
+    }
+
+    /// The organization and the organization's own path, for a path in an organization's
+    /// namespace ([`Self::in_org`]).
+    pub fn org_and_rel(&self) -> Option<(&str, &str)> {
+        self.0.strip_prefix("o/")?.split_once('/')
+    }
 }
 
 impl fmt::Display for StreamPath {
@@ -559,6 +571,15 @@ pub struct SealReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_organizations_streams_live_in_its_namespace() {
+        let path = StreamPath::in_org("acme", "events/a").unwrap();
+        assert_eq!(path.as_str(), "o/acme/events/a");
+        assert_eq!(path.org_and_rel(), Some(("acme", "events/a")));
+        assert_eq!(StreamPath::parse("audit").unwrap().org_and_rel(), None);
+        assert!(StreamPath::in_org("acme", "../x").is_err());
+    }
 
     #[test]
     fn offsets_print_sortably_and_parse_back() {

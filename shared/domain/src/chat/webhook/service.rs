@@ -288,8 +288,7 @@ impl Aggregates for HookedFeeds {
 
 /// The organization and workspace of a feed's path (`o/{org}/workspaces/{ws}/feed`).
 fn feed_of(path: &StreamPath) -> Option<(&str, &str)> {
-    let rest = path.as_str().strip_prefix("o/")?;
-    let (org, rest) = rest.split_once('/')?;
+    let (org, rest) = path.org_and_rel()?;
     let workspace = rest.strip_prefix("workspaces/")?.strip_suffix("/feed")?;
     (!workspace.contains('/')).then_some((org, workspace))
 }

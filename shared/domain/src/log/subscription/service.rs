@@ -907,7 +907,7 @@ fn check_kind(sub: &Subscription, kind: Kind) -> Result<(), Refusal> {
 }
 
 fn stream_path(org: &str, path: &str) -> Result<StreamPath, Error> {
-    StreamPath::parse(format!("o/{org}/{path}"))
+    StreamPath::in_org(org, path)
 }
 
 /// A stream a subscription may name: one whose full path (with its organization's) is valid.
