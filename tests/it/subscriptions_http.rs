@@ -186,16 +186,46 @@ async fn append(http: &reqwest::Client, base: &str, token: &str, path: &str, cre
     assert!(response.status().is_success(), "{path}: {}", response.status());
 }
 
-pub(crate) async fn webhooks_are_signed_retried_fenced_and_woken_again<H: Harness>(harness: &H) {
-    // GIVEN a webhook subscription whose receiver fails its first request
+/// A served Spool with subscriptions whose jobs run in this process, and a subscription URL
+/// (`{prefix}-…`) to use.
+struct Served {
+    base: String,
+    /// A token of the organization the tests act for, and one of another.
+    token: String,
+    other: String,
+    http: reqwest::Client,
+    id: String,
+    sub: String,
+}
+
+async fn served<H: Harness>(harness: &H, prefix: &str) -> Served {
     let log = harness.instance().await;
     let store: Arc<dyn SubscriptionStore> = Arc::new(harness.metadata().await);
-    let (service, _wakes) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
+    let (service, _jobs) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
     let (base, [(_, token), (_, other)]) = serve::<H>(&log, service).await;
-    let (receiver, hook) = Receiver::start(&[500]).await;
-    let http = reqwest::Client::new();
-    let id = unique_id("sub");
+    let id = unique_id(prefix);
     let sub = format!("{base}/v1/stream/__ds/subscriptions/{id}");
+    Served {
+        base,
+        token,
+        other,
+        http: reqwest::Client::new(),
+        id,
+        sub,
+    }
+}
+
+pub(crate) async fn webhooks_are_signed_retried_fenced_and_woken_again<H: Harness>(harness: &H) {
+    // GIVEN a webhook subscription whose receiver fails its first request
+    let Served {
+        base,
+        token,
+        other,
+        http,
+        id,
+        sub,
+    } = served(harness, "sub").await;
+    let (receiver, hook) = Receiver::start(&[500]).await;
     let config = json!({"type": "webhook", "pattern": "events/*", "webhook": {"url": hook}, "lease_ttl_ms": 60_000});
     let (status, created) = call(&http, Method::PUT, &sub, &token, Some(config.clone())).await;
     assert_eq!(status, 201, "{created}");
@@ -319,13 +349,14 @@ pub(crate) async fn a_wake_a_crash_left_undelivered_is_delivered_after_a_restart
 
 pub(crate) async fn a_pull_wake_lease_that_runs_out_fences_its_holder<H: Harness>(harness: &H) {
     // GIVEN a pull-wake subscription with a one-second lease, and a worker that claimed its work
-    let log = harness.instance().await;
-    let store: Arc<dyn SubscriptionStore> = Arc::new(harness.metadata().await);
-    let (service, _wakes) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
-    let (base, [(_, token), _]) = serve::<H>(&log, service).await;
-    let http = reqwest::Client::new();
-    let id = unique_id("pull");
-    let sub = format!("{base}/v1/stream/__ds/subscriptions/{id}");
+    let Served {
+        base,
+        token,
+        http,
+        id,
+        sub,
+        ..
+    } = served(harness, "pull").await;
     append(&http, &base, &token, "wake/pool", true).await;
     let config = json!({"type": "pull-wake", "pattern": "tasks/*", "wake_stream": "wake/pool", "lease_ttl_ms": 1000});
     assert_eq!(call(&http, Method::PUT, &sub, &token, Some(config)).await.0, 201);
@@ -425,13 +456,14 @@ pub(crate) async fn a_pull_wake_lease_that_runs_out_fences_its_holder<H: Harness
 
 pub(crate) async fn a_wake_stream_made_late_still_hears_of_the_wake<H: Harness>(harness: &H) {
     // GIVEN a pull-wake subscription whose wake stream does not exist yet, and work pending
-    let log = harness.instance().await;
-    let store: Arc<dyn SubscriptionStore> = Arc::new(harness.metadata().await);
-    let (service, _wakes) = local_wakes(|scheduler| service::<H>(&log, store.clone(), scheduler));
-    let (base, [(_, token), _]) = serve::<H>(&log, service).await;
-    let http = reqwest::Client::new();
-    let id = unique_id("late");
-    let sub = format!("{base}/v1/stream/__ds/subscriptions/{id}");
+    let Served {
+        base,
+        token,
+        http,
+        id,
+        sub,
+        ..
+    } = served(harness, "late").await;
     let config = json!({"type": "pull-wake", "streams": ["jobs/late"], "wake_stream": "wake/late"});
     assert_eq!(call(&http, Method::PUT, &sub, &token, Some(config)).await.0, 201);
     append(&http, &base, &token, "jobs/late", true).await;
