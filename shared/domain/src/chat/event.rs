@@ -966,6 +966,29 @@ mod tests {
                 json!({ "type": "tool_start", "payload": { "tool_call_id": "c1", "tool": "rename_chat", "arguments": { "title": "T" } } }),
             ),
             (
+                ChatEvent::ToolStart(ToolStart {
+                    tool_call_id: "c2".into(),
+                    tool: "get_location".into(),
+                    arguments: json!({}),
+                    client: true,
+                }),
+                json!({ "type": "tool_start", "payload": { "tool_call_id": "c2", "tool": "get_location", "arguments": {}, "client": true } }),
+            ),
+            (
+                ChatEvent::UserMessageSubmitted(UserMessage {
+                    content: "where?".into(),
+                    author: "p".into(),
+                    client_tools: vec![ClientTool {
+                        name: "get_location".into(),
+                        description: Some("Where".into()),
+                        input_schema: Some(json!({ "type": "object" })),
+                    }],
+                    ..UserMessage::default()
+                }),
+                json!({ "type": "user_message_submitted", "payload": { "content": "where?", "author": "p",
+                        "client_tools": [{ "name": "get_location", "description": "Where", "input_schema": { "type": "object" } }] } }),
+            ),
+            (
                 ChatEvent::ToolEnd(ToolEnd {
                     tool_call_id: "c1".into(),
                     tool: "rename_chat".into(),
@@ -1133,6 +1156,18 @@ mod tests {
                     workspace_id: "w".into(),
                 },
                 json!({ "type": "notification.failed", "kind": "failure", "to": "a@b.io", "error": "E", "chat_id": null, "workspace_id": "w" }),
+            ),
+            (
+                FeedEvent::InputRequired {
+                    chat_id: "s".into(),
+                    chat_title: "T".into(),
+                    agent_name: "Spool".into(),
+                    kind: crate::session::RequestKind::Plan,
+                    request_id: "p1".into(),
+                    summary: "1. paint".into(),
+                    workspace_id: "w".into(),
+                },
+                json!({ "type": "input.required", "chat_id": "s", "chat_title": "T", "agent_name": "Spool", "kind": "plan", "request_id": "p1", "summary": "1. paint", "workspace_id": "w" }),
             ),
         ];
         for (event, pinned) in cases {
