@@ -8,7 +8,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_agents::{Runtimes, cli::CliAgents};
-use spool_tests::EmbeddedHarness;
+use spool_tests::{EmbeddedHarness, Harness};
 
 use crate::support::{Stack, abort, one, send, stack_with, until};
 
@@ -57,13 +57,13 @@ async fn setup(clis: &[(&str, &str)], timeout: Duration) -> Setup {
 async fn setup_with_env(clis: &[(&str, &str)], timeout: Duration, env: Vec<(String, String)>) -> Setup {
     let harness = EmbeddedHarness::new();
     let bin = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let work = tempfile::tempdir_in(spool_tests::shared_root()).unwrap();
     for (name, body) in clis {
         script(bin.path(), name, body);
     }
     let agents = CliAgents::new(vec![bin.path().to_path_buf()], work.path().join("chats"), timeout)
         .with_env(env)
-        .with_roots(spool_tests::workspace_roots());
+        .with_roots(spool_tests::workspace_roots(Arc::new(harness.metadata().await)));
     let stack = stack_with(&harness, Runtimes::scripted_only().with_cli(Arc::new(agents))).await;
     let ws = stack
         .api
@@ -699,7 +699,7 @@ async fn a_cli_moving_the_working_directory_needs_approval_and_stays_under_the_r
         end["payload"]["error"]
             .as_str()
             .unwrap()
-            .contains("outside the workspace roots"),
+            .contains("is not a folder this organization may use"),
         "{end}"
     );
     let ws = api.ok(Method::GET, &format!("/v1/workspaces/{}", s.ws), None).await;

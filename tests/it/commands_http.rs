@@ -40,7 +40,7 @@ fn of_type<'a>(events: &'a [Value], kind_type: &str) -> Vec<&'a Value> {
 
 /// A workspace of the stack's organization with a working directory under the tests' root.
 async fn workspace_with_dir(stack: &Stack) -> (String, String, tempfile::TempDir) {
-    let dir = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let dir = spool_tests::workspace_dir(&crate::support::org_of(&stack.api));
     let (ws, chat) = chat_with(
         &stack.api,
         json!({ "word_delay_ms": 0, "default": [{ "say": "Got: {input}" }] }),

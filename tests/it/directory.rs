@@ -68,7 +68,34 @@ pub(crate) async fn api_keys_need_their_organization<H: Harness>(harness: &H) {
     assert_eq!(b.api_key(&bare_id).await.unwrap(), Some(bare));
 }
 
+/// A shared workspace root has one owner: of many organizations claiming it at once, through
+/// several instances, one wins and every claimant is told the same owner; a long path is a key
+/// like any other, and each root is claimed on its own.
+pub(crate) async fn a_root_is_claimed_once<H: Harness>(harness: &H) {
+    let root = format!("/srv/{}/{}", unique_id("root"), "deep/".repeat(500));
+    let mut claims = Vec::new();
+    for i in 0..20 {
+        let metadata = harness.metadata().await;
+        let root = root.clone();
+        claims.push(tokio::spawn(async move {
+            metadata.claim_root(&root, &format!("org-{i}")).await.unwrap()
+        }));
+    }
+    let mut owners = Vec::new();
+    for claim in claims {
+        owners.push(claim.await.unwrap());
+    }
+    owners.dedup();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert!(owners[0].starts_with("org-"), "{owners:?}");
+    let metadata = harness.metadata().await;
+    assert_eq!(metadata.claim_root(&root, "latecomer").await.unwrap(), owners[0]);
+    let other = format!("/srv/{}", unique_id("root"));
+    assert_eq!(metadata.claim_root(&other, "latecomer").await.unwrap(), "latecomer");
+}
+
 on_both_backends!(directory:
+    a_root_is_claimed_once,
     organizations_are_created_once,
     api_keys_need_their_organization,
 );

@@ -21,7 +21,7 @@ pub(crate) async fn files_are_found_in_the_working_directory_only<H: Harness>(ha
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "no_working_directory");
     // WITH one
-    let dir = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let dir = spool_tests::workspace_dir(&crate::support::org_of(&api));
     for p in ["src/lib.rs", "src/main.rs", "build/lib.rs", "README.md"] {
         let path = dir.path().join(p);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

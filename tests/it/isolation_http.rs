@@ -273,4 +273,114 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     assert!(checked.len() >= 30, "{} operations checked: {checked:?}", checked.len());
 }
 
-on_both_backends!(isolation_http: another_organization_gets_404_on_every_route_and_changes_nothing);
+/// Working directories, two organizations and one set of roots: a folder belongs to one
+/// organization. B can neither set A's folder (nor any other under the shared root A uses, nor
+/// A's own root), nor reach it through a record that names it already: B's file search and
+/// B's slash commands see nothing of A's folder. Every refusal reads the same.
+pub(crate) async fn a_working_directory_belongs_to_one_organization<H: Harness>(harness: &H) {
+    let (a, b, _) = setup(harness).await;
+    let (org_a, org_b) = (org_of(&a), org_of(&b));
+    // GIVEN A's project under the shared root, with a secret, and a command file that is a
+    // link to it
+    let shared = spool_tests::shared_root();
+    let project = shared.join(format!("a-{org_a}"));
+    std::fs::create_dir_all(project.join(".claude/commands")).unwrap();
+    std::fs::write(project.join(".env"), "A_SECRET=hunter2").unwrap();
+    std::fs::write(project.join("a-private.rs"), "x").unwrap();
+    std::os::unix::fs::symlink(project.join(".env"), project.join(".claude/commands/leak.md")).unwrap();
+    let own = spool_tests::workspace_dir(&org_a);
+    let ws_a = a
+        .ok(
+            Method::POST,
+            "/v1/workspaces",
+            Some(json!({ "name": "A's", "working_directory_path": project })),
+        )
+        .await;
+    assert!(ws_a["working_directory_path"].as_str().is_some(), "{ws_a}");
+    // WHEN B names A's folder, another folder under the same shared root, A's own root, or
+    // the shared root itself
+    let ws_b = b
+        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "B's" })))
+        .await;
+    let ws_b = ws_b["id"].as_str().unwrap().to_owned();
+    let elsewhere = shared.join(format!("b-{org_b}"));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for dir in [&project, &elsewhere, &own.path().to_path_buf(), &shared] {
+        let dir = dir.to_str().unwrap();
+        let (status, error) = b
+            .call(
+                Method::PATCH,
+                &format!("/v1/workspaces/{ws_b}"),
+                Some(json!({ "working_directory_path": dir })),
+            )
+            .await;
+        // THEN it is refused, with one answer that names only what B sent
+        assert_eq!(status, 400, "{dir}: {error}");
+        assert_eq!(
+            error["error"]["message"],
+            format!(
+                "invalid working directory: `{dir}` is not a folder this organization may use; pick one under \
+                 the workspace roots your operator set up for it"
+            ),
+        );
+        let (status, error) = b
+            .call(
+                Method::POST,
+                "/v1/workspaces",
+                Some(json!({ "name": "B's too", "working_directory_path": dir })),
+            )
+            .await;
+        assert_eq!(status, 400, "{dir}: {error}");
+    }
+    // WHEN B's workspace names A's folder already (stored before folders had owners)
+    let metadata = harness.metadata().await;
+    let mut record = metadata.workspace(&org_b, &ws_b).await.unwrap().unwrap();
+    record.working_dir = Some(project.canonicalize().unwrap().to_str().unwrap().to_owned());
+    metadata.update_workspace(&org_b, &record).await.unwrap();
+    // THEN B's file search finds nothing of it
+    let (status, body) = b
+        .call(Method::GET, &format!("/v1/workspaces/{ws_b}/files?q=private"), None)
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(!body.to_string().contains("a-private.rs"), "{body}");
+    // AND B's slash commands read none of its files
+    let listed = b
+        .ok(Method::GET, &format!("/v1/workspaces/{ws_b}/slash-commands"), None)
+        .await;
+    assert!(!listed.to_string().contains("leak"), "{listed}");
+    let chat = b
+        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws_b })))
+        .await;
+    let chat = chat["id"].as_str().unwrap();
+    let (status, preview) = b
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{chat}/slash-commands/preview"),
+            Some(json!({ "input": "/leak" })),
+        )
+        .await;
+    assert_eq!(status, 404, "{preview}");
+    assert!(!preview.to_string().contains("hunter2"), "{preview}");
+    // AND A still uses its folder, and its own root
+    let found = a
+        .ok(
+            Method::GET,
+            &format!("/v1/workspaces/{}/files?q=private", ws_a["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(found["files"][0]["path"], "a-private.rs", "{found}");
+    a.ok(
+        Method::PATCH,
+        &format!("/v1/workspaces/{}", ws_a["id"].as_str().unwrap()),
+        Some(json!({ "working_directory_path": own.path() })),
+    )
+    .await;
+    std::fs::remove_dir_all(&project).unwrap();
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}
+
+on_both_backends!(isolation_http:
+    another_organization_gets_404_on_every_route_and_changes_nothing,
+    a_working_directory_belongs_to_one_organization,
+);

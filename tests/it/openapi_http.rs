@@ -531,7 +531,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     // File search: 409 without a working directory, matches with one.
     api.refused(409, Method::GET, &format!("/v1/workspaces/{ws}/files?q=lib"), None)
         .await;
-    let dir = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let dir = spool_tests::workspace_dir(&crate::support::org_of(api.api));
     std::fs::write(dir.path().join("lib.rs"), "x").unwrap();
     api.ok(
         Method::PATCH,

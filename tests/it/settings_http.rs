@@ -77,7 +77,7 @@ pub(crate) async fn workspace_settings_over_http<H: Harness>(harness: &H) {
     );
 
     // WHEN the working directory is made static, then temp again
-    let project = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let project = spool_tests::workspace_dir(&crate::support::org_of(&api));
     let path = format!("/v1/workspaces/{id}");
     let ws = api
         .ok(

@@ -106,12 +106,13 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
 
     // WHEN the workspace's working directory is set outside the roots, or through a link
     // that leads out of them, or to a folder that does not exist
-    let project = tempfile::tempdir_in(spool_tests::workspace_root()).unwrap();
+    let project = spool_tests::workspace_dir(&crate::support::org_of(&api));
     std::os::unix::fs::symlink("/", project.path().join("escape")).unwrap();
+    let outside = "is not a folder this organization may use";
     for (dir, why) in [
-        ("/srv/docs".to_owned(), "outside the workspace roots"),
-        ("/".to_owned(), "outside the workspace roots"),
-        (format!("{}/escape", project.path().display()), "resolved: `/`"),
+        ("/srv/docs".to_owned(), outside),
+        ("/".to_owned(), outside),
+        (format!("{}/escape", project.path().display()), outside),
         (format!("{}/missing", project.path().display()), "does not exist"),
         ("relative".to_owned(), "not an absolute path"),
     ] {

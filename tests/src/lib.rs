@@ -50,17 +50,41 @@ pub async fn serve_on_loopback(app: axum::Router) -> String {
     format!("http://{addr}")
 }
 
-/// The folder under which tests' workspaces may have working directories (one for every test
-/// process; each test makes its own temporary folder in it).
+/// The folder under which tests' workspaces may have working directories: each organization
+/// its own folder in it (`orgs/{org}`), and each test its own temporary folder in that.
 pub fn workspace_root() -> PathBuf {
     let root = std::env::temp_dir().join("spool-test-workspaces");
-    std::fs::create_dir_all(&root).expect("the tests' workspace root");
+    std::fs::create_dir_all(root.join("orgs")).expect("the tests' workspace root");
     root
 }
 
-/// [`workspace_root`] as the roots the API and the engine confine working directories to.
-pub fn workspace_roots() -> spool_domain::WorkspaceRoots {
-    spool_domain::WorkspaceRoots::new(&[workspace_root()], &[])
+/// The roots the tests' API and engine confine working directories to: `orgs/{org}` under
+/// [`workspace_root`], each organization's own, and [`shared_root`], the first user's.
+pub fn workspace_roots(claims: Arc<dyn spool_domain::Directory>) -> spool_domain::WorkspaceRoots {
+    let own = workspace_root()
+        .join("orgs")
+        .join(spool_domain::confine::ORG_PLACEHOLDER);
+    spool_domain::WorkspaceRoots::new(&[own, shared_root()], &[], claims)
+}
+
+/// A shared root of [`workspace_roots`], one for each test process (so that its claim, which
+/// outlives a test in the emulator's table, is never another test's).
+pub fn shared_root() -> PathBuf {
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let root = workspace_root().join("shared").join(unique_id("root"));
+        std::fs::create_dir_all(&root).expect("the tests' shared root");
+        root
+    })
+    .clone()
+}
+
+/// A new folder that `org` may make a working directory (under its own root of
+/// [`workspace_roots`]), removed when dropped.
+pub fn workspace_dir(org: &str) -> tempfile::TempDir {
+    let own = workspace_root().join("orgs").join(org);
+    std::fs::create_dir_all(&own).expect("the organization's workspace root");
+    tempfile::tempdir_in(own).expect("a working directory")
 }
 
 /// How long a test waits for something that happens in the background (a turn, a seal, a

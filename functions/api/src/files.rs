@@ -89,7 +89,7 @@ pub(crate) async fn search_files(
             "this workspace has no working directory to search; set one in its settings".to_owned(),
         ));
     };
-    let root = api.workspace_roots.check(dir).map_err(|e| {
+    let root = api.workspace_roots.confine(caller.org(), dir).await.map_err(|e| {
         ApiError::NoWorkingDirectory(format!(
             "this server cannot search the workspace's working directory: {e}"
         ))

@@ -41,9 +41,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     if let Some(subscriptions) = spool_aws::subscriptions_from_config(config, &clients, stores.log.clone(), None)? {
         streams = streams.with_subscriptions(Arc::new(subscriptions));
     }
+    let roots = config.workspace_roots(stores.metadata.clone());
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
         .with_aggregates(aggregates)
-        .with_workspace_roots(config.workspace_roots())
+        .with_workspace_roots(roots)
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())

@@ -255,7 +255,9 @@ pub(crate) async fn create_workspace(
     api.limit_create(&caller)?;
     let now = api.clock.now_ms();
     let mut workspace = Workspace::new(new_id("ws"), String::new(), now);
-    new.settings().apply(&mut workspace, &api.workspace_roots)?;
+    new.settings()
+        .apply(caller.org(), &mut workspace, &api.workspace_roots)
+        .await?;
     let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
     let json = spool_domain::ContentType::parse("application/json")?;
     api.log
@@ -315,7 +317,7 @@ pub(crate) async fn update_workspace(
     JsonBody(change): JsonBody<WorkspaceChange>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
     let mut workspace = api.workspace_of(&caller, &id).await?;
-    change.apply(&mut workspace, &api.workspace_roots)?;
+    change.apply(caller.org(), &mut workspace, &api.workspace_roots).await?;
     workspace.updated_ms = api.clock.now_ms();
     api.metadata.update_workspace(caller.org(), &workspace).await?;
     Ok(Json(WorkspaceView::new(workspace, api.notifier.as_ref())))

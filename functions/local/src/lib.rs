@@ -374,9 +374,9 @@ fn spawn_worker(
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
-        Arc::new(spool_worker::runtimes(config)),
+        Arc::new(spool_worker::runtimes(config, services.metadata.clone())),
         Arc::new(SystemClock),
-        spool_worker::engine_settings(config),
+        spool_worker::engine_settings(config, services.metadata.clone()),
     )
     .with_files(services.files.clone())
     .with_notifier(notifier)
@@ -506,6 +506,8 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         tokio::spawn(sweep_uploads(records.clone(), services.files.clone()));
     }
     let aggregates = services.aggregates.clone();
+    let roots = config.workspace_roots(services.metadata.clone());
+    let clis = spool_worker::cli_agents(config, services.metadata.clone());
     let stores = spool_api::Stores {
         metadata: services.metadata,
         log: services.log,
@@ -514,13 +516,13 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
         .with_aggregates(aggregates)
-        .with_workspace_roots(config.workspace_roots())
+        .with_workspace_roots(roots)
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(notifier)
         // The worker runs in this process: the API answers for its CLIs.
-        .with_clis(Arc::new(spool_worker::cli_agents(config)))
+        .with_clis(Arc::new(clis))
         .with_webhook_urls(webhook_urls(config));
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config

@@ -69,7 +69,7 @@ enum Job {
 /// Anthropic provider when their keys or base URLs are set, and the CLIs found on the CLI
 /// search path, sandboxed (a cleared environment with the operator's pass-through keys, chats'
 /// own folders under the CLI work directory, working directories under the workspace roots).
-pub fn runtimes(config: &spool_platform::Config) -> spool_agents::Runtimes {
+pub fn runtimes(config: &spool_platform::Config, claims: Arc<dyn spool_domain::Directory>) -> spool_agents::Runtimes {
     use secrecy::ExposeSecret;
     let settings = &config.agents;
     let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
@@ -82,12 +82,15 @@ pub fn runtimes(config: &spool_platform::Config) -> spool_agents::Runtimes {
         let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
         runtimes = runtimes.with_anthropic(Arc::new(runtime));
     }
-    runtimes.with_cli(Arc::new(cli_agents(config)))
+    runtimes.with_cli(Arc::new(cli_agents(config, claims)))
 }
 
 /// The CLI agents as configured: the search path, chats' folders, the time limit, and what
 /// of the environment a CLI keeps.
-pub fn cli_agents(config: &spool_platform::Config) -> spool_agents::cli::CliAgents {
+pub fn cli_agents(
+    config: &spool_platform::Config,
+    claims: Arc<dyn spool_domain::Directory>,
+) -> spool_agents::cli::CliAgents {
     use secrecy::ExposeSecret;
     let settings = &config.agents;
     let env = settings
@@ -107,7 +110,7 @@ pub fn cli_agents(config: &spool_platform::Config) -> spool_agents::cli::CliAgen
         settings.cli_timeout.min(settings.turn_timeout),
     )
     .with_env(env)
-    .with_roots(config.workspace_roots())
+    .with_roots(config.workspace_roots(claims))
 }
 
 /// The daily sweep of the chats' folders under the CLI work directory.
@@ -119,10 +122,13 @@ pub fn folder_sweep(
 }
 
 /// The engine's settings from configuration: the turn's time limit.
-pub fn engine_settings(config: &spool_platform::Config) -> spool_agents::Settings {
+pub fn engine_settings(
+    config: &spool_platform::Config,
+    claims: Arc<dyn spool_domain::Directory>,
+) -> spool_agents::Settings {
     spool_agents::Settings {
         step_timeout: config.agents.turn_timeout,
-        workspace_roots: config.workspace_roots(),
+        workspace_roots: config.workspace_roots(claims),
         knowledge_base_url: config.agents.knowledge_base_url.clone(),
         inline: spool_agents::files::InlineLimits {
             text_bytes: config.attachments.inline_text_bytes,

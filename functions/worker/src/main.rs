@@ -18,10 +18,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sweep = Arc::new(spool_worker::folder_sweep(&config, metadata.clone()));
     let engine = spool_agents::Engine::new(
         log.clone(),
-        metadata,
-        Arc::new(spool_worker::runtimes(&config)),
+        metadata.clone(),
+        Arc::new(spool_worker::runtimes(&config, metadata.clone())),
         Arc::new(spool_domain::SystemClock),
-        spool_worker::engine_settings(&config),
+        spool_worker::engine_settings(&config, metadata),
     )
     .with_files(Arc::new(spool_aws::files_from_config(&config, log.clients())?))
     .with_notifier(spool_aws::notifier_from_config(&config).await)

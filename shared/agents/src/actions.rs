@@ -297,7 +297,10 @@ impl ActionContext<'_> {
         // its mode).
         let change: WorkspaceChange =
             serde_json::from_value(without_nulls(args)).map_err(|e| format!("the settings are not valid: {e}"))?;
-        change.apply(&mut workspace, self.roots).map_err(store)?;
+        change
+            .apply(self.org, &mut workspace, self.roots)
+            .await
+            .map_err(store)?;
         workspace.updated_ms = self.now_ms;
         self.metadata
             .update_workspace(self.org, &workspace)

@@ -558,7 +558,7 @@ impl Cli {
                 context_file: None,
             });
         };
-        let dir = self.agents.roots.check(working_dir).map_err(|e| {
+        let dir = self.agents.roots.confine(&c.org, working_dir).await.map_err(|e| {
             let reason = match e {
                 spool_domain::Error::Invalid { reason, .. } => reason,
                 other => other.to_string(),

@@ -4,10 +4,12 @@
 //! | --- | --- | --- | --- |
 //! | organization | `o#{id}` | `org` | — |
 //! | API key | `key#{key_id}` | `key` | `o#{org}#keys` / `key#{key_id}` |
+//! | shared workspace root's claim | `root#{sha256 of the path}` | `claim` | — |
 //!
 //! A key is its own partition, so the handshake finds it with one `GetItem` by the id the key
 //! carries; the index lists an organization's keys. A key is added in one transaction with a
-//! check that its organization exists.
+//! check that its organization exists. A root's claim is one `UpdateItem` that sets the owner
+//! only if none is set and returns the owner either way, so concurrent claims agree.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
@@ -32,6 +34,14 @@ pub(crate) fn org_pk(id: &str) -> String {
 
 fn key_pk(key_id: &str) -> String {
     format!("key#{key_id}")
+}
+
+/// A root's claim is keyed by a hash of its path: a path may be longer than a key may be.
+fn root_pk(root: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(root.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("root#{hex}")
 }
 
 #[async_trait]
@@ -154,5 +164,25 @@ impl Directory for AwsMetadata {
             .await
             .map_err(|e| ddb("DeleteItem (API key)", e))?;
         Ok(removed)
+    }
+
+    async fn claim_root(&self, root: &str, org: &str) -> Result<String, Error> {
+        let out = self
+            .dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(root_pk(root)))
+            .key("sk", s("claim"))
+            .update_expression("SET #org = if_not_exists(#org, :org), #path = if_not_exists(#path, :path)")
+            .expression_attribute_names("#org", "org")
+            .expression_attribute_names("#path", "path")
+            .expression_attribute_values(":org", s(org))
+            .expression_attribute_values(":path", s(root))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await
+            .map_err(|e| ddb("UpdateItem (workspace root claim)", e))?;
+        let item = out.attributes.unwrap_or_default();
+        string(&item, "org", "a workspace root's claim")
     }
 }

@@ -136,4 +136,25 @@ impl Directory for EmbeddedMetadata {
         .await?;
         Ok(removed)
     }
+
+    async fn claim_root(&self, root: &str, org: &str) -> Result<String, Error> {
+        let (root, org) = (root.to_owned(), org.to_owned());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        self.with(move |conn| {
+            // The first claim stays; every claimant then reads who holds it (one connection, and
+            // SQLite's write lock across processes, so nothing comes between).
+            conn.execute(
+                "INSERT OR IGNORE INTO root_claims (root, org, claimed_ms) VALUES (?1, ?2, ?3)",
+                params![root, org, now],
+            )
+            .map_err(|e| sql("claim a workspace root", e))?;
+            conn.query_row("SELECT org FROM root_claims WHERE root = ?1", params![root], |r| {
+                r.get(0)
+            })
+            .map_err(|e| sql("read a workspace root's claim", e))
+        })
+        .await
+    }
 }

@@ -18,7 +18,7 @@ use spool_domain::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -174,6 +174,15 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 CREATE INDEX IF NOT EXISTS webhook_deliveries_by_time ON webhook_deliveries (org, hook_id, created_ms);
 CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (state) WHERE state = 'pending';";
 
+/// Version 7: which organization owns each shared workspace root
+/// ([`spool_domain::confine`]).
+const MIGRATION_7: &str = "
+CREATE TABLE IF NOT EXISTS root_claims (
+    root       TEXT PRIMARY KEY NOT NULL,
+    org        TEXT NOT NULL,
+    claimed_ms INTEGER NOT NULL
+);";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -243,6 +252,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 6 {
             conn.execute_batch(MIGRATION_6)?;
+        }
+        if version < 7 {
+            conn.execute_batch(MIGRATION_7)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

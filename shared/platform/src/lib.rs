@@ -5,7 +5,7 @@
 //! `make emulator-up`), which the process environment overrides, so no code ever needs
 //! `set_var`.
 
-use std::{collections::HashMap, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 
 use secrecy::SecretString;
 use spool_domain::{LiveSettings, LogLimits};
@@ -139,7 +139,9 @@ pub struct AgentSettings {
     /// CLI finds its interpreter) and the locale (`LANG`, `LANGUAGE`, `LC_*`, `TZ`).
     pub cli_inherited: Vec<(String, String)>,
     /// `SPOOL_WORKSPACE_ROOTS`: the folders (`:`-separated) under which a workspace's working
-    /// directory may be; none by default, so agents run only in folders of each chat's own.
+    /// directory may be; none by default, so agents run only in folders of each chat's own. A
+    /// root with `{org}` as a folder name (`/srv/repos/{org}`) is each organization's own; a
+    /// plain one belongs to the first organization that uses it. Roots may not nest.
     pub workspace_roots: Vec<PathBuf>,
     /// `SPOOL_KNOWLEDGE_BASE_URL`: where the built-in agent points for documents about using
     /// Spool (default: Spool's own `/v1/docs`).
@@ -432,11 +434,13 @@ impl Config {
         std::path::absolute(&dir).unwrap_or(dir)
     }
 
-    /// The roots under which workspaces' working directories may be, with the data directory
-    /// kept out of them.
-    pub fn workspace_roots(&self) -> spool_domain::WorkspaceRoots {
-        let data = std::path::absolute(&self.data_dir).unwrap_or_else(|_| self.data_dir.clone());
-        spool_domain::WorkspaceRoots::new(&self.agents.workspace_roots, &[data])
+    /// The roots under which workspaces' working directories may be, with Spool's own folders
+    /// (the data directory, the CLI work directory, the web UI) kept out of them, and `claims`
+    /// recording which organization owns each shared root.
+    pub fn workspace_roots(&self, claims: Arc<dyn spool_domain::Directory>) -> spool_domain::WorkspaceRoots {
+        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        let own = [absolute(&self.data_dir), self.cli_work_dir(), absolute(&self.web_dir)];
+        spool_domain::WorkspaceRoots::new(&self.agents.workspace_roots, &own, claims)
     }
 
     /// Reads the process environment.
@@ -558,13 +562,7 @@ impl Config {
                     .iter()
                     .filter_map(|name| get(name).map(|v| ((*name).to_owned(), v)))
                     .collect(),
-                workspace_roots: get("SPOOL_WORKSPACE_ROOTS")
-                    .map(|p| {
-                        std::env::split_paths(&p)
-                            .filter(|p| !p.as_os_str().is_empty())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                workspace_roots: workspace_roots(&vars)?,
                 turn_timeout: millis(&vars, "SPOOL_TURN_TIMEOUT_MS", Duration::from_secs(600))?,
                 knowledge_base_url: get("SPOOL_KNOWLEDGE_BASE_URL").unwrap_or_else(|| "/v1/docs".to_owned()),
             },
@@ -596,6 +594,22 @@ impl Config {
             },
         })
     }
+}
+
+/// `SPOOL_WORKSPACE_ROOTS`, `:`-separated, checked ([`spool_domain::confine::check_roots`]).
+fn workspace_roots(vars: &HashMap<String, String>) -> Result<Vec<PathBuf>, Error> {
+    let Some(value) = vars.get("SPOOL_WORKSPACE_ROOTS") else {
+        return Ok(Vec::new());
+    };
+    let roots: Vec<PathBuf> = std::env::split_paths(value)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    spool_domain::confine::check_roots(&roots).map_err(|reason| Error::Invalid {
+        var: "SPOOL_WORKSPACE_ROOTS",
+        value: value.clone(),
+        reason,
+    })?;
+    Ok(roots)
 }
 
 /// The rate limits: the defaults, each overridden by its variable (`0` is off), or none.
@@ -760,6 +774,16 @@ mod tests {
         assert!(dir.ends_with("from-flag/cli"), "{}", dir.display());
         let config = Config::from_vars(vars(&[("SPOOL_CLI_WORK_DIR", "/srv/cli")])).unwrap();
         assert_eq!(config.cli_work_dir(), PathBuf::from("/srv/cli"));
+    }
+
+    #[test]
+    fn workspace_roots_are_checked_at_start() {
+        let config = Config::from_vars(vars(&[("SPOOL_WORKSPACE_ROOTS", "/srv/repos/{org}:/srv/shared")])).unwrap();
+        assert_eq!(config.agents.workspace_roots.len(), 2);
+        for bad in ["/srv:/srv/a", "relative", "/srv/{org}:/srv/shared", "/srv/x{org}"] {
+            let err = Config::from_vars(vars(&[("SPOOL_WORKSPACE_ROOTS", bad)])).unwrap_err();
+            assert!(err.to_string().contains("SPOOL_WORKSPACE_ROOTS"), "{bad}: {err}");
+        }
     }
 
     #[test]

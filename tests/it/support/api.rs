@@ -56,6 +56,7 @@ pub(crate) async fn serve_with(
     )
     .with_subscriptions(push.subscriptions.clone());
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
+    let roots = spool_tests::workspace_roots(metadata.clone());
     let stores = spool_api::Stores {
         metadata,
         log,
@@ -63,7 +64,7 @@ pub(crate) async fn serve_with(
         files,
     };
     let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(SystemClock))
-        .with_workspace_roots(spool_tests::workspace_roots())
+        .with_workspace_roots(roots)
         .with_attachment_limits(limits)
         .with_aggregates(aggregates)
         .with_webhook_urls(DEV_URLS);

@@ -12,12 +12,12 @@ use spool_tests::Harness;
 
 use super::{Api, setup_on};
 
-/// The engine settings of the tests: quick flushes, working directories under the tests' root.
+/// The engine settings of the tests: quick flushes (and working directories under the tests'
+/// root, which [`engine_configured`] adds with the stores' claims).
 pub(crate) fn test_settings() -> Settings {
     Settings {
         flush_every: Duration::from_millis(50),
         abort_wait: Duration::from_secs(2),
-        workspace_roots: spool_tests::workspace_roots(),
         ..Settings::default()
     }
 }
@@ -27,12 +27,21 @@ pub(crate) fn engine_with(log: Arc<dyn StreamLog>, metadata: Arc<dyn Metadata>, 
     engine_configured(log, metadata, runtimes, test_settings())
 }
 
+/// `settings`, confining working directories to the tests' roots unless they name others.
+fn rooted(mut settings: Settings, metadata: &Arc<dyn Metadata>) -> Settings {
+    if settings.workspace_roots.is_empty() {
+        settings.workspace_roots = spool_tests::workspace_roots(metadata.clone());
+    }
+    settings
+}
+
 pub(crate) fn engine_configured(
     log: Arc<dyn StreamLog>,
     metadata: Arc<dyn Metadata>,
     runtimes: Runtimes,
     settings: Settings,
 ) -> Arc<Engine> {
+    let settings = rooted(settings, &metadata);
     Arc::new(Engine::new(
         log,
         metadata,
@@ -108,7 +117,7 @@ pub(crate) async fn stack_notifying<H: Harness>(
         metadata.clone(),
         Arc::new(runtimes),
         Arc::new(SystemClock),
-        settings,
+        rooted(settings, &metadata),
     )
     .with_files(files.clone())
     .with_notifier(notifier)

@@ -1,49 +1,158 @@
-//! # Where agents may run: working directories confined to configured roots
+//! # Where agents may run: working directories confined to each organization's roots
 //!
 //! A CLI agent runs with its permission prompts off (`--yolo`, codex's workspace-write
-//! sandbox), so the folder it runs in is the whole of what it may touch. A workspace's working directory is therefore
-//! confined to the roots an operator configures (`SPOOL_WORKSPACE_ROOTS`); with none
+//! sandbox), so the folder it runs in is the whole of what it may touch; file search and
+//! folder-based slash commands read the same folder. A workspace's working directory is
+//! therefore confined to the roots an operator configures (`SPOOL_WORKSPACE_ROOTS`); with none
 //! configured, which is the default, only the per-chat folders Spool makes itself are used.
-//! Paths are resolved (symlinks, `..`) before they are compared, so a link inside a root that
-//! points out of it is refused; and the data directory (every organization's chats and keys)
-//! is never a working directory, nor inside one, whatever the roots say.
 //!
-//! The check runs twice: when a person or an agent sets the directory (a clear `400`), and
-//! again each time a CLI is started there (the directory, or a link in it, may have changed).
+//! A folder belongs to one organization. A root is either
+//! - **one organization's own**: a root with `{org}` as one of its components
+//!   (`/srv/repos/{org}`) is, for each organization, that organization's folder; or
+//! - **shared**, a plain folder: the first organization that uses a folder under it claims the
+//!   whole root ([`Directory::claim_root`], one atomic write), and no other organization may
+//!   use anything under it afterwards. A server with one organization notices no difference.
+//!
+//! Roots never nest ([`check_roots`], at start-up), so every folder lies under at most one.
+//! Paths are resolved (symlinks, `..`) before they are compared, so a link inside a root that
+//! points out of it is refused; and Spool's own folders (the data directory with every
+//! organization's chats, keys and attachments, the CLI work directory, the web UI) are never a
+//! working directory, nor inside one, whatever the roots say.
+//!
+//! A refusal says no more than the caller sent: every path outside what the organization may
+//! use gets the same answer, decided on the path as written before the file system is touched
+//! (so `/etc/passwd` and `/etc/passwd-nope` read alike), and never echoes a resolved path or
+//! the configured roots. Only inside the organization's own roots does it say "does not exist"
+//! or "is not a directory". The operator's log line says which rule refused.
+//!
+//! The check runs when a person or an agent sets the directory (a clear `400`), and again each
+//! time the folder is used (a CLI starts there, files are searched, command files are read):
+//! the directory, a link in it, or the claim may have changed.
 
-use std::path::{Component, Path, PathBuf};
+use std::{
+    path::{Component, Path, PathBuf},
+    sync::Arc,
+};
 
-use crate::Error;
+use crate::{Directory, Error};
 
-/// The folders under which workspaces' working directories may be.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkspaceRoots {
-    roots: Vec<PathBuf>,
-    forbidden: Vec<PathBuf>,
-}
+/// The component of a root that stands for the organization's id.
+pub const ORG_PLACEHOLDER: &str = "{org}";
 
 const WHAT: &str = "working directory";
 
+/// One configured root.
+#[derive(Debug, Clone)]
+enum Root {
+    /// A plain folder, claimed by the first organization that uses it: as configured, and
+    /// resolved at start-up.
+    Shared { configured: PathBuf, resolved: PathBuf },
+    /// `{before}/{org}/{after}`, each organization's own.
+    PerOrg { before: PathBuf, after: PathBuf },
+}
+
+impl Root {
+    fn parse(root: &Path) -> Self {
+        let mut before = PathBuf::new();
+        let mut after = PathBuf::new();
+        let mut seen = false;
+        for component in lexical(root).components() {
+            if component.as_os_str() == ORG_PLACEHOLDER {
+                seen = true;
+            } else if seen {
+                after.push(component);
+            } else {
+                before.push(component);
+            }
+        }
+        if seen {
+            Self::PerOrg { before, after }
+        } else {
+            let configured = lexical(root);
+            let resolved = resolve(&configured).unwrap_or_else(|_| configured.clone());
+            Self::Shared { configured, resolved }
+        }
+    }
+
+    /// This root for `org`, as configured (not resolved).
+    fn for_org(&self, org: &str) -> PathBuf {
+        match self {
+            Self::Shared { configured, .. } => configured.clone(),
+            Self::PerOrg { before, after } => before.join(org).join(after),
+        }
+    }
+}
+
+/// The folders under which workspaces' working directories may be, and who owns them.
+#[derive(Clone, Default)]
+pub struct WorkspaceRoots {
+    roots: Vec<Root>,
+    forbidden: Vec<PathBuf>,
+    claims: Option<Arc<dyn Directory>>,
+}
+
+impl std::fmt::Debug for WorkspaceRoots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceRoots")
+            .field("roots", &self.roots)
+            .field("forbidden", &self.forbidden)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks configured roots: absolute, `{org}` at most once and as a whole component, and no
+/// root inside another (a `{org}` root counts as the folder before `{org}`), so that every
+/// folder lies under one root at most and one organization's root is never inside another's.
+pub fn check_roots(roots: &[PathBuf]) -> Result<(), String> {
+    let mut zones: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    for root in roots {
+        let text = root.to_string_lossy();
+        if !root.is_absolute() {
+            return Err(format!("`{text}` is not an absolute path"));
+        }
+        let whole = root.components().filter(|c| c.as_os_str() == ORG_PLACEHOLDER).count();
+        if text.matches(ORG_PLACEHOLDER).count() != whole || whole > 1 {
+            return Err(format!(
+                "`{text}`: `{ORG_PLACEHOLDER}` may stand once, as a whole folder name (`/srv/repos/{ORG_PLACEHOLDER}`)"
+            ));
+        }
+        let zone = match Root::parse(root) {
+            Root::Shared { configured, .. } => configured,
+            Root::PerOrg { before, .. } => before,
+        };
+        if let Some((_, other)) = zones.iter().find(|(z, _)| z.starts_with(&zone) || zone.starts_with(z)) {
+            return Err(format!(
+                "`{text}` and `{}` overlap; give roots that are not inside one another",
+                other.to_string_lossy()
+            ));
+        }
+        zones.push((zone, root));
+    }
+    Ok(())
+}
+
 impl WorkspaceRoots {
-    /// Roots (resolved now; a root that does not exist is skipped with a warning, since it
-    /// can confine nothing), with `forbidden` folders (Spool's data directory) kept out.
-    pub fn new(roots: &[PathBuf], forbidden: &[PathBuf]) -> Self {
-        let resolve = |p: &PathBuf| resolve(p).ok();
+    /// Roots (as [`check_roots`] accepts them), with `forbidden` folders (Spool's own) kept
+    /// out, and `claims` recording which organization owns each shared root.
+    pub fn new(roots: &[PathBuf], forbidden: &[PathBuf], claims: Arc<dyn Directory>) -> Self {
         Self {
             roots: roots
                 .iter()
-                .filter_map(|root| {
-                    let resolved = resolve(root);
-                    if resolved.is_none() {
-                        tracing::warn!(root = %root.display(), "a workspace root that does not exist confines nothing; skipped");
+                .map(|root| {
+                    let parsed = Root::parse(root);
+                    if let Root::Shared { resolved, .. } = &parsed
+                        && !resolved.is_dir()
+                    {
+                        tracing::warn!(root = %root.display(), "a workspace root that does not exist confines nothing until it is made");
                     }
-                    resolved
+                    parsed
                 })
                 .collect(),
             forbidden: forbidden
                 .iter()
-                .map(|p| resolve(p).unwrap_or_else(|| lexical(p)))
+                .map(|p| resolve(p).unwrap_or_else(|_| lexical(p)))
                 .collect(),
+            claims: Some(claims),
         }
     }
 
@@ -57,9 +166,10 @@ impl WorkspaceRoots {
         self.roots.is_empty()
     }
 
-    /// The directory `dir` resolved, if it is an existing directory under a root and does not
-    /// overlap a forbidden folder; otherwise an [`Error::Invalid`] that says why and what to do.
-    pub fn check(&self, dir: &str) -> Result<PathBuf, Error> {
+    /// The directory `dir` resolved, if `org` may use it: an existing directory under one of
+    /// the organization's roots (claiming a shared root the first time), clear of Spool's own
+    /// folders. Otherwise an [`Error::Invalid`] that names only `dir`.
+    pub async fn confine(&self, org: &str, dir: &str) -> Result<PathBuf, Error> {
         if self.roots.is_empty() {
             return Err(Error::invalid(
                 WHAT,
@@ -71,46 +181,74 @@ impl WorkspaceRoots {
         if !path.is_absolute() {
             return Err(Error::invalid(WHAT, format!("`{dir}` is not an absolute path")));
         }
-        let outside = |resolved: &Path| {
-            let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+        let refuse = |why: &str| {
+            tracing::info!(org, dir, why, "a working directory was refused");
             Error::invalid(
                 WHAT,
                 format!(
-                    "`{dir}` (resolved: `{}`) is outside the workspace roots ({}); pick a folder under one of them",
-                    resolved.display(),
-                    roots.join(", ")
+                    "`{dir}` is not a folder this organization may use; pick one under the workspace roots \
+                     your operator set up for it"
                 ),
             )
+        };
+        if !is_safe_segment(org) {
+            return Err(refuse("the organization's id cannot name a folder"));
+        }
+        // Decided on the path as written: nothing outside the organization's roots is looked at.
+        let written = lexical(path);
+        let Some(root) = self.roots.iter().find(|root| {
+            let mine = root.for_org(org);
+            written.starts_with(&mine) || resolve(&mine).is_ok_and(|r| written.starts_with(r))
+        }) else {
+            return Err(refuse("outside every root of the organization"));
+        };
+        let root_resolved = match root {
+            Root::Shared { resolved, .. } => resolved.clone(),
+            Root::PerOrg { .. } => resolve(&root.for_org(org)).map_err(|_| {
+                Error::invalid(
+                    WHAT,
+                    format!("`{dir}` does not exist; create it first (the organization's own root has no folders yet)"),
+                )
+            })?,
         };
         let resolved = match resolve(path) {
             Ok(resolved) => resolved,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let lexical = lexical(path);
-                if !self.roots.iter().any(|root| lexical.starts_with(root)) {
-                    return Err(outside(&lexical));
-                }
-                return Err(Error::invalid(
-                    WHAT,
-                    format!("`{dir}` does not exist; create it first (under one of the workspace roots)"),
-                ));
+                return Err(Error::invalid(WHAT, format!("`{dir}` does not exist; create it first")));
             }
-            Err(e) => return Err(Error::invalid(WHAT, format!("`{dir}` cannot be read: {e}"))),
+            Err(_) => return Err(Error::invalid(WHAT, format!("`{dir}` cannot be read by Spool"))),
         };
+        if !resolved.starts_with(&root_resolved) {
+            return Err(refuse("it resolves (through a link) to a folder outside its root"));
+        }
         if !resolved.is_dir() {
             return Err(Error::invalid(WHAT, format!("`{dir}` is not a directory")));
-        }
-        if !self.roots.iter().any(|root| resolved.starts_with(root)) {
-            return Err(outside(&resolved));
         }
         if self
             .forbidden
             .iter()
             .any(|f| resolved.starts_with(f) || f.starts_with(&resolved))
         {
-            return Err(Error::invalid(
-                WHAT,
-                format!("`{dir}` overlaps Spool's own data directory, which agents may never reach"),
+            return Err(refuse(
+                "it overlaps Spool's own folders (data, CLI work directory, web UI)",
             ));
+        }
+        if let Root::Shared { .. } = root {
+            let claims = self
+                .claims
+                .as_ref()
+                .ok_or_else(|| Error::unavailable("claim a workspace root", "no store for root claims"))?;
+            let owner = claims.claim_root(&root_resolved.to_string_lossy(), org).await?;
+            if owner != org {
+                tracing::warn!(
+                    org,
+                    owner,
+                    root = %root_resolved.display(),
+                    "a shared workspace root belongs to the organization that used it first; give each \
+                     organization its own root with `{{org}}` in SPOOL_WORKSPACE_ROOTS"
+                );
+                return Err(refuse("its root belongs to another organization"));
+            }
         }
         Ok(resolved)
     }
@@ -121,8 +259,7 @@ fn resolve(path: &Path) -> std::io::Result<PathBuf> {
     std::fs::canonicalize(path)
 }
 
-/// `path` made absolute and normalized without touching the file system (for a forbidden
-/// folder that does not exist yet).
+/// `path` made absolute and normalized without touching the file system.
 fn lexical(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut out = PathBuf::new();
@@ -149,89 +286,5 @@ pub fn is_safe_segment(segment: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn invalid_reason(result: Result<PathBuf, Error>) -> String {
-        match result {
-            Err(Error::Invalid { reason, .. }) => reason,
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn without_roots_no_directory_is_accepted() {
-        let roots = WorkspaceRoots::none();
-        let reason = invalid_reason(roots.check("/tmp"));
-        assert!(reason.contains("SPOOL_WORKSPACE_ROOTS"), "{reason}");
-    }
-
-    #[test]
-    fn only_existing_directories_under_a_root_are_accepted() {
-        // GIVEN a root with a project in it, and a data directory beside it
-        let base = tempfile_dir();
-        let root = base.join("projects");
-        std::fs::create_dir_all(root.join("app")).unwrap();
-        std::fs::write(root.join("file"), "x").unwrap();
-        let data = base.join("data");
-        std::fs::create_dir_all(&data).unwrap();
-        let roots = WorkspaceRoots::new(std::slice::from_ref(&root), std::slice::from_ref(&data));
-        // THEN a folder under the root is accepted, resolved
-        let app = root.join("app");
-        assert_eq!(roots.check(app.to_str().unwrap()).unwrap(), app.canonicalize().unwrap());
-        // AND everything else is refused, saying why
-        assert!(invalid_reason(roots.check("/")).contains("outside the workspace roots"));
-        assert!(invalid_reason(roots.check("relative/dir")).contains("not an absolute path"));
-        let missing = root.join("missing");
-        assert!(invalid_reason(roots.check(missing.to_str().unwrap())).contains("does not exist"));
-        let file = root.join("file");
-        assert!(invalid_reason(roots.check(file.to_str().unwrap())).contains("not a directory"));
-        let escape = format!("{}/app/../../data", root.display());
-        assert!(invalid_reason(roots.check(&escape)).contains("outside"));
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn links_are_resolved_before_the_check() {
-        // GIVEN a link inside the root that points out of it
-        let base = tempfile_dir();
-        let root = base.join("root");
-        std::fs::create_dir_all(&root).unwrap();
-        std::os::unix::fs::symlink("/", root.join("escape")).unwrap();
-        let roots = WorkspaceRoots::new(std::slice::from_ref(&root), &[]);
-        // THEN it is refused as the folder it resolves to
-        let link = root.join("escape");
-        let reason = invalid_reason(roots.check(link.to_str().unwrap()));
-        assert!(reason.contains("resolved: `/`"), "{reason}");
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn the_data_directory_is_never_a_working_directory() {
-        // GIVEN an operator who made the data directory's parent a root
-        let base = tempfile_dir();
-        let data = base.join("spool-data");
-        std::fs::create_dir_all(data.join("cli")).unwrap();
-        let roots = WorkspaceRoots::new(std::slice::from_ref(&base), std::slice::from_ref(&data));
-        // THEN neither the data directory, nor a folder in it, nor the folder holding it is one
-        for dir in [&data, &data.join("cli"), &base] {
-            let reason = invalid_reason(roots.check(dir.to_str().unwrap()));
-            assert!(reason.contains("data directory"), "{reason}");
-        }
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn path_segments_are_checked() {
-        for bad in ["", ".", "..", "a/b", "a\\b", "a\nb"] {
-            assert!(!is_safe_segment(bad), "{bad:?}");
-        }
-        assert!(is_safe_segment("ses_0193") && is_safe_segment("global"));
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("spool-confine-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-}
+#[path = "confine_tests.rs"]
+pub(crate) mod tests;

@@ -54,6 +54,11 @@ pub trait Directory: Send + Sync {
     /// Deletes the API key with this id, so no handshake accepts it again; what it was, if it
     /// existed.
     async fn remove_api_key(&self, key_id: &str) -> Result<Option<ApiKeyRecord>, Error>;
+
+    /// The organization that owns the shared workspace root `root` (a resolved path): `org`,
+    /// which claims it now, if no organization had; otherwise the one that did. Atomic: of two
+    /// organizations claiming at once, one owns the root and both are told which.
+    async fn claim_root(&self, root: &str, org: &str) -> Result<String, Error>;
 }
 
 /// The organization's audit stream, within its namespace (`o/{org}/audit`): what was done with

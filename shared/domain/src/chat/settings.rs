@@ -236,9 +236,10 @@ pub struct WorkspaceChange {
 }
 
 impl WorkspaceChange {
-    /// Applies the change to `workspace`, checking every field; a folder newly set is confined
-    /// to `roots` and stored resolved. On an error `workspace` may be half changed: drop it.
-    pub fn apply(self, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
+    /// Applies the change to `workspace` of `org`, checking every field; a folder newly set is
+    /// confined to the organization's `roots` and stored resolved. On an error `workspace` may
+    /// be half changed: drop it.
+    pub async fn apply(self, org: &str, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
         if let Some(title) = self.title {
             workspace.name = title.trim().to_owned();
         }
@@ -290,7 +291,7 @@ impl WorkspaceChange {
         }
         workspace.validate()?;
         if workspace.working_dir != before {
-            workspace.confine_working_dir(roots)?;
+            workspace.confine_working_dir(org, roots).await?;
         }
         Ok(())
     }
@@ -308,12 +309,13 @@ mod tests {
         serde_json::from_str(json).unwrap()
     }
 
-    #[test]
-    fn a_change_sets_only_what_it_names() {
+    #[tokio::test]
+    async fn a_change_sets_only_what_it_names() {
         let mut ws = workspace();
         let roots = WorkspaceRoots::none();
         change(r#"{"title":" Research ","cleanup":{"chat_folder_days":30},"notifications":{"email":"a@b.io","on_task":false}}"#)
-            .apply(&mut ws, &roots)
+            .apply("acme", &mut ws, &roots)
+            .await
             .unwrap();
         assert_eq!(ws.name, "Research");
         assert_eq!(ws.cleanup.chat_folder_days, 30);
@@ -323,13 +325,14 @@ mod tests {
         assert_eq!(ws.notifications.recipient(NotificationKind::Task), None);
         assert_eq!(ws.notifications.recipient(NotificationKind::Failure), Some("a@b.io"));
         change(r#"{"notifications":{"email":""}}"#)
-            .apply(&mut ws, &roots)
+            .apply("acme", &mut ws, &roots)
+            .await
             .unwrap();
         assert_eq!(ws.notifications.email, None);
     }
 
-    #[test]
-    fn bad_settings_are_refused() {
+    #[tokio::test]
+    async fn bad_settings_are_refused() {
         let roots = WorkspaceRoots::none();
         for bad in [
             r#"{"cleanup":{"turn_record_days":0}}"#,
@@ -342,37 +345,43 @@ mod tests {
             r#"{"title":"  "}"#,
         ] {
             let mut ws = workspace();
-            assert!(change(bad).apply(&mut ws, &roots).is_err(), "{bad} was accepted");
+            assert!(
+                change(bad).apply("acme", &mut ws, &roots).await.is_err(),
+                "{bad} was accepted"
+            );
         }
         assert!(serde_json::from_str::<WorkspaceChange>(r#"{"cleanup":{"forever":true}}"#).is_err());
         assert!(serde_json::from_str::<WorkspaceChange>(r#"{"working_directory_mode":"shared"}"#).is_err());
     }
 
-    #[test]
-    fn the_working_directory_modes() {
+    #[tokio::test]
+    async fn the_working_directory_modes() {
         let dir = tempfile::tempdir().unwrap();
-        let roots = WorkspaceRoots::new(&[dir.path().to_path_buf()], &[]);
+        let roots = crate::confine::tests::roots(&[dir.path().to_path_buf()], &[]);
         let inside = dir.path().join("repo");
         std::fs::create_dir(&inside).unwrap();
         let mut ws = workspace();
         let set = format!(r#"{{"working_directory_mode":"static","working_directory_path":{inside:?}}}"#);
-        change(&set).apply(&mut ws, &roots).unwrap();
+        change(&set).apply("acme", &mut ws, &roots).await.unwrap();
         assert_eq!(ws.working_dir_mode(), WorkingDirMode::Static);
         // `static` alone keeps the folder set; `temp` clears it.
         change(r#"{"working_directory_mode":"static"}"#)
-            .apply(&mut ws, &roots)
+            .apply("acme", &mut ws, &roots)
+            .await
             .unwrap();
         assert!(ws.working_dir.is_some());
         change(r#"{"working_directory_mode":"temp"}"#)
-            .apply(&mut ws, &roots)
+            .apply("acme", &mut ws, &roots)
+            .await
             .unwrap();
         assert_eq!(ws.working_dir_mode(), WorkingDirMode::Temp);
         // A folder that does not exist, or lies outside the roots, is refused.
         let missing = format!(r#"{{"working_dir":{:?}}}"#, dir.path().join("nope"));
-        assert!(change(&missing).apply(&mut workspace(), &roots).is_err());
+        assert!(change(&missing).apply("acme", &mut workspace(), &roots).await.is_err());
         assert!(
             change(r#"{"working_dir":"/etc"}"#)
-                .apply(&mut workspace(), &roots)
+                .apply("acme", &mut workspace(), &roots)
+                .await
                 .is_err()
         );
     }

@@ -213,11 +213,12 @@ impl Workspace {
 }
 
 impl Workspace {
-    /// Confines a working directory that was just set to `roots` ([`crate::confine`]) and
-    /// keeps it resolved, so what is stored is the folder agents will run in.
-    pub fn confine_working_dir(&mut self, roots: &crate::WorkspaceRoots) -> Result<(), Error> {
+    /// Confines a working directory that was just set to the roots `org` may use
+    /// ([`crate::confine`]) and keeps it resolved, so what is stored is the folder agents will
+    /// run in.
+    pub async fn confine_working_dir(&mut self, org: &str, roots: &crate::WorkspaceRoots) -> Result<(), Error> {
         if let Some(dir) = &self.working_dir {
-            let resolved = roots.check(dir)?;
+            let resolved = roots.confine(org, dir).await?;
             self.working_dir = Some(resolved.to_string_lossy().into_owned());
         }
         Ok(())

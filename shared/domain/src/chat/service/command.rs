@@ -214,12 +214,10 @@ impl ChatService {
                     .metadata
                     .commands(org, &CommandScope::Workspace(ws.to_owned()))
                     .await?;
-                let dir = self
-                    .metadata
-                    .workspace(org, ws)
-                    .await?
-                    .and_then(|w| w.working_dir)
-                    .and_then(|d| self.roots.check(&d).ok());
+                let dir = match self.metadata.workspace(org, ws).await?.and_then(|w| w.working_dir) {
+                    Some(dir) => self.roots.confine(org, &dir).await.ok(),
+                    None => None,
+                };
                 let files = match dir {
                     Some(dir) => tokio::task::spawn_blocking(move || read_files(&dir))
                         .await
