@@ -113,6 +113,17 @@ async function slowToAnswer(ws) {
 }
 const HELD_ANSWER = "Thinking it over, one word a minute.";
 
+/**
+ * Resolves once `readers` readers of the workspace's feed on the page (the toasts, the chat list)
+ * have read where it ends (their first read, from `now`): from then on they see every event of
+ * the feed. Call it before what loads the page.
+ */
+function feedFollowed(page, ws, readers = 1) {
+  let seen = 0;
+  const tailRead = (url) => url.includes(`/workspaces/${ws.id}/feed?offset=now&`) && !url.includes("live=");
+  return page.waitForResponse((r) => tailRead(r.url()) && r.ok() && ++seen === readers);
+}
+
 function assertNoErrors(page) {
   assert.deepEqual(page.errors, [], "the page logged errors");
 }
@@ -485,11 +496,10 @@ test("a task an agent creates shows a toast with a link to it", async () => {
 
 test("a task made elsewhere in the workspace toasts wherever the person is", async () => {
   const { page, ws } = await workspacePage("Task toasts");
-  // On the Agents tab, away from any chat.
+  // On the Agents tab, away from any chat, opened afresh: the only feed reader is the toasts'.
   await page.getByRole("link", { name: "Agents" }).click();
   await page.waitForURL(new RegExp(`#/w/${ws.id}/agents`));
-  // Give the feed's long-poll a moment to start where the feed is now.
-  await new Promise((r) => setTimeout(r, 500));
+  await Promise.all([feedFollowed(page, ws), page.reload()]);
   const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id });
   const task = await call("POST", `/v1/workspaces/${ws.id}/tasks`, { title: "Water the ferns", session_id: chat.id });
   const toast = page.getByRole("status").filter({ hasText: "Task created: Water the ferns" });
@@ -722,7 +732,8 @@ test("the chat list puts the chat with new messages on top, live", async () => {
   const agent = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents[0];
   const older = await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Older chat" });
   await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: agent.id, title: "Newer chat" });
-  await page.reload();
+  // (Two readers of the feed: the chat list and the toasts.)
+  await Promise.all([feedFollowed(page, ws, 2), page.reload()]);
   const titles = page.locator(".chat-title");
   await eventually(async () => assert.deepEqual(await titles.allInnerTexts(), ["Newer chat", "Older chat"]));
   // Someone else writes to the older chat: the feed moves it up without a reload.
@@ -740,6 +751,32 @@ test("the chat list puts the chat with new messages on top, live", async () => {
   await turnEnded(older.id);
   await row.locator(".chat-preview", { hasText: "Hello! I am Spool" }).waitFor();
   await screenshot(page, "chat-list");
+  assertNoErrors(page);
+});
+
+test("a chat renamed while the list starts following the feed shows its new title", async () => {
+  // GIVEN a chat, and a page whose reads of the feed leave the browser only once the rename is
+  // in the feed (a slow network, a loaded machine)
+  const ws = await call("POST", "/v1/workspaces", { name: "Feed start" });
+  const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id, title: "Before" });
+  const feed = async () => call("GET", `/v1/stream/workspaces/${ws.id}/feed?offset=-1`);
+  const feedBefore = (await feed()).length;
+  let renamed;
+  const inFeed = new Promise((r) => (renamed = r));
+  const page = await signedInPage(browser, spool);
+  await page.route(`**/workspaces/${ws.id}/feed?**`, async (route) => {
+    await inFeed;
+    await route.continue();
+  });
+  await page.goto(`${spool.origin}/#/w/${ws.id}/chats`);
+  await page.locator(".chat-title", { hasText: "Before" }).waitFor();
+  // WHEN the chat is renamed elsewhere after the list was read, before its feed is followed
+  await call("PATCH", `/v1/sessions/${chat.id}`, { title: "After" });
+  await eventually(async () => assert.ok((await feed()).length > feedBefore, "the rename is in the feed"));
+  renamed();
+  // THEN the list shows the new title (a feed followed from where it ends when its first
+  // long-poll arrives would never hear of it)
+  await page.locator(".chat-title", { hasText: "After" }).waitFor({ timeout: 10_000 });
   assertNoErrors(page);
 });
 
