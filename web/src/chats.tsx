@@ -24,13 +24,14 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
     void reload();
     void client.agents(ws).then(setAgents, notify.error);
     // Any feed event (a message, a reply, a rename, a new chat) reorders the list: read it again,
-    // at most every 300 ms.
+    // at most every 300 ms. Once the feed is followed the list is read again, so a change made
+    // between the first read and the feed's tail shows too.
     let timer: ReturnType<typeof setTimeout> | undefined;
     const changed = () => {
       clearTimeout(timer);
       timer = setTimeout(() => void reload(), 300);
     };
-    const stop = watchFeed(client, ws, () => changed());
+    const stop = watchFeed(client, ws, () => changed(), () => void reload());
     window.addEventListener("focus", changed);
     return () => {
       stop();

@@ -168,28 +168,46 @@ export class ChatStream {
 }
 
 /**
- * Calls `changed()` whenever a workspace's feed (chat added, answered, renamed, …) gets an event,
- * following it from its tail with long-polls. They carry a read grant of the feed, not the
- * person's token, so behind a CDN every open tab of the workspace shares one request to Spool.
- * Returns a function that stops it.
+ * Calls `changed()` whenever a workspace's feed (chat added, answered, renamed, …) gets an event
+ * after the moment it starts. It first reads where the feed's tail is (a catch-up read from
+ * `now`, answered at once), calls `following()`, then long-polls from that offset: an event
+ * appended after the tail was read is never missed, however late the first long-poll reaches the
+ * server (a long-poll from `now` starts wherever the tail is when it arrives). The reads carry a
+ * read grant of the feed, not the person's token, so behind a CDN every open tab of the workspace
+ * shares one request to Spool. Returns a function that stops it.
  */
-export function watchFeed(client: Client, workspaceId: string, changed: (events: FeedEvent[]) => void): () => void {
+export function watchFeed(
+  client: Client,
+  workspaceId: string,
+  changed: (events: FeedEvent[]) => void,
+  following?: () => void,
+): () => void {
   const controller = new AbortController();
   const feed = `workspaces/${workspaceId}/feed`;
   const path = `/v1/stream/workspaces/${encodeURIComponent(workspaceId)}/feed`;
   void (async () => {
-    let offset = "now";
+    let offset: string | null = null;
     let attempt = 0;
     let cursor: string | null = null;
     const grant = new Grant(client, feed);
     while (!controller.signal.aborted) {
       try {
         const token = await grant.token();
-        const query = `offset=${encodeURIComponent(offset)}&live=long-poll${cursor ? `&cursor=${cursor}` : ""}`;
+        const query =
+          offset === null
+            ? "offset=now"
+            : `offset=${encodeURIComponent(offset)}&live=long-poll${cursor ? `&cursor=${cursor}` : ""}`;
         const response = await client.sharedStream(`${path}?${query}`, token, { signal: controller.signal });
         attempt = 0;
-        offset = response.headers.get("stream-next-offset") ?? offset;
+        const next = response.headers.get("stream-next-offset");
         cursor = response.headers.get("stream-cursor") ?? cursor;
+        if (offset === null) {
+          if (!next) throw new Error("the feed's tail read has no Stream-Next-Offset");
+          offset = next;
+          following?.();
+          continue;
+        }
+        offset = next ?? offset;
         if (response.status === 200) {
           const body = (await response.json()) as FeedEvent[];
           if (body.length) changed(body);

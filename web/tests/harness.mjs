@@ -1,6 +1,10 @@
 // What the browser tests share: a real `spool serve` (embedded store in a temporary directory,
 // the scripted demo agent) on a free loopback port, and Debian's headless Chromium driven by
 // playwright-core. Every test saves a screenshot under target/web-screenshots/.
+//
+// The page and the server work in their own time, so no test reads the page (or the API) once and
+// asserts on that snapshot: it waits for the condition (`locator.waitFor`, `page.waitForFunction`)
+// or retries the assertion with `eventually`. A loaded machine then makes a test slower, not red.
 
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
@@ -15,6 +19,23 @@ const root = resolve(here, "../..");
 const SPOOL = resolve(root, process.env.SPOOL_BIN ?? "target/debug/spool");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 export const SCREENSHOTS = join(root, "target/web-screenshots");
+
+/**
+ * Runs `check` (an async function that throws, typically an `assert`, while its condition does not
+ * hold) until it returns, every `interval` ms, for at most `timeout` ms; then throws its last
+ * error. Resolves with what `check` returned.
+ */
+export async function eventually(check, { timeout = 15_000, interval = 50 } = {}) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() >= deadline) throw e;
+    }
+    await new Promise((r) => setTimeout(r, interval));
+  }
+}
 
 /** Starts `spool serve`; resolves once it prints its sign-in link. */
 export async function startSpool(env = {}) {
