@@ -81,6 +81,10 @@ pub trait Attachments: Send + Sync {
         id: &str,
         at_ms: i64,
     ) -> Result<Option<Attachment>, Error>;
+
+    /// Deletes an attachment whose upload is not completed, atomically (a completed one stays):
+    /// whether one was deleted. Its upload grant then names nothing.
+    async fn abandon_attachment(&self, org: &str, session_id: &str, id: &str) -> Result<bool, Error>;
 }
 
 /// Where an attachment's bytes are kept: `attachments/{org}/{session}/{attachment}`.

@@ -19,7 +19,7 @@ mod message;
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
-pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, agent_path, file_ref, human_size};
+pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, file_ref, human_size};
 pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
