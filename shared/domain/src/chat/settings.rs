@@ -240,7 +240,7 @@ impl WorkspaceChange {
     /// to `roots` and stored resolved. On an error `workspace` may be half changed: drop it.
     pub fn apply(self, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
         if let Some(title) = self.title {
-            workspace.name = title.trim().to_owned();
+            workspace.name = crate::names::clean(&title);
         }
         if let Some(description) = self.description {
             workspace.description = description;

@@ -150,7 +150,9 @@ impl ChatService {
             id: new.id.clone().unwrap_or_else(|| new_id("ses")),
             workspace_id: new.agent.as_ref().map(|a| a.workspace_id.clone()).or(new.workspace_id),
             agent_id: new.agent.map(|a| a.id),
-            title: new.title.map_or_else(|| "New chat".to_owned(), |t| t.trim().to_owned()),
+            title: new
+                .title
+                .map_or_else(|| "New chat".to_owned(), |t| crate::names::clean(&t)),
             cli_override: None,
             model: None,
             mode: None,
