@@ -268,27 +268,36 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
     // The wrong size is refused by whoever takes the bytes: Spool's route checks it; S3
     // refuses a length other than the signed one (`attachment_files.rs` checks the signature
     // covers it; the emulator does not check signatures).
-    if declared["upload"]["url"].as_str().unwrap().starts_with('/') {
+    let (declared, id) = if declared["upload"]["url"].as_str().unwrap().starts_with('/') {
         let sent = send_bytes(api, &declared, b"toolong".to_vec()).await;
         assert!(sent.status().is_client_error(), "{}", sent.status());
-        // Another type than declared, or a grant that is not one: refused, nothing kept.
-        let url = format!("{}{}", api.base, declared["upload"]["url"].as_str().unwrap());
-        for (target, kind) in [
-            (url.clone(), "text/html"),
-            (url.clone(), "\tbad"),
-            (format!("{}/v1/uploads/%FF%00..", api.base), "text/plain"),
-            (format!("{}/v1/uploads/{}", api.base, "x".repeat(10_000)), "text/plain"),
+        // A grant that is not one: refused, nothing kept.
+        for target in [
+            format!("{}/v1/uploads/%FF%00..", api.base),
+            format!("{}/v1/uploads/{}", api.base, "x".repeat(10_000)),
         ] {
             let sent = reqwest::Client::new()
                 .put(&target)
-                .header("content-type", kind)
+                .header("content-type", "text/plain")
                 .body("hello")
                 .send()
                 .await
                 .unwrap();
-            assert!(sent.status().is_client_error(), "{kind}: {}", sent.status());
+            assert!(sent.status().is_client_error(), "{}", sent.status());
         }
-    }
+        // The refused upload used its URL up (`a_refused_upload_uses_its_url_up`): declare again.
+        let (_, again) = declare(
+            api,
+            &chat,
+            json!({ "filename": "a.txt", "content_type": "text/plain", "size": 5 }),
+        )
+        .await;
+        let id = again["attachment_id"].as_str().unwrap().to_owned();
+        (again, id)
+    } else {
+        (declared.clone(), id.to_owned())
+    };
+    let id = id.as_str();
     // The right bytes go; the URL then works no more.
     let sent = send_bytes(api, &declared, b"hello".to_vec()).await;
     assert!(sent.status().is_success(), "{}", sent.status());
@@ -504,6 +513,59 @@ pub(crate) async fn an_upload_url_expires<H: Harness>(harness: &H) {
         );
     }
     assert!(uploads(&all_events(&api, &chat).await).is_empty());
+}
+
+/// Under `spool serve`, bytes refused for their type or their size use the upload URL up: the
+/// right bytes are refused after them, and the file is gone, to be declared again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_upload_uses_its_url_up() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let stack = stack(&harness).await;
+    let api = &stack.api;
+    let chat = new_chat(api).await;
+    for (kind, bytes) in [("text/html", &b"hello"[..]), ("text/plain", &b"toolong"[..])] {
+        // GIVEN a declared file
+        let (_, declared) = declare(
+            api,
+            &chat,
+            json!({ "filename": "a.txt", "content_type": "text/plain", "size": 5 }),
+        )
+        .await;
+        let id = declared["attachment_id"].as_str().unwrap();
+        let url = format!("{}{}", api.base, declared["upload"]["url"].as_str().unwrap());
+
+        // WHEN bytes of another type or size are sent to its URL
+        let put = |kind: &'static str, bytes: &'static [u8]| {
+            reqwest::Client::new()
+                .put(&url)
+                .header("content-type", kind)
+                .body(bytes)
+                .send()
+        };
+        let refused = put(kind, bytes).await.unwrap();
+
+        // THEN they are refused, and so are the right bytes after them; the file is gone
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{kind}");
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("declare the file again"),
+            "{body}"
+        );
+        let again = put("text/plain", b"hello").await.unwrap();
+        assert_eq!(
+            again.status(),
+            StatusCode::FORBIDDEN,
+            "{kind}: the right bytes after a refusal"
+        );
+        assert_eq!(complete(api, &chat, id).await.0, StatusCode::NOT_FOUND);
+    }
+    let list = api
+        .ok(Method::GET, &format!("/v1/sessions/{chat}/attachments"), None)
+        .await;
+    assert_eq!(list["attachments"], json!([]));
 }
 
 on_both_backends!(attachments_http:

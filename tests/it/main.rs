@@ -50,6 +50,7 @@ mod lambda_events;
 mod llm_http;
 #[cfg(feature = "emulator")]
 mod log_aws;
+mod names_http;
 mod openapi_http;
 mod processes;
 mod read_tokens_http;

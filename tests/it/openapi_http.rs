@@ -471,27 +471,30 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     .await;
     api.refused(400, Method::POST, &files, Some(json!({ "filename": "..", "size": 1 })))
         .await;
-    let declared = api
-        .ok(
+    let declare = || {
+        api.ok(
             Method::POST,
             &files,
             Some(json!({ "filename": "notes.txt", "content_type": "text/plain", "size": 5 })),
         )
-        .await;
+    };
+    let declared = declare().await;
     let file = declared["attachment_id"].as_str().unwrap();
-    let complete = format!("{files}/{file}/complete");
-    api.refused(409, Method::POST, &complete, None).await;
-    let upload_url = declared["upload"]["url"].as_str().unwrap();
-    let through_spool = upload_url.starts_with('/');
-    if through_spool {
-        // A mangled grant, the wrong size, the upload, and the same upload again.
-        for (suffix, body, expected) in [
-            ("x", "hello", 403),
-            ("", "hello!", 400),
-            ("", "hello", 204),
-            ("", "hello", 409),
+    api.refused(409, Method::POST, &format!("{files}/{file}/complete"), None)
+        .await;
+    let through_spool = declared["upload"]["url"].as_str().unwrap().starts_with('/');
+    let declared = if through_spool {
+        // A mangled grant, the wrong size, and the right bytes after it (the refusal used the
+        // URL up); then a new declaration's upload, and the same upload again.
+        let mut declared = declared;
+        for (suffix, body, expected, declare_again) in [
+            ("x", "hello", 403, false),
+            ("", "hello!", 400, false),
+            ("", "hello", 403, true),
+            ("", "hello", 204, false),
+            ("", "hello", 409, false),
         ] {
-            let path = format!("{upload_url}{suffix}");
+            let path = format!("{}{suffix}", declared["upload"]["url"].as_str().unwrap());
             let put = a
                 .http
                 .put(format!("{}{path}", a.base))
@@ -499,14 +502,23 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
                 .body(body);
             let (status, _, _) = api.raw(put, Method::PUT, &path).await;
             assert_eq!(status, expected, "PUT {path} with {body:?}");
+            if declare_again {
+                declared = declare().await;
+            }
         }
+        declared
     } else {
-        let mut put = reqwest::Client::new().put(upload_url).body("hello");
+        let mut put = reqwest::Client::new()
+            .put(declared["upload"]["url"].as_str().unwrap())
+            .body("hello");
         for (name, value) in declared["upload"]["headers"].as_object().unwrap() {
             put = put.header(name.as_str(), value.as_str().unwrap());
         }
         assert!(put.send().await.unwrap().status().is_success());
-    }
+        declared
+    };
+    let file = declared["attachment_id"].as_str().unwrap();
+    let complete = format!("{files}/{file}/complete");
     api.ok(Method::POST, &complete, None).await;
     api.refused(404, Method::POST, &format!("{files}/att_missing/complete"), None)
         .await;

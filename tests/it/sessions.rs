@@ -216,8 +216,8 @@ pub(crate) async fn runs_of_a_step_are_counted_per_step<H: Harness>(harness: &H)
     assert_eq!(again.count_run(&org, &id, "t1.1", 400).await.unwrap(), 3);
 }
 
-/// A chat's attachments are stored with it, listed oldest first, completed once, and go with
-/// it; another organization sees none.
+/// A chat's attachments are stored with it, listed oldest first, completed once, abandoned only
+/// while uploading, and go with it; another organization sees none.
 pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H) {
     use spool_domain::attachment::{Attachment, AttachmentStatus, Attachments};
     let (a, b) = (harness.metadata().await, harness.metadata().await);
@@ -265,6 +265,17 @@ pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H
         (AttachmentStatus::Complete, done[0].completed_ms)
     );
     assert_eq!(a.complete_attachment(&org, &chat, "att_none", 50).await.unwrap(), None);
+    // Abandoned (an upload refused) while uploading, never once completed
+    assert!(!a.abandon_attachment(&org, &chat, "att_1").await.unwrap(), "completed");
+    assert!(a.attachment(&org, &chat, "att_1").await.unwrap().is_some());
+    a.create_attachment(&org, &file("att_3", 35)).await.unwrap();
+    assert!(a.abandon_attachment(&org, &chat, "att_3").await.unwrap());
+    assert_eq!(b.attachment(&org, &chat, "att_3").await.unwrap(), None);
+    assert!(
+        !b.abandon_attachment(&org, &chat, "att_3").await.unwrap(),
+        "gone already"
+    );
+    assert!(!a.abandon_attachment(&other, &chat, "att_2").await.unwrap());
     // Another organization sees nothing
     assert_eq!(a.attachment(&other, &chat, "att_1").await.unwrap(), None);
     assert!(a.attachments(&other, &chat).await.unwrap().is_empty());

@@ -284,3 +284,60 @@ on_both_backends!(webhooks_http:
     a_failed_attempt_is_retried_with_the_same_id,
     an_event_handed_over_twice_is_one_delivery,
 );
+
+/// The IPv6 forms of loopback and of the metadata service's address in the trust review: an
+/// IPv4-translated loopback, an IPv4-translated `169.254.169.254`, and a Teredo address whose
+/// server is `0.0.0.0` and whose client is `127.0.0.1`.
+const EMBEDDED_PRIVATE_URLS: [&str; 3] = [
+    "https://[::ffff:0:127.0.0.1]/",
+    "https://[::ffff:0:a9fe:a9fe]/",
+    "https://[2001::8000:ffff:80ff:fffe]/",
+];
+
+/// Neither a chat webhook nor a subscription can be aimed at a private address written as an
+/// IPv6 literal, and a webhook's request never goes to one.
+#[tokio::test]
+async fn webhooks_to_ipv6_forms_of_private_addresses_are_refused() {
+    // GIVEN a served Spool and a workspace
+    let harness = spool_tests::EmbeddedHarness::new();
+    let (api, _, _) = crate::support::setup(&harness).await;
+    let ws = api
+        .ok(Method::POST, "/v1/workspaces", Some(json!({"name": "Hooks"})))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (n, url) in EMBEDDED_PRIVATE_URLS.into_iter().enumerate() {
+        // WHEN a chat webhook and a subscription are made with the URL
+        let (hook, hook_body) = api
+            .call(
+                Method::POST,
+                &format!("/v1/workspaces/{ws}/webhooks"),
+                Some(json!({ "url": url })),
+            )
+            .await;
+        let (sub, sub_body) = api
+            .call(
+                Method::PUT,
+                &format!("/v1/stream/__ds/subscriptions/ipv6-{n}"),
+                Some(json!({"type": "webhook", "pattern": "x/*", "webhook": {"url": url}})),
+            )
+            .await;
+
+        // THEN both are refused as a URL off the public internet
+        assert_eq!(hook, 400, "{url}: {hook_body}");
+        assert_eq!(hook_body["error"]["code"], "WEBHOOK_URL_REJECTED", "{url}");
+        assert_eq!(sub, 400, "{url}: {sub_body}");
+        assert_eq!(sub_body["error"]["code"], "WEBHOOK_URL_REJECTED", "{url}");
+    }
+    // AND the client that makes webhooks' requests refuses them, on a developer's machine too
+    for loopback_http in [false, true] {
+        let outbound = spool_worker::Webhooks::new(spool_domain::subscription::UrlPolicy { loopback_http }).unwrap();
+        for url in EMBEDDED_PRIVATE_URLS {
+            let refused = spool_domain::subscription::Outbound::post(&outbound, url, &[], b"{}".to_vec())
+                .await
+                .unwrap_err();
+            assert!(refused.contains("public internet"), "{url}: {refused}");
+        }
+    }
+}

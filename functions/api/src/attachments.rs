@@ -20,9 +20,9 @@ use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use spool_auth::UploadGrant;
 use spool_domain::{
-    attachment::{Attachment, AttachmentStatus, Transfer, content_disposition, object_key},
+    attachment::{Attachment, AttachmentStatus, Transfer, content_disposition},
     clock::rfc3339_ms,
-    service::{Completion, NewUpload},
+    service::{Completion, NewUpload, Received},
 };
 use utoipa::ToSchema;
 
@@ -302,13 +302,15 @@ pub(crate) async fn download(
 
 /// `PUT /v1/uploads/{grant}`: `spool serve`'s upload URL, as `POST …/attachments` hands it out
 /// (on AWS the bytes go to S3 instead). The grant in the path is the credential: it names one
-/// file, its size and type, and expires with the URL. Exactly the declared bytes are taken, once.
+/// file, and expires with the URL; the request log never shows it. Exactly the declared bytes
+/// are taken, once; bytes of another type or size use the URL up, and the file is declared
+/// again.
 #[utoipa::path(put, path = "/v1/uploads/{grant}", tag = "sessions", security(()),
     params(("grant" = String, Path, description = "The upload grant, as the upload URL has it")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The file's bytes, exactly as declared"),
     responses((status = 204, description = "Stored; complete the file next"),
-        (status = 400, description = "Not the declared size or type", body = ErrorBody),
-        (status = 403, description = "The URL is not valid or has expired", body = ErrorBody),
+        (status = 400, description = "Not the declared size or type: the URL is used up, declare the file again", body = ErrorBody),
+        (status = 403, description = "The URL is not valid, has expired, or was used up by a refused upload", body = ErrorBody),
         (status = 409, description = "Already uploaded (a URL works once)", body = ErrorBody)))]
 pub(crate) async fn upload(
     State(api): State<Arc<ChatApi>>,
@@ -323,43 +325,25 @@ pub(crate) async fn upload(
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if spool_domain::attachment::check_content_type(sent_type).ok().as_deref() != Some(&grant.content_type) {
-        return Err(ApiError::BadRequest(format!(
-            "send the bytes with `Content-Type: {}`, as declared",
-            grant.content_type
-        )));
-    }
-    let attachment = api
-        .metadata
-        .attachment(&grant.org, &grant.session_id, &grant.attachment_id)
-        .await?
-        .ok_or_else(|| ApiError::Forbidden(FORBIDDEN.to_owned()))?;
-    if attachment.status != AttachmentStatus::Uploading {
-        return Err(ApiError::Conflict(
-            "this file is uploaded and completed already; an upload URL works once".to_owned(),
-        ));
-    }
+        .unwrap_or("")
+        .to_owned();
     let stream = request
         .into_body()
         .into_data_stream()
         .map_err(|e| std::io::Error::other(e.to_string()));
-    let reader = tokio_util::io::StreamReader::new(stream);
-    let key = object_key(&grant.org, &grant.session_id, &grant.attachment_id);
-    api.files.write(&key, grant.size, Box::pin(reader)).await?;
-    // The chat may have been deleted while the bytes came: then they go too.
-    if api
-        .metadata
-        .attachment(&grant.org, &grant.session_id, &grant.attachment_id)
+    let body = Box::pin(tokio_util::io::StreamReader::new(stream));
+    match api
+        .chats
+        .receive_upload(&grant.org, &grant.session_id, &grant.attachment_id, &sent_type, body)
         .await?
-        .is_none()
     {
-        api.files.delete(&key).await?;
-        return Err(ApiError::Forbidden(FORBIDDEN.to_owned()));
+        Received::Stored => Ok(StatusCode::NO_CONTENT),
+        Received::NoFile => Err(ApiError::Forbidden(FORBIDDEN.to_owned())),
+        Received::AlreadyUploaded => Err(ApiError::Conflict(
+            "this file is uploaded already; an upload URL works once".to_owned(),
+        )),
     }
-    tracing::info!(org = %grant.org, attachment = %grant.attachment_id, size = grant.size, "upload stored");
-    Ok(StatusCode::NO_CONTENT)
 }
 
-const FORBIDDEN: &str =
-    "this upload URL is not valid or has expired; declare the file again with POST /v1/sessions/{id}/attachments";
+const FORBIDDEN: &str = "this upload URL is not valid, has expired, or was used up by a refused upload; declare the \
+     file again with POST /v1/sessions/{id}/attachments";

@@ -257,7 +257,7 @@ pub(crate) async fn update_session(
     let mut session = api.session_of(&caller, &id).await?;
     let before = session.title.clone();
     if let Some(title) = change.title {
-        session.title = title.trim().to_owned();
+        session.title = spool_domain::names::clean(&title);
     }
     if let Some(agent_id) = change.agent_id
         && session.agent_id.as_deref() != Some(&*agent_id)

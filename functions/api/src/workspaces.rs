@@ -418,7 +418,7 @@ pub(crate) async fn update_agent(
 ) -> Result<Json<AgentView>, ApiError> {
     let mut agent = api.agent_of(&caller, &id).await?;
     if let Some(name) = change.name {
-        agent.name = name.trim().to_owned();
+        agent.name = spool_domain::names::clean(&name);
     }
     if let Some(instruction) = change.instruction {
         agent.instruction = instruction;
@@ -607,7 +607,7 @@ pub(crate) async fn create_task(
         id: new_id("task"),
         workspace_id: workspace_id.to_string(),
         session_id: new.session_id.map(String::from),
-        title: new.title.trim().to_owned(),
+        title: spool_domain::names::clean(&new.title),
         description: new.description,
         created_ms: api.clock.now_ms(),
     };
@@ -641,7 +641,7 @@ pub(crate) async fn update_task(
         .await?
         .ok_or_else(|| not_found("task", &id))?;
     if let Some(title) = change.title {
-        task.title = title.trim().to_owned();
+        task.title = spool_domain::names::clean(&title);
     }
     if let Some(description) = change.description {
         check_description(&description)?;

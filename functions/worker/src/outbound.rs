@@ -12,7 +12,8 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use spool_domain::subscription::{
     Outbound, Reply,
-    spec::{UrlPolicy, check_webhook_url, is_public},
+    address::is_public,
+    spec::{UrlPolicy, check_webhook_url},
 };
 
 /// How long a webhook has to answer.

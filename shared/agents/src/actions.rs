@@ -145,7 +145,7 @@ impl ActionContext<'_> {
     }
 
     async fn rename_chat(&self, args: &Value) -> Result<Value, Refusal> {
-        let title = text(args, "title")?.trim().to_owned();
+        let title = spool_domain::names::clean(text(args, "title")?);
         let mut session = self
             .metadata
             .session(self.org, self.session_id)
@@ -173,7 +173,7 @@ impl ActionContext<'_> {
             id: new_id("task"),
             workspace_id: workspace.to_owned(),
             session_id: Some(self.session_id.to_owned()),
-            title: text(args, "summary|title")?.trim().to_owned(),
+            title: spool_domain::names::clean(text(args, "summary|title")?),
             description: optional_text(args, "description")?.unwrap_or_default(),
             created_ms: self.now_ms,
         };
@@ -246,7 +246,7 @@ impl ActionContext<'_> {
     async fn update_agent(&self, args: &Value) -> Result<Value, Refusal> {
         let mut agent = self.find_agent(text(args, "agent_id|agent")?).await?;
         if let Some(name) = optional_text(args, "name")? {
-            agent.name = name.trim().to_owned();
+            agent.name = spool_domain::names::clean(&name);
         }
         if let Some(instruction) = optional_text(args, "instruction")? {
             agent.instruction = instruction;

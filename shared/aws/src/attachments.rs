@@ -8,10 +8,15 @@
 //! `Query` (and ordered by creation, their ids being time-ordered); completing one is an update
 //! on the condition that it is still uploading, so it happens once, and removes the `ttl` with
 //! which DynamoDB deletes the record of an upload never completed (a day after its URL expired,
-//! as the bucket's lifecycle rule deletes its bytes).
+//! as the bucket's lifecycle rule deletes its bytes). Abandoning one (an upload refused) deletes
+//! it on the same condition, so a completed file is never lost to it.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::{error::SdkError, operation::update_item::UpdateItemError, types::ReturnValue};
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
+    types::ReturnValue,
+};
 use spool_domain::{
     Error,
     attachment::{Attachment, AttachmentStatus, Attachments},
@@ -121,6 +126,29 @@ impl Attachments for AwsMetadata {
                 Ok(None)
             }
             Err(e) => Err(ddb("UpdateItem (attachment)", e)),
+        }
+    }
+
+    async fn abandon_attachment(&self, org: &str, session_id: &str, id: &str) -> Result<bool, Error> {
+        let result = self
+            .dynamodb
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(session_pk(org, session_id)))
+            .key("sk", s(format!("att#{id}")))
+            .condition_expression("#st = :uploading")
+            .expression_attribute_names("#st", "st")
+            .expression_attribute_values(":uploading", s("uploading"))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(ddb("DeleteItem (attachment)", e)),
         }
     }
 }

@@ -98,10 +98,12 @@ fn generic(status: StatusCode) -> String {
 /// on a 401, and `headers`.
 pub fn respond(status: StatusCode, mut body: ErrorBody, headers: Vec<(HeaderName, String)>) -> Response {
     if status.is_server_error() {
-        tracing::error!(status = status.as_u16(), code = body.error.code, cause = %body.error.message, "request failed");
+        let cause = crate::redact(&body.error.message);
+        tracing::error!(status = status.as_u16(), code = body.error.code, %cause, "request failed");
         body.error.message = generic(status);
     } else {
-        tracing::debug!(status = status.as_u16(), code = body.error.code, message = %body.error.message, "request refused");
+        let message = crate::redact(&body.error.message);
+        tracing::debug!(status = status.as_u16(), code = body.error.code, %message, "request refused");
     }
     let mut response = (status, Json(body)).into_response();
     let out = response.headers_mut();

@@ -15,4 +15,4 @@ pub use error::{ErrorBody, ErrorDetail, respond, status_of};
 pub use gate::{client_address, limit_write};
 pub use headers::{browser_headers, json_errors};
 pub use origin::{ORIGIN_HEADER, OriginCheck, only_through_cdn, require_origin};
-pub use trace::{CallerSlot, note_caller, trace_requests};
+pub use trace::{CallerSlot, loggable_path, note_caller, redact, trace_requests};

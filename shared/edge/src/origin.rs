@@ -92,7 +92,7 @@ pub async fn require_origin(State(check): State<Arc<OriginCheck>>, request: Requ
     if check.admits(request.headers()) {
         return next.run(request).await;
     }
-    tracing::warn!(path = %request.uri().path(), "a request did not come through the CDN; refused");
+    tracing::warn!(path = %crate::loggable_path(request.uri().path()), "a request did not come through the CDN; refused");
     respond(
         StatusCode::FORBIDDEN,
         ErrorBody::new(

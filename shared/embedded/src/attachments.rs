@@ -105,6 +105,19 @@ impl Attachments for EmbeddedMetadata {
         })
         .await
     }
+
+    async fn abandon_attachment(&self, org: &str, session_id: &str, id: &str) -> Result<bool, Error> {
+        let (org, session_id, id) = (org.to_owned(), session_id.to_owned(), id.to_owned());
+        self.with(move |conn| {
+            conn.execute(
+                "DELETE FROM attachments WHERE org = ?1 AND session_id = ?2 AND id = ?3 AND status = 'uploading'",
+                params![org, session_id, id],
+            )
+            .map(|deleted| deleted > 0)
+            .map_err(|e| sql("abandon an attachment", e))
+        })
+        .await
+    }
 }
 
 impl EmbeddedMetadata {

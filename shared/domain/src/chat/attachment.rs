@@ -6,8 +6,9 @@
 //! ([`Attachments`]).
 //!
 //! Invariants: a stored filename is a safe base name (no path separator, no `..`, no control
-//! character, at most [`MAX_FILENAME_CHARS`] characters), so it can never name a place outside
-//! a chat's folder; an attachment is completed at most once.
+//! or format character, at most [`MAX_FILENAME_CHARS`] characters), so it can never name a
+//! place outside a chat's folder, nor show as another name; an attachment is completed at most
+//! once, and abandoned (when its upload is refused) only before.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,10 @@ pub trait Attachments: Send + Sync {
         id: &str,
         at_ms: i64,
     ) -> Result<Option<Attachment>, Error>;
+
+    /// Deletes an attachment whose upload is not completed, atomically (a completed one stays):
+    /// whether one was deleted. Its upload grant then names nothing.
+    async fn abandon_attachment(&self, org: &str, session_id: &str, id: &str) -> Result<bool, Error>;
 }
 
 /// Where an attachment's bytes are kept: `attachments/{org}/{session}/{attachment}`.
@@ -225,11 +230,15 @@ pub fn content_disposition(filename: &str) -> String {
 }
 
 /// What a file may be called in a chat: the base name of `raw` (after its last `/` or `\`),
-/// without control characters and with surrounding dots and spaces trimmed, at most
-/// [`MAX_FILENAME_CHARS`] characters (keeping the extension). Empty, `.` or `..` is refused.
+/// without control or format characters ([`crate::names`]: `\u{202e}txt.exe` is `txt.exe`)
+/// and with surrounding dots and spaces trimmed, at most [`MAX_FILENAME_CHARS`] characters
+/// (keeping the extension). Empty, `.` or `..` is refused.
 pub fn safe_filename(raw: &str) -> Result<String, Error> {
     let base = raw.rsplit(['/', '\\']).next().unwrap_or(raw);
-    let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
+    let cleaned: String = base
+        .chars()
+        .filter(|c| !c.is_control() && !crate::names::is_format(*c))
+        .collect();
     let trimmed = cleaned.trim_matches(|c: char| c == '.' || c.is_whitespace());
     if trimmed.is_empty() {
         return Err(Error::invalid(
@@ -284,7 +293,20 @@ mod tests {
         assert_eq!(safe_filename("C:\\Users\\me\\notes.txt").unwrap(), "notes.txt");
         assert_eq!(safe_filename("bad\0name\n.txt").unwrap(), "badname.txt");
         assert_eq!(safe_filename("  .hidden.  ").unwrap(), "hidden");
-        for refused in ["", ".", "..", "...", "a/..", "dir/", "\0\0", " . "] {
+        assert_eq!(safe_filename("\u{202e}txt.exe").unwrap(), "txt.exe");
+        assert_eq!(safe_filename("in\u{200b}voice\u{2066}.pdf").unwrap(), "invoice.pdf");
+        for refused in [
+            "",
+            ".",
+            "..",
+            "...",
+            "a/..",
+            "dir/",
+            "\0\0",
+            " . ",
+            "\u{202e}",
+            ".\u{200b}.",
+        ] {
             assert!(safe_filename(refused).is_err(), "{refused:?}");
         }
         let long = format!("{}.tar.gz", "x".repeat(10_000));

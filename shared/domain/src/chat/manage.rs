@@ -102,7 +102,7 @@ pub async fn add_agent(
     let agent = Agent {
         id: new_id("ag"),
         workspace_id: workspace_id.to_owned(),
-        name: new.name.trim().to_owned(),
+        name: crate::names::clean(&new.name),
         instruction: new.instruction,
         runtime: new.runtime,
         model: new.model,

@@ -13,6 +13,7 @@
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`settings`]: a workspace's settings and how a change to them is applied;
 //! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
+//! - [`names`]: names people choose, kept free of invisible format characters;
 //! - [`notifier`]: telling a person, by email or in the log, when an agent needs them;
 //! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
@@ -32,6 +33,7 @@ pub mod confine;
 pub mod directory;
 pub mod event;
 pub mod manage;
+pub mod names;
 pub mod notifier;
 pub mod revocation;
 pub mod service;

@@ -241,7 +241,7 @@ impl WorkspaceChange {
     /// be half changed: drop it.
     pub async fn apply(self, org: &str, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
         if let Some(title) = self.title {
-            workspace.name = title.trim().to_owned();
+            workspace.name = crate::names::clean(&title);
         }
         if let Some(description) = self.description {
             workspace.description = description;

@@ -225,12 +225,17 @@ impl Workspace {
     }
 }
 
-/// A name: 1 to [`MAX_NAME_CHARS`] characters, not blank, no control characters.
+/// A name: 1 to [`MAX_NAME_CHARS`] characters, not blank, no control or format characters.
+/// Where a name comes in it is [`crate::names::clean`]ed first, so a format character here is a
+/// path that forgot to, refused rather than stored.
 pub fn check_name(what: &'static str, name: &str) -> Result<(), Error> {
-    if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+    if name.trim().is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || name.chars().any(|c| c.is_control() || crate::names::is_format(c))
+    {
         return Err(Error::invalid(
             what,
-            format!("give 1 to {MAX_NAME_CHARS} characters, not blank, without control characters"),
+            format!("give 1 to {MAX_NAME_CHARS} characters, not blank, without control or invisible format characters"),
         ));
     }
     Ok(())
@@ -413,7 +418,7 @@ mod tests {
     fn names_and_texts_are_bounded() {
         let mut a = agent("a", 0);
         assert!(a.validate().is_ok());
-        for name in ["", "   ", "a\u{7}b", &"x".repeat(MAX_NAME_CHARS + 1)] {
+        for name in ["", "   ", "a\u{7}b", "\u{202e}a", &"x".repeat(MAX_NAME_CHARS + 1)] {
             a.name = name.to_owned();
             assert!(a.validate().is_err(), "{name:?}");
         }

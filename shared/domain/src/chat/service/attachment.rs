@@ -10,8 +10,21 @@
 //! A file named like an earlier one of the chat replaces it: agents see the newest, and the
 //! event names the one it replaces. Messages refer to completed files by id, and carry their
 //! names ([`ChatService::message_files`]).
+//!
+//! Under `spool serve` the bytes come through Spool ([`ChatService::receive_upload`]), under a
+//! grant in the upload URL. A grant takes one attempt: bytes refused for their type or size use
+//! it up (the file's record is removed, so the grant names nothing), and the file is declared
+//! again. Only a body that never arrived whole (the client went away) leaves it working.
 
-use std::time::Duration;
+use std::{
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use super::ChatService;
 use crate::{
@@ -95,6 +108,39 @@ pub enum Completion {
     Expired,
 }
 
+/// What became of bytes sent to Spool's own upload route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Stored; the file is completed next.
+    Stored,
+    /// No such file is waiting for its bytes: never declared, deleted with its chat, or
+    /// abandoned when an earlier upload was refused.
+    NoFile,
+    /// Its bytes were taken already (a URL works once).
+    AlreadyUploaded,
+}
+
+/// A request body that notes whether reading it failed: the client's connection, not what it
+/// sent.
+struct Watched {
+    body: FileReader,
+    failed: Arc<AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = self.body.as_mut().poll_read(cx, buf);
+        if let Poll::Ready(Err(_)) = &polled {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
 /// Where an agent reads a file, relative to the chat's folder.
 pub fn agent_path(filename: &str) -> String {
     format!("attachments/{filename}")
@@ -173,6 +219,62 @@ impl ChatService {
             .ok_or_else(|| Error::Missing {
                 what: format!("attachment `{id}` of this chat"),
             })
+    }
+
+    /// Takes the bytes of file `id` of chat `session_id`, sent as `sent_type` to Spool's own
+    /// upload route under a verified grant: exactly the declared type and size, once. Bytes
+    /// refused for their type or size abandon the file (its grant then names nothing) and are
+    /// [`Error::Invalid`]; a body cut off in transit leaves the file waiting for them.
+    pub async fn receive_upload(
+        &self,
+        org: &str,
+        session_id: &str,
+        id: &str,
+        sent_type: &str,
+        body: FileReader,
+    ) -> Result<Received, Error> {
+        let Some(attachment) = self.metadata.attachment(org, session_id, id).await? else {
+            return Ok(Received::NoFile);
+        };
+        if attachment.status != AttachmentStatus::Uploading {
+            return Ok(Received::AlreadyUploaded);
+        }
+        let key = object_key(org, session_id, id);
+        let (what, reason) = if check_content_type(sent_type).ok().as_deref() == Some(&*attachment.content_type) {
+            let failed = Arc::new(AtomicBool::new(false));
+            let watched = Watched {
+                body,
+                failed: failed.clone(),
+            };
+            match self.files.write(&key, attachment.size, Box::pin(watched)).await {
+                Ok(()) => {
+                    // The chat may have been deleted while the bytes came: then they go too.
+                    if self.metadata.attachment(org, session_id, id).await?.is_none() {
+                        self.files.delete(&key).await?;
+                        return Ok(Received::NoFile);
+                    }
+                    tracing::info!(org, attachment = %id, size = attachment.size, "upload stored");
+                    return Ok(Received::Stored);
+                }
+                Err(Error::Exists { .. }) => return Ok(Received::AlreadyUploaded),
+                Err(Error::Invalid { what, reason }) if !failed.load(Ordering::Relaxed) => (what, reason),
+                Err(e) => return Err(e),
+            }
+        } else {
+            (
+                "content_type",
+                format!(
+                    "the bytes were not sent with `Content-Type: {}`, as declared",
+                    attachment.content_type
+                ),
+            )
+        };
+        self.metadata.abandon_attachment(org, session_id, id).await?;
+        tracing::info!(org, attachment = %id, "upload refused; its file is abandoned");
+        Err(Error::invalid(
+            what,
+            format!("{reason}; this upload URL is used up: declare the file again"),
+        ))
     }
 
     /// Completes a file: checks what was stored, keeps it (past the clean-up of unfinished

@@ -465,7 +465,7 @@ impl ChatService {
                 ActionDone::Mode(changed.mode)
             }
             CommandAction::Rename => {
-                changed.title = arguments.trim().to_owned();
+                changed.title = crate::names::clean(arguments);
                 self.metadata.update_session(org, &changed).await?;
                 if let Some(ws) = &changed.workspace_id {
                     let event = crate::FeedEvent::ChatRenamed {
@@ -559,7 +559,7 @@ fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Re
         }
         CommandAction::Rename => {
             let mut renamed = session.clone();
-            renamed.title = arguments.trim().to_owned();
+            renamed.title = crate::names::clean(arguments);
             renamed.validate().map_err(|e| (Failure::Invalid, reason_of(e)))
         }
         _ => Ok(()),

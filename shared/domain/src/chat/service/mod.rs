@@ -19,7 +19,7 @@ mod message;
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
-pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, agent_path, file_ref, human_size};
+pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, file_ref, human_size};
 pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
@@ -150,7 +150,9 @@ impl ChatService {
             id: new.id.clone().unwrap_or_else(|| new_id("ses")),
             workspace_id: new.agent.as_ref().map(|a| a.workspace_id.clone()).or(new.workspace_id),
             agent_id: new.agent.map(|a| a.id),
-            title: new.title.map_or_else(|| "New chat".to_owned(), |t| t.trim().to_owned()),
+            title: new
+                .title
+                .map_or_else(|| "New chat".to_owned(), |t| crate::names::clean(&t)),
             cli_override: None,
             model: None,
             mode: None,

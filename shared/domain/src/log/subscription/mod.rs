@@ -9,6 +9,7 @@
 //! to that wake; a stale generation or wake is `FENCED`.
 //!
 //! - [`spec`]: the configuration a client sends, validated, and the SSRF rules for webhook URLs;
+//! - [`address`]: which addresses a webhook may reach ([`address::is_public`]);
 //! - [`record`]: the stored record and its transitions, without I/O;
 //! - [`service`]: [`Subscriptions`], which drives the record over the ports below.
 //!
@@ -23,6 +24,7 @@
 //! nothing missed); existing streams that are not appended to are not listed, since the AWS log
 //! has no listing index to backfill from.
 
+pub mod address;
 pub mod record;
 pub mod service;
 pub mod spec;

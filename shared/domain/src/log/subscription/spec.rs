@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::Refusal;
+use super::{Refusal, address::is_public};
 
 /// The shortest and longest lease a subscription may ask for, and the default.
 pub const MIN_LEASE_MS: u64 = 1_000;
@@ -293,9 +293,15 @@ fn segment_match(pattern: &str, segment: &str) -> bool {
     matched[text.len()]
 }
 
+/// Why an IP literal is refused.
+const NOT_PUBLIC: &str = "must not target an address off the public internet (private, loopback, link-local, \
+     reserved, or an IPv6 form of one)";
+
 /// Refuses webhook URLs that could reach the deployment's own network (SSRF): only `https`,
-/// to a name or a public address; `http` only to the developer's loopback when `urls` allows.
-/// (A name that resolves to a private address is refused again when it is called.)
+/// to a name or a public address ([`is_public`], which also judges every address a name
+/// resolves to when it is called); `http` only to the developer's loopback when `urls` allows.
+/// It runs when a webhook is made and again before each request, so a literal is judged at
+/// delivery by the rule of the day, not the one it was stored under.
 pub fn check_webhook_url(raw: &str, urls: UrlPolicy) -> Result<(), Refusal> {
     let rejected = |why: &str| Refusal::new(400, "WEBHOOK_URL_REJECTED", format!("webhook.url {why}"));
     if raw.len() > MAX_URL_BYTES {
@@ -318,64 +324,14 @@ pub fn check_webhook_url(raw: &str, urls: UrlPolicy) -> Result<(), Refusal> {
         )),
         "https" if loopback => Err(rejected("must not target this machine")),
         "https" => match host {
-            url::Host::Ipv4(ip) if !is_public(std::net::IpAddr::V4(ip)) => {
-                Err(rejected("must not target a private, loopback or link-local address"))
-            }
-            url::Host::Ipv6(ip) if !is_public(std::net::IpAddr::V6(ip)) => {
-                Err(rejected("must not target a private, loopback or link-local address"))
-            }
+            url::Host::Ipv4(ip) if !is_public(std::net::IpAddr::V4(ip)) => Err(rejected(NOT_PUBLIC)),
+            url::Host::Ipv6(ip) if !is_public(std::net::IpAddr::V6(ip)) => Err(rejected(NOT_PUBLIC)),
             url::Host::Domain(name) if name.ends_with(".localhost") || name.ends_with(".internal") => {
                 Err(rejected("must not target a local name"))
             }
             _ => Ok(()),
         },
         _ => Err(rejected("must use https")),
-    }
-}
-
-/// Whether `ip` is on the public internet: not loopback, private (RFC 1918, unique local),
-/// link-local (and IPv6 site-local), shared (CGNAT), benchmarking, unspecified, multicast,
-/// documentation or broadcast, nor an IPv6 address that carries an IPv4 one that is not
-/// (mapped, compatible, NAT64, 6to4).
-pub fn is_public(ip: std::net::IpAddr) -> bool {
-    use std::net::IpAddr;
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 192 && b == 0)
-                || (a == 198 && (18..20).contains(&b))
-                || a >= 240)
-        }
-        IpAddr::V6(v6) => {
-            let seg = v6.segments();
-            let embedded = |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
-            // ::a.b.c.d (compatible) and ::ffff:a.b.c.d (mapped): the IPv4 address decides.
-            if seg[..5] == [0; 5] && (seg[5] == 0 || seg[5] == 0xffff) && !v6.is_loopback() && !v6.is_unspecified() {
-                return is_public(IpAddr::V4(embedded(seg[6], seg[7])));
-            }
-            // 6to4 (2002:a.b.c.d::/48): the IPv4 address it wraps.
-            if seg[0] == 0x2002 {
-                return is_public(IpAddr::V4(embedded(seg[1], seg[2])));
-            }
-            let first = seg[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || (first & 0xffc0) == 0xfec0
-                || first == 0x2001 && seg[1] == 0x0db8
-                || first == 0x64 && seg[1] == 0xff9b)
-        }
     }
 }
 
@@ -436,6 +392,12 @@ mod tests {
             "https://[2002:c0a8:101::1]/",
             "https://[64:ff9b:1::a00:1]/",
             "https://[fec0::1]/",
+            "https://[::ffff:0:127.0.0.1]/",
+            "https://[::ffff:0:a9fe:a9fe]/",
+            "https://[2001::8000:ffff:80ff:fffe]/",
+            "https://[64:ff9b::a9fe:a9fe]/",
+            "https://0x7f.1/",
+            "https://2852039166/",
             "https://198.18.0.1/",
             "https://100.64.0.1/",
             "https://localhost/",
