@@ -35,6 +35,7 @@ mod answers_http;
 mod attachment_files;
 mod attachments_http;
 mod capabilities_http;
+mod caps_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;

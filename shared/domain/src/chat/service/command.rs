@@ -15,7 +15,8 @@ use crate::{
     commands::{
         CommandAction, CommandScope, CommandSource, SlashCommand,
         args::{Invocation, render, wrap},
-        registry::{Entry, Registry, read_files},
+        lookup,
+        registry::{Entry, NamedFile, Registry, closest, read_file_named, read_files},
     },
     session::EventDraft,
     workspace::new_id,
@@ -214,13 +215,7 @@ impl ChatService {
                     .metadata
                     .commands(org, &CommandScope::Workspace(ws.to_owned()))
                     .await?;
-                let dir = self
-                    .metadata
-                    .workspace(org, ws)
-                    .await?
-                    .and_then(|w| w.working_dir)
-                    .and_then(|d| self.roots.check(&d).ok());
-                let files = match dir {
+                let files = match self.command_dir(org, ws).await? {
                     Some(dir) => tokio::task::spawn_blocking(move || read_files(&dir))
                         .await
                         .map_err(|e| Error::unavailable("read the workspace's command files", e))?,
@@ -233,28 +228,58 @@ impl ChatService {
         Ok(Registry::build(&global, &stored, files))
     }
 
-    /// What `input` names in `session`.
+    /// The working directory whose command files the workspace's chats see, if it has one
+    /// under the allowed roots.
+    async fn command_dir(&self, org: &str, workspace_id: &str) -> Result<Option<std::path::PathBuf>, Error> {
+        Ok(self
+            .metadata
+            .workspace(org, workspace_id)
+            .await?
+            .and_then(|w| w.working_dir)
+            .and_then(|d| self.roots.check(&d).ok()))
+    }
+
+    /// What `input` names in `session`. Only the command of that name is read and parsed
+    /// ([`lookup::find`]), so resolving costs the same however many commands are stored.
     pub async fn resolve(&self, org: &str, session: &Session, input: &str) -> Result<Resolution, Error> {
         let invocation = Invocation::parse(input)?;
-        let registry = self.commands(org, session.workspace_id.as_deref()).await?;
-        Ok(match registry.get(&invocation.name) {
+        let workspace = session.workspace_id.as_deref();
+        let dir = match workspace {
+            Some(ws) => self.command_dir(org, ws).await?,
+            None => None,
+        };
+        let named = match dir {
+            Some(dir) => {
+                let name = invocation.name.clone();
+                tokio::task::spawn_blocking(move || read_file_named(&dir, &name))
+                    .await
+                    .map_err(|e| Error::unavailable("read the workspace's command files", e))?
+            }
+            None => NamedFile::default(),
+        };
+        let store: &dyn crate::commands::Commands = self.metadata.as_ref();
+        let found = lookup::find(store, org, workspace, named.command, &invocation.name).await?;
+        Ok(match found {
             Some(Entry {
                 command: Some(command),
                 source,
                 ..
             }) => Resolution::Found(Found {
-                command: command.clone(),
-                source: *source,
+                command,
+                source,
                 invocation,
             }),
             Some(entry) => Resolution::Broken {
-                error: entry.error.clone().unwrap_or_default(),
+                error: entry.error.unwrap_or_default(),
                 invocation,
             },
-            None => Resolution::Unknown {
-                closest: registry.closest(&invocation.name),
-                invocation,
-            },
+            None => {
+                let names = lookup::names(store, org, workspace, named.names).await?;
+                Resolution::Unknown {
+                    closest: closest(names.iter().map(String::as_str), &invocation.name),
+                    invocation,
+                }
+            }
         })
     }
 
