@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use spool_domain::{Metadata, StreamLog, caps::Caps};
 use spool_tests::Harness;
 
-use crate::support::{Api, serve, setup, setup_on};
+use crate::support::{Api, chat_with, one, send, serve, setup, setup_on, stack_capped, until};
 
 /// Fires `count` requests at once (`request(i)` makes the `i`-th); their statuses and bodies.
 async fn at_once<F, Fut>(count: usize, request: F) -> Vec<(u16, Value)>
@@ -124,6 +124,39 @@ pub(crate) async fn forty_agents_at_once_stop_at_the_cap<H: Harness>(harness: &H
         refused["error"]["message"],
         "a workspace has at most 10 agents; delete one first"
     );
+}
+
+/// An agent's `create_agent` action meets the same cap as a person's request.
+pub(crate) async fn an_agents_action_meets_the_same_agent_cap<H: Harness>(harness: &H) {
+    // GIVEN a workspace at its cap of one agent (its built-in one), which asks to add another
+    let stack = stack_capped(
+        harness,
+        Caps {
+            agents_per_workspace: 1,
+            ..small()
+        },
+    )
+    .await;
+    let api = &stack.api;
+    let script = json!({ "word_delay_ms": 0, "rules": [{ "match": ["helper"], "rounds": [
+        { "say": "May I?", "tools": [{ "name": "create_agent", "arguments": { "name": "Helper" } }] },
+        { "say": "Result: {result}" }] }], "default": [{ "say": "Hello." }] });
+    let (ws, chat) = chat_with(api, script).await;
+
+    // WHEN a person asks for a helper and approves the call
+    let turn = send(api, &chat, "a helper please").await;
+    let events = until(api, &chat, &turn, "tool_approval_required").await;
+    let request = one(&events, &turn, "tool_approval_required")["payload"].clone();
+    let approval = json!({ "decision": "approve", "tool_call_id": request["tool_call_id"] });
+    api.ok(Method::POST, &format!("/v1/sessions/{chat}/approval"), Some(approval))
+        .await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+
+    // THEN the action is refused with the cap's reason, and the workspace keeps one agent
+    let end = one(&events, &turn, "tool_end")["payload"].clone();
+    assert!(end.to_string().contains("at most 1 agents"), "{end}");
+    let agents = api.ok(Method::GET, &format!("/v1/workspaces/{ws}/agents"), None).await;
+    assert_eq!(count(&agents, "agents"), 1);
 }
 
 /// 40 tasks at once: at most the cap, and a deleted one frees a place.
@@ -306,6 +339,7 @@ pub(crate) async fn forty_subscriptions_at_once_stop_at_the_cap<H: Harness>(harn
 on_both_backends!(caps_http:
     forty_webhooks_at_once_make_at_most_twenty,
     forty_agents_at_once_stop_at_the_cap,
+    an_agents_action_meets_the_same_agent_cap,
     forty_tasks_at_once_stop_at_the_cap,
     forty_files_at_once_stop_at_the_cap,
     forty_commands_at_once_stop_at_counts_and_bytes,
