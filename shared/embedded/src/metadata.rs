@@ -322,3 +322,58 @@ pub(crate) fn under_cap(
 pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
 }
+
+#[cfg(test)]
+mod tests {
+    use spool_domain::commands::{CommandScope, Commands, StoredCommand};
+
+    use super::*;
+
+    fn command(name: &str, bytes: usize) -> StoredCommand {
+        StoredCommand {
+            name: name.to_owned(),
+            markdown: "m".repeat(bytes),
+            updated_ms: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn commands_stored_before_their_sizes_were_count_with_their_sizes() {
+        // GIVEN a metadata.db of schema version 6 with two global commands of 1,500 bytes
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join("metadata.db")).unwrap();
+            for step in [SCHEMA, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6] {
+                conn.execute_batch(step).unwrap();
+            }
+            for (name, bytes) in [("a", 1_000), ("b", 500)] {
+                conn.execute(
+                    "INSERT INTO slash_commands (org, scope, name, updated_ms, markdown) VALUES ('o', 'global', ?1, 1, ?2)",
+                    rusqlite::params![name, "é".repeat(bytes / 2)],
+                )
+                .unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+        }
+
+        // WHEN this version opens it, its scopes holding 2,000 bytes
+        let caps = Caps {
+            command_bytes_per_scope: 2_000,
+            ..Caps::default()
+        };
+        let store = EmbeddedMetadata::open(dir.path()).unwrap().with_caps(caps);
+
+        // THEN the commands from before count with their sizes in bytes: 500 more fill the
+        // scope, and a byte more is refused
+        let global = CommandScope::Global;
+        store.put_command("o", &global, &command("c", 500)).await.unwrap();
+        assert!(matches!(
+            store.put_command("o", &global, &command("d", 1)).await,
+            Err(Error::CapReached {
+                capped: Capped::CommandBytes,
+                ..
+            })
+        ));
+        assert_eq!(store.commands("o", &global).await.unwrap().len(), 3);
+    }
+}

@@ -7,8 +7,37 @@
 //! finds, so what it costs does not grow with the number of commands stored. Only a name that
 //! is nowhere reads the other names ([`names`]), to say what the person probably meant.
 
-use super::{CommandScope, CommandSource, Commands, SlashCommand, registry::Entry, registry::FileCommand};
+use std::path::PathBuf;
+
+use super::{
+    CommandScope, CommandSource, Commands, SlashCommand,
+    registry::{Entry, FileCommand, NamedFile, read_file_named},
+};
 use crate::Error;
+
+/// The command `name` of a chat in `workspace` whose commands' working directory is `dir`:
+/// its entry ([`find`]), or, when it is nowhere, every name there is ([`names`]).
+pub async fn resolve(
+    store: &dyn Commands,
+    org: &str,
+    workspace: Option<&str>,
+    dir: Option<PathBuf>,
+    name: &str,
+) -> Result<Result<Entry, Vec<String>>, Error> {
+    let named = match dir {
+        Some(dir) => {
+            let name = name.to_owned();
+            tokio::task::spawn_blocking(move || read_file_named(&dir, &name))
+                .await
+                .map_err(|e| Error::unavailable("read the workspace's command files", e))?
+        }
+        None => NamedFile::default(),
+    };
+    match find(store, org, workspace, named.command, name).await? {
+        Some(entry) => Ok(Ok(entry)),
+        None => Ok(Err(names(store, org, workspace, named.names).await?)),
+    }
+}
 
 /// The command `name` of a chat in `workspace` (or in none), with `file` the working
 /// directory's file of that name if there is one ([`super::registry::read_file_named`]):
