@@ -35,6 +35,9 @@ mod answers_http;
 mod attachment_files;
 mod attachments_http;
 mod capabilities_http;
+#[cfg(feature = "emulator")]
+mod caps_aws;
+mod caps_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;

@@ -142,6 +142,9 @@ pub trait Harness: Send + Sync + 'static {
     /// A new, independent metadata store over the shared storage.
     async fn metadata(&self) -> Self::Metadata;
 
+    /// [`Self::metadata`], holding records to `caps` (smaller ones, so a test reaches them).
+    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> Self::Metadata;
+
     /// The turn queue, this harness's own (so tests running at once do not take each other's
     /// jobs).
     async fn turns(&self) -> Arc<dyn TurnQueue>;
@@ -195,6 +198,10 @@ impl Harness for EmbeddedHarness {
 
     async fn metadata(&self) -> EmbeddedMetadata {
         EmbeddedMetadata::open(self.dir.path()).expect("open embedded metadata")
+    }
+
+    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> EmbeddedMetadata {
+        self.metadata().await.with_caps(caps)
     }
 
     async fn turns(&self) -> Arc<dyn TurnQueue> {
@@ -315,6 +322,10 @@ impl Harness for AwsHarness {
             .clone()
             .expect("SPOOL_METADATA_TABLE in .env.emulator");
         AwsMetadata::new(self.clients().await.dynamodb, table)
+    }
+
+    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> AwsMetadata {
+        self.metadata().await.with_caps(caps)
     }
 
     async fn turns(&self) -> Arc<dyn TurnQueue> {

@@ -138,6 +138,7 @@ pub(crate) struct AttachmentList {
     params(("id" = String, Path, description = SESSION_ID)), request_body = NewAttachment,
     responses((status = 201, description = "Declared: send the bytes as `upload` says, then complete it", body = AttachmentDeclared),
         (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The chat has as many files as it may (`limit_reached`)", body = ErrorBody),
         (status = 413, description = "Larger than `SPOOL_MAX_ATTACHMENT_BYTES`", body = ErrorBody), Refusals))]
 pub(crate) async fn declare(
     State(api): State<Arc<ChatApi>>,

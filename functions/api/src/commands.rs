@@ -345,6 +345,7 @@ pub(crate) async fn get_global(
     request_body(content = String, content_type = "text/markdown", description = "The command's markdown file"),
     responses((status = 200, description = "Stored", body = StoredView),
         (status = 400, description = "A bad name or front matter, or an unknown action (the message says which)", body = ErrorBody),
+        (status = 409, description = "It would take the organization's global commands, or the organization's commands in all, past their number or bytes (`limit_reached`)", body = ErrorBody),
         (status = 415, description = "Not `text/markdown`", body = ErrorBody), Refusals))]
 pub(crate) async fn put_global(
     State(api): State<Arc<ChatApi>>,
@@ -406,6 +407,7 @@ pub(crate) async fn get_workspace(
     responses((status = 200, description = "Stored", body = StoredView),
         (status = 400, description = "A bad name or front matter, or an unknown action", body = ErrorBody),
         (status = 404, description = "No such workspace", body = ErrorBody),
+        (status = 409, description = "It would take the workspace's commands, or the organization's in all, past their number or bytes (`limit_reached`)", body = ErrorBody),
         (status = 415, description = "Not `text/markdown`", body = ErrorBody), Refusals))]
 pub(crate) async fn put_workspace(
     State(api): State<Arc<ChatApi>>,

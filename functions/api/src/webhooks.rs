@@ -15,7 +15,7 @@ use serde_json::Value;
 use spool_domain::{
     Error,
     subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
-    webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, MAX_HOOKS_PER_WORKSPACE, SHOWN_DELIVERIES},
+    webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, SHOWN_DELIVERIES},
     workspace::new_id,
 };
 use utoipa::ToSchema;
@@ -191,7 +191,7 @@ fn distinct(mut events: Vec<HookEvent>) -> Vec<HookEvent> {
     request_body = NewHook,
     responses((status = 201, description = "Made; `secret` signs its deliveries", body = HookView),
         (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody),
-        (status = 409, description = "The workspace has as many endpoints as it may", body = ErrorBody), Refusals))]
+        (status = 409, description = "The workspace has as many endpoints as it may (`limit_reached`)", body = ErrorBody), Refusals))]
 pub(crate) async fn create_hook(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -211,11 +211,7 @@ pub(crate) async fn create_hook(
         created_ms: api.clock.now_ms(),
     };
     api.check_hook(&hook)?;
-    if api.metadata.hooks(caller.org(), &workspace_id).await?.len() >= MAX_HOOKS_PER_WORKSPACE {
-        return Err(ApiError::Store(Error::Exists {
-            what: format!("{MAX_HOOKS_PER_WORKSPACE} webhooks in this workspace (delete one first)"),
-        }));
-    }
+    // The store refuses it past the workspace's cap, atomically (`409 limit_reached`).
     api.metadata.create_hook(caller.org(), &hook).await?;
     tracing::info!(org = %caller.org(), workspace = %workspace_id, webhook = %hook.id, "webhook made");
     Ok((StatusCode::CREATED, Json(HookView::new(hook, true))))

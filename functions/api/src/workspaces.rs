@@ -362,7 +362,8 @@ pub(crate) async fn delete_workspace(
 
 /// `POST /v1/workspaces/{id}/agents`: a new agent, last in the list.
 #[utoipa::path(post, path = "/v1/workspaces/{id}/agents", tag = "workspaces", params(("id" = String, Path, description = "The workspace")), request_body = NewAgent,
-    responses((status = 201, description = "The agent, last in the list", body = AgentView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
+    responses((status = 201, description = "The agent, last in the list", body = AgentView), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The workspace has as many agents as it may (`limit_reached`)", body = ErrorBody), Refusals))]
 pub(crate) async fn create_agent(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
@@ -587,7 +588,8 @@ fn check_description(description: &str) -> Result<(), ApiError> {
 #[utoipa::path(post, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
     request_body = NewTask,
     responses((status = 201, description = "Made", body = TaskView),
-        (status = 404, description = "No such workspace (or chat of it) in the caller's organization", body = ErrorBody), Refusals))]
+        (status = 404, description = "No such workspace (or chat of it) in the caller's organization", body = ErrorBody),
+        (status = 409, description = "The workspace has as many tasks as it may (`limit_reached`)", body = ErrorBody), Refusals))]
 pub(crate) async fn create_task(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,

@@ -78,7 +78,7 @@ pub(crate) async fn jwks(State(api): Api) -> Result<Response, ApiError> {
     responses((status = 201, description = "Created", body = Value), (status = 200, description = "It exists with this configuration", body = Value),
         (status = 400, description = "A malformed body (`INVALID_REQUEST`) or a webhook URL that could reach a private network (`WEBHOOK_URL_REJECTED`)", body = crate::ErrorBody),
         (status = 401, description = "No valid token", body = crate::ErrorBody),
-        (status = 409, description = "It exists with another configuration", body = crate::ErrorBody)))]
+        (status = 409, description = "It exists with another configuration (`SUBSCRIPTION_ALREADY_EXISTS`), or the organization has as many subscriptions as it may (`limit_reached`)", body = crate::ErrorBody)))]
 pub(crate) async fn put(
     State(api): Api,
     Path(id): Path<String>,

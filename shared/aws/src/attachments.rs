@@ -9,13 +9,14 @@
 //! on the condition that it is still uploading, so it happens once, and removes the `ttl` with
 //! which DynamoDB deletes the record of an upload never completed (a day after its URL expired,
 //! as the bucket's lifecycle rule deletes its bytes). Abandoning one (an upload refused) deletes
-//! it on the same condition, so a completed file is never lost to it.
+//! it on the same condition, so a completed file is never lost to it. A record is made in one
+//! transaction with its chat's file counter ([`crate::caps`]), which holds the cap.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
-    types::ReturnValue,
+    types::{Put, ReturnValue, TransactWriteItem},
 };
 use spool_domain::{
     Error,
@@ -23,6 +24,7 @@ use spool_domain::{
 };
 
 use crate::{
+    caps::{Change, Counter},
     errors::ddb,
     items::{Item, s, ttl_attribute},
     metadata::{AwsMetadata, string},
@@ -51,15 +53,26 @@ impl Attachments for AwsMetadata {
         ]);
         let mut item = item;
         item.extend(ttl_attribute(Some(attachment.upload_expires_ms)).map(|ttl| ("ttl".to_owned(), ttl)));
-        if self
-            .put_if(item, "attribute_not_exists(pk)", "PutItem (attachment)")
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
+        let counter = Counter::attachments(org, &attachment.session_id, self.caps.attachments_per_chat);
+        let change = Change {
+            counter: &counter,
+            count: 1,
+            bytes: 0,
+        };
+        match self
+            .counted(vec![TransactWriteItem::builder().put(put).build()], &[change])
             .await?
         {
-            Ok(())
-        } else {
-            Err(Error::Exists {
+            None => Ok(()),
+            Some(_) => Err(Error::Exists {
                 what: format!("attachment `{}`", attachment.id),
-            })
+            }),
         }
     }
 

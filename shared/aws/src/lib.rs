@@ -8,6 +8,7 @@
 
 pub mod aggregate_queue;
 pub mod attachments;
+mod caps;
 pub mod commands;
 pub mod directory;
 pub mod emf;

@@ -3,10 +3,11 @@
 //! Organizations, API keys, workspaces and agents, in the template's metadata table (`pk`,
 //! `sk`, GSIs `by_activity` and `by_owner`). Every record of an organization has the
 //! organization in its key, so a request can only ever address its own organization's records.
-//! See [`crate::directory`] and [`crate::workspaces`] for the items.
+//! See [`crate::directory`] and [`crate::workspaces`] for the items, and [`crate::caps`] for
+//! the counters that hold the caps.
 
 use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemError};
-use spool_domain::Error;
+use spool_domain::{Error, caps::Caps};
 
 use crate::{
     errors::ddb,
@@ -18,6 +19,8 @@ use crate::{
 pub struct AwsMetadata {
     pub(crate) dynamodb: Client,
     pub(crate) table: String,
+    /// What one workspace, chat or organization may hold.
+    pub(crate) caps: Caps,
 }
 
 impl AwsMetadata {
@@ -26,7 +29,15 @@ impl AwsMetadata {
         Self {
             dynamodb,
             table: table.into(),
+            caps: Caps::default(),
         }
+    }
+
+    /// The same store, holding records to `caps` instead of [`Caps::default`].
+    #[must_use]
+    pub fn with_caps(mut self, caps: Caps) -> Self {
+        self.caps = caps;
+        self
     }
 
     /// A `PutItem` under `condition`; false when the condition failed.

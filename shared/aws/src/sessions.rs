@@ -4,6 +4,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview`, `pt` / `ptid` (the pending turn) | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
 //! | open request | `o#{org}#ses#{id}` | `req#{request id}` | `data` (JSON) | — |
+//! | file counter | `o#{org}#ses#{id}` | `cap#att` | `cnt` ([`crate::caps`]) | — |
 //!
 //! Each session is its own partition, so activity on one chat never contends with another's.
 //! Listing a workspace's chats newest first is one `Query` of the `by_activity` index, never a
@@ -169,7 +170,10 @@ impl Sessions for AwsMetadata {
         for request in requests {
             self.take_request(org, id, &request.id, None).await?;
         }
-        let attachments = self.query_prefix(session_pk(org, id), "att#").await?;
+        let mut attachments = self.query_prefix(session_pk(org, id), "att#").await?;
+        // The chat's file counter goes with its files.
+        let (pk, sk) = crate::caps::Counter::attachments(org, id, 0).key();
+        attachments.push(Item::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))]));
         for item in self.turn_items(org, id).await?.iter().chain(&attachments) {
             if let Some(sk) = item.get("sk").cloned() {
                 self.dynamodb

@@ -6,13 +6,19 @@
 //!
 //! A save is a `PutItem` on the condition that `ver` is still the one read (or that the item
 //! does not exist), so two functions never both open or end a wake. An organization's
-//! subscriptions are one `Query`. Jobs go to the maintenance queue with their delay (at most
-//! 15 minutes, more than a lease or a retry ever waits).
+//! subscriptions are one `Query`. A subscription is made and deleted in one transaction with
+//! the organization's subscription counter ([`crate::caps`]), which holds the cap. Jobs go to
+//! the maintenance queue with their delay (at most 15 minutes, more than a lease or a retry
+//! ever waits).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::{error::SdkError, operation::put_item::PutItemError, types::ReturnValue};
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::put_item::PutItemError,
+    types::{Delete, Put, TransactWriteItem},
+};
 use spool_domain::{
     Error,
     jobs::{Deferred, MaintenanceJob},
@@ -21,12 +27,13 @@ use spool_domain::{
 
 use crate::{
     AwsMetadata, SqsSealScheduler,
+    caps::{Change, Counter},
     errors::ddb,
     items::{n, s},
     metadata::{number, string},
 };
 
-fn pk(org: &str) -> String {
+pub(crate) fn pk(org: &str) -> String {
     format!("o#{org}#subs")
 }
 
@@ -53,6 +60,25 @@ impl SubscriptionStore for AwsMetadata {
 
     async fn save(&self, org: &str, record: &Subscription, expected: Option<u64>) -> Result<bool, Error> {
         let data = serde_json::to_string(record).map_err(|e| Error::unavailable("encode a subscription", e))?;
+        if expected.is_none() {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(pk(org)))
+                .item("sk", s(&record.id))
+                .item("data", s(data))
+                .item("ver", n(1))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
+            let counter = Counter::subscriptions(org, self.caps.subscriptions_per_org);
+            let change = Change {
+                counter: &counter,
+                count: 1,
+                bytes: 0,
+            };
+            let items = vec![TransactWriteItem::builder().put(put).build()];
+            return Ok(self.counted(items, &[change]).await?.is_none());
+        }
         let put = self
             .dynamodb
             .put_item()
@@ -77,17 +103,21 @@ impl SubscriptionStore for AwsMetadata {
     }
 
     async fn delete(&self, org: &str, id: &str) -> Result<bool, Error> {
-        let out = self
-            .dynamodb
-            .delete_item()
+        let delete = Delete::builder()
             .table_name(&self.table)
             .key("pk", s(pk(org)))
             .key("sk", s(id))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await
-            .map_err(|e| ddb("DeleteItem (subscription)", e))?;
-        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
+        let counter = Counter::subscriptions(org, self.caps.subscriptions_per_org);
+        let change = Change {
+            counter: &counter,
+            count: -1,
+            bytes: 0,
+        };
+        let items = vec![TransactWriteItem::builder().delete(delete).build()];
+        Ok(self.counted(items, &[change]).await?.is_none())
     }
 
     async fn list(&self, org: &str) -> Result<Vec<Subscription>, Error> {

@@ -10,13 +10,14 @@
 //! delivery; an endpoint's newest deliveries are a backward `Query`. Deliveries expire by
 //! DynamoDB's TTL a week after they were made; a deleted endpoint's are deleted with it. A
 //! delivery is saved on the condition that its attempt count (`tries`) is the one read, so two
-//! jobs of one attempt record it once.
+//! jobs of one attempt record it once. An endpoint is made and deleted in one transaction with
+//! its workspace's webhook counter ([`crate::caps`]), which holds the cap.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
-    operation::{delete_item::DeleteItemError, put_item::PutItemError},
-    types::{DeleteRequest, WriteRequest},
+    operation::put_item::PutItemError,
+    types::{Delete, DeleteRequest, Put, TransactWriteItem, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use spool_domain::{
@@ -26,12 +27,13 @@ use spool_domain::{
 
 use crate::{
     AwsMetadata,
+    caps::{Change, Counter},
     errors::ddb,
     items::{Item, n, s},
     metadata::string,
 };
 
-fn hooks_pk(org: &str) -> String {
+pub(crate) fn hooks_pk(org: &str) -> String {
     format!("o#{org}#hooks")
 }
 
@@ -75,19 +77,26 @@ impl AwsMetadata {
 #[async_trait]
 impl HookStore for AwsMetadata {
     async fn create_hook(&self, org: &str, hook: &Hook) -> Result<(), Error> {
-        if self
-            .put_if(
-                Self::hook_item(org, hook)?,
-                "attribute_not_exists(pk)",
-                "PutItem (webhook)",
-            )
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(Self::hook_item(org, hook)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
+        let counter = Counter::hooks(org, &hook.workspace_id, self.caps.hooks_per_workspace);
+        let change = Change {
+            counter: &counter,
+            count: 1,
+            bytes: 0,
+        };
+        match self
+            .counted(vec![TransactWriteItem::builder().put(put).build()], &[change])
             .await?
         {
-            Ok(())
-        } else {
-            Err(Error::Exists {
+            None => Ok(()),
+            Some(_) => Err(Error::Exists {
                 what: format!("webhook `{}`", hook.id),
-            })
+            }),
         }
     }
 
@@ -128,25 +137,29 @@ impl HookStore for AwsMetadata {
     }
 
     async fn delete_hook(&self, org: &str, id: &str) -> Result<(), Error> {
-        let deleted = self
-            .dynamodb
-            .delete_item()
+        let missing = || Error::Missing {
+            what: format!("webhook `{id}`"),
+        };
+        let hook = self.hook(org, id).await?.ok_or_else(missing)?;
+        let delete = Delete::builder()
             .table_name(&self.table)
             .key("pk", s(hooks_pk(org)))
             .key("sk", s(id))
             .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
-        match deleted {
-            Ok(_) => {}
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
-            {
-                return Err(Error::Missing {
-                    what: format!("webhook `{id}`"),
-                });
-            }
-            Err(e) => return Err(ddb("DeleteItem (webhook)", e)),
+            .build()
+            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
+        let counter = Counter::hooks(org, &hook.workspace_id, self.caps.hooks_per_workspace);
+        let change = Change {
+            counter: &counter,
+            count: -1,
+            bytes: 0,
+        };
+        if self
+            .counted(vec![TransactWriteItem::builder().delete(delete).build()], &[change])
+            .await?
+            .is_some()
+        {
+            return Err(missing());
         }
         // Its deliveries (what they carried is the workspace's): 25 at a time.
         let items = self.query_prefix(deliveries_pk(org, id), "").await?;

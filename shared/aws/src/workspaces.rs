@@ -7,12 +7,16 @@
 //! | agent pointer | `o#{org}#agent#{id}` | `agent` | `ws` (its workspace) |
 //! | task | `o#{org}#ws#{ws}` | `task#{id}` | `data` (JSON) |
 //! | task pointer | `o#{org}#task#{id}` | `task` | `ws` |
+//! | counters | `o#{org}#ws#{ws}` | `cap#agents`, `cap#tasks`, `cap#hooks`, `cap#cmds` | see [`crate::caps`] |
 //!
 //! An organization's workspaces share its partition and a workspace's agents share the
 //! workspace's, so both lists are one strongly consistent `Query`; the pointer finds an agent by
 //! its id alone (`PATCH /v1/agents/{id}`). An agent's position lives in `pos`, so a reorder is one
-//! transaction of small updates. Deleting a workspace removes its agents first and the
-//! workspace last, so a delete interrupted half-way is finished by repeating it.
+//! transaction of small updates. An agent or a task is made and deleted in one transaction
+//! with its workspace's counter ([`crate::caps`]); a new workspace's agent counter is made with
+//! it. Deleting a workspace removes its commands first (each with the organization's command
+//! counter), then its other items (counters too), and the workspace last, so a delete
+//! interrupted half-way is finished by repeating it.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
@@ -21,9 +25,10 @@ use aws_sdk_dynamodb::{
     types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Task, Workspace, Workspaces};
+use spool_domain::{Agent, Error, Task, Workspace, Workspaces, caps::Capped, commands::CommandScope};
 
 use crate::{
+    caps::{Change, Counter},
     directory::org_pk,
     errors::ddb,
     items::batch_write,
@@ -31,7 +36,7 @@ use crate::{
     metadata::{AwsMetadata, number, string},
 };
 
-fn ws_pk(org: &str, ws: &str) -> String {
+pub(crate) fn ws_pk(org: &str, ws: &str) -> String {
     format!("o#{org}#ws#{ws}")
 }
 
@@ -90,6 +95,26 @@ fn cancelled(
 }
 
 impl AwsMetadata {
+    fn agents_counter(&self, org: &str, ws: &str) -> Counter {
+        Counter::in_workspace(
+            org,
+            ws,
+            "cap#agents",
+            "agent#",
+            (Capped::Agents, self.caps.agents_per_workspace),
+        )
+    }
+
+    fn tasks_counter(&self, org: &str, ws: &str) -> Counter {
+        Counter::in_workspace(
+            org,
+            ws,
+            "cap#tasks",
+            "task#",
+            (Capped::Tasks, self.caps.tasks_per_workspace),
+        )
+    }
+
     /// Replaces an existing item with `put` (whose condition requires it to exist):
     /// [`Error::Missing`] naming `what` `id` if it is gone.
     async fn replace(&self, put: Put, what: &str, id: &str) -> Result<(), Error> {
@@ -108,6 +133,7 @@ impl AwsMetadata {
         &self,
         item: (String, String),
         pointer: (String, String),
+        counter: &Counter,
         what: &str,
         id: &str,
     ) -> Result<(), Error> {
@@ -125,7 +151,12 @@ impl AwsMetadata {
             TransactWriteItem::builder().delete(delete(item)?).build(),
             TransactWriteItem::builder().delete(delete(pointer)?).build(),
         ];
-        match self.transact(items).await? {
+        let change = Change {
+            counter,
+            count: -1,
+            bytes: 0,
+        };
+        match self.counted(items, &[change]).await? {
             None => Ok(()),
             Some(_) => Err(missing(what, id)),
         }
@@ -240,6 +271,18 @@ impl Workspaces for AwsMetadata {
             TransactWriteItem::builder()
                 .put(self.pointer_put(org, builtin)?)
                 .build(),
+            // Its agent counter, with the built-in agent counted: a new workspace's is never
+            // counted from its items. Any counter there is stale (the id is new).
+            TransactWriteItem::builder()
+                .put(build(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .item("pk", s(ws_pk(org, &workspace.id)))
+                        .item("sk", s("cap#agents"))
+                        .item("cnt", n(1))
+                        .build(),
+                )?)
+                .build(),
         ];
         match self.transact(items).await? {
             None => Ok(()),
@@ -287,6 +330,11 @@ impl Workspaces for AwsMetadata {
         if self.workspace(org, id).await?.is_none() {
             return Err(missing("workspace", id));
         }
+        // Its commands one by one, so the organization's command counter loses each.
+        let scope = CommandScope::Workspace(id.to_owned());
+        for name in spool_domain::commands::Commands::command_names(self, org, &scope).await? {
+            spool_domain::commands::Commands::delete_command(self, org, &scope, &name).await?;
+        }
         let children = self.query_prefix(ws_pk(org, id), "").await?;
         let mut requests = Vec::with_capacity(children.len() * 2);
         for item in &children {
@@ -327,7 +375,13 @@ impl Workspaces for AwsMetadata {
                 .build(),
             TransactWriteItem::builder().put(self.pointer_put(org, agent)?).build(),
         ];
-        match self.transact(items).await? {
+        let counter = self.agents_counter(org, &agent.workspace_id);
+        let change = Change {
+            counter: &counter,
+            count: 1,
+            bytes: 0,
+        };
+        match self.counted(items, &[change]).await? {
             None => Ok(()),
             Some(failed) if failed.first() == Some(&true) => Err(missing("workspace", &agent.workspace_id)),
             Some(_) => Err(Error::Exists {
@@ -368,7 +422,8 @@ impl Workspaces for AwsMetadata {
         };
         let item = (ws_pk(org, &ws), format!("agent#{id}"));
         let pointer = (agent_pointer_pk(org, id), "agent".to_owned());
-        self.delete_with_pointer(item, pointer, "agent", id).await
+        let counter = self.agents_counter(org, &ws);
+        self.delete_with_pointer(item, pointer, &counter, "agent", id).await
     }
 
     async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error> {
@@ -424,7 +479,13 @@ impl Workspaces for AwsMetadata {
             TransactWriteItem::builder().put(put).build(),
             TransactWriteItem::builder().put(pointer).build(),
         ];
-        match self.transact(items).await? {
+        let counter = self.tasks_counter(org, &task.workspace_id);
+        let change = Change {
+            counter: &counter,
+            count: 1,
+            bytes: 0,
+        };
+        match self.counted(items, &[change]).await? {
             None => Ok(()),
             Some(failed) if failed.first() == Some(&true) => Err(missing("workspace", &task.workspace_id)),
             Some(_) => Err(Error::Exists {
@@ -458,7 +519,8 @@ impl Workspaces for AwsMetadata {
         };
         let item = (ws_pk(org, &task.workspace_id), format!("task#{id}"));
         let pointer = (task_pointer_pk(org, id), "task".to_owned());
-        self.delete_with_pointer(item, pointer, "task", id).await
+        let counter = self.tasks_counter(org, &task.workspace_id);
+        self.delete_with_pointer(item, pointer, &counter, "task", id).await
     }
 
     async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {

@@ -147,6 +147,15 @@ pub enum Error {
         /// What was created, e.g. "organization `acme`".
         what: String,
     },
+    /// A create that would take a workspace, a chat or an organization past one of its caps
+    /// ([`crate::caps`]); nothing was changed.
+    #[error("{}", .capped.refusal(*.max))]
+    CapReached {
+        /// Which cap.
+        capped: crate::caps::Capped,
+        /// Its value.
+        max: u64,
+    },
     /// Concurrent writers kept winning for longer than the retry budget.
     #[error("stream `{path}` is too contended right now; retry shortly")]
     Contention {
@@ -237,6 +246,7 @@ impl Error {
             },
             Self::Missing { what: "x".into() },
             Self::Exists { what: "x".into() },
+            crate::caps::Capped::Hooks.error(20),
             Self::Contention { path },
             Self::Corrupt { what: "x".into() },
             Self::unavailable("x", "y"),

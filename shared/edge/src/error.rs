@@ -61,6 +61,7 @@ pub fn status_of(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound { .. } | Error::Missing { .. } => (StatusCode::NOT_FOUND, "not_found"),
         Error::Gone { .. } => (StatusCode::GONE, "gone"),
         Error::ConfigMismatch { .. } | Error::Exists { .. } => (StatusCode::CONFLICT, "exists"),
+        Error::CapReached { .. } => (StatusCode::CONFLICT, "limit_reached"),
         Error::Closed { .. } => (StatusCode::CONFLICT, "closed"),
         Error::ContentTypeMismatch { .. } => (StatusCode::CONFLICT, "content_type_mismatch"),
         Error::StreamSeqConflict { .. } => (StatusCode::CONFLICT, "stream_seq_conflict"),

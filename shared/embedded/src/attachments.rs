@@ -1,15 +1,17 @@
-//! Attachment records in `metadata.db`: one row per file, keyed by organization and chat.
+//! Attachment records in `metadata.db`: one row per file, keyed by organization and chat. A
+//! record is inserted in a write transaction that counts its chat's first, so the cap holds.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use spool_domain::{
     Error,
     attachment::{Attachment, Attachments},
+    caps::Capped,
 };
 
 use crate::{
     db::sql,
-    metadata::{EmbeddedMetadata, is_constraint},
+    metadata::{EmbeddedMetadata, is_constraint, under_cap},
 };
 
 fn encode(attachment: &Attachment) -> Result<String, Error> {
@@ -27,8 +29,17 @@ impl Attachments for EmbeddedMetadata {
     async fn create_attachment(&self, org: &str, attachment: &Attachment) -> Result<(), Error> {
         let (org, a) = (org.to_owned(), attachment.clone());
         let data = encode(&a)?;
-        self.with(move |conn| {
-            conn.execute(
+        let max = self.caps.attachments_per_chat;
+        self.write(move |tx| {
+            under_cap(
+                tx,
+                "SELECT COUNT(*) FROM attachments WHERE org = ?1 AND session_id = ?2",
+                params![org, a.session_id],
+                1,
+                max,
+                Capped::Attachments,
+            )?;
+            tx.execute(
                 "INSERT INTO attachments (org, session_id, id, created_ms, status, data) VALUES (?1, ?2, ?3, ?4, 'uploading', ?5)",
                 params![org, a.session_id, a.id, a.created_ms, data],
             )

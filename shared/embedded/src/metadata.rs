@@ -7,18 +7,25 @@
 //! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
 //! 10 s busy timeout). Every record of an organization is keyed by it. Records other than keys
 //! are stored as their JSON (`data`) beside the columns that queries need.
+//!
+//! A capped create ([`spool_domain::caps`]) counts and inserts in one transaction that takes
+//! the write lock as it begins (`BEGIN IMMEDIATE`, [`EmbeddedMetadata::write`]): no other
+//! writer, in this process or another, can insert between the count and the insert.
 
 use std::{
     path::Path,
     sync::{Arc, Mutex},
 };
 
-use rusqlite::{Connection, ErrorCode};
-use spool_domain::Error;
+use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
+use spool_domain::{
+    Error,
+    caps::{Capped, Caps},
+};
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -174,9 +181,15 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 CREATE INDEX IF NOT EXISTS webhook_deliveries_by_time ON webhook_deliveries (org, hook_id, created_ms);
 CREATE INDEX IF NOT EXISTS webhook_deliveries_pending ON webhook_deliveries (state) WHERE state = 'pending';";
 
-/// Version 7: which organization owns each shared workspace root
-/// ([`spool_domain::confine`]).
+/// Version 7: each stored slash command's size in bytes, and an index that holds it, so a
+/// scope's or an organization's total is summed without reading the files.
 const MIGRATION_7: &str = "
+ALTER TABLE slash_commands ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE slash_commands SET bytes = length(CAST(markdown AS BLOB));
+CREATE INDEX IF NOT EXISTS slash_commands_sizes ON slash_commands (org, scope, bytes);";
+/// Version 8: which organization owns each shared workspace root
+/// ([`spool_domain::confine`]).
+const MIGRATION_8: &str = "
 CREATE TABLE IF NOT EXISTS root_claims (
     root       TEXT PRIMARY KEY NOT NULL,
     org        TEXT NOT NULL,
@@ -187,6 +200,8 @@ CREATE TABLE IF NOT EXISTS root_claims (
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
     conn: Arc<Mutex<Connection>>,
+    /// What one workspace, chat or organization may hold.
+    pub(crate) caps: Caps,
     /// Wakes this process's waiting turn receivers when a turn is queued (receivers in other
     /// processes look again every 50 ms).
     pub(crate) queued: Arc<tokio::sync::Notify>,
@@ -211,8 +226,33 @@ impl EmbeddedMetadata {
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
+            caps: Caps::default(),
             queued: Arc::new(tokio::sync::Notify::new()),
         })
+    }
+
+    /// The same store, holding records to `caps` instead of [`Caps::default`].
+    #[must_use]
+    pub fn with_caps(mut self, caps: Caps) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// Runs `f` in a transaction that holds the write lock from its start (`BEGIN
+    /// IMMEDIATE`), committed if `f` succeeds: what `f` reads cannot change before it writes,
+    /// whichever process writes next.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        self.with(move |conn| {
+            let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+                .map_err(|e| sql("begin a write", e))?;
+            let value = f(&tx)?;
+            tx.commit().map_err(|e| sql("commit a write", e))?;
+            Ok(value)
+        })
+        .await
     }
 
     pub(crate) async fn with<T: Send + 'static>(
@@ -256,6 +296,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         if version < 7 {
             conn.execute_batch(MIGRATION_7)?;
         }
+        if version < 8 {
+            conn.execute_batch(MIGRATION_8)?;
+        }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();
     match result {
@@ -267,7 +310,81 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     }
 }
 
+/// [`Error::CapReached`] unless `count` (a `SELECT COUNT(*)` or a sum, of `params`) is under
+/// `max`, less `adding`: inside [`EmbeddedMetadata::write`], so nobody adds in between.
+pub(crate) fn under_cap(
+    conn: &Connection,
+    count: &str,
+    params: impl rusqlite::Params,
+    adding: u64,
+    max: u64,
+    capped: Capped,
+) -> Result<(), Error> {
+    let held: i64 = conn
+        .query_row(count, params, |r| r.get(0))
+        .map_err(|e| sql("count what a cap holds", e))?;
+    if u64::try_from(held).unwrap_or(0).saturating_add(adding) > max {
+        return Err(capped.error(max));
+    }
+    Ok(())
+}
+
 /// A uniqueness (or other constraint) violation: the row exists already.
 pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
+}
+
+#[cfg(test)]
+mod tests {
+    use spool_domain::commands::{CommandScope, Commands, StoredCommand};
+
+    use super::*;
+
+    fn command(name: &str, bytes: usize) -> StoredCommand {
+        StoredCommand {
+            name: name.to_owned(),
+            markdown: "m".repeat(bytes),
+            updated_ms: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn commands_stored_before_their_sizes_were_count_with_their_sizes() {
+        // GIVEN a metadata.db of schema version 6 with two global commands of 1,500 bytes
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join("metadata.db")).unwrap();
+            for step in [SCHEMA, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6] {
+                conn.execute_batch(step).unwrap();
+            }
+            for (name, bytes) in [("a", 1_000), ("b", 500)] {
+                conn.execute(
+                    "INSERT INTO slash_commands (org, scope, name, updated_ms, markdown) VALUES ('o', 'global', ?1, 1, ?2)",
+                    rusqlite::params![name, "é".repeat(bytes / 2)],
+                )
+                .unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+        }
+
+        // WHEN this version opens it, its scopes holding 2,000 bytes
+        let caps = Caps {
+            command_bytes_per_scope: 2_000,
+            ..Caps::default()
+        };
+        let store = EmbeddedMetadata::open(dir.path()).unwrap().with_caps(caps);
+
+        // THEN the commands from before count with their sizes in bytes: 500 more fill the
+        // scope, and a byte more is refused
+        let global = CommandScope::Global;
+        store.put_command("o", &global, &command("c", 500)).await.unwrap();
+        assert!(matches!(
+            store.put_command("o", &global, &command("d", 1)).await,
+            Err(Error::CapReached {
+                capped: Capped::CommandBytes,
+                ..
+            })
+        ));
+        assert_eq!(store.commands("o", &global).await.unwrap().len(), 3);
+    }
 }

@@ -1,16 +1,18 @@
 //! # Subscriptions in the metadata database
 //!
 //! One row per subscription: the record as JSON and a version that every save checks and
-//! raises, so a compare-and-set is one `UPDATE … WHERE version = ?`.
+//! raises, so a compare-and-set is one `UPDATE … WHERE version = ?`. A new one is inserted in a
+//! write transaction that counts the organization's first, so the cap holds.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use spool_domain::{
     Error,
+    caps::Capped,
     subscription::{Subscription, SubscriptionStore, Versioned},
 };
 
-use crate::{EmbeddedMetadata, db::sql};
+use crate::{EmbeddedMetadata, db::sql, metadata::under_cap};
 
 fn decode(body: &str) -> Result<Subscription, Error> {
     serde_json::from_str(body).map_err(|e| Error::Corrupt {
@@ -48,14 +50,36 @@ impl SubscriptionStore for EmbeddedMetadata {
 
     async fn save(&self, org: &str, record: &Subscription, expected: Option<u64>) -> Result<bool, Error> {
         let (org, id, body) = (org.to_owned(), record.id.clone(), encode(record)?);
-        self.with(move |conn| {
+        let max = self.caps.subscriptions_per_org;
+        self.write(move |tx| {
             let changed = match expected {
-                None => conn.execute(
-                    "INSERT INTO subscriptions (org, id, version, body) VALUES (?1, ?2, 1, ?3)
-                     ON CONFLICT (org, id) DO NOTHING",
-                    params![org, id, body],
-                ),
-                Some(version) => conn.execute(
+                None => {
+                    let exists = tx
+                        .query_row(
+                            "SELECT 1 FROM subscriptions WHERE org = ?1 AND id = ?2",
+                            params![org, id],
+                            |_| Ok(()),
+                        )
+                        .optional()
+                        .map_err(|e| sql("read a subscription", e))?
+                        .is_some();
+                    if exists {
+                        return Ok(false);
+                    }
+                    under_cap(
+                        tx,
+                        "SELECT COUNT(*) FROM subscriptions WHERE org = ?1",
+                        params![org],
+                        1,
+                        max,
+                        Capped::Subscriptions,
+                    )?;
+                    tx.execute(
+                        "INSERT INTO subscriptions (org, id, version, body) VALUES (?1, ?2, 1, ?3)",
+                        params![org, id, body],
+                    )
+                }
+                Some(version) => tx.execute(
                     "UPDATE subscriptions SET version = version + 1, body = ?4
                      WHERE org = ?1 AND id = ?2 AND version = ?3",
                     params![org, id, version as i64, body],

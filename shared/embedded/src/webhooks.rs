@@ -3,17 +3,19 @@
 //! `webhooks` holds each endpoint as JSON, indexed by workspace; `webhook_deliveries` each
 //! delivery as JSON with its state (indexed for the pending ones a restart runs again) and its
 //! time (an endpoint's newest first). Deliveries older than
-//! [`spool_domain::webhook::DELIVERY_RECORD_MS`] are deleted as new ones are added.
+//! [`spool_domain::webhook::DELIVERY_RECORD_MS`] are deleted as new ones are added. An endpoint
+//! is inserted in a write transaction that counts its workspace's first, so the cap holds.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
 use spool_domain::{
     Error,
+    caps::Capped,
     webhook::{DELIVERY_RECORD_MS, Delivery, DeliveryStatus, Hook, HookStore},
 };
 
-use crate::{EmbeddedMetadata, db::sql};
+use crate::{EmbeddedMetadata, db::sql, metadata::under_cap};
 
 fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, Error> {
     serde_json::from_str(body).map_err(|e| Error::Corrupt {
@@ -49,8 +51,17 @@ impl HookStore for EmbeddedMetadata {
             hook.created_ms,
             encode(hook, "webhook")?,
         );
-        self.with(move |conn| {
-            conn.execute(
+        let max = self.caps.hooks_per_workspace;
+        self.write(move |tx| {
+            under_cap(
+                tx,
+                "SELECT COUNT(*) FROM webhooks WHERE org = ?1 AND workspace_id = ?2",
+                params![org, ws],
+                1,
+                max,
+                Capped::Hooks,
+            )?;
+            tx.execute(
                 "INSERT INTO webhooks (org, id, workspace_id, created_ms, body) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![org, id, ws, created, body],
             )

@@ -1,13 +1,16 @@
 //! # Workspaces, agents and tasks in the embedded metadata store
+//!
+//! An agent or a task is inserted in a write transaction that counts the workspace's first
+//! ([`crate::metadata::under_cap`]), so its cap holds under any concurrency.
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Task, Workspace, Workspaces, commands::CommandScope};
+use spool_domain::{Agent, Error, Task, Workspace, Workspaces, caps::Capped, commands::CommandScope};
 
 use crate::{
     db::sql,
-    metadata::{EmbeddedMetadata, is_constraint},
+    metadata::{EmbeddedMetadata, is_constraint, under_cap},
 };
 
 fn encode<T: Serialize>(value: &T) -> Result<String, Error> {
@@ -173,10 +176,18 @@ impl Workspaces for EmbeddedMetadata {
     }
 
     async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error> {
-        let (org, agent) = (org.to_owned(), agent.clone());
-        self.with(move |conn| {
-            require_workspace(conn, &org, &agent.workspace_id)?;
-            insert_agent(conn, &org, &agent)
+        let (org, agent, max) = (org.to_owned(), agent.clone(), self.caps.agents_per_workspace);
+        self.write(move |tx| {
+            require_workspace(tx, &org, &agent.workspace_id)?;
+            under_cap(
+                tx,
+                "SELECT COUNT(*) FROM agents WHERE org = ?1 AND workspace_id = ?2",
+                params![org, agent.workspace_id],
+                1,
+                max,
+                Capped::Agents,
+            )?;
+            insert_agent(tx, &org, &agent)
         })
         .await
     }
@@ -261,10 +272,18 @@ impl Workspaces for EmbeddedMetadata {
     }
 
     async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error> {
-        let (org, task) = (org.to_owned(), task.clone());
-        self.with(move |conn| {
-            require_workspace(conn, &org, &task.workspace_id)?;
-            conn.execute(
+        let (org, task, max) = (org.to_owned(), task.clone(), self.caps.tasks_per_workspace);
+        self.write(move |tx| {
+            require_workspace(tx, &org, &task.workspace_id)?;
+            under_cap(
+                tx,
+                "SELECT COUNT(*) FROM tasks WHERE org = ?1 AND workspace_id = ?2",
+                params![org, task.workspace_id],
+                1,
+                max,
+                Capped::Tasks,
+            )?;
+            tx.execute(
                 "INSERT INTO tasks (org, id, workspace_id, created_ms, data) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![org, task.id, task.workspace_id, task.created_ms, encode(&task)?],
             )

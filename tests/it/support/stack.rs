@@ -107,8 +107,35 @@ pub(crate) async fn stack_notifying<H: Harness>(
     poll: spool_worker::PollSettings,
     notifier: Arc<dyn Notifier>,
 ) -> Stack {
-    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    stack_over(harness, metadata, runtimes, settings, poll, notifier).await
+}
+
+/// [`stack`] over a store that holds records to `caps`.
+pub(crate) async fn stack_capped<H: Harness>(harness: &H, caps: spool_domain::caps::Caps) -> Stack {
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.capped_metadata(caps).await);
+    let runtimes = spool_agents::Runtimes::scripted_only();
+    stack_over(
+        harness,
+        metadata,
+        runtimes,
+        test_settings(),
+        test_poll(),
+        Arc::new(LogNotifier),
+    )
+    .await
+}
+
+/// [`stack_notifying`] over `metadata`.
+async fn stack_over<H: Harness>(
+    harness: &H,
+    metadata: Arc<dyn Metadata>,
+    runtimes: Runtimes,
+    settings: Settings,
+    poll: spool_worker::PollSettings,
+    notifier: Arc<dyn Notifier>,
+) -> Stack {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let turns = harness.turns().await;
     let files = harness.files().await;
     let push = super::push(metadata.clone(), log.clone());

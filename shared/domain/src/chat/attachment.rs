@@ -64,7 +64,9 @@ pub struct Attachment {
 /// The metadata store's attachment records, kept with their chat.
 #[async_trait]
 pub trait Attachments: Send + Sync {
-    /// Stores a new attachment ([`Error::Exists`] if its id is taken).
+    /// Stores a new attachment ([`Error::Exists`] if its id is taken); [`Error::CapReached`]
+    /// (and nothing stored) when its chat has [`crate::caps::Caps::attachments_per_chat`]
+    /// already, uploads not yet completed included.
     async fn create_attachment(&self, org: &str, attachment: &Attachment) -> Result<(), Error>;
 
     /// The attachment `id` of a chat, if any.

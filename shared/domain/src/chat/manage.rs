@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     Agent, Aggregates, Error, FeedEvent, IfMissing, Metadata, StreamPath,
-    workspace::{CliType, MAX_AGENTS, Runtime, new_id, plan_reorder},
+    workspace::{CliType, Runtime, new_id, plan_reorder},
 };
 
 /// A workspace's feed: list-level events ([`FeedEvent`]: `chat.created`, `chat.renamed`,
@@ -84,7 +84,8 @@ pub struct NewAgent {
     pub cli_type: Option<CliType>,
 }
 
-/// Adds an agent to a workspace, last in its order.
+/// Adds an agent to a workspace, last in its order. The store refuses it when the workspace
+/// has as many agents as it may ([`Error::CapReached`]), whoever asks: a person or an agent.
 pub async fn add_agent(
     metadata: &dyn Metadata,
     org: &str,
@@ -93,12 +94,6 @@ pub async fn add_agent(
     now_ms: i64,
 ) -> Result<Agent, Error> {
     let agents = metadata.agents(org, workspace_id).await?;
-    if agents.len() >= MAX_AGENTS {
-        return Err(Error::Invalid {
-            what: "agent",
-            reason: format!("a workspace has at most {MAX_AGENTS} agents; delete one first"),
-        });
-    }
     let agent = Agent {
         id: new_id("ag"),
         workspace_id: workspace_id.to_owned(),

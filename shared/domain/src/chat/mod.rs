@@ -17,6 +17,7 @@
 //! - [`notifier`]: telling a person, by email or in the log, when an agent needs them;
 //! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
+//! - [`caps`]: how much one workspace, chat or organization may hold, enforced by the stores;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound.
 //!
 //! Invariants: every write is an event in the chat's stream before anything acts on it; a chat
@@ -26,6 +27,7 @@
 
 pub mod ag_ui;
 pub mod attachment;
+pub mod caps;
 pub mod claim;
 pub mod clis;
 pub mod commands;

@@ -18,8 +18,6 @@ use crate::{
 pub const MAX_NAME_CHARS: usize = 100;
 /// The longest description or agent instruction, in characters.
 pub const MAX_TEXT_CHARS: usize = 20_000;
-/// The most agents one workspace may have.
-pub const MAX_AGENTS: usize = 100;
 /// The built-in agent's name.
 pub const BUILTIN_AGENT_NAME: &str = "Spool";
 
@@ -313,10 +311,13 @@ pub trait Workspaces: Send + Sync {
     /// Replaces a workspace's fields ([`Error::Missing`] if it does not exist).
     async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error>;
 
-    /// Deletes a workspace, its agents and its tasks ([`Error::Missing`] if it does not exist).
+    /// Deletes a workspace, its agents, its tasks and its slash commands ([`Error::Missing`] if
+    /// it does not exist); the organization's command count loses the workspace's.
     async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error>;
 
-    /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise).
+    /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise);
+    /// [`Error::CapReached`] (and nothing stored) when the workspace has
+    /// [`crate::caps::Caps::agents_per_workspace`] agents already.
     async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
 
     /// The agent, if the organization has it.
@@ -335,7 +336,9 @@ pub trait Workspaces: Send + Sync {
     /// Sets the positions of agents of a workspace, atomically.
     async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
 
-    /// Stores a new task in an existing workspace ([`Error::Missing`] otherwise).
+    /// Stores a new task in an existing workspace ([`Error::Missing`] otherwise);
+    /// [`Error::CapReached`] (and nothing stored) when the workspace has
+    /// [`crate::caps::Caps::tasks_per_workspace`] tasks already.
     async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error>;
 
     /// The task, if the organization has it.

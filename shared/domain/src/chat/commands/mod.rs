@@ -9,13 +9,15 @@
 //! Commands come from four places, later ones winning on a name ([`registry`]): the built-in
 //! ones shipped with Spool, the organization's global ones and the workspace's stored ones
 //! (both in the metadata store, [`Commands`]), and the files in the workspace's
-//! `.claude/commands/` and `.agents/commands/` folders.
+//! `.claude/commands/` and `.agents/commands/` folders. Resolving what a person typed reads
+//! only the command of that name ([`lookup`]), however many are stored.
 //!
 //! Invariants: a stored command always parses (it is checked when saved); a name is one to
 //! three segments of letters, digits, `-` and `_`, joined by `:`; rendering never fails (a
 //! missing argument is empty).
 
 pub mod args;
+pub mod lookup;
 pub mod markdown;
 pub mod registry;
 
@@ -140,11 +142,17 @@ pub struct StoredCommand {
 /// The metadata store's commands: the organization's global ones and each workspace's.
 #[async_trait]
 pub trait Commands: Send + Sync {
-    /// Stores `command` in `scope`, replacing one of the same name.
+    /// Stores `command` in `scope`, replacing one of the same name. [`Error::CapReached`] (and
+    /// nothing stored) when it would take the scope or the organization past its caps
+    /// ([`crate::caps::Caps`]: commands and their bytes, per scope and per organization); a
+    /// replaced command counts once, with its new size.
     async fn put_command(&self, org: &str, scope: &CommandScope, command: &StoredCommand) -> Result<(), Error>;
 
     /// The command `name` of `scope`, if stored.
     async fn command(&self, org: &str, scope: &CommandScope, name: &str) -> Result<Option<StoredCommand>, Error>;
+
+    /// The names of `scope`'s commands, by name, without their files.
+    async fn command_names(&self, org: &str, scope: &CommandScope) -> Result<Vec<String>, Error>;
 
     /// Every command of `scope`, by name.
     async fn commands(&self, org: &str, scope: &CommandScope) -> Result<Vec<StoredCommand>, Error>;

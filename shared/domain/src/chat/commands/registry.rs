@@ -121,26 +121,32 @@ impl Registry {
     /// Up to three names close to `name` (sharing its start, or a few edits away), closest
     /// first: what a person probably meant.
     pub fn closest(&self, name: &str) -> Vec<String> {
-        // No command's name is longer; a long one is close to nothing (and costly to compare).
-        if name.len() > 64 {
-            return Vec::new();
-        }
-        let mut scored: Vec<(usize, &String)> = self
-            .entries
-            .keys()
-            .map(|candidate| {
-                let distance = if candidate.starts_with(name) || name.starts_with(candidate.as_str()) {
-                    0
-                } else {
-                    edit_distance(name, candidate)
-                };
-                (distance, candidate)
-            })
-            .filter(|(d, _)| *d <= 2.max(name.len() / 3))
-            .collect();
-        scored.sort();
-        scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
+        closest(self.entries.keys().map(String::as_str), name)
     }
+}
+
+/// Up to three of `names` close to `name` (sharing its start, or a few edits away), closest
+/// first.
+pub fn closest<'a>(names: impl IntoIterator<Item = &'a str>, name: &str) -> Vec<String> {
+    // No command's name is longer; a long one is close to nothing (and costly to compare).
+    if name.len() > 64 {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, &str)> = names
+        .into_iter()
+        .map(|candidate| {
+            let distance = if candidate.starts_with(name) || name.starts_with(candidate) {
+                0
+            } else {
+                edit_distance(name, candidate)
+            };
+            (distance, candidate)
+        })
+        .filter(|(d, _)| *d <= 2.max(name.len() / 3))
+        .collect();
+    scored.sort_unstable();
+    scored.dedup();
+    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
 }
 
 /// A command read from a file of a working directory.
@@ -154,10 +160,61 @@ pub struct FileCommand {
     pub command: Result<SlashCommand, String>,
 }
 
+/// A command file found in a working directory, not read yet.
+struct Listed {
+    name: String,
+    file: String,
+    real: PathBuf,
+}
+
+impl Listed {
+    fn read(self) -> FileCommand {
+        let command = match std::fs::metadata(&self.real) {
+            Ok(m) if m.len() > MAX_COMMAND_BYTES as u64 => Err(format!(
+                "the file is {} bytes; a command may have at most {MAX_COMMAND_BYTES}",
+                m.len()
+            )),
+            _ => std::fs::read_to_string(&self.real)
+                .map_err(|e| format!("cannot read it: {e}"))
+                .and_then(|md| SlashCommand::parse(&self.name, &md).map_err(|e| e.to_string())),
+        };
+        FileCommand {
+            name: self.name,
+            file: self.file,
+            command,
+        }
+    }
+}
+
 /// The command files of the working directory `dir` (which must exist): the markdown files
 /// under its [`COMMAND_FOLDERS`], at most two folders deep, never through a link that leads
 /// out of `dir`.
 pub fn read_files(dir: &Path) -> Vec<FileCommand> {
+    list_files(dir).into_iter().map(Listed::read).collect()
+}
+
+/// The command files of `dir` that [`read_files`] would read, but only the one that decides
+/// `name` is read and parsed (the last of that name, as later ones win).
+#[derive(Debug, Clone, Default)]
+pub struct NamedFile {
+    /// The file that decides the name, read.
+    pub command: Option<FileCommand>,
+    /// The names of every command file (for what a person probably meant).
+    pub names: Vec<String>,
+}
+
+/// [`NamedFile`] of `name` in the working directory `dir`.
+pub fn read_file_named(dir: &Path, name: &str) -> NamedFile {
+    let mut listed = list_files(dir);
+    let names = listed.iter().map(|l| l.name.clone()).collect();
+    let command = listed
+        .iter()
+        .rposition(|l| l.name == name)
+        .map(|i| listed.swap_remove(i).read());
+    NamedFile { command, names }
+}
+
+fn list_files(dir: &Path) -> Vec<Listed> {
     let Ok(root) = dir.canonicalize() else {
         return Vec::new();
     };
@@ -175,7 +232,7 @@ pub fn read_files(dir: &Path) -> Vec<FileCommand> {
     found
 }
 
-fn walk(root: &Path, base: &Path, dir: &Path, depth: usize, found: &mut Vec<FileCommand>) {
+fn walk(root: &Path, base: &Path, dir: &Path, depth: usize, found: &mut Vec<Listed>) {
     let Ok(canonical) = dir.canonicalize() else {
         return;
     };
@@ -219,16 +276,7 @@ fn walk(root: &Path, base: &Path, dir: &Path, depth: usize, found: &mut Vec<File
             .unwrap_or(relative)
             .to_string_lossy()
             .into_owned();
-        let command = match std::fs::metadata(&real) {
-            Ok(m) if m.len() > MAX_COMMAND_BYTES as u64 => Err(format!(
-                "the file is {} bytes; a command may have at most {MAX_COMMAND_BYTES}",
-                m.len()
-            )),
-            _ => std::fs::read_to_string(&real)
-                .map_err(|e| format!("cannot read it: {e}"))
-                .and_then(|md| SlashCommand::parse(&name, &md).map_err(|e| e.to_string())),
-        };
-        found.push(FileCommand { name, file, command });
+        found.push(Listed { name, file, real });
     }
 }
 

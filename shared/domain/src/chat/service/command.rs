@@ -8,14 +8,18 @@
 //! the reason. With a `client_message_id` a retry appends nothing and answers as the first
 //! attempt did (`/new` names its chat in the invoked event, so a retry makes no second one).
 
-use super::{ChatService, Message, NewChat, Posted};
+use super::{
+    ChatService, Message, NewChat, Posted,
+    command_checks::{check_action, effect, reason_of, unknown_reason},
+};
 use crate::{
     Error, PendingTurn, Session,
     chat::event::{ChatEvent, ControlAction, SlashCommandFailed, SlashCommandInvoked},
     commands::{
         CommandAction, CommandScope, CommandSource, SlashCommand,
         args::{Invocation, render, wrap},
-        registry::{Entry, Registry, read_files},
+        lookup,
+        registry::{Entry, Registry, closest, read_files},
     },
     session::EventDraft,
     workspace::new_id,
@@ -182,9 +186,6 @@ pub enum Invoked {
     },
 }
 
-/// The longest model or mode name.
-const MAX_SETTING_CHARS: usize = 100;
-
 /// How many of a chat's last events a retried action is looked for in.
 const RETRY_WINDOW: u64 = 200;
 
@@ -214,11 +215,7 @@ impl ChatService {
                     .metadata
                     .commands(org, &CommandScope::Workspace(ws.to_owned()))
                     .await?;
-                let dir = match self.metadata.workspace(org, ws).await?.and_then(|w| w.working_dir) {
-                    Some(dir) => self.roots.confine(org, &dir).await.ok(),
-                    None => None,
-                };
-                let files = match dir {
+                let files = match self.command_dir(org, ws).await? {
                     Some(dir) => tokio::task::spawn_blocking(move || read_files(&dir))
                         .await
                         .map_err(|e| Error::unavailable("read the workspace's command files", e))?,
@@ -231,29 +228,46 @@ impl ChatService {
         Ok(Registry::build(&global, &stored, files))
     }
 
-    /// What `input` names in `session`.
+    /// The working directory whose command files the workspace's chats see, if it has one
+    /// under the allowed roots.
+    async fn command_dir(&self, org: &str, workspace_id: &str) -> Result<Option<std::path::PathBuf>, Error> {
+        Ok(match self.metadata.workspace(org, workspace_id).await?.and_then(|w| w.working_dir) {
+            Some(dir) => self.roots.confine(org, &dir).await.ok(),
+            None => None,
+        })
+    }
+
+    /// What `input` names in `session`. Only the command of that name is read and parsed
+    /// ([`lookup::resolve`]), so resolving costs the same however many commands are stored.
     pub async fn resolve(&self, org: &str, session: &Session, input: &str) -> Result<Resolution, Error> {
         let invocation = Invocation::parse(input)?;
-        let registry = self.commands(org, session.workspace_id.as_deref()).await?;
-        Ok(match registry.get(&invocation.name) {
-            Some(Entry {
-                command: Some(command),
-                source,
-                ..
-            }) => Resolution::Found(Found {
-                command: command.clone(),
-                source: *source,
-                invocation,
-            }),
-            Some(entry) => Resolution::Broken {
-                error: entry.error.clone().unwrap_or_default(),
-                invocation,
+        let workspace = session.workspace_id.as_deref();
+        let dir = match workspace {
+            Some(ws) => self.command_dir(org, ws).await?,
+            None => None,
+        };
+        let store: &dyn crate::commands::Commands = self.metadata.as_ref();
+        Ok(
+            match lookup::resolve(store, org, workspace, dir, &invocation.name).await? {
+                Ok(Entry {
+                    command: Some(command),
+                    source,
+                    ..
+                }) => Resolution::Found(Found {
+                    command,
+                    source,
+                    invocation,
+                }),
+                Ok(entry) => Resolution::Broken {
+                    error: entry.error.unwrap_or_default(),
+                    invocation,
+                },
+                Err(names) => Resolution::Unknown {
+                    closest: closest(names.iter().map(String::as_str), &invocation.name),
+                    invocation,
+                },
             },
-            None => Resolution::Unknown {
-                closest: registry.closest(&invocation.name),
-                invocation,
-            },
-        })
+        )
     }
 
     /// Runs `request` in `session`: [`Self::plan`], then [`Self::run`].
@@ -527,75 +541,5 @@ impl ChatService {
             self.seal_when_idle(org, session, appended.first).await;
         }
         Ok((appended.first, appended.duplicate))
-    }
-}
-
-/// Why an action cannot run in `session` with `arguments`, for the person.
-fn check_action(action: CommandAction, session: &Session, arguments: &str) -> Result<(), (Failure, String)> {
-    let invalid = |reason: String| Err((Failure::Invalid, reason));
-    let setting = |what: &str, value: &str| {
-        if value.chars().count() > MAX_SETTING_CHARS || value.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            invalid(format!(
-                "a {what} is one word of at most {MAX_SETTING_CHARS} characters, not `{value}`"
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    match action {
-        CommandAction::NewSession if session.workspace_id.is_none() => {
-            invalid("/new makes a chat in a workspace; this chat is in none: open a workspace's chat first".to_owned())
-        }
-        CommandAction::StopStream if session.pending_turn.is_none() => {
-            Err((Failure::Conflict, "nothing is running in this chat to stop".to_owned()))
-        }
-        CommandAction::SetModel => setting("model", arguments),
-        CommandAction::SwitchMode if arguments.is_empty() => {
-            invalid("name a mode, as in `/mode plan` or `/mode act`".to_owned())
-        }
-        CommandAction::SwitchMode => setting("mode", arguments),
-        CommandAction::Rename if arguments.trim().is_empty() => {
-            invalid("give the new title, as in `/rename Q3 plan`".to_owned())
-        }
-        CommandAction::Rename => {
-            let mut renamed = session.clone();
-            renamed.title = crate::names::clean(arguments);
-            renamed.validate().map_err(|e| (Failure::Invalid, reason_of(e)))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// An error's reason, for a person (without the error's kind).
-fn reason_of(e: Error) -> String {
-    match e {
-        Error::Invalid { reason, .. } => reason,
-        other => other.to_string(),
-    }
-}
-
-/// What an action does, for a preview.
-fn effect(action: CommandAction, arguments: &str) -> String {
-    match action {
-        CommandAction::NewSession => "Opens a new chat with the same agent.".to_owned(),
-        CommandAction::StopStream => "Stops the answer that is running.".to_owned(),
-        CommandAction::SetModel if arguments.is_empty() => "Goes back to the agent's own model.".to_owned(),
-        CommandAction::SetModel => format!("Answers in this chat use the model `{arguments}`."),
-        CommandAction::SwitchMode => format!("The agent works in `{arguments}` mode in this chat."),
-        CommandAction::Rename => format!("Renames this chat to “{arguments}”."),
-        CommandAction::ClearContext => {
-            "The agent starts afresh: the messages before this stay in the chat, outside its context.".to_owned()
-        }
-        CommandAction::Help => "Lists this chat's commands.".to_owned(),
-    }
-}
-
-fn unknown_reason(name: &str, closest: &[String]) -> String {
-    match closest {
-        [] => format!("there is no command `/{name}`; type / to see the commands"),
-        names => format!(
-            "there is no command `/{name}`; did you mean {}?",
-            names.iter().map(|n| format!("/{n}")).collect::<Vec<_>>().join(", ")
-        ),
     }
 }

@@ -14,6 +14,7 @@
 mod answer;
 mod attachment;
 mod command;
+mod command_checks;
 mod message;
 
 use std::sync::Arc;

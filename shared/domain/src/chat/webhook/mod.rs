@@ -34,8 +34,6 @@ pub const RETRY_SCHEDULE: [Duration; 7] = [
     Duration::from_secs(10 * 3600),
     Duration::from_secs(10 * 3600),
 ];
-/// The most endpoints a workspace may have.
-pub const MAX_HOOKS_PER_WORKSPACE: usize = 20;
 /// How many deliveries of an endpoint the API shows.
 pub const SHOWN_DELIVERIES: usize = 50;
 /// How long delivery records are kept.
@@ -173,7 +171,8 @@ pub struct Delivery {
 /// Where endpoints and their deliveries are kept, per organization.
 #[async_trait]
 pub trait HookStore: Send + Sync {
-    /// Stores a new endpoint.
+    /// Stores a new endpoint; [`Error::CapReached`] (and nothing stored) when its workspace has
+    /// [`crate::caps::Caps::hooks_per_workspace`] already.
     async fn create_hook(&self, org: &str, hook: &Hook) -> Result<(), Error>;
 
     /// The endpoint, if the organization has it.

@@ -139,7 +139,9 @@ pub trait SubscriptionStore: Send + Sync {
     async fn get(&self, org: &str, id: &str) -> Result<Option<Versioned>, Error>;
 
     /// Saves `record` if its stored version is still `expected` (`None`: if it does not exist);
-    /// `false` when another save came first.
+    /// `false` when another save came first. A new record past the organization's
+    /// [`crate::caps::Caps::subscriptions_per_org`] is [`Error::CapReached`], and nothing is
+    /// stored.
     async fn save(&self, org: &str, record: &Subscription, expected: Option<u64>) -> Result<bool, Error>;
 
     /// Deletes the subscription; `false` if there was none.
