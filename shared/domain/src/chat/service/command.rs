@@ -231,10 +231,17 @@ impl ChatService {
     /// The working directory whose command files the workspace's chats see, if it has one
     /// under the allowed roots.
     async fn command_dir(&self, org: &str, workspace_id: &str) -> Result<Option<std::path::PathBuf>, Error> {
-        Ok(match self.metadata.workspace(org, workspace_id).await?.and_then(|w| w.working_dir) {
-            Some(dir) => self.roots.confine(org, &dir).await.ok(),
-            None => None,
-        })
+        Ok(
+            match self
+                .metadata
+                .workspace(org, workspace_id)
+                .await?
+                .and_then(|w| w.working_dir)
+            {
+                Some(dir) => self.roots.confine(org, &dir).await.ok(),
+                None => None,
+            },
+        )
     }
 
     /// What `input` names in `session`. Only the command of that name is read and parsed
