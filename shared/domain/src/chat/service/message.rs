@@ -109,6 +109,7 @@ impl ChatService {
                     .await?
             {
                 answers = Some(taken);
+                self.fail.check(crate::failpoint::ANSWER_MIDWAY)?;
                 break;
             }
         }
@@ -205,6 +206,7 @@ impl ChatService {
             }));
         }
         let seq = appended.first + offset;
+        self.fail.check(crate::failpoint::MESSAGE_APPENDED)?;
         if let Some(turn_id) = &turn_id {
             self.enqueue_turn(org, &session.id, turn_id, seq).await?;
         }

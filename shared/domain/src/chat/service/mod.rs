@@ -24,7 +24,7 @@ pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, 
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
-    Agent, Aggregates, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn,
+    Agent, Aggregates, Clock, ContentType, CreateStream, Error, FailPoints, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn,
     RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
     aggregate::Direct,
     attachment::FileStore,
@@ -57,6 +57,8 @@ pub struct ChatService {
     files: Arc<dyn FileStore>,
     /// How large files may be and how long their URLs last.
     attachments: AttachmentLimits,
+    /// Where a test makes a write stop midway, as a crash would ([`crate::failpoint`]).
+    fail: Arc<FailPoints>,
 }
 
 /// What a new chat is.
@@ -102,7 +104,15 @@ impl ChatService {
             roots: crate::WorkspaceRoots::none(),
             files,
             attachments: AttachmentLimits::default(),
+            fail: Arc::new(FailPoints::default()),
         }
+    }
+
+    /// The service, stopping where a test armed one of `fail` ([`crate::failpoint`]).
+    #[must_use]
+    pub fn with_fail_points(mut self, fail: Arc<FailPoints>) -> Self {
+        self.fail = fail;
+        self
     }
 
     /// The service, handing workspaces' feed events to `feeds` (appended at once otherwise).
