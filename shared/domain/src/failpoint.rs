@@ -20,6 +20,9 @@ pub const SEAL_AFTER_COMMIT: &str = "seal.after_commit";
 pub const ANSWER_MIDWAY: &str = "message.answer_midway";
 /// A person's message is appended; its turn is neither recorded nor queued by it yet.
 pub const MESSAGE_APPENDED: &str = "message.appended";
+/// A message queued behind a turn without a client id has its turn's job queued, and is not
+/// appended yet.
+pub const MESSAGE_QUEUED_FIRST: &str = "message.queued_first";
 
 /// A set of armed fail points.
 #[derive(Debug, Default)]

@@ -12,11 +12,13 @@ use spool_tests::Harness;
 
 use super::{Api, setup_on};
 
-/// The engine settings of the tests: quick flushes, working directories under the tests' root.
+/// The engine settings of the tests: quick flushes, working directories under the tests' root,
+/// a short wait for a message whose job went first.
 pub(crate) fn test_settings() -> Settings {
     Settings {
         flush_every: Duration::from_millis(50),
         abort_wait: Duration::from_secs(2),
+        message_wait: Duration::from_secs(3),
         workspace_roots: spool_tests::workspace_roots(),
         ..Settings::default()
     }
@@ -122,6 +124,7 @@ pub(crate) async fn stack_notifying<H: Harness>(
         files,
         spool_domain::service::AttachmentLimits::default(),
         &push,
+        harness.fail_points().clone(),
     )
     .await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;
