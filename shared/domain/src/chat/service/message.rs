@@ -152,11 +152,15 @@ impl ChatService {
             None => queued_first.then(|| format!("queued:{turn_id}")),
         }
         .map(|id| ProducerClaim { id, epoch: 0, seq: 0 });
+        // The tail the job goes from is where the append tries first.
+        let mut tail = None;
         if queued_first {
-            let mut job = TurnJob::new(org, &session.id, &turn_id, self.last_seq(org, session).await?);
+            let before = self.last_seq(org, session).await?;
+            let mut job = TurnJob::new(org, &session.id, &turn_id, before);
             job.before_message_ms = Some(now);
             self.turns.enqueue(&job).await?;
             self.fail.check(failpoint::MESSAGE_QUEUED_FIRST)?;
+            tail = Some(before);
         }
         let appended = match append_events(
             self.log.as_ref(),
@@ -165,7 +169,7 @@ impl ChatService {
             &drafts,
             producer,
             &rfc3339_ms(now),
-            None,
+            tail,
         )
         .await
         {

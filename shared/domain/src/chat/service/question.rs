@@ -98,6 +98,8 @@ impl ChatService {
             }
             self.fail.check(failpoint::ANSWER_MIDWAY)?;
             self.close_question(org, session, question).await?;
+            // No turn follows an answer: the chat's last page is sealed once it is idle.
+            self.seal_when_idle(org, session, appended.first).await;
             self.metadata
                 .touch_session(org, &session.id, now, &preview(&message.content))
                 .await?;
