@@ -451,14 +451,7 @@ pub(crate) async fn a_redelivered_step_writes_nothing_twice<H: Harness>(harness:
     slow["word_delay_ms"] = json!(40);
     let (_, chat) = chat_with(&api, slow).await;
     let turn = send(&api, &chat, "slow").await;
-    let job = TurnJob {
-        org: org_of(&api),
-        session_id: chat.clone(),
-        turn_id: turn.clone(),
-        trigger_seq: 1,
-        continuation: 0,
-        step_started_ms: None,
-    };
+    let job = TurnJob::new(&org_of(&api), &chat, &turn, 1);
     let engine = engine(log.clone(), metadata.clone());
     // WHEN the first delivery dies after some of the answer was written
     let first = tokio::spawn({
@@ -502,14 +495,7 @@ pub(crate) async fn a_turn_given_up_says_so_in_the_chat<H: Harness>(harness: &H)
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let (_, chat) = chat_with(&api, script()).await;
     let turn = send(&api, &chat, "pick a color").await;
-    let job = TurnJob {
-        org: org_of(&api),
-        session_id: chat.clone(),
-        turn_id: turn.clone(),
-        trigger_seq: 1,
-        continuation: 0,
-        step_started_ms: None,
-    };
+    let job = TurnJob::new(&org_of(&api), &chat, &turn, 1);
     let engine = engine(log, metadata);
     assert_eq!(engine.run(&job, 1).await.unwrap(), Outcome::Waiting);
     engine.give_up(&job, 3, "the store was unavailable").await.unwrap();
@@ -593,14 +579,7 @@ pub(crate) async fn throttled_deliveries_use_no_attempts<H: Harness>(harness: &H
     // WHEN a step's three runs were used up by earlier runs
     let (_, chat) = chat_with(&api, script()).await;
     let turn = send(&api, &chat, "Grace").await;
-    let job = TurnJob {
-        org: org.clone(),
-        session_id: chat.clone(),
-        turn_id: turn.clone(),
-        trigger_seq: 1,
-        continuation: 0,
-        step_started_ms: None,
-    };
+    let job = TurnJob::new(&org, &chat, &turn, 1);
     for _ in 0..3 {
         engine.count_run(&job).await.unwrap();
     }
@@ -690,14 +669,7 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
     spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z", None)
         .await
         .unwrap();
-    let job = TurnJob {
-        org,
-        session_id: chat.clone(),
-        turn_id: "turn_blank".to_owned(),
-        trigger_seq: 1,
-        continuation: 0,
-        step_started_ms: None,
-    };
+    let job = TurnJob::new(&org, &chat, "turn_blank", 1);
     let outcome = engine(log, metadata).run(&job, 1).await.unwrap();
     assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Error));
     let events = all_events(&api, &chat).await;

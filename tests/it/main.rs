@@ -47,6 +47,7 @@ mod directory;
 mod files_http;
 mod fuzz_http;
 mod global_http;
+mod half_done_http;
 mod handshake;
 mod isolation_http;
 mod lambda_events;

@@ -124,7 +124,9 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     assert_eq!(hello["payload"]["metadata"]["lang"], "en");
     assert_eq!(hello["turn_id"], sent["turn_id"]);
     assert_eq!(hello["v"], 1);
-    // AND each message asked for one turn, the retried one too, in the session's queue
+    // AND each message asked for one turn, the retried one too, in the session's queue: the
+    // first from its seq; each queued behind it without a client id before it was appended
+    // (from the tail before it), to wait for it
     let queue = harness.turns().await;
     let mut queued = Vec::new();
     for _ in 0..20 {
@@ -144,18 +146,32 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
                 (delivery.job.session_id.as_str(), delivery.attempts),
                 (first.as_str(), 1)
             );
-            queued.push((delivery.job.trigger_seq, delivery.job.turn_id.clone()));
+            queued.push((
+                delivery.job.turn_id.clone(),
+                delivery.job.trigger_seq,
+                delivery.job.before_message_ms,
+            ));
             queue.ack(&delivery.receipt).await.unwrap();
         }
     }
     queued.sort();
-    let expected: Vec<(u64, String)> = all["events"]
+    let turns: Vec<(String, u64)> = all["events"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["seq"].as_u64().unwrap(), e["turn_id"].as_str().unwrap().to_owned()))
+        .map(|e| (e["turn_id"].as_str().unwrap().to_owned(), e["seq"].as_u64().unwrap()))
         .collect();
-    assert_eq!(queued, expected);
+    assert_eq!(queued.len(), turns.len(), "{queued:?}");
+    for ((turn, trigger, first), (own, seq)) in queued
+        .iter()
+        .zip(turns.iter().collect::<std::collections::BTreeSet<_>>())
+    {
+        assert_eq!(turn, own);
+        match first {
+            None => assert_eq!(trigger, seq, "{turn}"),
+            Some(_) => assert!(trigger < seq, "{turn}: {trigger} {seq}"),
+        }
+    }
 
     // AND history pages by seq
     assert_eq!(seqs(&events(&api, &first, "?after=9").await), [10, 11]);

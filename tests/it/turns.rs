@@ -8,14 +8,7 @@ use spool_domain::{Delivery, Lease, Receive, TurnJob, TurnQueue};
 use spool_tests::{Harness, unique_id};
 
 fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {
-    TurnJob {
-        org: org.to_owned(),
-        session_id: session.to_owned(),
-        turn_id: turn.to_owned(),
-        trigger_seq: seq,
-        continuation: 0,
-        step_started_ms: None,
-    }
+    TurnJob::new(org, session, turn, seq)
 }
 
 fn turns(deliveries: &[Delivery]) -> Vec<&str> {

@@ -172,6 +172,14 @@ impl ChatApi {
         self
     }
 
+    /// The same API, its chat service stopping where a test armed one of `fail`
+    /// ([`spool_domain::failpoint`]).
+    #[must_use]
+    pub fn with_fail_points(mut self, fail: Arc<spool_domain::FailPoints>) -> Self {
+        self.chats = self.chats.with_fail_points(fail);
+        self
+    }
+
     /// Takes one creation of the caller's organization (a chat, a workspace, an agent).
     pub(crate) fn limit_create(&self, caller: &extract::Caller) -> Result<(), ApiError> {
         Ok(self.limiter.check(spool_auth::Limit::CreateByOrg, caller.org())?)

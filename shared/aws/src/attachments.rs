@@ -53,27 +53,9 @@ impl Attachments for AwsMetadata {
         ]);
         let mut item = item;
         item.extend(ttl_attribute(Some(attachment.upload_expires_ms)).map(|ttl| ("ttl".to_owned(), ttl)));
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
         let counter = Counter::attachments(org, &attachment.session_id, self.caps.attachments_per_chat);
-        let change = Change {
-            counter: &counter,
-            count: 1,
-            bytes: 0,
-        };
-        match self
-            .counted(vec![TransactWriteItem::builder().put(put).build()], &[change])
-            .await?
-        {
-            None => Ok(()),
-            Some(_) => Err(Error::Exists {
-                what: format!("attachment `{}`", attachment.id),
-            }),
-        }
+        self.create_counted(item, &counter, format!("attachment `{}`", attachment.id))
+            .await
     }
 
     async fn attachment(&self, org: &str, session_id: &str, id: &str) -> Result<Option<Attachment>, Error> {

@@ -37,7 +37,7 @@ use aws_sdk_dynamodb::{
 use spool_domain::{Error, caps::Capped};
 
 use crate::{
-    errors::ddb,
+    errors::{build, cancellation_reasons, ddb},
     items::{Item, n, s},
     metadata::AwsMetadata,
 };
@@ -216,28 +216,6 @@ fn held(item: &Item) -> Held {
     (number("cnt"), number("bytes"))
 }
 
-fn build<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>) -> Result<T, Error> {
-    r.map_err(|e| Error::unavailable("build a DynamoDB request", e))
-}
-
-/// Each item's cancellation code (`ConditionalCheckFailed`, `TransactionConflict`, `None`), or
-/// the error itself when the transaction failed otherwise.
-fn reasons(
-    e: SdkError<TransactWriteItemsError, aws_sdk_dynamodb::config::http::HttpResponse>,
-) -> Result<Vec<String>, Error> {
-    match e {
-        SdkError::ServiceError(ref service) => match service.err() {
-            TransactWriteItemsError::TransactionCanceledException(c) => Ok(c
-                .cancellation_reasons()
-                .iter()
-                .map(|r| r.code().unwrap_or("None").to_owned())
-                .collect()),
-            _ => Err(ddb("TransactWriteItems (capped)", e)),
-        },
-        _ => Err(ddb("TransactWriteItems (capped)", e)),
-    }
-}
-
 const FAILED: &str = "ConditionalCheckFailed";
 
 impl AwsMetadata {
@@ -245,6 +223,30 @@ impl AwsMetadata {
     /// counters in one transaction. `None` when written; `Some` with a flag per item of `items`
     /// when one of them failed its condition (nothing was written). A change that would take a
     /// counter past its cap is [`Error::CapReached`], and nothing is written.
+    /// Puts a new record `item` (`what`, for the error when one with its key exists) and
+    /// counts it on `counter`, in one transaction.
+    pub(crate) async fn create_counted(&self, item: Item, counter: &Counter, what: String) -> Result<(), Error> {
+        let put = build(
+            aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let change = Change {
+            counter,
+            count: 1,
+            bytes: 0,
+        };
+        match self
+            .counted(vec![TransactWriteItem::builder().put(put).build()], &[change])
+            .await?
+        {
+            None => Ok(()),
+            Some(_) => Err(Error::Exists { what }),
+        }
+    }
+
     pub(crate) async fn counted(
         &self,
         items: Vec<TransactWriteItem>,
@@ -262,7 +264,7 @@ impl AwsMetadata {
             let Err(e) = crate::items::transact(&self.dynamodb, all).await else {
                 return Ok(None);
             };
-            let codes = reasons(e)?;
+            let codes = cancellation_reasons("TransactWriteItems (capped)", e)?;
             let (mine, counters) = codes.split_at(items.len().min(codes.len()));
             if mine.iter().any(|c| c == FAILED) {
                 return Ok(Some(mine.iter().map(|c| c == FAILED).collect()));

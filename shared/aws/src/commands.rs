@@ -21,6 +21,7 @@ use spool_domain::{
 
 use crate::{
     caps::{Change, Counter},
+    errors::build,
     items::{Item, n, s},
     metadata::{AwsMetadata, number, string},
 };
@@ -42,10 +43,6 @@ fn decode(item: &Item) -> Result<StoredCommand, Error> {
         markdown: string(item, "md", "a slash command")?,
         updated_ms: number(item, "at", "a slash command")?,
     })
-}
-
-fn build<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>) -> Result<T, Error> {
-    r.map_err(|e| Error::unavailable("build a DynamoDB request", e))
 }
 
 fn size(markdown: &str) -> i64 {

@@ -41,3 +41,31 @@ where
 {
     Error::unavailable(format!("S3 {what}"), describe(&e))
 }
+
+/// A request builder's result (a missing required field) as the domain's error.
+pub(crate) fn build<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>) -> Result<T, Error> {
+    r.map_err(|e| Error::unavailable("build a DynamoDB request", e))
+}
+
+/// Each item's cancellation code of a cancelled transaction (`ConditionalCheckFailed`,
+/// `TransactionConflict`, `None`), or the error itself when the transaction failed otherwise.
+pub(crate) fn cancellation_reasons(
+    what: &str,
+    e: SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> Result<Vec<String>, Error> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match e {
+        SdkError::ServiceError(ref service) => match service.err() {
+            TransactWriteItemsError::TransactionCanceledException(c) => Ok(c
+                .cancellation_reasons()
+                .iter()
+                .map(|r| r.code().unwrap_or("None").to_owned())
+                .collect()),
+            _ => Err(ddb(what, e)),
+        },
+        other => Err(ddb(what, other)),
+    }
+}

@@ -77,27 +77,9 @@ impl AwsMetadata {
 #[async_trait]
 impl HookStore for AwsMetadata {
     async fn create_hook(&self, org: &str, hook: &Hook) -> Result<(), Error> {
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(Self::hook_item(org, hook)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| Error::unavailable("build a DynamoDB request", e))?;
         let counter = Counter::hooks(org, &hook.workspace_id, self.caps.hooks_per_workspace);
-        let change = Change {
-            counter: &counter,
-            count: 1,
-            bytes: 0,
-        };
-        match self
-            .counted(vec![TransactWriteItem::builder().put(put).build()], &[change])
-            .await?
-        {
-            None => Ok(()),
-            Some(_) => Err(Error::Exists {
-                what: format!("webhook `{}`", hook.id),
-            }),
-        }
+        self.create_counted(Self::hook_item(org, hook)?, &counter, format!("webhook `{}`", hook.id))
+            .await
     }
 
     async fn hook(&self, org: &str, id: &str) -> Result<Option<Hook>, Error> {

@@ -30,7 +30,7 @@ use spool_domain::{Agent, Error, Task, Workspace, Workspaces, caps::Capped, comm
 use crate::{
     caps::{Change, Counter},
     directory::org_pk,
-    errors::ddb,
+    errors::{build, cancellation_reasons, ddb},
     items::batch_write,
     items::{Item, n, s},
     metadata::{AwsMetadata, number, string},
@@ -73,25 +73,14 @@ fn missing(what: &str, id: &str) -> Error {
     }
 }
 
-fn build<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>) -> Result<T, Error> {
-    r.map_err(|e| Error::unavailable("build a DynamoDB request", e))
-}
-
 /// Which transaction items failed their condition, or the error itself.
 fn cancelled(
     e: SdkError<TransactWriteItemsError, aws_sdk_dynamodb::config::http::HttpResponse>,
 ) -> Result<Vec<bool>, Error> {
-    match e {
-        SdkError::ServiceError(ref service) => match service.err() {
-            TransactWriteItemsError::TransactionCanceledException(c) => Ok(c
-                .cancellation_reasons()
-                .iter()
-                .map(|r| r.code() == Some("ConditionalCheckFailed"))
-                .collect()),
-            _ => Err(ddb("TransactWriteItems", e)),
-        },
-        _ => Err(ddb("TransactWriteItems", e)),
-    }
+    Ok(cancellation_reasons("TransactWriteItems", e)?
+        .iter()
+        .map(|code| code == "ConditionalCheckFailed")
+        .collect())
 }
 
 impl AwsMetadata {

@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
 use spool_domain::{
-    Clock, Directory, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore,
+    Clock, Directory, FailPoints, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore,
     service::AttachmentLimits,
 };
 use spool_tests::{Harness, unique_id};
@@ -34,11 +34,12 @@ pub(crate) async fn serve_limited(
     limits: AttachmentLimits,
 ) -> String {
     let push = push(metadata.clone(), log.clone());
-    serve_with(log, metadata, turns, files, limits, &push).await
+    let fail = Arc::new(FailPoints::default());
+    serve_with(log, metadata, turns, files, limits, &push, fail).await
 }
 
 /// [`serve_limited`], with push delivery (the protocol's subscriptions, chat webhooks) by
-/// `push`.
+/// `push`, its chat service stopping where a test arms one of `fail`.
 pub(crate) async fn serve_with(
     log: Arc<dyn StreamLog>,
     metadata: Arc<dyn Metadata>,
@@ -46,6 +47,7 @@ pub(crate) async fn serve_with(
     files: Arc<dyn FileStore>,
     limits: AttachmentLimits,
     push: &Push,
+    fail: Arc<FailPoints>,
 ) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
     let aggregates = push.feeds(log.clone());
@@ -67,7 +69,8 @@ pub(crate) async fn serve_with(
         .with_workspace_roots(roots)
         .with_attachment_limits(limits)
         .with_aggregates(aggregates)
-        .with_webhook_urls(DEV_URLS);
+        .with_webhook_urls(DEV_URLS)
+        .with_fail_points(fail);
     let chat_api = spool_api::router(api);
     let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));

@@ -12,12 +12,14 @@ use spool_tests::Harness;
 
 use super::{Api, setup_on};
 
-/// The engine settings of the tests: quick flushes (and working directories under the tests'
-/// root, which [`engine_configured`] adds with the stores' claims).
+/// The engine settings of the tests: quick flushes, a short wait for a message whose job went
+/// first (and working directories under the tests' root, which [`engine_configured`] adds with
+/// the stores' claims).
 pub(crate) fn test_settings() -> Settings {
     Settings {
         flush_every: Duration::from_millis(50),
         abort_wait: Duration::from_secs(2),
+        message_wait: Duration::from_secs(3),
         ..Settings::default()
     }
 }
@@ -158,6 +160,7 @@ async fn stack_over<H: Harness>(
         files,
         spool_domain::service::AttachmentLimits::default(),
         &push,
+        harness.fail_points().clone(),
     )
     .await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;

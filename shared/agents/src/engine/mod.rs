@@ -112,6 +112,11 @@ pub struct Settings {
     /// Where the built-in agent's instruction points for documents about using Spool
     /// (`SPOOL_KNOWLEDGE_BASE_URL`; Spool's own `/v1/docs` by default).
     pub knowledge_base_url: String,
+    /// How long after its job was queued a step whose job went before its message
+    /// ([`TurnJob::before_message_ms`]) waits for that message: longer than a request takes
+    /// to append it. Past it the message never came (its request died first), and the step
+    /// does nothing.
+    pub message_wait: Duration,
 }
 
 impl Default for Settings {
@@ -124,6 +129,7 @@ impl Default for Settings {
             workspace_roots: WorkspaceRoots::none(),
             inline: InlineLimits::default(),
             knowledge_base_url: "/v1/docs".to_owned(),
+            message_wait: Duration::from_secs(60),
         }
     }
 }
@@ -230,7 +236,7 @@ impl Engine {
             return Ok(Outcome::Nothing);
         };
         let path = Session::stream(&job.org, &session.id)?;
-        let events = match self.recent_events(&path, job).await {
+        let events = match self.events_with_message(&path, job).await {
             Ok(events) => events,
             Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(Outcome::Nothing),
             Err(e) => return Err(e),
@@ -296,6 +302,33 @@ impl Engine {
         Ok(read_events(self.log.as_ref(), path, 0, usize::MAX).await?.events)
     }
 
+    /// [`Self::recent_events`], and for a job queued before its message
+    /// ([`TurnJob::before_message_ms`]), the events until that message is among them: a step
+    /// may start before the request that queued it appends it. It waits on the stream until
+    /// [`Settings::message_wait`] after the job was queued; a message not there by then never
+    /// comes, and the step finds no event of its turn.
+    async fn events_with_message(&self, path: &StreamPath, job: &TurnJob) -> Result<Vec<Event>, Error> {
+        let mut events = self.recent_events(path, job).await?;
+        let Some(queued_ms) = job.before_message_ms else {
+            return Ok(events);
+        };
+        let wait_ms = i64::try_from(self.settings.message_wait.as_millis()).unwrap_or(i64::MAX);
+        let until_ms = queued_ms.saturating_add(wait_ms);
+        let own = |e: &Event| e.kind == EventKind::Submit && e.turn_id.as_deref() == Some(&*job.turn_id);
+        while !events.iter().any(own) {
+            let left = until_ms.saturating_sub(self.clock.now_ms());
+            if left <= 0 {
+                tracing::warn!(turn = %job.turn_id, "the message this turn was queued for never came; nothing to do");
+                break;
+            }
+            let read = events.last().map_or(job.trigger_seq, |e| e.seq);
+            let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+            self.log.wait(path, Offset::after(read), left).await?;
+            events.extend(read_events(self.log.as_ref(), path, read, usize::MAX).await?.events);
+        }
+        Ok(events)
+    }
+
     /// Ends a turn whose job failed for the last time (it goes to the dead-letter queue): a
     /// `system` event with the reason and `agent_end{reason: error}`, so the chat is not left
     /// waiting.
@@ -324,7 +357,9 @@ impl Engine {
             host_deadline: None,
             context: None,
         };
-        if TurnState::replay(&step.events, &job.turn_id).ended {
+        let state = TurnState::replay(&step.events, &job.turn_id);
+        // A turn nothing asked for (its message never came) has nothing to end.
+        if state.ended || state.start_seq.is_none() {
             return Ok(());
         }
         step.system(
@@ -438,7 +473,7 @@ impl Step<'_> {
                     .agent
                     .as_ref()
                     .map_or_else(|| "Spool".to_owned(), |a| a.name.clone()),
-                trigger_seq: self.job.trigger_seq,
+                trigger_seq: self.trigger_seq(),
             };
             self.append(vec![self.draft(ChatEvent::AgentStart(start))]).await?;
             self.announce(|ws| FeedEvent::ProcessingStarted {
@@ -495,6 +530,21 @@ impl Step<'_> {
                     return self.finish(EndReason::Error, Some(&reason)).await;
                 }
             }
+        }
+    }
+
+    /// The seq of the event that asked for this step: its job's trigger, or for a job queued
+    /// before its message, that message.
+    fn trigger_seq(&self) -> u64 {
+        let message = || {
+            self.events.iter().find_map(|e| {
+                let own = e.turn_id.as_deref() == Some(&*self.job.turn_id);
+                (own && matches!(e.event, ChatEvent::UserMessageSubmitted(_))).then_some(e.seq)
+            })
+        };
+        match self.job.before_message_ms {
+            Some(_) => message().unwrap_or(self.job.trigger_seq),
+            None => self.job.trigger_seq,
         }
     }
 

@@ -89,14 +89,7 @@ pub async fn reconcile(
         Some((TurnStatus::InProgress, _)) => {
             // A new trigger (the tail), so the step writes under a producer epoch of its own.
             let tail = stores.log.metadata(&path).await?.tail.seq();
-            let job = TurnJob {
-                org: org.to_owned(),
-                session_id: session_id.to_owned(),
-                turn_id: holder.turn_id.clone(),
-                trigger_seq: tail,
-                continuation: 0,
-                step_started_ms: None,
-            };
+            let job = TurnJob::new(org, session_id, &holder.turn_id, tail);
             stores.turns.enqueue(&job).await?;
             tracing::warn!(org, session = session_id, turn = %holder.turn_id, "a running turn stood still too long; queued it again");
             return Ok(Reconciled::Requeued(job));
@@ -106,14 +99,7 @@ pub async fn reconcile(
     let Some(trigger_seq) = find_message(stores.log, &path, &holder.turn_id, holder.since_ms).await? else {
         return release(stores, org, session_id, holder).await;
     };
-    let job = TurnJob {
-        org: org.to_owned(),
-        session_id: session_id.to_owned(),
-        turn_id: holder.turn_id.clone(),
-        trigger_seq,
-        continuation: 0,
-        step_started_ms: None,
-    };
+    let job = TurnJob::new(org, session_id, &holder.turn_id, trigger_seq);
     let queued = TurnRecord::at(&holder.turn_id, trigger_seq, TurnStatus::Queued, None, now_ms);
     stores.sessions.record_turn(org, session_id, &queued).await?;
     stores.turns.enqueue(&job).await?;

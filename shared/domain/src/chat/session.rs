@@ -387,49 +387,8 @@ pub async fn append_events(
             Some(tail) => tail,
             None => log.metadata(path).await?.tail.seq(),
         };
-        let messages = drafts
-            .iter()
-            .zip(tail + 1..)
-            .map(|(draft, seq)| {
-                let event = Event {
-                    v: EVENT_VERSION,
-                    seq,
-                    ts: now_rfc3339.to_owned(),
-                    session_id: session_id.to_owned(),
-                    kind: draft.event.kind(),
-                    event: draft.event.clone(),
-                    client_message_id: draft.client_message_id.clone(),
-                    turn_id: draft.turn_id.clone(),
-                };
-                serde_json::to_vec(&event)
-                    .map(Bytes::from)
-                    .map_err(|e| Error::unavailable("encode an event", e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let count = messages.len() as u64;
-        let mut append = Append::messages(messages);
-        append.expected_tail = Some(tail);
-        append.producer.clone_from(&producer);
-        match log.append(path, append).await {
-            Ok(ack) if ack.duplicate => {
-                // Where the first attempt's events end, not the tail: the chat may have moved on.
-                let last = ack.producer.map_or_else(|| ack.next_offset.seq(), |p| p.last_seq);
-                return Ok(Appended {
-                    first: last + 1 - count.max(1),
-                    last,
-                    duplicate: true,
-                });
-            }
-            Ok(ack) => {
-                let range = ack.appended.ok_or_else(|| Error::Corrupt {
-                    what: "an append of events reported no range".to_owned(),
-                })?;
-                return Ok(Appended {
-                    first: range.first,
-                    last: range.last,
-                    duplicate: false,
-                });
-            }
+        match append_at(log, path, session_id, drafts, producer.clone(), now_rfc3339, tail).await {
+            Ok(appended) => return Ok(appended),
             // The hint was out of date: read the tail, at once.
             Err(Error::TailMismatch { .. }) if hinted.is_some() => {}
             Err(Error::TailMismatch { .. }) if attempt < ATTEMPTS => {
@@ -440,6 +399,61 @@ pub async fn append_events(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Appends events right after `tail`, once: [`Error::TailMismatch`] if the stream has moved
+/// past it (a producer's retry is recognised first). A writer whose events depend on what it
+/// read up to `tail` (that nobody answered a question meanwhile) reads on and decides again.
+pub async fn append_at(
+    log: &dyn StreamLog,
+    path: &StreamPath,
+    session_id: &str,
+    drafts: &[EventDraft],
+    producer: Option<ProducerClaim>,
+    now_rfc3339: &str,
+    tail: u64,
+) -> Result<Appended, Error> {
+    let messages = drafts
+        .iter()
+        .zip(tail + 1..)
+        .map(|(draft, seq)| {
+            let event = Event {
+                v: EVENT_VERSION,
+                seq,
+                ts: now_rfc3339.to_owned(),
+                session_id: session_id.to_owned(),
+                kind: draft.event.kind(),
+                event: draft.event.clone(),
+                client_message_id: draft.client_message_id.clone(),
+                turn_id: draft.turn_id.clone(),
+            };
+            serde_json::to_vec(&event)
+                .map(Bytes::from)
+                .map_err(|e| Error::unavailable("encode an event", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let count = messages.len() as u64;
+    let mut append = Append::messages(messages);
+    append.expected_tail = Some(tail);
+    append.producer = producer;
+    let ack = log.append(path, append).await?;
+    if ack.duplicate {
+        // Where the first attempt's events end, not the tail: the chat may have moved on.
+        let last = ack.producer.map_or_else(|| ack.next_offset.seq(), |p| p.last_seq);
+        return Ok(Appended {
+            first: last + 1 - count.max(1),
+            last,
+            duplicate: true,
+        });
+    }
+    let range = ack.appended.ok_or_else(|| Error::Corrupt {
+        what: "an append of events reported no range".to_owned(),
+    })?;
+    Ok(Appended {
+        first: range.first,
+        last: range.last,
+        duplicate: false,
+    })
 }
 
 /// Events read from a session stream.

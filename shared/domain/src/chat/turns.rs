@@ -6,6 +6,8 @@
 //! delivered in order and one at a time: the next is not handed out while an earlier one is in
 //! flight. A job is deduplicated by its turn and trigger ([`TurnJob::key`]), so re-enqueueing
 //! after a retried submission is harmless; an unacknowledged job comes back after its lease.
+//! (A message queued behind a turn without a client id has nothing a retry could find it by:
+//! its job is queued *before* it is appended, and waits for it: [`TurnJob::before_message_ms`].)
 
 use std::time::Duration;
 
@@ -33,6 +35,12 @@ pub struct TurnJob {
     /// step: its time limit counts from then, not from each carry-over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_started_ms: Option<i64>,
+    /// When the job was queued, if that was before its message was appended (a message queued
+    /// behind a turn without a client id, [`crate::service`]): `trigger_seq` is then the tail
+    /// before the message, and the step waits a while for a message of its turn rather than
+    /// finding none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_message_ms: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -64,6 +72,7 @@ impl TurnJob {
             trigger_seq,
             continuation: 0,
             step_started_ms: None,
+            before_message_ms: None,
         }
     }
 

@@ -3,17 +3,22 @@
 //! A message claims the chat's pending turn, is appended as `user_message_submitted` naming
 //! that turn, and the turn is recorded and queued for the worker; the workspace's feed hears of
 //! it. Each step is undone if a later one fails before the append, and finished by a retry
-//! (the same `client_message_id`) if one fails after it. A message in a chat where an agent
-//! asked a question answers the oldest such question instead, and starts no turn.
+//! (the same `client_message_id`) if one fails after it. A message queued behind a turn
+//! (`on_busy: "enqueue"`) without a client id cannot be retried, so its turn's job is queued
+//! *before* it is appended and waits for it ([`crate::TurnJob::before_message_ms`]): a crash
+//! after the append leaves a message whose turn runs anyway. A message in a chat where an
+//! agent asked a question answers the oldest such question instead, and starts no turn
+//! (`question.rs`).
 
 use serde_json::{Map, Value};
 
 use super::{Answered, ChatService};
 use crate::{
-    Error, FeedEvent, OpenRequest, PendingTurn, ProducerClaim, RequestKind, Session,
-    chat::event::{ChatEvent, QuestionAnswered, SlashCommandInvoked, UserMessage},
+    Error, FeedEvent, PendingTurn, ProducerClaim, RequestKind, Session, TurnJob, TurnRecord, TurnStatus,
+    chat::event::{ChatEvent, FileRef, QuestionAnswered, SlashCommandInvoked, UserMessage},
     claim::{CLAIM_GRACE_MS, Reconciled},
     clock::rfc3339_ms,
+    failpoint,
     session::{EventDraft, append_events, preview},
     workspace::new_id,
 };
@@ -99,42 +104,24 @@ impl ChatService {
             }
         }
         // An agent's open question (one no turn of Spool's waits on) is what this answers.
-        let mut answers = None;
-        for request in open {
-            if request.kind == RequestKind::Question
-                && request.turn_id.is_none()
-                && let Some(taken) = self
-                    .metadata
-                    .take_request(org, &session.id, &request.id, Some(RequestKind::Question))
-                    .await?
-            {
-                answers = Some(taken);
-                break;
-            }
-        }
-        let mut turn_id = answers.is_none().then(|| new_id("turn"));
-        let mut claimed = None;
-        if let Some(wanted) = &turn_id
-            && !message.queue_if_busy
+        for question in open
+            .iter()
+            .filter(|r| r.kind == RequestKind::Question && r.turn_id.is_none())
         {
-            match self.claim(org, session, wanted, &message).await? {
-                Claim::Claimed => claimed = Some(wanted.clone()),
-                Claim::Retry(adopted) => turn_id = Some(adopted),
-                Claim::Busy(holder) => {
-                    self.reopen(org, session, answers.as_ref()).await?;
-                    return Ok(Posted::Busy(holder));
-                }
+            if let Some(answered) = self.answer_agent(org, session, question, &message, &files).await? {
+                return Ok(Posted::Accepted(answered));
             }
         }
-        let content = UserMessage {
-            content: message.content.clone(),
-            author: message.author,
-            files,
-            metadata: message.metadata,
-            client_context: message.client_context.filter(|c| !c.is_null()),
-            answers: answers.as_ref().map(|q| q.id.clone()),
-            client_tools: message.client_tools,
-        };
+        let mut turn_id = new_id("turn");
+        let mut claimed = None;
+        if !message.queue_if_busy {
+            match self.claim(org, session, &turn_id, &message).await? {
+                Claim::Claimed => claimed = Some(turn_id.clone()),
+                Claim::Retry(adopted) => turn_id = adopted,
+                Claim::Busy(holder) => return Ok(Posted::Busy(holder)),
+            }
+        }
+        let content = user_message(&message, files, None);
         let preview_of = message
             .command
             .as_ref()
@@ -144,7 +131,7 @@ impl ChatService {
             drafts.push(EventDraft {
                 event: ChatEvent::SlashCommandInvoked(command),
                 client_message_id: message.client_message_id.clone(),
-                turn_id: turn_id.clone(),
+                turn_id: Some(turn_id.clone()),
             });
         }
         // The message's place in the write: after its command, if it has one.
@@ -152,15 +139,29 @@ impl ChatService {
         drafts.push(EventDraft {
             event: ChatEvent::UserMessageSubmitted(content),
             client_message_id: message.client_message_id.clone(),
-            turn_id: turn_id.clone(),
-        });
-        let producer = message.client_message_id.as_ref().map(|cmid| ProducerClaim {
-            id: format!("msg:{cmid}"),
-            epoch: 0,
-            seq: 0,
+            turn_id: Some(turn_id.clone()),
         });
         let path = Session::stream(org, &session.id)?;
         let now = self.clock.now_ms();
+        // Without a client id, a message queued behind a turn has nothing a retry could find it
+        // by: its job goes first, and waits for it. (Its producer, named after its turn, makes
+        // a store's retry of the append harmless.)
+        let queued_first = message.queue_if_busy && message.client_message_id.is_none();
+        let producer = match &message.client_message_id {
+            Some(cmid) => Some(format!("msg:{cmid}")),
+            None => queued_first.then(|| format!("queued:{turn_id}")),
+        }
+        .map(|id| ProducerClaim { id, epoch: 0, seq: 0 });
+        // The tail the job goes from is where the append tries first.
+        let mut tail = None;
+        if queued_first {
+            let before = self.last_seq(org, session).await?;
+            let mut job = TurnJob::new(org, &session.id, &turn_id, before);
+            job.before_message_ms = Some(now);
+            self.turns.enqueue(&job).await?;
+            self.fail.check(failpoint::MESSAGE_QUEUED_FIRST)?;
+            tail = Some(before);
+        }
         let appended = match append_events(
             self.log.as_ref(),
             &path,
@@ -168,13 +169,12 @@ impl ChatService {
             &drafts,
             producer,
             &rfc3339_ms(now),
-            None,
+            tail,
         )
         .await
         {
             Ok(appended) => appended,
             Err(e) => {
-                self.reopen(org, session, answers.as_ref()).await?;
                 if let Some(turn) = &claimed {
                     self.metadata.release_turn(org, &session.id, turn).await?;
                 }
@@ -182,31 +182,24 @@ impl ChatService {
             }
         };
         if appended.duplicate {
-            // The first message's answer: its seq and its turn, queued again in case the first
-            // attempt failed after its append (the queue drops a turn it already has).
-            let turn = self.event_at(&path, appended.first).await?.and_then(|e| e.turn_id);
+            // A retry: the first attempt's answer, its turn queued again in case that attempt
+            // died before queueing it (the queue drops a turn it already has).
+            let first = self.first_attempt(org, session, &path, appended.first + offset).await?;
             if let Some(claim) = &claimed
-                && turn.as_ref() != Some(claim)
+                && first.turn_id.as_ref() != Some(claim)
             {
                 // This retry claimed the chat after the first attempt's turn ended: give it back.
                 self.metadata.release_turn(org, &session.id, claim).await?;
             }
-            // A retry: the first attempt answered whatever it answered.
-            self.reopen(org, session, answers.as_ref()).await?;
-            if let Some(turn_id) = &turn {
-                self.enqueue_turn(org, &session.id, turn_id, appended.first + offset)
-                    .await?;
-            }
-            return Ok(Posted::Accepted(Accepted {
-                seq: appended.first + offset,
-                turn_id: turn,
-                duplicate: true,
-                answers: None,
-            }));
+            return Ok(Posted::Accepted(first));
         }
         let seq = appended.first + offset;
-        if let Some(turn_id) = &turn_id {
-            self.enqueue_turn(org, &session.id, turn_id, seq).await?;
+        self.fail.check(failpoint::MESSAGE_APPENDED)?;
+        if queued_first {
+            let record = TurnRecord::at(&turn_id, seq, TurnStatus::Queued, None, now);
+            self.metadata.record_turn(org, &session.id, &record).await?;
+        } else {
+            self.enqueue_turn(org, &session.id, &turn_id, seq).await?;
         }
         let preview = preview(&preview_of);
         self.metadata.touch_session(org, &session.id, now, &preview).await?;
@@ -221,10 +214,37 @@ impl ChatService {
         }
         Ok(Posted::Accepted(Accepted {
             seq,
-            turn_id,
+            turn_id: Some(turn_id),
             duplicate: false,
-            answers: answers.map(|q| q.id),
+            answers: None,
         }))
+    }
+
+    /// What the first attempt of a retried message, appended at `seq`, was answered: its seq,
+    /// its turn (queued again, in case that attempt died before queueing it; the queue drops a
+    /// turn it already has) and the question it answered.
+    pub(super) async fn first_attempt(
+        &self,
+        org: &str,
+        session: &Session,
+        path: &crate::StreamPath,
+        seq: u64,
+    ) -> Result<Accepted, Error> {
+        let first = self.event_at(path, seq).await?;
+        let turn_id = first.as_ref().and_then(|e| e.turn_id.clone());
+        let answers = first.and_then(|e| match e.event {
+            ChatEvent::UserMessageSubmitted(m) => m.answers,
+            _ => None,
+        });
+        if let Some(turn_id) = &turn_id {
+            self.enqueue_turn(org, &session.id, turn_id, seq).await?;
+        }
+        Ok(Accepted {
+            seq,
+            turn_id,
+            duplicate: true,
+            answers,
+        })
     }
 
     /// Claims the chat's pending turn for `turn_id`. A claim a crash may have left behind (its
@@ -253,14 +273,6 @@ impl ChatService {
             Err(holder) => Claim::Busy(holder),
         })
     }
-
-    /// Opens again the agent's question a message took but did not answer after all.
-    async fn reopen(&self, org: &str, session: &Session, question: Option<&OpenRequest>) -> Result<(), Error> {
-        match question {
-            Some(question) => self.metadata.open_request(org, &session.id, question).await,
-            None => Ok(()),
-        }
-    }
 }
 
 /// What a message's claim of the chat found.
@@ -271,4 +283,17 @@ enum Claim {
     Retry(String),
     /// Another turn holds it.
     Busy(PendingTurn),
+}
+
+/// The `user_message_submitted` payload of `message`, with its `files`, answering `answers`.
+pub(super) fn user_message(message: &Message, files: Vec<FileRef>, answers: Option<String>) -> UserMessage {
+    UserMessage {
+        content: message.content.clone(),
+        author: message.author.clone(),
+        files,
+        metadata: message.metadata.clone(),
+        client_context: message.client_context.clone().filter(|c| !c.is_null()),
+        answers,
+        client_tools: message.client_tools.clone(),
+    }
 }

@@ -1,21 +1,25 @@
 //! # The chat service: a chat's write side, over ports only
 //!
-//! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]), an
-//! answer to a request and a control ([`answer`]), an agent's message, a chat's creation and
+//! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]; one
+//! that answers an agent's question, [`question`]), an answer to a request and a control
+//! ([`answer`]), an agent's message, a chat's creation and
 //! deletion — lives here, once, and takes only the ports it needs: session records, the stream
 //! log, the turn queue and a clock. It returns domain results ([`Posted`], [`Answered`]); the
 //! HTTP functions parse a request, call one method, and map the result to a response.
 //!
 //! Every method keeps the chat's invariants: a write is an event in the chat's stream before
-//! anything acts on it; a chat has at most one pending turn; a retried write (the same
+//! anything acts on it (a turn queued before its message, which nothing else could find again,
+//! waits for it); a chat has at most one pending turn; a retried write (the same
 //! `client_message_id`, the same answer) is recognised and answered as the first time; a step
-//! a crash interrupts is finished by the next caller (see [`crate::claim`]).
+//! a crash interrupts is finished by the next caller (see [`crate::claim`]), or, for a message
+//! queued behind a turn without a client id, by its turn's job.
 
 mod answer;
 mod attachment;
 mod command;
 mod command_checks;
 mod message;
+mod question;
 
 use std::sync::Arc;
 
@@ -25,8 +29,8 @@ pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, 
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
-    Agent, Aggregates, Clock, ContentType, CreateStream, Error, FeedEvent, Metadata, Offset, OpenRequest, PendingTurn,
-    RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    Agent, Aggregates, Clock, ContentType, CreateStream, Error, FailPoints, FeedEvent, Metadata, Offset, OpenRequest,
+    PendingTurn, RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnQueue, TurnRecord, TurnStatus,
     aggregate::Direct,
     attachment::FileStore,
     chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
@@ -58,6 +62,8 @@ pub struct ChatService {
     files: Arc<dyn FileStore>,
     /// How large files may be and how long their URLs last.
     attachments: AttachmentLimits,
+    /// Where a test makes a write stop midway, as a crash would ([`crate::failpoint`]).
+    fail: Arc<FailPoints>,
 }
 
 /// What a new chat is.
@@ -103,7 +109,15 @@ impl ChatService {
             roots: crate::WorkspaceRoots::none(),
             files,
             attachments: AttachmentLimits::default(),
+            fail: Arc::new(FailPoints::default()),
         }
+    }
+
+    /// The service, stopping where a test armed one of `fail` ([`crate::failpoint`]).
+    #[must_use]
+    pub fn with_fail_points(mut self, fail: Arc<FailPoints>) -> Self {
+        self.fail = fail;
+        self
     }
 
     /// The service, handing workspaces' feed events to `feeds` (appended at once otherwise).
@@ -299,14 +313,7 @@ impl ChatService {
     /// Asks the worker for the turn `turn_id` of a chat, triggered by event `seq`: recorded as
     /// queued (unless it is further along already: a resume, a retried message), then queued.
     pub async fn enqueue_turn(&self, org: &str, session_id: &str, turn_id: &str, seq: u64) -> Result<(), Error> {
-        let job = TurnJob {
-            org: org.to_owned(),
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            trigger_seq: seq,
-            continuation: 0,
-            step_started_ms: None,
-        };
+        let job = TurnJob::new(org, session_id, turn_id, seq);
         let record = TurnRecord::at(turn_id, seq, TurnStatus::Queued, None, self.clock.now_ms());
         self.metadata.record_turn(org, session_id, &record).await?;
         self.turns.enqueue(&job).await
