@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
-    types::{Put, ReturnValue, TransactWriteItem},
+    types::ReturnValue,
 };
 use spool_domain::{
     Error,
@@ -24,7 +24,7 @@ use spool_domain::{
 };
 
 use crate::{
-    caps::{Change, Counter},
+    caps::Counter,
     errors::ddb,
     items::{Item, s, ttl_attribute},
     metadata::{AwsMetadata, string},

@@ -31,7 +31,6 @@
 
 use aws_sdk_dynamodb::{
     error::SdkError,
-    operation::transact_write_items::TransactWriteItemsError,
     types::{AttributeValue, Select, TransactWriteItem, Update},
 };
 use spool_domain::{Error, caps::Capped};

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::{
     error::SdkError,
     operation::put_item::PutItemError,
-    types::{Delete, DeleteRequest, Put, TransactWriteItem, WriteRequest},
+    types::{Delete, DeleteRequest, TransactWriteItem, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use spool_domain::{
