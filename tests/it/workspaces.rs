@@ -251,8 +251,82 @@ pub(crate) async fn slash_commands_are_stored_per_scope<H: Harness>(harness: &H)
     assert!(store.commands(&org, &scope).await.unwrap().is_empty());
 }
 
+/// The context file lists every agent of the workspace in order, each as `N. Name (id: ag_…)`
+/// with its settings and its full instruction, so the built-in agent can tune them (the third
+/// source design, questions 8 and 27); an instruction past the context's budget is said to be
+/// left out.
+pub(crate) async fn the_context_lists_every_agent_with_its_instruction<H: Harness>(harness: &H) {
+    let store = harness.metadata().await;
+    let (org, ws) = (unique_id("org"), unique_id("ws"));
+    let builtin = Agent::builtin(unique_id("ag"), ws.clone(), 1);
+    store
+        .create_workspace(&org, &workspace(&ws, 1), &builtin)
+        .await
+        .unwrap();
+    // GIVEN three agents after the built-in one, one with a fenced block in its instruction
+    let mut made = Vec::new();
+    for (position, (name, instruction)) in [
+        ("Planner", "Plan the work in steps.\nNever skip a step."),
+        ("Writer", "Write it.\n```\nkeep this fence\n```"),
+        ("Reviewer", "Review what the Writer wrote."),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut a = agent(&unique_id("ag"), &ws, position as u32 + 1);
+        a.name = name.to_owned();
+        a.instruction = instruction.to_owned();
+        store.create_agent(&org, &a).await.unwrap();
+        made.push(a);
+    }
+    // WHEN the context is written
+    let context = spool_agents::context::workspace_context(
+        &store,
+        &spool_domain::notifier::LogNotifier,
+        &org,
+        &ws,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    // THEN each agent is there in order, with its id, its runtime and its whole instruction
+    let mut from = context.find(&format!("1. Spool (id: {})", builtin.id)).expect(&context);
+    for (i, a) in made.iter().enumerate() {
+        let heading = format!("## {}. {} (id: {})", i + 2, a.name, a.id);
+        let at = context[from..].find(&heading).map(|at| at + from).expect(&context);
+        let section = &context[at..];
+        assert!(section.contains("- settings: runtime scripted"), "{context}");
+        assert!(section.contains(&a.instruction), "{context}");
+        from = at;
+    }
+    // AND an instruction's own fence does not close the block it is in
+    assert!(context.contains("````\nWrite it."), "{context}");
+
+    // GIVEN instructions past the context's budget (100 agents may hold 20,000 characters each)
+    let budget = spool_agents::context::INSTRUCTIONS_BUDGET_CHARS;
+    let long = spool_domain::workspace::MAX_TEXT_CHARS;
+    for n in 0..budget / long + 1 {
+        let mut a = agent(&unique_id("ag"), &ws, 10 + n as u32);
+        a.instruction = "x".repeat(long);
+        store.create_agent(&org, &a).await.unwrap();
+    }
+    let context = spool_agents::context::workspace_context(
+        &store,
+        &spool_domain::notifier::LogNotifier,
+        &org,
+        &ws,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    // THEN it stays bounded, and says which instruction it left out
+    assert!(context.len() < budget + 20_000, "{}", context.len());
+    assert!(context.contains("left out (20000 characters)"), "{context}");
+}
+
 on_both_backends!(workspaces:
     workspaces_live_and_die_with_their_agents,
     agents_are_ordered_changed_and_deleted,
     slash_commands_are_stored_per_scope,
+    the_context_lists_every_agent_with_its_instruction,
 );
