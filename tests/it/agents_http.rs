@@ -344,7 +344,8 @@ pub(crate) async fn approved_calls_run_and_declined_ones_never_do<H: Harness>(ha
 }
 
 /// Actions run at once; an invalid one becomes a system event naming what was wrong; a task
-/// is announced on the workspace feed.
+/// is announced on the workspace feed, its `actor` the person who asked and its `agent` the
+/// agent.
 pub(crate) async fn actions_run_and_invalid_ones_are_reported<H: Harness>(harness: &H) {
     let stack = stack(harness).await;
     let api = &stack.api;
@@ -375,10 +376,16 @@ pub(crate) async fn actions_run_and_invalid_ones_are_reported<H: Harness>(harnes
         .json()
         .await
         .unwrap();
-    assert!(
-        feed.iter()
-            .any(|e| e["type"] == "task.created" && e["summary"] == "Do it")
-    );
+    // AND the task's `actor` is the person whose message the agent answered, the agent in its
+    // own field (the third source design: "with the actor being the user")
+    let person = one(&events, &turn, "user_message_submitted")["payload"]["author"].clone();
+    assert!(person.as_str().is_some_and(|p| !p.is_empty()), "{person}");
+    let created = feed
+        .iter()
+        .find(|e| e["type"] == "task.created" && e["summary"] == "Do it")
+        .unwrap_or_else(|| panic!("{feed:?}"));
+    assert_eq!(created["actor"], person, "{created}");
+    assert_eq!(created["agent"], "Spool", "{created}");
 }
 
 /// An abort stops a turn mid-answer: the partial message is kept, the turn ends `aborted`;

@@ -45,7 +45,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
         .await;
     assert_eq!(
         (first["title"].as_str(), first["agent_name"].as_str()),
-        (Some("New chat"), Some("Spool"))
+        (Some("Untitled chat"), Some("Spool"))
     );
     let first = first["id"].as_str().unwrap().to_owned();
     assert!(first.starts_with("ses_"));

@@ -488,6 +488,7 @@ pub(crate) async fn tasks_are_made_changed_and_deleted_by_hand<H: Harness>(harne
     assert_eq!(created["chat_id"], chat["id"]);
     assert_eq!(created["workspace_id"], ws.as_str());
     assert!(created["actor"].as_str().unwrap().starts_with("key:"), "{created}");
+    assert_eq!(created["agent"], Value::Null, "{created}");
     // Chats and agents changing are on the feed too, so lists update without reading again.
     let chat_id = chat["id"].as_str().unwrap();
     api.ok(
@@ -526,7 +527,7 @@ pub(crate) async fn tasks_are_made_changed_and_deleted_by_hand<H: Harness>(harne
         })
         .collect();
     for (kind, name) in [
-        ("chat.created", "New chat"),
+        ("chat.created", "Untitled chat"),
         ("chat.renamed", "Plans"),
         ("agent.created", "Helper"),
         ("agent.updated", "Aide"),

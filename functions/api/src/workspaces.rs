@@ -621,6 +621,7 @@ pub(crate) async fn create_task(
         chat_id: task.session_id.clone(),
         workspace_id: workspace_id.to_string(),
         actor: caller.0.sub.clone(),
+        agent: None,
     };
     api.announce(caller.org(), &workspace_id, event).await?;
     Ok((StatusCode::CREATED, Json(TaskView::from(task))))

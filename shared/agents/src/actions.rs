@@ -32,8 +32,11 @@ pub struct ActionContext<'a> {
     pub workspace_id: Option<&'a str>,
     /// Whether the acting agent is the built-in one.
     pub builtin: bool,
-    /// The acting agent's name (the feed's `actor`).
+    /// The acting agent's name.
     pub actor: &'a str,
+    /// The person whose message led to this turn (their token subject), if a person's did:
+    /// the `actor` of what the action causes, the agent beside it.
+    pub person: Option<&'a str>,
     /// The workspace's context, in a workspace's chat.
     pub workspace_context: Option<&'a str>,
     /// Now, in ms since the Unix epoch.
@@ -184,7 +187,8 @@ impl ActionContext<'_> {
             summary: task.title.clone(),
             chat_id: Some(self.session_id.to_owned()),
             workspace_id: workspace.to_owned(),
-            actor: self.actor.to_owned(),
+            actor: self.person.unwrap_or(self.actor).to_owned(),
+            agent: Some(self.actor.to_owned()),
         };
         self.announce(event).await?;
         // The task is made: telling someone about it is a courtesy that cannot fail the action

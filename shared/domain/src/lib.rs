@@ -41,6 +41,7 @@ pub use metrics::{LogMetrics, Metric, Metrics};
 pub use port::{SealScheduler, StreamLog, StreamReader, StreamSealer, StreamWriter};
 pub use session::{
     Event, EventDraft, EventKind, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, TurnStatus,
+    UNTITLED_CHAT,
 };
 pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,

@@ -223,6 +223,7 @@ impl Step<'_> {
         let workspace_context = self.workspace_context().await?;
         let (now_ms, now) = self.now();
         let actor = self.agent_name();
+        let person = self.person();
         let context = ActionContext {
             metadata: self.engine.metadata.as_ref(),
             feeds: self.engine.feeds.as_ref(),
@@ -231,6 +232,7 @@ impl Step<'_> {
             workspace_id: self.session.workspace_id.as_deref(),
             builtin: self.agent.as_ref().is_none_or(|a| a.builtin),
             actor: &actor,
+            person: person.as_deref(),
             workspace_context: workspace_context.as_deref(),
             now_ms,
             now_rfc3339: &now,

@@ -548,6 +548,18 @@ impl Step<'_> {
         }
     }
 
+    /// The person whose message or command started this turn (their token subject), if a
+    /// person's did: an outside agent's message or a scheduled turn has none.
+    fn person(&self) -> Option<String> {
+        let start = self.state().start_seq.unwrap_or_else(|| self.trigger_seq());
+        let author = match &self.events.iter().find(|e| e.seq == start)?.event {
+            ChatEvent::UserMessageSubmitted(m) => &m.author,
+            ChatEvent::SlashCommandInvoked(c) => &c.author,
+            _ => return None,
+        };
+        (!author.is_empty()).then(|| author.clone())
+    }
+
     /// Whether the latest reply's calls are a CLI agent's actions: run at once, and the last
     /// word of the turn.
     fn last_reply_one_shot(&self) -> bool {

@@ -726,8 +726,13 @@ pub enum FeedEvent {
         chat_id: Option<String>,
         /// Its workspace.
         workspace_id: String,
-        /// Who made it: the agent's name, or the person's token subject.
+        /// Who caused it: the person (token subject) whose message the agent answered, or who
+        /// made it by hand; the agent's name only when no person asked (the third source
+        /// design's "with the actor being the user").
         actor: String,
+        /// The agent that made it, by name; `null` when a person made it by hand.
+        #[serde(default)]
+        agent: Option<String>,
     },
     /// An agent waits on a person: a question, a tool call to approve, a plan to review.
     #[serde(rename = "input.required")]
@@ -1132,9 +1137,10 @@ mod tests {
                     summary: "Do".into(),
                     chat_id: Some("s".into()),
                     workspace_id: "w".into(),
-                    actor: "Planner".into(),
+                    actor: "key:ana".into(),
+                    agent: Some("Planner".into()),
                 },
-                json!({ "type": "task.created", "task_id": "t", "summary": "Do", "chat_id": "s", "workspace_id": "w", "actor": "Planner" }),
+                json!({ "type": "task.created", "task_id": "t", "summary": "Do", "chat_id": "s", "workspace_id": "w", "actor": "key:ana", "agent": "Planner" }),
             ),
             (
                 FeedEvent::NotificationSent {

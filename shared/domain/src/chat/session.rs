@@ -19,6 +19,8 @@ use crate::{
 
 /// The version of the event envelope, written as `v` in every event.
 pub const EVENT_VERSION: u32 = 1;
+/// The title of a chat made without one (the third source design's default).
+pub const UNTITLED_CHAT: &str = "Untitled chat";
 /// The longest preview of a chat's last message kept in its record, in characters.
 pub const PREVIEW_CHARS: usize = 160;
 

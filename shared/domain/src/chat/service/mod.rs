@@ -73,7 +73,7 @@ pub struct NewChat {
     pub workspace_id: Option<String>,
     /// The agent it talks to.
     pub agent: Option<Agent>,
-    /// Its title ("New chat" when absent).
+    /// Its title ([`crate::UNTITLED_CHAT`] when absent).
     pub title: Option<String>,
     /// Its id, when the caller named it beforehand (`/new`); a chat of that id that exists
     /// already is the answer.
@@ -167,7 +167,7 @@ impl ChatService {
             agent_id: new.agent.map(|a| a.id),
             title: new
                 .title
-                .map_or_else(|| "New chat".to_owned(), |t| crate::names::clean(&t)),
+                .map_or_else(|| crate::UNTITLED_CHAT.to_owned(), |t| crate::names::clean(&t)),
             cli_override: None,
             model: None,
             mode: None,
