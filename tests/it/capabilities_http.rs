@@ -42,8 +42,11 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
         )
         .await;
     // THEN only the granted one is enabled
-    assert_eq!(answer["status"], "enabled");
+    assert_eq!(answer["status"], "authenticated");
+    assert_eq!(answer["session_id"], id.as_str());
+    assert_eq!(answer["library_id"], "lib-1");
     assert_eq!(answer["capabilities_enabled"], json!(["context_for_query"]));
+    assert!(answer.get("reason").is_none(), "{answer}");
     let got = api.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await;
     assert_eq!(got["capabilities"], json!(["context_for_query"]));
 
@@ -67,7 +70,7 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
     ] {
         assert_eq!(
             api.ok(Method::PUT, &path, Some(enable.clone())).await["status"],
-            "enabled"
+            "authenticated"
         );
         let answer = api
             .ok(
@@ -79,6 +82,7 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
         // THEN it is rejected with a reason, and the chat is back in anonymous mode: working,
         // without what a companion enables
         assert_eq!(answer["status"], "rejected", "{answer}");
+        assert_eq!(answer["session_id"], id.as_str());
         assert!(answer["reason"].is_string());
         assert_eq!(answer["capabilities_enabled"], json!([]));
         let got = api.ok(Method::GET, &format!("/v1/sessions/{id}"), None).await;
@@ -112,4 +116,47 @@ pub(crate) async fn companion_tokens_enable_what_they_grant<H: Harness>(harness:
     );
 }
 
-on_both_backends!(capabilities_http: companion_tokens_enable_what_they_grant);
+/// A valid token whose key carries nothing asked for is authenticated, enables nothing, and says
+/// why, naming the command that makes a key that does.
+pub(crate) async fn an_answer_that_enables_nothing_says_why<H: Harness>(harness: &H) {
+    // GIVEN a companion's token from a key that carries only `agent`
+    let (api, _, _) = setup(harness).await;
+    let org = org_of(&api);
+    let metadata = harness.metadata().await;
+    let (_, key) = spool_api::admin::create_api_key(&metadata, &org, &["agent".to_owned()], SystemClock.now_ms())
+        .await
+        .unwrap();
+    let body: Value = handshake(
+        &api.http,
+        &api.base,
+        json!({ "api_key": key.reveal(), "library_id": "lib-1" }),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let session = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let id = session["id"].as_str().unwrap();
+    // WHEN it asks for `context_for_query`
+    let answer = api
+        .ok(
+            Method::PUT,
+            &format!("/v1/sessions/{id}/capabilities"),
+            Some(json!({ "library_id": "lib-1", "jwt": body["jwt"], "capabilities": ["context_for_query"] })),
+        )
+        .await;
+    // THEN it is authenticated, enables nothing, and the reason names the key and the command
+    assert_eq!(answer["status"], "authenticated", "{answer}");
+    assert_eq!(answer["library_id"], "lib-1");
+    assert_eq!(answer["capabilities_enabled"], json!([]));
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("does not carry context_for_query")
+            && reason.contains(&format!(
+                "spool admin create-api-key {org} --capability context_for_query"
+            )),
+        "{reason}"
+    );
+}
+
+on_both_backends!(capabilities_http: companion_tokens_enable_what_they_grant, an_answer_that_enables_nothing_says_why);

@@ -446,7 +446,7 @@ async fn client_context_needs_the_capability(provider: Provider) {
             Some(json!({ "library_id": "companion-1", "jwt": token["jwt"], "capabilities": ["context_for_query"] })),
         )
         .await;
-    assert_eq!(enabled["status"], "enabled");
+    assert_eq!(enabled["status"], "authenticated");
     let sent = post("with").await;
     until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
     // THEN only the second prompt carries it

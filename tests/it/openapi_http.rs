@@ -318,7 +318,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
             Some(json!({ "library_id": "lib-1", "jwt": companion, "capabilities": ["context_for_query"] })),
         )
         .await;
-    assert_eq!(outcome["status"], "enabled");
+    assert_eq!(outcome["status"], "authenticated");
     let outcome = api
         .ok(
             Method::PUT,

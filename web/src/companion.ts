@@ -105,7 +105,10 @@ export function enableFor(client: Client, sessionId: string): Promise<void> {
     asked = client
       .putCapabilities(sessionId, { library_id: current.library_id, jwt: current.jwt, capabilities: current.capabilities })
       .then((outcome) => {
-        if (outcome.status !== "enabled") set({ status: "offline", reason: `Spool refused the companion's token: ${outcome.reason ?? "no reason given"}` });
+        if (outcome.status === "rejected") set({ status: "offline", reason: `Spool refused the companion's token: ${outcome.reason ?? "no reason given"}` });
+        // Authenticated, but nothing enabled: answers will not know the notes; say why.
+        else if (outcome.capabilities_enabled.length === 0)
+          set({ status: "offline", reason: `Spool enabled nothing for the companion: ${outcome.reason ?? "no reason given"}` });
       })
       // Asked again next time: a failed request is not an answer.
       .catch(() => void enabled.delete(sessionId));

@@ -4,9 +4,14 @@
 //! `POST /v1/handshake` issued for its `library_id`, and presents it to enable capabilities
 //! (such as `context_for_query`) on a session. Spool verifies the token's signature and expiry,
 //! that it is the caller's organization's and that its `library_id` is the one named, and
-//! enables the capabilities both asked for and granted. A token that is expired, altered,
+//! enables the capabilities both asked for and granted: the answer is the design's Step 3,
+//! `{session_id, status: "authenticated", library_id, capabilities_enabled}`, with a `reason`
+//! when that enables nothing (the key behind the token carries none of what was asked, and the
+//! reason names the `spool admin create-api-key` command that makes one that does). A token
+//! that is expired, altered,
 //! another organization's, for another library or not a companion's leaves the session in
-//! anonymous mode: working, with no capabilities, the answer `rejected` with why; it is logged
+//! anonymous mode: working, with no capabilities, the answer
+//! `{session_id, status: "rejected", reason, capabilities_enabled: []}`; it is logged
 //! as a security event. Every attempt is audited. A companion's token is good for nothing else:
 //! the bearer check refuses it.
 
@@ -40,7 +45,7 @@ pub(crate) struct CapabilityRequest {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum CapabilityStatus {
     /// The token was valid: what it grants of what was asked is enabled.
-    Enabled,
+    Authenticated,
     /// The token was not valid here: the session has no capabilities now.
     Rejected,
 }
@@ -50,18 +55,22 @@ pub(crate) enum CapabilityStatus {
 pub(crate) struct CapabilityOutcome {
     session_id: String,
     status: CapabilityStatus,
+    /// The companion library the token was issued for (when `authenticated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    library_id: Option<String>,
     /// The session's capabilities now.
     capabilities_enabled: Vec<String>,
-    /// Why the request was rejected.
+    /// Why the request was rejected, or why an authenticated one enabled nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
 }
 
 /// `PUT /v1/sessions/{id}/capabilities` `{library_id, jwt, capabilities}` →
-/// `{session_id, status: "enabled" | "rejected", capabilities_enabled, reason?}`.
+/// `{session_id, status: "authenticated", library_id, capabilities_enabled, reason?}`, or
+/// `{session_id, status: "rejected", reason, capabilities_enabled: []}`.
 #[utoipa::path(put, path = "/v1/sessions/{id}/capabilities", tag = "sessions", params(("id" = String, Path, description = "The session")),
     request_body = CapabilityRequest,
-    responses((status = 200, description = "Enabled, or rejected with the reason (the session keeps working without them)", body = CapabilityOutcome),
+    responses((status = 200, description = "Authenticated (with why when it enables nothing), or rejected with the reason (the session keeps working without them)", body = CapabilityOutcome),
         (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn put_capabilities(
     State(api): State<Arc<ChatApi>>,
@@ -97,7 +106,7 @@ pub(crate) async fn put_capabilities(
         "requested": request.capabilities,
         "outcome": if verdict.is_ok() { "enabled" } else { "rejected" },
         "enabled": verdict.as_ref().ok(),
-        "reason": verdict.as_ref().err(),
+        "reason": verdict.as_ref().map_or_else(|e| Some(e.clone()), |enabled| nothing_enabled(&request.capabilities, enabled, caller.org())),
         "by": caller.0.sub,
     });
     audit::record(api.aggregates.as_ref(), caller.org(), event).await?;
@@ -109,9 +118,10 @@ pub(crate) async fn put_capabilities(
             api.metadata.update_session(caller.org(), &session).await?;
             Ok(Json(CapabilityOutcome {
                 session_id: id.into(),
-                status: CapabilityStatus::Enabled,
+                status: CapabilityStatus::Authenticated,
+                library_id: Some(request.library_id),
+                reason: nothing_enabled(&request.capabilities, &enabled, caller.org()),
                 capabilities_enabled: enabled,
-                reason: None,
             }))
         }
         Err(reason) => {
@@ -125,9 +135,28 @@ pub(crate) async fn put_capabilities(
             Ok(Json(CapabilityOutcome {
                 session_id: id.into(),
                 status: CapabilityStatus::Rejected,
+                library_id: None,
                 capabilities_enabled: Vec::new(),
                 reason: Some(reason),
             }))
         }
     }
+}
+
+/// Why a valid token enabled nothing of what was `requested` (`None` when it enabled some).
+fn nothing_enabled(requested: &[String], enabled: &[String], org: &str) -> Option<String> {
+    if !enabled.is_empty() {
+        return None;
+    }
+    if requested.is_empty() {
+        return Some("no capabilities were asked for".to_owned());
+    }
+    let mut missing = requested.to_vec();
+    missing.sort();
+    missing.dedup();
+    let flags: String = missing.iter().map(|c| format!(" --capability {c}")).collect();
+    Some(format!(
+        "the key behind this token does not carry {}; make one with `spool admin create-api-key {org}{flags}`",
+        missing.join(" or ")
+    ))
 }

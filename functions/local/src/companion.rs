@@ -106,6 +106,17 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
             args.addr
         )
     })?;
+    // Say at start what the key carries (the handshake's answer), and warn when the UI can use
+    // none of it; a Spool not up yet is asked again when a page connects.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    match state.spool.token(now).await {
+        Ok(token) => spool_companion::spool::start_lines(&token)
+            .iter()
+            .for_each(|line| eprintln!("{line}")),
+        Err(e) => eprintln!("Warning: no token from Spool yet ({e}); the companion asks again when a page connects"),
+    }
     eprintln!(
         "Companion listening on http://{} for Spool at {}",
         listener.local_addr()?,

@@ -136,6 +136,14 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         &key,
     );
     assert!(printed.iter().any(|l| l.starts_with("Indexed 3 notes")), "{printed:?}");
+    // It says at start what its key carries; the local key carries what the UI uses: no warning.
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.trim() == "The API key carries these capabilities: context_for_query"),
+        "{printed:?}"
+    );
+    assert!(!printed.iter().any(|l| l.starts_with("Warning")), "{printed:?}");
     let http = reqwest::Client::new();
 
     // The handshake: Spool's token for the library, which Spool accepts for a chat.
@@ -169,7 +177,13 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         .json(&json!({ "library_id": library_id, "jwt": shake["jwt"], "capabilities": shake["capabilities"] }))
         .into_json()
         .await;
-    assert_eq!(enabled["status"], "enabled", "{enabled}");
+    assert_eq!(enabled["status"], "authenticated", "{enabled}");
+    assert_eq!(enabled["library_id"], library_id, "{enabled}");
+    assert_eq!(
+        enabled["capabilities_enabled"],
+        json!(["context_for_query"]),
+        "{enabled}"
+    );
 
     // Context: the notes that match, passages of them, never a whole note.
     let context: Value = http
@@ -282,4 +296,59 @@ fn the_companion_listens_on_loopback_only_and_says_what_it_needs() {
     assert!(!ok && said.contains("loopback only"), "{said}");
     let (ok, said) = run(&["--addr", "127.0.0.1:0"], None);
     assert!(!ok && said.contains("SPOOL_API_KEY"), "{said}");
+}
+
+/// Runs `spool admin …` on `data` and reads its JSON answer.
+fn admin(args: &[&str], data: &Path) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .arg("admin")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn the_companion_says_what_its_key_carries_and_warns_when_the_ui_can_use_none() {
+    // GIVEN a Spool whose organization `acme` has a key that carries only `agent`
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    admin(&["create-org", "Acme", "--id", "acme"], &data);
+    let key = admin(&["create-api-key", "acme", "--capability", "agent"], &data)["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_spool, spool_url, _) = serve(&data);
+    let library = dir.path().join("notes");
+    notes(&library);
+    let salt = dir.path().join("salt");
+    // WHEN `spool companion` starts with that key
+    let (_companion, _, printed) = companion(
+        &[
+            "--library",
+            library.to_str().unwrap(),
+            "--spool-url",
+            &spool_url,
+            "--addr",
+            "127.0.0.1:0",
+            "--salt-file",
+            salt.to_str().unwrap(),
+        ],
+        &key,
+    );
+    // THEN it names what the key carries, and warns with the command that makes a usable key
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.trim() == "The API key carries these capabilities: agent"),
+        "{printed:?}"
+    );
+    assert!(
+        printed.iter().any(|l| l.starts_with("Warning")
+            && l.contains("`spool admin create-api-key acme --capability context_for_query`")),
+        "{printed:?}"
+    );
 }

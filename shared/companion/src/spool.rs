@@ -4,7 +4,8 @@
 //! and a stable id for its library ([`library_id`]: a hash of the library's resolved path and a
 //! salt kept on this machine, so the id says nothing about the path). [`SpoolLink`] exchanges
 //! the key for Spool's token for that library at `POST /v1/handshake`, keeps it, and asks for a
-//! new one an hour before it expires.
+//! new one an hour before it expires. At start, [`start_lines`] says which capabilities the key
+//! carries, and warns with the command that makes a usable key when it carries none the UI uses.
 
 use std::{path::Path, time::Duration};
 
@@ -17,6 +18,8 @@ use tokio::sync::Mutex;
 const REFRESH_BEFORE_MS: i64 = 3600 * 1000;
 /// How long Spool has to answer a handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The capabilities the UI asks Spool to enable with the companion's token.
+pub const UI_CAPABILITIES: &[&str] = &["context_for_query"];
 
 /// Why Spool gave no token.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +49,8 @@ pub struct Token {
     pub jwt: String,
     /// What it grants.
     pub capabilities: Vec<String>,
+    /// The organization whose key it was made from.
+    pub org_id: String,
     /// When it expires (ms since the Unix epoch).
     pub expires_ms: i64,
 }
@@ -55,6 +60,8 @@ struct Answer {
     jwt: String,
     #[serde(default)]
     capabilities: Vec<String>,
+    #[serde(default)]
+    org_id: String,
     expires_at: String,
 }
 
@@ -135,9 +142,34 @@ impl SpoolLink {
         Ok(Token {
             jwt: answer.jwt,
             capabilities: answer.capabilities,
+            org_id: answer.org_id,
             expires_ms,
         })
     }
+}
+
+/// What `spool companion` says at start about its key: the capabilities it carries, and a
+/// warning naming the command that makes a usable key when it carries none the UI uses.
+pub fn start_lines(token: &Token) -> Vec<String> {
+    let carried = if token.capabilities.is_empty() {
+        "none".to_owned()
+    } else {
+        token.capabilities.join(", ")
+    };
+    let mut lines = vec![format!("The API key carries these capabilities: {carried}")];
+    if !token.capabilities.iter().any(|c| UI_CAPABILITIES.contains(&c.as_str())) {
+        let org = if token.org_id.is_empty() {
+            "ORG"
+        } else {
+            token.org_id.as_str()
+        };
+        let flags: String = UI_CAPABILITIES.iter().map(|c| format!(" --capability {c}")).collect();
+        lines.push(format!(
+            "Warning: the API key carries no capability the UI can use ({}), so answers will not know your notes; make a key that does with `spool admin create-api-key {org}{flags}` and give it in SPOOL_API_KEY or --api-key-file",
+            UI_CAPABILITIES.join(", ")
+        ));
+    }
+    lines
 }
 
 /// The library's id: `lib_` and a hash of its resolved path and this machine's `salt`.
@@ -170,6 +202,32 @@ pub fn salt(file: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_lines_name_the_capabilities_and_warn_when_the_ui_can_use_none() {
+        // GIVEN a key that carries `context_for_query`, and one that carries only `agent`
+        let token = |capabilities: &[&str]| Token {
+            jwt: "j".to_owned(),
+            capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
+            org_id: "org_a".to_owned(),
+            expires_ms: 0,
+        };
+        // WHEN the companion starts with each
+        let usable = start_lines(&token(&["context_for_query"]));
+        let unusable = start_lines(&token(&["agent"]));
+        // THEN both name what the key carries; only the second warns, with the exact command
+        assert_eq!(usable, ["The API key carries these capabilities: context_for_query"]);
+        assert_eq!(unusable[0], "The API key carries these capabilities: agent");
+        assert!(unusable[1].starts_with("Warning:"), "{unusable:?}");
+        assert!(
+            unusable[1].contains("`spool admin create-api-key org_a --capability context_for_query`"),
+            "{unusable:?}"
+        );
+        assert_eq!(
+            start_lines(&token(&[]))[0],
+            "The API key carries these capabilities: none"
+        );
+    }
 
     #[test]
     fn a_library_id_is_stable_and_says_nothing_of_its_path() {
