@@ -279,16 +279,19 @@ pub(crate) async fn the_context_lists_every_agent_with_its_instruction<H: Harnes
         store.create_agent(&org, &a).await.unwrap();
         made.push(a);
     }
+    let written = || async {
+        spool_agents::context::workspace_context(
+            &store,
+            &spool_domain::notifier::LogNotifier,
+            &org,
+            &ws,
+            &Default::default(),
+        )
+        .await
+        .unwrap()
+    };
     // WHEN the context is written
-    let context = spool_agents::context::workspace_context(
-        &store,
-        &spool_domain::notifier::LogNotifier,
-        &org,
-        &ws,
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    let context = written().await;
     // THEN each agent is there in order, with its id, its runtime and its whole instruction
     let mut from = context.find(&format!("1. Spool (id: {})", builtin.id)).expect(&context);
     for (i, a) in made.iter().enumerate() {
@@ -310,15 +313,7 @@ pub(crate) async fn the_context_lists_every_agent_with_its_instruction<H: Harnes
         a.instruction = "x".repeat(long);
         store.create_agent(&org, &a).await.unwrap();
     }
-    let context = spool_agents::context::workspace_context(
-        &store,
-        &spool_domain::notifier::LogNotifier,
-        &org,
-        &ws,
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    let context = written().await;
     // THEN it stays bounded, and says which instruction it left out
     assert!(context.len() < budget + 20_000, "{}", context.len());
     assert!(context.contains("left out (20000 characters)"), "{context}");
