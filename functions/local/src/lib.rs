@@ -215,8 +215,9 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// What the local key's tokens carry: a companion run with it may turn on context from the
-/// person's notes (`context_for_query`) for their chats.
-const LOCAL_KEY_CAPABILITY: &str = "context_for_query";
+/// person's notes (`context_for_query`) and saving into them (`capture_ingest`) for their chats.
+const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 2] =
+    [spool_auth::Capability::ContextForQuery, spool_auth::Capability::CaptureIngest];
 
 /// The local organization's API key: made with the organization on first start and kept in
 /// `{data_dir}/local-api-key` (readable by its owner only) so every start can print it. Only
@@ -232,14 +233,16 @@ async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<S
             && let Some(record) = directory.api_key(key.key_id()).await?
             && record.org_id == LOCAL_ORG
             && key.matches(&record.secret_hash)
-            && record.capabilities.iter().any(|c| c == LOCAL_KEY_CAPABILITY)
+            && LOCAL_KEY_CAPABILITIES
+                .iter()
+                .all(|c| record.capabilities.iter().any(|have| have == c.as_str()))
         {
             return Ok(key.reveal());
         }
         tracing::warn!(file = %file.display(), "the kept local API key is not valid here (or predates the companion); making a new one");
         std::fs::remove_file(&file).with_context(|| format!("cannot replace {}", file.display()))?;
     }
-    let capabilities = [LOCAL_KEY_CAPABILITY.to_owned()];
+    let capabilities = LOCAL_KEY_CAPABILITIES.map(|c| c.as_str().to_owned());
     let (_, key) = spool_api::admin::create_api_key(directory, LOCAL_ORG, &capabilities, now_ms()).await?;
     private_dir(&config.data_dir)?;
     write_private(&file, &key.reveal()).with_context(|| format!("cannot write {}", file.display()))?;
@@ -521,6 +524,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(notifier)
+        .with_org_turn_concurrency(config.agents.org_turn_concurrency)
         // The worker runs in this process: the API answers for its CLIs.
         .with_clis(Arc::new(clis))
         .with_webhook_urls(webhook_urls(config));

@@ -140,7 +140,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     assert!(
         printed
             .iter()
-            .any(|l| l.trim() == "The API key carries these capabilities: context_for_query"),
+            .any(|l| l.trim() == "The API key carries these capabilities: capture_ingest, context_for_query"),
         "{printed:?}"
     );
     assert!(!printed.iter().any(|l| l.starts_with("Warning")), "{printed:?}");
@@ -155,7 +155,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     let library_id = shake["library_id"].as_str().unwrap();
     assert!(library_id.starts_with("lib_"), "{shake}");
     assert!(shake["timestamp"].is_string() && shake["version"] == "1");
-    assert_eq!(shake["capabilities"], json!(["context_for_query"]));
+    assert_eq!(shake["capabilities"], json!(["capture_ingest", "context_for_query"]));
     let person: Value = http
         .post(format!("{spool_url}/v1/handshake"))
         .json(&json!({ "api_key": key }))
@@ -181,7 +181,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     assert_eq!(enabled["library_id"], library_id, "{enabled}");
     assert_eq!(
         enabled["capabilities_enabled"],
-        json!(["context_for_query"]),
+        json!(["capture_ingest", "context_for_query"]),
         "{enabled}"
     );
 
@@ -244,6 +244,23 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(found, "the new note was indexed");
+
+    // `capture_ingest`: a loopback page saves a note; the next question finds it at once; a
+    // page elsewhere cannot write one.
+    let capture = |origin: &str| {
+        http.post(format!("{url}/capture"))
+            .header("origin", origin)
+            .json(&json!({ "title": "Quince jam", "text": "Quince jam needs lemon.", "source": "a chat" }))
+            .send()
+    };
+    let saved = capture("http://localhost:8080").await.unwrap();
+    assert_eq!(saved.status(), 201);
+    let saved: Value = saved.json().await.unwrap();
+    assert_eq!(saved["path"], "quince-jam.md", "{saved}");
+    let context: Value = http.get(format!("{url}/context-for-query?q=quince")).into_json().await;
+    assert_eq!(context["relevant_k_ids"], json!([saved["id"]]), "{context}");
+    assert_eq!(capture("https://evil.example").await.unwrap().status(), 403);
+    assert!(!library.join("quince-jam-2.md").exists());
 
     // Pages on loopback may call it; a page elsewhere may not.
     let from = |origin: &str| http.get(format!("{url}/open-loops")).header("origin", origin).send();
@@ -348,7 +365,9 @@ fn the_companion_says_what_its_key_carries_and_warns_when_the_ui_can_use_none() 
     );
     assert!(
         printed.iter().any(|l| l.starts_with("Warning")
-            && l.contains("`spool admin create-api-key acme --capability context_for_query`")),
+            && l.contains(
+                "`spool admin create-api-key acme --capability context_for_query --capability capture_ingest`"
+            )),
         "{printed:?}"
     );
 }

@@ -123,8 +123,51 @@ pub fn check_org(org: &str) -> Result<(), AuthError> {
     }
 }
 
+/// What a token may let its bearer do beyond the basics: the capabilities Spool and its
+/// companion know, as tokens, keys and sessions spell them ([`Capability::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// Post into chats as an agent (`POST /v1/sessions/{id}/agent-messages`).
+    Agent,
+    /// What the person's companion says about a message reaches the agent's prompt (the fourth
+    /// source design's `context_for_query`).
+    ContextForQuery,
+    /// Notes are captured into the person's companion library: "Save to notes" on a message,
+    /// and an agent's proposed capture once the person approves it (`capture_ingest`).
+    CaptureIngest,
+}
+
+impl Capability {
+    /// Every capability.
+    pub const ALL: [Self; 3] = [Self::Agent, Self::ContextForQuery, Self::CaptureIngest];
+
+    /// Its name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::ContextForQuery => "context_for_query",
+            Self::CaptureIngest => "capture_ingest",
+        }
+    }
+
+    /// The capability named `name`, if Spool knows it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What a caller may do under [`Access::Open`]: everything.
-pub const OPEN_CAPABILITIES: &[&str] = &["agent", "context_for_query"];
+pub const OPEN_CAPABILITIES: &[&str] = &[
+    Capability::Agent.as_str(),
+    Capability::ContextForQuery.as_str(),
+    Capability::CaptureIngest.as_str(),
+];
 
 /// Who may call: everyone as one organization (with every capability), or the bearers of
 /// valid tokens.

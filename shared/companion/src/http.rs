@@ -6,7 +6,10 @@
 //!   timestamp}`;
 //! - `GET /open-loops` → `{open_loops: [{id, title, created_at, last_mentioned}], timestamp}`;
 //! - `GET /proactive-suggestions` → `{suggestions: [{title, action, confidence, source}],
-//!   timestamp}`.
+//!   timestamp}`;
+//! - `POST /capture {title?, text, source?}` → `201 {id, path, title, captured_at}`: a new
+//!   markdown note in the library, indexed before the answer ([`crate::capture`]); a bad request
+//!   is a `400` that writes nothing.
 //!
 //! Browsers may call it only from `localhost` or `127.0.0.1` pages and from the hosted UI
 //! origins it is given: a request from any other origin is refused (`403`), so a web page the
@@ -27,7 +30,12 @@ use axum::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{Library, library::rfc3339, spool::SpoolLink};
+use crate::{
+    Library,
+    capture::{Capture, CaptureError},
+    library::rfc3339,
+    spool::SpoolLink,
+};
 
 /// The longest question answered, in characters.
 const MAX_QUERY_CHARS: usize = 1000;
@@ -50,6 +58,7 @@ pub fn router(state: Arc<CompanionState>) -> Router {
         .route("/context-for-query", get(context_for_query))
         .route("/open-loops", get(open_loops))
         .route("/proactive-suggestions", get(suggestions))
+        .route("/capture", post(capture))
         .route("/healthz", get(|| async { Json(json!({ "ok": true })) }))
         .layer(middleware::from_fn_with_state(state.clone(), cors))
         .with_state(state)
@@ -267,9 +276,137 @@ async fn suggestions(State(state): State<Arc<CompanionState>>) -> Response {
     }
 }
 
+async fn capture(State(state): State<Arc<CompanionState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")));
+    if !json {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the note as JSON (`content-type: application/json`): {title?, text, source?}",
+        );
+    }
+    let request: Capture = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("send {{title?, text, source?}}: {e}"),
+            );
+        }
+    };
+    let library = state.library.clone();
+    match tokio::task::spawn_blocking(move || library.capture(&request, now_ms())).await {
+        Ok(Ok(note)) => (StatusCode::CREATED, Json(note)).into_response(),
+        Ok(Err(CaptureError::Invalid(message))) => error(StatusCode::BAD_REQUEST, "bad_request", message),
+        Ok(Err(CaptureError::Library(e))) => {
+            tracing::error!(error = %e, "cannot capture a note");
+            error(StatusCode::INTERNAL_SERVER_ERROR, "capture_failed", e.to_string())
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "capture_failed", e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The companion's routes over a library at `root`, listening on loopback: its URL.
+    async fn serve(root: &std::path::Path) -> String {
+        let state = Arc::new(CompanionState {
+            library: Arc::new(Library::open(root).unwrap()),
+            spool: SpoolLink::new("http://127.0.0.1:9", "spool_k_s".to_owned(), "lib_1".to_owned()),
+            origins: Vec::new(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router(state)).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_capture_is_a_new_note_in_the_library_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("notes");
+        std::fs::create_dir_all(&root).unwrap();
+        let url = serve(&root).await;
+        let http = reqwest::Client::new();
+        let post = |body: Value| {
+            http.post(format!("{url}/capture"))
+                .header("origin", "http://127.0.0.1:8080")
+                .json(&body)
+                .send()
+        };
+        // GIVEN a capture from a loopback page, twice under one title, once with a path for one
+        let first = post(json!({ "title": "Ferry times", "text": "The ferry leaves at 7:40.", "source": "chat ses_1" }))
+            .await
+            .unwrap();
+        assert_eq!(first.status(), 201);
+        let first: Value = first.json().await.unwrap();
+        let second: Value = post(json!({ "title": "Ferry times", "text": "And returns at 18:10." }))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let sneaky: Value = post(json!({ "title": "../../etc/x", "text": "not there" }))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        // THEN each is a new file in the library, none replaced, none outside
+        assert_eq!(first["path"], "ferry-times.md");
+        assert_eq!(second["path"], "ferry-times-2.md");
+        assert_eq!(sneaky["path"], "etc-x.md");
+        assert!(!dir.path().join("etc").exists());
+        let text = std::fs::read_to_string(root.join("ferry-times.md")).unwrap();
+        assert!(text.contains("title: \"Ferry times\"\nsource: \"chat ses_1\"\ncaptured_at: "), "{text}");
+        assert!(text.ends_with("# Ferry times\n\nThe ferry leaves at 7:40.\n"), "{text}");
+        // AND the next question finds it with no rescan in between
+        let context: Value = http
+            .get(format!("{url}/context-for-query?q=ferry%20leaves"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(context["relevant_k_ids"][0], first["id"], "{context}");
+        // AND bad requests are 4xx with a message, and write nothing
+        for (body, status) in [
+            (json!({ "text": "  " }), 400),
+            (json!({ "title": "x" }), 400),
+            (json!({ "text": "x", "path": "/etc/passwd" }), 400),
+            (json!({ "text": "x".repeat(crate::capture::MAX_CAPTURE_TEXT_BYTES + 1) }), 400),
+            (json!({ "title": "a\nb", "text": "x" }), 400),
+        ] {
+            let refused = post(body).await.unwrap();
+            assert_eq!(refused.status(), status);
+            let answer: Value = refused.json().await.unwrap();
+            assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+        }
+        let plain = http
+            .post(format!("{url}/capture"))
+            .header("content-type", "text/plain")
+            .body(r#"{"text":"x"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(plain.status(), 415);
+        let evil = http
+            .post(format!("{url}/capture"))
+            .header("origin", "https://evil.example")
+            .json(&json!({ "text": "planted" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(evil.status(), 403);
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 3);
+    }
 
     #[test]
     fn only_loopback_pages_and_configured_origins_are_allowed() {

@@ -5,8 +5,10 @@
 //! about a question, their open loops and suggestions: ids and short passages, never whole notes
 //! ([`library`]). It holds an API key of the person's organization and exchanges it for Spool's
 //! token for its library ([`spool`]), which the UI presents to Spool to turn the chat's
-//! `context_for_query` capability on ([`http`]).
+//! `context_for_query` capability on ([`http`]). With `capture_ingest` it also takes notes in
+//! ([`capture`]): a message the person saves, or a capture an agent proposed and they approved.
 
+pub mod capture;
 pub mod http;
 pub mod library;
 pub mod spool;

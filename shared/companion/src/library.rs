@@ -387,7 +387,7 @@ fn ms(time: Option<SystemTime>) -> i64 {
 }
 
 /// A note's id: `k_` for markdown, `d_` for other documents, then a hash of its path.
-fn note_id(rel: &str) -> String {
+pub(crate) fn note_id(rel: &str) -> String {
     let lower = rel.to_ascii_lowercase();
     let prefix = if lower.ends_with(".txt") { "d_" } else { "k_" };
     short_hash(prefix, rel)

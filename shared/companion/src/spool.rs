@@ -12,6 +12,7 @@ use std::{path::Path, time::Duration};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use spool_auth::Capability;
 use tokio::sync::Mutex;
 
 /// A token is replaced this long before it expires.
@@ -19,7 +20,10 @@ const REFRESH_BEFORE_MS: i64 = 3600 * 1000;
 /// How long Spool has to answer a handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The capabilities the UI asks Spool to enable with the companion's token.
-pub const UI_CAPABILITIES: &[&str] = &["context_for_query"];
+pub const UI_CAPABILITIES: &[&str] = &[
+    Capability::ContextForQuery.as_str(),
+    Capability::CaptureIngest.as_str(),
+];
 
 /// Why Spool gave no token.
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +210,7 @@ mod tests {
     #[test]
     fn the_start_lines_name_the_capabilities_and_warn_when_the_ui_can_use_none() {
         // GIVEN a key that carries `context_for_query`, and one that carries only `agent`
+        // (`capture_ingest` alone is usable too: the UI saves messages to notes with it)
         let token = |capabilities: &[&str]| Token {
             jwt: "j".to_owned(),
             capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
@@ -217,10 +222,13 @@ mod tests {
         let unusable = start_lines(&token(&["agent"]));
         // THEN both name what the key carries; only the second warns, with the exact command
         assert_eq!(usable, ["The API key carries these capabilities: context_for_query"]);
+        assert_eq!(start_lines(&token(&["capture_ingest"])).len(), 1);
         assert_eq!(unusable[0], "The API key carries these capabilities: agent");
         assert!(unusable[1].starts_with("Warning:"), "{unusable:?}");
         assert!(
-            unusable[1].contains("`spool admin create-api-key org_a --capability context_for_query`"),
+            unusable[1].contains(
+                "`spool admin create-api-key org_a --capability context_for_query --capability capture_ingest`"
+            ),
             "{unusable:?}"
         );
         assert_eq!(
