@@ -87,6 +87,10 @@ pub struct ChatApi {
     notifier: Arc<dyn spool_domain::notifier::Notifier>,
     /// Which webhook URLs endpoints may have.
     webhook_urls: spool_domain::subscription::UrlPolicy,
+    /// The turn queue, asked where a queued turn stands.
+    turns: Arc<dyn TurnQueue>,
+    /// How many turns of one organization the worker runs at once.
+    org_turn_concurrency: usize,
 }
 
 impl ChatApi {
@@ -97,7 +101,7 @@ impl ChatApi {
             chats: ChatService::new(
                 stores.metadata.clone(),
                 stores.log.clone(),
-                stores.turns,
+                stores.turns.clone(),
                 stores.files,
                 clock.clone(),
             ),
@@ -114,7 +118,17 @@ impl ChatApi {
             clis: None,
             notifier: Arc::new(spool_domain::notifier::LogNotifier),
             webhook_urls: spool_domain::subscription::UrlPolicy { loopback_http: false },
+            turns: stores.turns,
+            org_turn_concurrency: spool_domain::turns::DEFAULT_ORG_TURN_CONCURRENCY,
         }
+    }
+
+    /// The same API, saying that the worker runs at most `n` turns of one organization at once
+    /// (`SPOOL_ORG_TURN_CONCURRENCY`), so a queued turn's place is counted against it.
+    #[must_use]
+    pub fn with_org_turn_concurrency(mut self, n: usize) -> Self {
+        self.org_turn_concurrency = n.max(1);
+        self
     }
 
     /// The same API, accepting chat webhooks' URLs under `urls` (only `https` to public

@@ -2,7 +2,13 @@
 //!
 //! `GET /v1/sessions/{id}/turns` and `GET /v1/sessions/{id}/turns/{turn_id}`: where each agent
 //! turn is (queued, in progress, completed or failed), from the turn records the chat service
-//! and the worker keep.
+//! and the worker keep. A queued turn that waits for its organization's bound on turns running at
+//! once (`SPOOL_ORG_TURN_CONCURRENCY`, under `spool serve`) says how many of the organization's
+//! turns must finish before it starts (`queued_behind`), as the queue counts them when asked:
+//! the UI shows "Queued behind N turns" from it. Nothing is written for it: it is read from the
+//! queue, so it is never stale and costs nothing while no one looks. On AWS the turns queue has
+//! no such bound (SQS hands every chat's turn to the worker function as it comes, up to the
+//! template's `TurnsMaximumConcurrency`), and a queued turn carries none.
 
 use std::sync::Arc;
 
@@ -34,6 +40,12 @@ pub(crate) struct TurnView {
     /// When a finished turn's record goes (7 days after it finished).
     #[schema(format = DateTime)]
     expires_at: Option<String>,
+    /// A queued turn waiting for its organization's bound on turns running at once: how many
+    /// of the organization's turns must finish before it starts (0: it is next). Absent when
+    /// it waits on nothing of the kind (it runs, its chat's earlier turn holds it, or the
+    /// queue has no such bound, as on AWS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queued_behind: Option<u64>,
 }
 
 impl From<TurnRecord> for TurnView {
@@ -46,7 +58,24 @@ impl From<TurnRecord> for TurnView {
             status: t.status,
             detail: t.detail,
             trigger_seq: t.trigger_seq,
+            queued_behind: None,
         }
+    }
+}
+
+impl ChatApi {
+    /// The view of `turn` of chat `session_id`, with its place in its organization's line
+    /// when it is queued.
+    async fn turn_view(&self, org: &str, session_id: &str, turn: TurnRecord) -> Result<TurnView, ApiError> {
+        let queued = turn.status == TurnStatus::Queued;
+        let mut view = TurnView::from(turn);
+        if queued {
+            view.queued_behind = self
+                .turns
+                .queued_behind(org, session_id, &view.turn_id, self.org_turn_concurrency)
+                .await?;
+        }
+        Ok(view)
     }
 }
 
@@ -58,7 +87,7 @@ pub(crate) struct TurnList {
 
 /// `GET /v1/sessions/{id}/turns`: the chat's turns, newest first (finished ones for 7 days).
 #[utoipa::path(get, path = "/v1/sessions/{id}/turns", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)),
-    responses((status = 200, description = "The chat's turns, newest first: queued, in_progress, completed or failed", body = TurnList),
+    responses((status = 200, description = "The chat's turns, newest first: queued (with `queued_behind` when it waits for its organization's bound), in_progress, completed or failed", body = TurnList),
         (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn list_turns(
     State(api): State<Arc<ChatApi>>,
@@ -70,9 +99,11 @@ pub(crate) async fn list_turns(
         .metadata
         .turns(caller.org(), &session.id, api.clock.now_ms(), 100)
         .await?;
-    Ok(Json(TurnList {
-        turns: turns.into_iter().map(TurnView::from).collect(),
-    }))
+    let mut views = Vec::with_capacity(turns.len());
+    for turn in turns {
+        views.push(api.turn_view(caller.org(), &session.id, turn).await?);
+    }
+    Ok(Json(TurnList { turns: views }))
 }
 
 /// `GET /v1/sessions/{id}/turns/{turn_id}`.
@@ -95,5 +126,5 @@ pub(crate) async fn get_turn(
             what: format!("turn `{turn_id}`"),
         })
     })?;
-    Ok(Json(turn.into()))
+    Ok(Json(api.turn_view(caller.org(), &session.id, turn).await?))
 }

@@ -690,8 +690,8 @@ impl Default for PollSettings {
             lease: Duration::from_secs(120),
             holder: format!("worker-{}", uuid_like()),
             wait: Duration::from_secs(20),
-            concurrency: 16,
-            per_org: 4,
+            concurrency: spool_domain::DEFAULT_WORKER_CONCURRENCY,
+            per_org: spool_domain::DEFAULT_ORG_TURN_CONCURRENCY,
         }
     }
 }

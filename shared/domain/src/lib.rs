@@ -47,5 +47,7 @@ pub use stream::{
     Append, AppendAck, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Offset, Position, ProducerAck,
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
-pub use turns::{Delivery, Lease, MAX_CONTINUATIONS, Receive, TurnJob, TurnQueue};
+pub use turns::{
+    DEFAULT_ORG_TURN_CONCURRENCY, DEFAULT_WORKER_CONCURRENCY, Delivery, Lease, MAX_CONTINUATIONS, Receive, TurnJob, TurnQueue,
+};
 pub use workspace::{Agent, CliType, Metadata, Runtime, Task, Workspace, Workspaces};

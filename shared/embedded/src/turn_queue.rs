@@ -45,6 +45,21 @@ const FAIR_HEADS: &str = "
     )
     SELECT id, job, attempts FROM ranked WHERE place <= ?3 ORDER BY place, id LIMIT ?2";
 
+/// Where a chat's first job stands in its organization's line, as [`FAIR_HEADS`] ranks it:
+/// the job, whether it is leased, how many of the organization's jobs are leased, and how
+/// many waiting first jobs of the organization are as old as it or older. `?1` the chat's group
+/// (`{org}/{session}`), `?2` the organization's prefix (`{org}/`), `?3` now.
+const LINE_PLACE: &str = "
+    WITH head AS (
+        SELECT id, job, leased_until_ms > ?3 AS leased FROM turn_queue WHERE grp = ?1 ORDER BY id LIMIT 1
+    )
+    SELECT head.job, head.leased,
+           (SELECT COUNT(*) FROM turn_queue WHERE substr(grp, 1, length(?2)) = ?2 AND leased_until_ms > ?3),
+           (SELECT COUNT(*) FROM turn_queue t
+             WHERE substr(t.grp, 1, length(?2)) = ?2 AND t.leased_until_ms <= ?3 AND t.id <= head.id
+               AND t.id = (SELECT MIN(id) FROM turn_queue WHERE grp = t.grp))
+    FROM head";
+
 #[async_trait]
 impl TurnQueue for EmbeddedMetadata {
     async fn enqueue(&self, job: &TurnJob) -> Result<(), Error> {
@@ -161,6 +176,37 @@ impl TurnQueue for EmbeddedMetadata {
             .map_err(|e| sql("retry a turn", e))
         })
         .await
+    }
+
+    async fn queued_behind(&self, org: &str, session_id: &str, turn_id: &str, per_org: usize) -> Result<Option<u64>, Error> {
+        let job = TurnJob::new(org, session_id, turn_id, 0);
+        let (group, prefix) = (job.group(), format!("{org}/"));
+        let place = self
+            .with(move |conn| {
+                let mut statement = conn.prepare_cached(LINE_PLACE).map_err(|e| sql("place a turn", e))?;
+                let mut rows = statement
+                    .query(params![group, prefix, now_ms()])
+                    .map_err(|e| sql("place a turn", e))?;
+                let Some(row) = rows.next().map_err(|e| sql("place a turn", e))? else {
+                    return Ok(None);
+                };
+                let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, bool, i64, i64)> {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                };
+                read(row).map(Some).map_err(|e| sql("place a turn", e))
+            })
+            .await?;
+        let Some((body, leased, running, rank)) = place else {
+            return Ok(None);
+        };
+        let head: TurnJob = serde_json::from_str(&body).map_err(|e| Error::Corrupt {
+            what: format!("a queued turn: {e}"),
+        })?;
+        if leased || head.turn_id != turn_id {
+            return Ok(None);
+        }
+        let per_org = i64::try_from(per_org.max(1)).unwrap_or(i64::MAX);
+        Ok(Some(u64::try_from((running + rank).saturating_sub(per_org)).unwrap_or(0)))
     }
 
     async fn ack(&self, receipt: &str) -> Result<(), Error> {

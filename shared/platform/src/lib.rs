@@ -110,10 +110,11 @@ pub struct AgentSettings {
     /// of it.
     pub turn_lease: Duration,
     /// `SPOOL_WORKER_CONCURRENCY`: how many turns `spool serve`'s worker runs at once (default
-    /// 16).
+    /// [`spool_domain::DEFAULT_WORKER_CONCURRENCY`]).
     pub worker_concurrency: usize,
     /// `SPOOL_ORG_TURN_CONCURRENCY`: how many of them one organization may run at once (default
-    /// 4); the queue hands turns out round-robin across organizations.
+    /// [`spool_domain::DEFAULT_ORG_TURN_CONCURRENCY`]); the queue hands turns out round-robin
+    /// across organizations, and a turn waiting for this bound shows how many are ahead of it.
     pub org_turn_concurrency: usize,
     /// `SPOOL_OPENAI_API_KEY`, `SPOOL_OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
     /// `SPOOL_OPENAI_MODEL` (default `gpt-4o-mini`): an OpenAI-compatible provider, configured
@@ -547,8 +548,8 @@ impl Config {
                 )?
                 .min(30),
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
-                worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", 16usize)?.max(1),
-                org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", 4usize)?.max(1),
+                worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", spool_domain::DEFAULT_WORKER_CONCURRENCY)?.max(1),
+                org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", spool_domain::DEFAULT_ORG_TURN_CONCURRENCY)?.max(1),
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
                 anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
                 cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,

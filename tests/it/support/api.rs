@@ -35,11 +35,14 @@ pub(crate) async fn serve_limited(
 ) -> String {
     let push = push(metadata.clone(), log.clone());
     let fail = Arc::new(FailPoints::default());
-    serve_with(log, metadata, turns, files, limits, &push, fail).await
+    let org_turns = spool_domain::DEFAULT_ORG_TURN_CONCURRENCY;
+    serve_with(log, metadata, turns, files, limits, &push, fail, org_turns).await
 }
 
 /// [`serve_limited`], with push delivery (the protocol's subscriptions, chat webhooks) by
-/// `push`, its chat service stopping where a test arms one of `fail`.
+/// `push`, its chat service stopping where a test arms one of `fail`, counting queued turns'
+/// places against a worker that runs `org_turns` of an organization at once.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve_with(
     log: Arc<dyn StreamLog>,
     metadata: Arc<dyn Metadata>,
@@ -48,6 +51,7 @@ pub(crate) async fn serve_with(
     limits: AttachmentLimits,
     push: &Push,
     fail: Arc<FailPoints>,
+    org_turns: usize,
 ) -> String {
     let keys = TokenKeys::new(SECRET).unwrap();
     let aggregates = push.feeds(log.clone());
@@ -70,7 +74,8 @@ pub(crate) async fn serve_with(
         .with_attachment_limits(limits)
         .with_aggregates(aggregates)
         .with_webhook_urls(DEV_URLS)
-        .with_fail_points(fail);
+        .with_fail_points(fail)
+        .with_org_turn_concurrency(org_turns);
     let chat_api = spool_api::router(api);
     let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));

@@ -152,6 +152,7 @@ async fn stack_over<H: Harness>(
     .with_notifier(notifier)
     .with_feeds(push.feeds(log.clone()));
     let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
+    let org_turns = poll.per_org;
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
     let base = super::serve_with(
         log.clone(),
@@ -161,6 +162,7 @@ async fn stack_over<H: Harness>(
         spool_domain::service::AttachmentLimits::default(),
         &push,
         harness.fail_points().clone(),
+        org_turns,
     )
     .await;
     let (api, other, _) = setup_on(metadata.as_ref(), &base).await;

@@ -136,6 +136,9 @@ pub const ASK_USER: &str = "ask_user";
 /// The tool an agent calls to propose a plan (its call becomes [`PlanApprovalRequired`], the
 /// call's id the plan's).
 pub const PROPOSE_PLAN: &str = "propose_plan";
+/// The tool an agent calls to propose saving a note into the person's companion library (a
+/// [`ToolApprovalRequired`]; the person's app saves it as the person approves).
+pub const PROPOSE_CAPTURE: &str = "propose_capture";
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -188,9 +191,10 @@ impl ClientTool {
     pub const MAX: usize = 16;
     /// The names of Spool's own tools, which a client's may not take (`spool_agents::tools`
     /// holds each to this list in a test).
-    pub const RESERVED: [&'static str; 10] = [
+    pub const RESERVED: [&'static str; 11] = [
         ASK_USER,
         PROPOSE_PLAN,
+        PROPOSE_CAPTURE,
         "rename_chat",
         "create_task",
         "get_workspace_context",

@@ -50,6 +50,25 @@ fn is_zero(n: &u32) -> bool {
 /// The most times one step may be carried over to a new job.
 pub const MAX_CONTINUATIONS: u32 = 30;
 
+/// How many turns of one organization `spool serve`'s worker runs at once by default
+/// (`SPOOL_ORG_TURN_CONCURRENCY`). The third source design puts no limit on chats processed at
+/// once; a bound stays so that one organization cannot take every slot. A turn mostly waits (a
+/// model's answer, a CLI subprocess), so what bounds it is what waiting turns cost. Measured with
+/// `tests/bench/turn_concurrency.py` on two cores (debug build; turns shaped like a model's,
+/// 1.5 s to the first word, then 40 words at 40 ms, or 150 at 10 ms; one organization flooding
+/// 96 chats, another asking beside it): at 16 the server used 0.13–0.14 of a core, a turn took
+/// no longer than alone (3.15 s against 3.13 at 4) and the other organization's turns started
+/// within 0.04 s; 4 ran the flood at 1.3 turns a second, 16 at 4.9. Past 16 Spool still had
+/// room (0.23 of a core at 64), but CLI agents are processes of their own (a Node runtime each,
+/// hundreds of MB), and 16 of them at once is what two cores and a developer's memory bear.
+pub const DEFAULT_ORG_TURN_CONCURRENCY: usize = 16;
+
+/// How many turns `spool serve`'s worker runs at once by default (`SPOOL_WORKER_CONCURRENCY`):
+/// twice [`DEFAULT_ORG_TURN_CONCURRENCY`], so an organization at its bound leaves as many slots to
+/// the others. With the two equal, a flooding organization took every slot and another's turn
+/// waited a whole turn for one (2.9 s in the measurement above, against 0.02 s).
+pub const DEFAULT_WORKER_CONCURRENCY: usize = 2 * DEFAULT_ORG_TURN_CONCURRENCY;
+
 impl Receive {
     /// Up to `max` jobs leased by `lease`, waiting up to `wait`, with no bound per organization.
     pub fn new(max: usize, lease: Lease, wait: Duration) -> Self {
@@ -177,5 +196,14 @@ pub trait TurnQueue: Send + Sync {
     async fn recover(&self, holder: &str) -> Result<usize, Error> {
         let _ = holder;
         Ok(0)
+    }
+
+    /// How many turns of its organization must finish before `turn_id` of chat `session_id`
+    /// can start, when it waits only for its organization's bound of `per_org` running turns:
+    /// `Some(0)` when it is next, `None` when it is not waiting on that bound (it runs, its
+    /// chat's earlier turn holds it, it is gone) or when the queue has no such bound (SQS).
+    async fn queued_behind(&self, org: &str, session_id: &str, turn_id: &str, per_org: usize) -> Result<Option<u64>, Error> {
+        let _ = (org, session_id, turn_id, per_org);
+        Ok(None)
     }
 }
