@@ -37,6 +37,7 @@ mod attachments_http;
 mod capabilities_http;
 #[cfg(feature = "emulator")]
 mod caps_aws;
+mod capture_http;
 mod caps_http;
 mod chaos;
 mod claims_http;
@@ -57,6 +58,7 @@ mod log_aws;
 mod names_http;
 mod openapi_http;
 mod processes;
+mod queued_http;
 mod read_tokens_http;
 mod sealing;
 #[cfg(feature = "emulator")]

@@ -139,6 +139,13 @@ impl ActionContext<'_> {
                 Ok(json!({ "deleted": agent.id, "name": agent.name }))
             }
             "reorder_agents" => self.reorder_agents(args).await,
+            // Approved: the person's app saved the note into their companion library as they
+            // approved it (only their browser reaches the companion).
+            tools::PROPOSE_CAPTURE => {
+                let title = text(args, "title")?;
+                text(args, "text")?;
+                Ok(json!({ "captured": true, "title": title, "into": "the person's notes" }))
+            }
             tools::GET_WORKSPACE_CONTEXT => match self.workspace_context {
                 Some(context) => Ok(json!({ "context": context })),
                 None => Err("this chat is not in a workspace".to_owned()),

@@ -6,6 +6,12 @@
 //! the workspace or its agents belong to the built-in agent only. An agent that calls one of
 //! those five through a model asks the person's approval first (`tool_approval_required`); a
 //! CLI agent's actions (its output's `actions`) run at once, as that design has them.
+//!
+//! In a chat whose companion enabled `capture_ingest`, an agent may also `propose_capture` a
+//! note (the fourth source design's capture): always with the person's approval, from a model
+//! or a CLI alike. Only the person's browser reaches their companion (on loopback), so Spool
+//! cannot write the note itself: the UI's approval card saves the note into the companion first
+//! and approves only once it is saved; the approved call then ends with what was proposed.
 
 use serde_json::{Value, json};
 
@@ -27,7 +33,9 @@ pub enum Kind {
     },
 }
 
-pub use spool_domain::chat::event::{ASK_USER, PROPOSE_PLAN};
+pub use spool_domain::chat::event::{ASK_USER, PROPOSE_CAPTURE, PROPOSE_PLAN};
+/// The capability a chat needs for [`PROPOSE_CAPTURE`].
+pub const CAPTURE_CAPABILITY: &str = "capture_ingest";
 /// The name of the tool that reads the workspace's context ([`crate::context`]).
 pub const GET_WORKSPACE_CONTEXT: &str = "get_workspace_context";
 
@@ -41,6 +49,7 @@ pub fn kind(name: &str) -> Option<Kind> {
         ASK_USER => Kind::Question,
         PROPOSE_PLAN => Kind::Plan,
         "rename_chat" | "create_task" | GET_WORKSPACE_CONTEXT => action(false, false),
+        PROPOSE_CAPTURE => action(true, false),
         "create_agent" | "update_agent" | "delete_agent" | "reorder_agents" | "update_workspace" => action(true, true),
         _ => return None,
     })
@@ -53,10 +62,25 @@ pub fn kind(name: &str) -> Option<Kind> {
 /// change any of them alone.
 pub fn always_needs_approval(call: &crate::runtime::ToolCall) -> bool {
     let set = |f: &str| call.arguments.get(f).is_some_and(|v| !v.is_null());
-    call.name == "update_workspace"
-        && (["working_directory_path", "working_dir", "notifications", "cleanup"]
-            .iter()
-            .any(|f| set(f)))
+    // A capture is saved by the person's app as they approve it: without approval, nothing would.
+    call.name == PROPOSE_CAPTURE
+        || call.name == "update_workspace"
+            && (["working_directory_path", "working_dir", "notifications", "cleanup"]
+                .iter()
+                .any(|f| set(f)))
+}
+
+/// The spec of [`PROPOSE_CAPTURE`], offered in chats with [`CAPTURE_CAPABILITY`].
+pub fn capture_spec() -> ToolSpec {
+    spec(
+        PROPOSE_CAPTURE,
+        "Propose saving a note into the person's own notes (their companion library); it is saved only if they approve. Use it for something they will want to find again: a decision, a summary, a fact they asked you to remember.",
+        json!({
+            "title": { "type": "string", "description": "A short title" },
+            "text": { "type": "string", "description": "The note, in markdown" }
+        }),
+        &["title", "text"],
+    )
 }
 
 /// The tools an agent may call: all of them for the built-in agent, the rest for others.
@@ -205,7 +229,7 @@ mod tests {
 
     #[test]
     fn clients_may_not_take_spools_tool_names() {
-        for spec in specs(true) {
+        for spec in specs(true).into_iter().chain([capture_spec()]) {
             assert!(
                 spool_domain::chat::event::ClientTool::RESERVED.contains(&spec.name.as_str()),
                 "{} is missing from ClientTool::RESERVED",
@@ -256,5 +280,19 @@ mod tests {
         ] {
             assert!(!always_needs_approval(&call(harmless.clone())), "{harmless}");
         }
+        // A capture is saved by the person's app as they approve it, from a CLI agent too.
+        let capture = crate::runtime::ToolCall {
+            id: "c".into(),
+            name: PROPOSE_CAPTURE.into(),
+            arguments: json!({ "title": "t", "text": "x" }),
+        };
+        assert!(always_needs_approval(&capture));
+        assert_eq!(
+            kind(PROPOSE_CAPTURE),
+            Some(Kind::Action {
+                needs_approval: true,
+                builtin_only: false
+            })
+        );
     }
 }

@@ -67,6 +67,12 @@ impl Step<'_> {
                 }
                 Ok(Resolution::Wait)
             }
+            Some(Kind::Action { .. }) if call.name == tools::PROPOSE_CAPTURE && !self.can_capture() => {
+                let error = "this chat cannot save into the person's notes: no companion enabled `capture_ingest` for it";
+                let end = tool_failed(&call.id, &call.name, error);
+                self.append(vec![self.draft(end)]).await?;
+                Ok(Resolution::Done)
+            }
             Some(Kind::Action { needs_approval, .. })
                 if needs_approval && (!one_shot || tools::always_needs_approval(call)) =>
             {
@@ -132,6 +138,11 @@ impl Step<'_> {
                 Ok(Resolution::Done)
             }
         }
+    }
+
+    /// Whether the chat's companion enabled `capture_ingest`: its agents may propose captures.
+    pub(super) fn can_capture(&self) -> bool {
+        self.session.capabilities.iter().any(|c| c == tools::CAPTURE_CAPABILITY)
     }
 
     /// The tools the client declared with the message that started this turn (every step of

@@ -28,6 +28,9 @@ impl Step<'_> {
             messages,
             tools: {
                 let mut specs = tools::specs(builtin && self.session.workspace_id.is_some());
+                if self.can_capture() {
+                    specs.push(tools::capture_spec());
+                }
                 specs.extend(tools::client_specs(&self.client_tools()));
                 specs
             },
