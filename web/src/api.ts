@@ -63,6 +63,8 @@ const TOKEN_KEY = "spool.token";
 
 /** A read grant: `POST /v1/read-tokens`. */
 export type ReadToken = Schemas["ReadToken"];
+/** Where a turn is (`GET /v1/sessions/{id}/turns/{turn_id}`). */
+export type Turn = Schemas["TurnView"] & { queued_behind?: number | null };
 /** What `POST /v1/handshake` answers. */
 export type Handshake = Schemas["HandshakeResponse"];
 /** A CLI agent as the deployment has it (`GET /v1/clis`). */
@@ -256,6 +258,9 @@ export class Client {
     );
   putCapabilities = (id: string, grant: { library_id: string; jwt: string; capabilities: string[] }) =>
     this.call(this.spool.api.PUT("/v1/sessions/{id}/capabilities", { params: { path: { id } }, body: grant }));
+  /** Where a turn is; a queued one that waits for its organization's bound says how many turns are ahead (`queued_behind`). */
+  turn = (id: string, turn_id: string): Promise<Turn> =>
+    this.call(this.spool.api.GET("/v1/sessions/{id}/turns/{turn_id}", { params: { path: { id, turn_id } } }));
   abort = (id: string) =>
     this.call(this.spool.api.POST("/v1/sessions/{id}/control", { params: { path: { id } }, body: { action: "abort" } }));
   approve = (id: string, tool_call_id: string, decision: "approve" | "decline") =>

@@ -10,7 +10,10 @@ import { Paperclip } from "./icons";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
 import { relative, useTick } from "./time";
-import { type Action, apply, EMPTY, type Item, type Timeline } from "./timeline";
+import { ACTION_LABELS, ActionCard } from "./actions";
+import { CaptureDecision, SaveToNotes } from "./notes";
+import { QueuedNotice } from "./queued";
+import { apply, EMPTY, type Item, type Timeline } from "./timeline";
 import { type Notify, Toasts } from "./toasts";
 
 interface Props {
@@ -312,6 +315,7 @@ function TimelineView({ client, sessionId, timeline, notify }: { client: Client;
       {timeline.items.map((item) => (
         <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} />
       ))}
+      <QueuedNotice client={client} sessionId={sessionId} timeline={timeline} />
     </ol>
   );
 }
@@ -343,6 +347,7 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
           <Markdown class="bubble" text={item.text} />
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
+          {item.state === "done" && <SaveToNotes text={item.text} sessionId={sessionId} notify={notify} />}
           {item.actions.length > 0 && (
             <ul class="actions" aria-label="Actions">
               {item.actions.map((a) => (
@@ -453,37 +458,6 @@ function Markdown({ text, class: className }: { text: string; class?: string }) 
   return <div class={`${className ?? ""} markdown`} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
-const ACTION_LABELS: Record<string, string> = {
-  rename_chat: "Rename chat",
-  create_task: "Create task",
-  create_agent: "Create agent",
-  update_agent: "Update agent",
-  delete_agent: "Delete agent",
-  reorder_agents: "Reorder agents",
-  update_workspace: "Update workspace",
-  ask_user: "Question",
-  get_workspace_context: "Read the workspace",
-  propose_plan: "Plan",
-};
-
-function summary(action: Action): string {
-  const args = (action.arguments ?? {}) as Record<string, unknown>;
-  const first = args.summary ?? args.title ?? args.name ?? args.question;
-  return typeof first === "string" ? first : "";
-}
-
-function ActionCard({ action }: { action: Action }) {
-  const label = ACTION_LABELS[action.tool] ?? action.tool;
-  const status = { running: "running…", done: "done", error: "failed", declined: "declined" }[action.status];
-  return (
-    <li class={`action ${action.status}`}>
-      <span class="badge">{label}</span> <span class="action-summary">{summary(action)}</span>{" "}
-      <span class="action-status">{status}</span>
-      {action.status === "error" && typeof action.result === "string" && <div class="action-error">{action.result}</div>}
-    </li>
-  );
-}
-
 function useAnswer(notify: Notify) {
   const [busy, setBusy] = useState(false);
   const run = async (f: () => Promise<unknown>) => {
@@ -511,6 +485,8 @@ function ApprovalCard({ item, client, sessionId, notify }: CardProps<"approval">
       <pre>{JSON.stringify(item.arguments, null, 2)}</pre>
       {item.decision ? (
         <p class="answered">{item.decision === "approve" ? "Approved" : "Declined"}</p>
+      ) : item.tool === "propose_capture" ? (
+        <CaptureDecision args={item.arguments} toolCallId={item.id} client={client} sessionId={sessionId} notify={notify} />
       ) : (
         <div class="buttons">
           <button type="button" class="primary" disabled={busy} onClick={() => run(() => client.approve(sessionId, item.id, "approve"))}>

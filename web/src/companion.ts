@@ -3,7 +3,9 @@
 // to it has one second; a companion that is absent, slow or refused leaves the UI in "Offline
 // mode", working exactly as without one, and then nothing consults it at all: a message is sent
 // at once. Connected, each chat in view gets the companion's capabilities (its token, presented
-// to Spool), and each message carries what the notes say about it (`client_context`).
+// to Spool), and each message carries what the notes say about it (`client_context`). A chat
+// whose capabilities include `capture_ingest` can save into the notes: "Save to notes" on a
+// message, and a capture an agent proposes once the person approves it (`capture`).
 
 import { useEffect, useState } from "preact/hooks";
 import type { Client } from "./api";
@@ -23,6 +25,8 @@ let state: CompanionState = { status: "checking" };
 const listeners = new Set<(s: CompanionState) => void>();
 /** The chats whose capabilities were asked for with the current token. */
 let enabled = new Map<string, Promise<void>>();
+/** What Spool enabled for each chat with the current token. */
+let granted = new Map<string, string[]>();
 
 function set(next: CompanionState) {
   state = next;
@@ -53,9 +57,9 @@ export function useCompanion(): CompanionState {
 
 /** A call to the companion, its answer read whole, within `TIMEOUT_MS`: a companion that
  * sends its headers and then stalls is cut off too. */
-async function timed(url: string, init: RequestInit = {}): Promise<{ ok: boolean; status: number; body: any }> {
+async function timed(url: string, init: RequestInit = {}, timeoutMs = TIMEOUT_MS): Promise<{ ok: boolean; status: number; body: any }> {
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
   try {
     const response = await fetch(url, { ...init, signal: abort.signal });
     const body = await response.json().catch(() => ({}));
@@ -74,6 +78,7 @@ export async function connect(): Promise<void> {
   const url = companionUrl().replace(/\/+$/, "");
   set({ status: "checking" });
   enabled = new Map();
+  granted = new Map();
   clearTimeout(refresh);
   try {
     const { ok, status, body } = await timed(`${url}/handshake`, {
@@ -109,6 +114,10 @@ export function enableFor(client: Client, sessionId: string): Promise<void> {
         // Authenticated, but nothing enabled: answers will not know the notes; say why.
         else if (outcome.capabilities_enabled.length === 0)
           set({ status: "offline", reason: `Spool enabled nothing for the companion: ${outcome.reason ?? "no reason given"}` });
+        else if (state === current) {
+          granted.set(sessionId, outcome.capabilities_enabled);
+          set({ ...current }); // the chat's views learn what it may do now
+        }
       })
       // Asked again next time: a failed request is not an answer.
       .catch(() => void enabled.delete(sessionId));
@@ -151,4 +160,40 @@ export async function sidePanel(): Promise<{ loops: OpenLoop[]; suggestions: Sug
   } catch {
     return null;
   }
+}
+
+/** The capability that lets a chat save into the person's notes. */
+export const CAPTURE_INGEST = "capture_ingest";
+
+/** Whether chat `sessionId` may save into the notes now: Spool enabled `capture_ingest` for it and the companion is there. */
+export function canCapture(companion: CompanionState, sessionId: string): boolean {
+  return companion.status === "connected" && (granted.get(sessionId) ?? []).includes(CAPTURE_INGEST);
+}
+
+/** A note the companion captured. */
+export interface Captured {
+  id: string;
+  path: string;
+  title: string;
+}
+
+/** How long a capture may take: the companion writes and indexes the note before it answers. */
+const CAPTURE_TIMEOUT_MS = 5000;
+
+/** Saves a note into the person's library (`POST /capture`); throws an Error that says why not. */
+export async function capture(note: { title?: string; text: string; source?: string }): Promise<Captured> {
+  const current = state;
+  if (current.status !== "connected") throw new Error("No companion is connected: start `spool companion` to save notes.");
+  let answer;
+  try {
+    answer = await timed(
+      `${current.url}/capture`,
+      { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(note) },
+      CAPTURE_TIMEOUT_MS,
+    );
+  } catch {
+    throw new Error(`The companion at ${current.url} did not answer; is \`spool companion\` still running?`);
+  }
+  if (!answer.ok) throw new Error(`The companion did not save the note: ${answer.body?.error?.message ?? answer.status}`);
+  return answer.body as Captured;
 }

@@ -48,6 +48,8 @@ export interface Timeline {
   lastSeq: number;
   /** The turn whose `agent_end` has not arrived yet, if any. */
   pendingTurn: string | null;
+  /** The last turn whose `agent_start` arrived: the pending turn runs when it is this one. */
+  startedTurn?: string | null;
   /** The agent answering now (from `agent_start`). */
   agentName: string;
 }
@@ -148,7 +150,7 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       case "agent_start":
         t.agentName = text(p.agent_name) || t.agentName;
-        if (e.turn_id) t.pendingTurn = e.turn_id;
+        if (e.turn_id) t.pendingTurn = t.startedTurn = e.turn_id;
         break;
       case "message_start":
         push({ kind: "agent", key: msgKey, author: t.agentName, text: "", ts: e.ts, state: "streaming", actions: [], toolCallIds: [] });
@@ -234,3 +236,6 @@ export const open = (t: Timeline): Item[] =>
     (i) =>
       (i.kind === "approval" && !i.decision) || (i.kind === "question" && i.answer === undefined) || (i.kind === "plan" && !i.action),
   );
+
+/** The pending turn, while it waits for the worker (no `agent_start` yet). */
+export const waitingTurn = (t: Timeline): string | null => (t.pendingTurn !== null && t.startedTurn !== t.pendingTurn ? t.pendingTurn : null);

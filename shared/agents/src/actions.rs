@@ -5,7 +5,8 @@
 //! An action runs at once; one that cannot (bad arguments, a name that matches no agent, an
 //! agent that may not manage the workspace) fails with a message that names what was wrong,
 //! which the engine records (`tool_end` with `error`, and a `system` event) for the person and
-//! the agent to read.
+//! the agent to read. An approved `propose_capture` runs here too: the person's app saved the
+//! note as they approved it, and the call ends with what was captured ([`crate::tools`]).
 
 use serde_json::{Value, json};
 use spool_domain::{
