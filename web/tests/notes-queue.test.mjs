@@ -71,7 +71,7 @@ test("Save to notes on a message and an agent's approved capture write notes the
     const answer = page.locator(".message.agent", { hasText: "quince harvest" });
     await answer.getByRole("button", { name: "Save to notes" }).click();
     await answer.getByRole("button", { name: "Saved to notes" }).waitFor();
-    await page.getByText("Saved to your notes as the-quince-harvest-is-in-october.md.").waitFor();
+    await page.getByText("Saved to your notes as the-quince-harvest-is-in-october.md.").first().waitFor();
     const note = await readFile(join(library, "the-quince-harvest-is-in-october.md"), "utf8");
     assert.match(note, /^---\ntitle: "The quince harvest is in October\."\nsource: "http:\/\/127\.0\.0\.1:\d+\/#\/chats\/ses_/);
     const context = await fetch(`${companion.url}/context-for-query?q=quince%20harvest`).then((r) => r.json());
