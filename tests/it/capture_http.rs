@@ -25,11 +25,15 @@ async fn enable(api: &Api, harness: &impl Harness, chat: &str, capabilities: &[&
     let (_, key) = spool_api::admin::create_api_key(&metadata, &org_of(api), &owned, SystemClock.now_ms())
         .await
         .unwrap();
-    let shake: Value = handshake(&api.http, &api.base, json!({ "api_key": key.reveal(), "library_id": "lib-1" }))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let shake: Value = handshake(
+        &api.http,
+        &api.base,
+        json!({ "api_key": key.reveal(), "library_id": "lib-1" }),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     api.ok(
         Method::PUT,
         &format!("/v1/sessions/{chat}/capabilities"),

@@ -37,8 +37,8 @@ mod attachments_http;
 mod capabilities_http;
 #[cfg(feature = "emulator")]
 mod caps_aws;
-mod capture_http;
 mod caps_http;
+mod capture_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;

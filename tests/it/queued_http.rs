@@ -59,10 +59,20 @@ async fn a_turn_held_by_its_organizations_bound_says_how_many_are_ahead_and_then
     let third = post(api, &chats[2]).await;
     // THEN each is queued, behind one turn and behind two
     let view = turn(api, &chats[1], &second).await;
-    assert_eq!((view["status"].clone(), view["queued_behind"].clone()), (json!("queued"), json!(1)), "{view}");
+    assert_eq!(
+        (view["status"].clone(), view["queued_behind"].clone()),
+        (json!("queued"), json!(1)),
+        "{view}"
+    );
     let view = turn(api, &chats[2], &third).await;
-    assert_eq!((view["status"].clone(), view["queued_behind"].clone()), (json!("queued"), json!(2)), "{view}");
-    let listed = api.ok(Method::GET, &format!("/v1/sessions/{}/turns", chats[2]), None).await;
+    assert_eq!(
+        (view["status"].clone(), view["queued_behind"].clone()),
+        (json!("queued"), json!(2)),
+        "{view}"
+    );
+    let listed = api
+        .ok(Method::GET, &format!("/v1/sessions/{}/turns", chats[2]), None)
+        .await;
     assert_eq!(listed["turns"][0]["queued_behind"], 2, "{listed}");
     // AND another organization's turn is held by nothing of the first's
     let theirs = stack.other.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
@@ -77,7 +87,11 @@ async fn a_turn_held_by_its_organizations_bound_says_how_many_are_ahead_and_then
     assert_eq!(view["status"], "in_progress", "{view}");
     assert!(view.get("queued_behind").is_none(), "{view}");
     let view = turn(api, &chats[2], &third).await;
-    assert_eq!((view["status"].clone(), view["queued_behind"].clone()), (json!("queued"), json!(1)), "{view}");
+    assert_eq!(
+        (view["status"].clone(), view["queued_behind"].clone()),
+        (json!("queued"), json!(1)),
+        "{view}"
+    );
     until(api, &chats[2], &third, "agent_end").await;
 }
 

@@ -216,8 +216,10 @@ pub(crate) fn now_ms() -> i64 {
 
 /// What the local key's tokens carry: a companion run with it may turn on context from the
 /// person's notes (`context_for_query`) and saving into them (`capture_ingest`) for their chats.
-const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 2] =
-    [spool_auth::Capability::ContextForQuery, spool_auth::Capability::CaptureIngest];
+const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 2] = [
+    spool_auth::Capability::ContextForQuery,
+    spool_auth::Capability::CaptureIngest,
+];
 
 /// The local organization's API key: made with the organization on first start and kept in
 /// `{data_dir}/local-api-key` (readable by its owner only) so every start can print it. Only

@@ -80,7 +80,9 @@ impl Capture {
     /// [`MAX_SOURCE_CHARS`] on one line.
     pub fn check(&self) -> Result<(), CaptureError> {
         if self.text.trim().is_empty() {
-            return Err(CaptureError::Invalid("`text` is blank: give the note's text".to_owned()));
+            return Err(CaptureError::Invalid(
+                "`text` is blank: give the note's text".to_owned(),
+            ));
         }
         if self.text.len() > MAX_CAPTURE_TEXT_BYTES {
             return Err(CaptureError::Invalid(format!(
@@ -105,7 +107,11 @@ impl Capture {
                     .take(TITLE_WORDS)
                     .collect();
                 let title: String = words.join(" ").chars().take(MAX_TITLE_CHARS).collect();
-                if title.is_empty() { "Captured note".to_owned() } else { title }
+                if title.is_empty() {
+                    "Captured note".to_owned()
+                } else {
+                    title
+                }
             }
         }
     }
@@ -114,7 +120,9 @@ impl Capture {
 fn one_line(field: &str, value: Option<&str>, max: usize) -> Result<(), CaptureError> {
     let Some(value) = value else { return Ok(()) };
     if value.chars().count() > max {
-        return Err(CaptureError::Invalid(format!("`{field}` is longer than {max} characters")));
+        return Err(CaptureError::Invalid(format!(
+            "`{field}` is longer than {max} characters"
+        )));
     }
     if value.chars().any(char::is_control) {
         return Err(CaptureError::Invalid(format!(
@@ -139,7 +147,11 @@ pub fn slug(title: &str) -> String {
         }
     }
     let out = out.trim_end_matches('-');
-    if out.is_empty() { "note".to_owned() } else { out.to_owned() }
+    if out.is_empty() {
+        "note".to_owned()
+    } else {
+        out.to_owned()
+    }
 }
 
 /// The note's file: front matter, the title as a heading, the text.
@@ -150,7 +162,10 @@ fn render(title: &str, source: Option<&str>, captured_at: &str, text: &str) -> S
     if let Some(source) = source.map(str::trim).filter(|s| !s.is_empty()) {
         note.push_str(&format!("source: {}\n", quote(source)));
     }
-    note.push_str(&format!("captured_at: {captured_at}\n---\n\n# {title}\n\n{}\n", text.trim_end()));
+    note.push_str(&format!(
+        "captured_at: {captured_at}\n---\n\n# {title}\n\n{}\n",
+        text.trim_end()
+    ));
     note
 }
 
@@ -165,7 +180,11 @@ impl Library {
         let stem = slug(&title);
         let mut written = None;
         for n in 1..=MAX_SUFFIX {
-            let name = if n == 1 { format!("{stem}.md") } else { format!("{stem}-{n}.md") };
+            let name = if n == 1 {
+                format!("{stem}.md")
+            } else {
+                format!("{stem}-{n}.md")
+            };
             let path = self.root().join(&name);
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut file) => {
@@ -246,8 +265,15 @@ mod tests {
         }
         // THEN every note is a new file directly in the library; the taken one is untouched
         assert_eq!(paths, ["etc-x-2.md", "etc-x-3.md", "etc-x-4.md", "note.md", "env.md"]);
-        assert_eq!(std::fs::read_to_string(root.join("etc-x.md")).unwrap(), "# Mine\n\nkept as it is");
-        let outside_files: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(
+            std::fs::read_to_string(root.join("etc-x.md")).unwrap(),
+            "# Mine\n\nkept as it is"
+        );
+        let outside_files: Vec<_> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(outside_files, ["library"]);
         assert_eq!(std::fs::read_dir(root.join("etc")).unwrap().count(), 0);
         // AND a note is found by the next question at once

@@ -280,7 +280,11 @@ async fn capture(State(state): State<Arc<CompanionState>>, headers: HeaderMap, b
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")));
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
     if !json {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -341,9 +345,10 @@ mod tests {
                 .send()
         };
         // GIVEN a capture from a loopback page, twice under one title, once with a path for one
-        let first = post(json!({ "title": "Ferry times", "text": "The ferry leaves at 7:40.", "source": "chat ses_1" }))
-            .await
-            .unwrap();
+        let first =
+            post(json!({ "title": "Ferry times", "text": "The ferry leaves at 7:40.", "source": "chat ses_1" }))
+                .await
+                .unwrap();
         assert_eq!(first.status(), 201);
         let first: Value = first.json().await.unwrap();
         let second: Value = post(json!({ "title": "Ferry times", "text": "And returns at 18:10." }))
@@ -364,7 +369,10 @@ mod tests {
         assert_eq!(sneaky["path"], "etc-x.md");
         assert!(!dir.path().join("etc").exists());
         let text = std::fs::read_to_string(root.join("ferry-times.md")).unwrap();
-        assert!(text.contains("title: \"Ferry times\"\nsource: \"chat ses_1\"\ncaptured_at: "), "{text}");
+        assert!(
+            text.contains("title: \"Ferry times\"\nsource: \"chat ses_1\"\ncaptured_at: "),
+            "{text}"
+        );
         assert!(text.ends_with("# Ferry times\n\nThe ferry leaves at 7:40.\n"), "{text}");
         // AND the next question finds it with no rescan in between
         let context: Value = http
@@ -381,13 +389,19 @@ mod tests {
             (json!({ "text": "  " }), 400),
             (json!({ "title": "x" }), 400),
             (json!({ "text": "x", "path": "/etc/passwd" }), 400),
-            (json!({ "text": "x".repeat(crate::capture::MAX_CAPTURE_TEXT_BYTES + 1) }), 400),
+            (
+                json!({ "text": "x".repeat(crate::capture::MAX_CAPTURE_TEXT_BYTES + 1) }),
+                400,
+            ),
             (json!({ "title": "a\nb", "text": "x" }), 400),
         ] {
             let refused = post(body).await.unwrap();
             assert_eq!(refused.status(), status);
             let answer: Value = refused.json().await.unwrap();
-            assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+            assert!(
+                answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{answer}"
+            );
         }
         let plain = http
             .post(format!("{url}/capture"))

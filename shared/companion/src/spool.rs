@@ -20,10 +20,7 @@ const REFRESH_BEFORE_MS: i64 = 3600 * 1000;
 /// How long Spool has to answer a handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The capabilities the UI asks Spool to enable with the companion's token.
-pub const UI_CAPABILITIES: &[&str] = &[
-    Capability::ContextForQuery.as_str(),
-    Capability::CaptureIngest.as_str(),
-];
+pub const UI_CAPABILITIES: &[&str] = &[Capability::ContextForQuery.as_str(), Capability::CaptureIngest.as_str()];
 
 /// Why Spool gave no token.
 #[derive(Debug, thiserror::Error)]

@@ -48,6 +48,7 @@ pub use stream::{
     ProducerClaim, SealMode, SealReport, SeqRange, StreamMeta, StreamPath, WaitOutcome,
 };
 pub use turns::{
-    DEFAULT_ORG_TURN_CONCURRENCY, DEFAULT_WORKER_CONCURRENCY, Delivery, Lease, MAX_CONTINUATIONS, Receive, TurnJob, TurnQueue,
+    DEFAULT_ORG_TURN_CONCURRENCY, DEFAULT_WORKER_CONCURRENCY, Delivery, Lease, MAX_CONTINUATIONS, Receive, TurnJob,
+    TurnQueue,
 };
 pub use workspace::{Agent, CliType, Metadata, Runtime, Task, Workspace, Workspaces};

@@ -178,7 +178,13 @@ impl TurnQueue for EmbeddedMetadata {
         .await
     }
 
-    async fn queued_behind(&self, org: &str, session_id: &str, turn_id: &str, per_org: usize) -> Result<Option<u64>, Error> {
+    async fn queued_behind(
+        &self,
+        org: &str,
+        session_id: &str,
+        turn_id: &str,
+        per_org: usize,
+    ) -> Result<Option<u64>, Error> {
         let job = TurnJob::new(org, session_id, turn_id, 0);
         let (group, prefix) = (job.group(), format!("{org}/"));
         let place = self
@@ -206,7 +212,9 @@ impl TurnQueue for EmbeddedMetadata {
             return Ok(None);
         }
         let per_org = i64::try_from(per_org.max(1)).unwrap_or(i64::MAX);
-        Ok(Some(u64::try_from((running + rank).saturating_sub(per_org)).unwrap_or(0)))
+        Ok(Some(
+            u64::try_from((running + rank).saturating_sub(per_org)).unwrap_or(0),
+        ))
     }
 
     async fn ack(&self, receipt: &str) -> Result<(), Error> {

@@ -548,8 +548,18 @@ impl Config {
                 )?
                 .min(30),
                 turn_lease: millis(&vars, "SPOOL_TURN_LEASE_MS", Duration::from_secs(120))?.max(Duration::from_secs(1)),
-                worker_concurrency: parse(&vars, "SPOOL_WORKER_CONCURRENCY", spool_domain::DEFAULT_WORKER_CONCURRENCY)?.max(1),
-                org_turn_concurrency: parse(&vars, "SPOOL_ORG_TURN_CONCURRENCY", spool_domain::DEFAULT_ORG_TURN_CONCURRENCY)?.max(1),
+                worker_concurrency: parse(
+                    &vars,
+                    "SPOOL_WORKER_CONCURRENCY",
+                    spool_domain::DEFAULT_WORKER_CONCURRENCY,
+                )?
+                .max(1),
+                org_turn_concurrency: parse(
+                    &vars,
+                    "SPOOL_ORG_TURN_CONCURRENCY",
+                    spool_domain::DEFAULT_ORG_TURN_CONCURRENCY,
+                )?
+                .max(1),
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),
                 anthropic: llm(&vars, "ANTHROPIC", "https://api.anthropic.com", "claude-sonnet-4-5"),
                 cli_timeout: millis(&vars, "SPOOL_CLI_TIMEOUT_MS", Duration::from_secs(600))?,

@@ -68,7 +68,8 @@ impl Step<'_> {
                 Ok(Resolution::Wait)
             }
             Some(Kind::Action { .. }) if call.name == tools::PROPOSE_CAPTURE && !self.can_capture() => {
-                let error = "this chat cannot save into the person's notes: no companion enabled `capture_ingest` for it";
+                let error =
+                    "this chat cannot save into the person's notes: no companion enabled `capture_ingest` for it";
                 let end = tool_failed(&call.id, &call.name, error);
                 self.append(vec![self.draft(end)]).await?;
                 Ok(Resolution::Done)

@@ -202,7 +202,13 @@ pub trait TurnQueue: Send + Sync {
     /// can start, when it waits only for its organization's bound of `per_org` running turns:
     /// `Some(0)` when it is next, `None` when it is not waiting on that bound (it runs, its
     /// chat's earlier turn holds it, it is gone) or when the queue has no such bound (SQS).
-    async fn queued_behind(&self, org: &str, session_id: &str, turn_id: &str, per_org: usize) -> Result<Option<u64>, Error> {
+    async fn queued_behind(
+        &self,
+        org: &str,
+        session_id: &str,
+        turn_id: &str,
+        per_org: usize,
+    ) -> Result<Option<u64>, Error> {
         let _ = (org, session_id, turn_id, per_org);
         Ok(None)
     }
