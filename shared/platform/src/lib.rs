@@ -764,6 +764,12 @@ mod tests {
         assert_eq!(config.addr.to_string(), "127.0.0.1:8080");
         assert_eq!(config.limits, LogLimits::default());
         assert!(config.aws.credentials.is_none());
+        // The third source design sets no limit on chats processed at once: an organization runs
+        // 16 turns at once, and a flood of its chats leaves as many slots to the others.
+        assert_eq!(config.agents.org_turn_concurrency, 16);
+        assert!(config.agents.worker_concurrency >= 2 * config.agents.org_turn_concurrency);
+        let set = Config::from_vars(vars(&[("SPOOL_ORG_TURN_CONCURRENCY", "2")])).unwrap();
+        assert_eq!(set.agents.org_turn_concurrency, 2);
     }
 
     #[test]
