@@ -188,3 +188,58 @@ async fn turns_are_handed_out_fairly_across_organizations() {
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].job.org, busy);
 }
+
+/// A queued turn's place counts its own organization's turns only, even beside organizations
+/// whose ids begin with its own, and moves up as they finish; a turn that runs, or that waits
+/// behind its own chat's earlier turn, has none.
+#[tokio::test]
+async fn a_queued_turns_place_counts_its_organization_only() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let queue = harness.turns().await;
+    let org = unique_id("org");
+    let (dash, digit) = (format!("{org}-2"), format!("{org}1"));
+    let (first, second, third, later) = (
+        unique_id("turn"),
+        unique_id("turn"),
+        unique_id("turn"),
+        unique_id("turn"),
+    );
+    for (o, chat, turn) in [
+        (&org, "a", &first),
+        (&org, "b", &second),
+        (&org, "c", &third),
+        (&org, "b", &later),
+        (&dash, "x", &unique_id("turn")),
+        (&digit, "y", &unique_id("turn")),
+    ] {
+        queue.enqueue(&job(o, chat, turn, 1)).await.unwrap();
+    }
+    // GIVEN one turn per organization running
+    let running = queue
+        .receive(&Receive {
+            per_org: 1,
+            ..Receive::new(10, long("worker"), WAIT)
+        })
+        .await
+        .unwrap();
+    assert_eq!(running.len(), 3, "{:?}", turns(&running));
+    let place = |chat: &'static str, turn: String| {
+        let queue = queue.clone();
+        let org = org.clone();
+        async move { queue.queued_behind(&org, chat, &turn, 1).await.unwrap() }
+    };
+    // THEN the organization's waiting turns are one and two behind; the others' do not count
+    assert_eq!(place("b", second.clone()).await, Some(1));
+    assert_eq!(place("c", third.clone()).await, Some(2));
+    assert_eq!(place("a", first.clone()).await, None, "it runs");
+    assert_eq!(
+        place("b", later.clone()).await,
+        None,
+        "its chat's earlier turn holds it"
+    );
+    // WHEN the running turn finishes, the others move up
+    let done = running.iter().find(|d| d.job.turn_id == first).unwrap();
+    queue.ack(&done.receipt).await.unwrap();
+    assert_eq!(place("b", second).await, Some(0));
+    assert_eq!(place("c", third).await, Some(1));
+}

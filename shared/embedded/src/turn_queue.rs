@@ -48,15 +48,16 @@ const FAIR_HEADS: &str = "
 /// Where a chat's first job stands in its organization's line, as [`FAIR_HEADS`] ranks it:
 /// the job, whether it is leased, how many of the organization's jobs are leased, and how
 /// many waiting first jobs of the organization are as old as it or older. `?1` the chat's group
-/// (`{org}/{session}`), `?2` the organization's prefix (`{org}/`), `?3` now.
+/// (`{org}/{session}`), `?2` the organization's groups' first name (`{org}/`) and `?4` the name
+/// after its last (`{org}0`, `0` following `/`), a range the group index serves; `?3` now.
 const LINE_PLACE: &str = "
     WITH head AS (
         SELECT id, job, leased_until_ms > ?3 AS leased FROM turn_queue WHERE grp = ?1 ORDER BY id LIMIT 1
     )
     SELECT head.job, head.leased,
-           (SELECT COUNT(*) FROM turn_queue WHERE substr(grp, 1, length(?2)) = ?2 AND leased_until_ms > ?3),
+           (SELECT COUNT(*) FROM turn_queue WHERE grp >= ?2 AND grp < ?4 AND leased_until_ms > ?3),
            (SELECT COUNT(*) FROM turn_queue t
-             WHERE substr(t.grp, 1, length(?2)) = ?2 AND t.leased_until_ms <= ?3 AND t.id <= head.id
+             WHERE t.grp >= ?2 AND t.grp < ?4 AND t.leased_until_ms <= ?3 AND t.id <= head.id
                AND t.id = (SELECT MIN(id) FROM turn_queue WHERE grp = t.grp))
     FROM head";
 
@@ -186,12 +187,12 @@ impl TurnQueue for EmbeddedMetadata {
         per_org: usize,
     ) -> Result<Option<u64>, Error> {
         let job = TurnJob::new(org, session_id, turn_id, 0);
-        let (group, prefix) = (job.group(), format!("{org}/"));
+        let (group, first, past) = (job.group(), format!("{org}/"), format!("{org}0"));
         let place = self
             .with(move |conn| {
                 let mut statement = conn.prepare_cached(LINE_PLACE).map_err(|e| sql("place a turn", e))?;
                 let mut rows = statement
-                    .query(params![group, prefix, now_ms()])
+                    .query(params![group, first, now_ms(), past])
                     .map_err(|e| sql("place a turn", e))?;
                 let Some(row) = rows.next().map_err(|e| sql("place a turn", e))? else {
                     return Ok(None);
