@@ -114,9 +114,9 @@ export function enableFor(client: Client, sessionId: string): Promise<void> {
         // Authenticated, but nothing enabled: answers will not know the notes; say why.
         else if (outcome.capabilities_enabled.length === 0)
           set({ status: "offline", reason: `Spool enabled nothing for the companion: ${outcome.reason ?? "no reason given"}` });
-        else if (state === current) {
+        else if (state.status === "connected" && state.jwt === current.jwt) {
           granted.set(sessionId, outcome.capabilities_enabled);
-          set({ ...current }); // the chat's views learn what it may do now
+          set({ ...state }); // the chat's views learn what it may do now
         }
       })
       // Asked again next time: a failed request is not an answer.
