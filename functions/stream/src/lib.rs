@@ -13,6 +13,7 @@
 mod ag_ui;
 mod ai_sdk;
 mod body;
+mod chat_stream;
 mod error;
 mod handlers;
 mod openapi;
@@ -330,11 +331,11 @@ fn with_routes(
         .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
         .route(
             "/v1/sessions/{id}/stream",
-            get(handlers::chat_events).options(handlers::preflight),
+            get(chat_stream::chat_events).options(handlers::preflight),
         )
         .route(
             "/chat/stream",
-            get(handlers::global_events).options(handlers::preflight),
+            get(chat_stream::global_events).options(handlers::preflight),
         )
         .route(
             "/v1/ai-sdk/chat",

@@ -8,7 +8,8 @@
 //!
 //! The same machinery serves a chat's events ([`respond_events`]): one SSE event per chat event,
 //! `id: <seq>` and `data: <the event's JSON>`, so a browser's `EventSource` resumes by itself
-//! with `Last-Event-ID`.
+//! with `Last-Event-ID`; and the global chat's messages ([`respond_messages`]): one SSE event per
+//! [`Message`], `id: <its id>`, the events that are no message skipped.
 //!
 //! The body is a stream polled by the HTTP server: when the client goes away it is dropped, and
 //! with it any wait in progress. Nothing runs in the background.
@@ -23,7 +24,7 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
-use spool_domain::{Chunk, Offset, Position, StreamPath, WaitOutcome};
+use spool_domain::{Chunk, Event, Offset, Position, StreamPath, WaitOutcome, global::Message};
 use tokio::time::Instant;
 
 use crate::{
@@ -42,6 +43,9 @@ enum Format {
     },
     /// A chat's events, one SSE event each with its `seq` as the id.
     ChatEvents,
+    /// The global chat's messages ([`Message`]), one SSE event each with its `id` as the id;
+    /// the events that are no message are skipped.
+    Messages,
 }
 
 /// Where an SSE response is.
@@ -58,6 +62,8 @@ struct Reader {
     /// The storage id of the stream's incarnation it reads.
     stream_id: String,
     done: bool,
+    /// Something was sent (so a chunk with nothing to send need not say so).
+    started: bool,
 }
 
 /// Starts an SSE response at `from`.
@@ -89,6 +95,12 @@ pub(crate) async fn respond_events(api: Arc<StreamApi>, path: StreamPath, after:
     Ok(sse_response(api, path, Format::ChatEvents, first))
 }
 
+/// Starts an SSE response of a chat's messages after `after` (a seq).
+pub(crate) async fn respond_messages(api: Arc<StreamApi>, path: StreamPath, after: u64) -> Result<Response, ApiError> {
+    let first = api.log.read(&path, Position::At(Offset::after(after)), None).await?;
+    Ok(sse_response(api, path, Format::Messages, first))
+}
+
 fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Chunk) -> Response {
     let reader = Reader {
         deadline: Instant::now() + api.live.sse_max,
@@ -99,6 +111,7 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
         stream_id: first.stream_id.clone(),
         pending: Some(first),
         done: false,
+        started: false,
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_events().await?;
@@ -119,23 +132,44 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
 impl Reader {
     /// The next bytes to send, or `None` when the response is over.
     async fn next_events(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
+        loop {
+            if self.done {
+                return None;
+            }
+            let chunk = match self.pending.take() {
+                Some(chunk) => chunk,
+                None => match self.wait_and_read().await {
+                    Ok(Some(chunk)) => chunk,
+                    // Idle for a keep-alive period: a comment keeps the connection open.
+                    Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                    // Time to recycle the connection; the client resumes from its last offset.
+                    Ok(None) => return None,
+                    Err(e) => {
+                        tracing::debug!(path = %self.path, error = %e, "ending an SSE response");
+                        return None;
+                    }
+                },
+            };
+            let out = self.frame(&chunk);
+            self.offset = chunk.next_offset;
+            self.done = chunk.closed;
+            if out.is_empty() && self.started {
+                // Nothing to send (events that are no message): wait for more.
+                continue;
+            }
+            self.started = true;
+            // When the chunk was not the tail, the next wait returns at once and reads on.
+            return Some(if out.is_empty() {
+                // The first read of an up-to-date chat: a comment starts the response.
+                Bytes::from_static(b": up to date\n\n")
+            } else {
+                out.freeze()
+            });
         }
-        let chunk = match self.pending.take() {
-            Some(chunk) => chunk,
-            None => match self.wait_and_read().await {
-                Ok(Some(chunk)) => chunk,
-                // Idle for a keep-alive period: a comment keeps the connection open.
-                Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(b": keep-alive\n\n")),
-                // Time to recycle the connection; the client resumes from its last offset.
-                Ok(None) => return None,
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending an SSE response");
-                    return None;
-                }
-            },
-        };
+    }
+
+    /// `chunk` in the response's format (empty when it has nothing to send).
+    fn frame(&self, chunk: &Chunk) -> BytesMut {
         let mut out = BytesMut::new();
         match &self.format {
             Format::Protocol {
@@ -164,16 +198,25 @@ impl Reader {
                     out.extend_from_slice(format!("id: {seq}\n").as_bytes());
                     sse_data_lines(&mut out, &String::from_utf8_lossy(message));
                 }
-                if chunk.messages.is_empty() {
-                    // The first read of an up-to-date chat: a comment starts the response.
-                    out.extend_from_slice(b": up to date\n\n");
+            }
+            Format::Messages => {
+                for raw in &chunk.messages {
+                    let event: Event = match serde_json::from_slice(raw) {
+                        Ok(event) => event,
+                        Err(e) => {
+                            tracing::error!(path = %self.path, error = %e, "an event of a chat that does not decode");
+                            continue;
+                        }
+                    };
+                    if let Some(message) = Message::of(&event) {
+                        out.extend_from_slice(format!("id: {}\n", message.id).as_bytes());
+                        let json = serde_json::to_string(&message).expect("a message serializes");
+                        sse_data_lines(&mut out, &json);
+                    }
                 }
             }
         }
-        self.offset = chunk.next_offset;
-        self.done = chunk.closed;
-        // When the chunk was not the tail, the next wait returns at once and reads on.
-        Some(out.freeze())
+        out
     }
 
     /// Waits for data past the offset (up to a keep-alive period or the deadline) and reads it;
