@@ -180,9 +180,9 @@ pub(crate) async fn the_designs_seven_checks<H: Harness>(harness: &H) {
 
     // (1) The global chat exists from start-up: a new organization's history is `[]` without a
     // call to make it, and its live stream starts.
+    assert!(stream(person, "", None, 0).await.is_empty());
     assert_eq!(person.ok(Method::GET, "/chat/history", None).await, json!([]));
     assert_eq!(person.ok(Method::GET, "/chat/history?after=0", None).await, json!([]));
-    assert!(stream(person, "", None, 0).await.is_empty());
 
     // (2) An agent may write first: its message is in the history, role `agent`, its author.
     let first = post(&agent, json!({ "author": "deploy-bot", "text": "Build 41 is green." })).await;

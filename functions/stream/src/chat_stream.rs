@@ -11,7 +11,10 @@ use axum::{
     http::{Extensions, HeaderMap, Uri},
     response::Response,
 };
-use spool_domain::{StreamPath, global};
+use spool_domain::{
+    StreamPath, global,
+    service::{GLOBAL_SESSION, ensure_global_stream},
+};
 
 use crate::{ApiError, Intent, StreamApi, handlers::Api, protocol, sse};
 
@@ -50,7 +53,7 @@ const MAX_CHAT_STREAM_LAST: usize = 1000;
         ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
     responses((status = 200, description = "The global chat's messages as server-sent events: `id:` the message's `id`, `data:` the message `{id, ts, role, author, text, meta}`", content_type = "text/event-stream"), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
 pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (path, resume) = chat_stream_start(&api, "global", &uri, &headers).await?;
+    let (path, resume) = chat_stream_start(&api, GLOBAL_SESSION, &uri, &headers).await?;
     let after = match resume {
         Some(after) => after,
         None => {
@@ -102,6 +105,13 @@ async fn chat_stream_start(
             Intent::Read,
         )
         .await?;
+    if id == GLOBAL_SESSION
+        && let Err(spool_domain::Error::NotFound { .. }) = api.log.metadata(&path).await
+    {
+        // The global chat exists from start-up: a read before anyone wrote in it makes its
+        // stream (as its first write would).
+        ensure_global_stream(api.log.as_ref(), &path).await?;
+    }
     let last_event_id = headers
         .get("last-event-id")
         .map(|v| {

@@ -34,7 +34,7 @@ pub const SPOOL_AUTHOR: &str = "Spool";
 const WINDOW: u64 = 1000;
 
 /// Who wrote a message of the global chat.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = GlobalChatRole))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
@@ -99,7 +99,7 @@ impl AgentMeta {
 }
 
 /// What else a message says.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = GlobalChatMeta))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
     /// What it answers: on a person's answer, the question's id; on an agent's message, what the
@@ -115,7 +115,7 @@ pub struct Meta {
 }
 
 /// A message of the global chat: `{id, ts, role, author, text, meta}`.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = GlobalChatMessage))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Its event's seq: `after` (or `Last-Event-ID`) for what comes next.

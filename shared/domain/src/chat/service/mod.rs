@@ -368,6 +368,15 @@ impl ChatService {
     }
 }
 
+/// Makes the global chat's stream at `path` (`o/{org}/sessions/global`) unless it exists: a
+/// live read of the chat may come before anyone wrote in it, and the chat's record (which
+/// [`ensure_global_session`] writes on its first use) is not needed to read it.
+pub async fn ensure_global_stream(log: &dyn StreamLog, path: &StreamPath) -> Result<(), Error> {
+    log.create(path, CreateStream::new(ContentType::parse("application/json")?))
+        .await?;
+    Ok(())
+}
+
 /// Makes the organization's global chat unless it exists; returns it.
 pub async fn ensure_global_session(
     metadata: &dyn Metadata,
@@ -378,11 +387,7 @@ pub async fn ensure_global_session(
     if let Some(session) = metadata.session(org, GLOBAL_SESSION).await? {
         return Ok(session);
     }
-    log.create(
-        &Session::stream(org, GLOBAL_SESSION)?,
-        CreateStream::new(ContentType::parse("application/json")?),
-    )
-    .await?;
+    ensure_global_stream(log, &Session::stream(org, GLOBAL_SESSION)?).await?;
     let session = Session {
         id: GLOBAL_SESSION.to_owned(),
         workspace_id: None,
