@@ -2,8 +2,11 @@
 //! it, an agent posts first and asks, the next person's message answers, and the second source
 //! design's `/chat/*` routes see the same chat.
 
+use std::{sync::Arc, time::Duration};
+
 use reqwest::Method;
 use serde_json::{Value, json};
+use spool_domain::{Append, LiveSettings, Session, StreamLog, service::GLOBAL_SESSION};
 use spool_tests::Harness;
 
 use crate::support::{Api, agent_client, all_events, setup, sse_events, stack, until};
@@ -374,4 +377,65 @@ pub(crate) async fn an_agents_meta_is_checked_and_kept<H: Harness>(harness: &H) 
     assert_eq!(Value::Array(streamed.into_iter().map(|(_, m)| m).collect()), history);
 }
 
-on_both_backends!(global_http: an_agent_asks_first_and_a_person_answers, the_designs_seven_checks, an_agents_meta_is_checked_and_kept);
+/// `/chat/stream` skips the events that are no message, and while only such events come (a long
+/// answer's deltas, faster than the keep-alive period) it still sends a keep-alive every period,
+/// so no proxy on the way drops it as idle.
+pub(crate) async fn the_chat_stream_skips_other_events_and_keeps_alive<H: Harness>(harness: &H) {
+    let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    let org = format!("g{}", uuid::Uuid::new_v4().simple());
+    let live = LiveSettings {
+        long_poll: Duration::from_millis(300),
+        sse_max: Duration::from_secs(10),
+        sse_keepalive: Duration::from_millis(100),
+    };
+    let access = spool_stream::Access::Open { org: org.clone() };
+    let app = spool_stream::router(spool_stream::StreamApi::new(log.clone(), access, live), 1 << 20);
+    let base = spool_tests::serve_on_loopback(app).await;
+    // A chat nobody wrote in: the stream starts up to date.
+    let mut response = reqwest::get(format!("{base}/chat/stream")).await.unwrap();
+    assert_eq!(response.status(), 200);
+
+    // WHEN 40 deltas come 20 ms apart (800 ms, no keep-alive period without one), then a message
+    let path = Session::stream(&org, GLOBAL_SESSION).unwrap();
+    let writer = tokio::spawn(async move {
+        let envelope = |seq: u64, kind: &str, event: Value| {
+            let mut e =
+                json!({ "v": 1, "seq": seq, "ts": "2026-01-01T00:00:00Z", "session_id": "global", "kind": kind });
+            e.as_object_mut().unwrap().extend(event.as_object().unwrap().clone());
+            Append::one(e.to_string())
+        };
+        for seq in 1..=40 {
+            let delta = json!({ "type": "message_update", "payload": { "message_id": "m1", "delta": "x" } });
+            log.append(&path, envelope(seq, "harness", delta)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let message = json!({ "type": "agent_message",
+            "payload": { "author": "bot", "text": "done", "ask": false, "posted_by": "key:k" } });
+        log.append(&path, envelope(41, "submit", message)).await.unwrap();
+    });
+    let mut text = String::new();
+    while !text.contains("\n\n") || !text.contains("id: 41") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .expect("the message in time")
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    writer.await.unwrap();
+    // THEN it sends keep-alives meanwhile, and the message alone, as a message
+    let keepalives = text.matches(": keep-alive").count();
+    assert!(keepalives >= 3, "800 ms of deltas get 100 ms keep-alives: {text}");
+    assert_eq!(text.matches("id: ").count(), 1, "{text}");
+    assert!(
+        text.contains(r#""role":"agent","author":"bot","text":"done""#),
+        "{text}"
+    );
+}
+
+on_both_backends!(global_http:
+    an_agent_asks_first_and_a_person_answers,
+    the_designs_seven_checks,
+    an_agents_meta_is_checked_and_kept,
+    the_chat_stream_skips_other_events_and_keeps_alive,
+);

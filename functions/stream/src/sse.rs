@@ -34,6 +34,9 @@ use crate::{
     protocol::{self, STREAM_SSE_DATA_ENCODING},
 };
 
+/// The comment an idle response sends every keep-alive period.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
 /// What an SSE response carries.
 enum Format {
     /// The Durable Streams protocol's `data` and `control` events.
@@ -62,8 +65,10 @@ struct Reader {
     /// The storage id of the stream's incarnation it reads.
     stream_id: String,
     done: bool,
-    /// Something was sent (so a chunk with nothing to send need not say so).
-    started: bool,
+    /// When it last sent something (`None` before the first): a chunk with nothing to send
+    /// (events that are no message) sends nothing, unless the response has been silent for a
+    /// keep-alive period.
+    sent_at: Option<Instant>,
 }
 
 /// Starts an SSE response at `from`.
@@ -111,7 +116,7 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
         stream_id: first.stream_id.clone(),
         pending: Some(first),
         done: false,
-        started: false,
+        sent_at: None,
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_events().await?;
@@ -132,6 +137,12 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
 impl Reader {
     /// The next bytes to send, or `None` when the response is over.
     async fn next_events(&mut self) -> Option<Bytes> {
+        let bytes = self.next_bytes().await?;
+        self.sent_at = Some(Instant::now());
+        Some(bytes)
+    }
+
+    async fn next_bytes(&mut self) -> Option<Bytes> {
         loop {
             if self.done {
                 return None;
@@ -141,7 +152,7 @@ impl Reader {
                 None => match self.wait_and_read().await {
                     Ok(Some(chunk)) => chunk,
                     // Idle for a keep-alive period: a comment keeps the connection open.
-                    Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                    Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(KEEP_ALIVE)),
                     // Time to recycle the connection; the client resumes from its last offset.
                     Ok(None) => return None,
                     Err(e) => {
@@ -153,18 +164,18 @@ impl Reader {
             let out = self.frame(&chunk);
             self.offset = chunk.next_offset;
             self.done = chunk.closed;
-            if out.is_empty() && self.started {
-                // Nothing to send (events that are no message): wait for more.
-                continue;
+            if !out.is_empty() {
+                // When the chunk was not the tail, the next wait returns at once and reads on.
+                return Some(out.freeze());
             }
-            self.started = true;
-            // When the chunk was not the tail, the next wait returns at once and reads on.
-            return Some(if out.is_empty() {
+            match self.sent_at {
                 // The first read of an up-to-date chat: a comment starts the response.
-                Bytes::from_static(b": up to date\n\n")
-            } else {
-                out.freeze()
-            });
+                None => return Some(Bytes::from_static(b": up to date\n\n")),
+                // Only events that are no message for a keep-alive period (a long answer's deltas).
+                Some(at) if at.elapsed() >= self.api.live.sse_keepalive => return Some(Bytes::from_static(KEEP_ALIVE)),
+                // Nothing to send: wait for more.
+                Some(_) => {}
+            }
         }
     }
 
