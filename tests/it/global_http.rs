@@ -114,6 +114,10 @@ pub(crate) async fn an_agent_asks_first_and_a_person_answers<H: Harness>(harness
     for bad in ["limit=0", "limit=1001", "limit=many"] {
         let (status, _) = person.call(Method::GET, &format!("/chat/history?{bad}"), None).await;
         assert_eq!(status, 400, "{bad}");
+        assert_eq!(person.get(&format!("/chat/stream?{bad}")).await.status(), 400, "{bad}");
+    }
+    for bad in ["after=3", "after=-1", "limit=1&limit=2"] {
+        assert_eq!(person.get(&format!("/chat/stream?{bad}")).await.status(), 400, "{bad}");
     }
     // AND the next message, with no question open, asks Spool for a turn
     let (_, next) = person
