@@ -263,7 +263,7 @@ pub(crate) async fn in_the_global_chat_the_next_message_answers_spool<H: Harness
     assert!(answered["answers"].is_string(), "{answered}");
     until(api, "global", &turn, "agent_end").await;
     let history = api.ok(Method::GET, "/chat/history?after=0", None).await;
-    let lines: Vec<(String, String)> = history["messages"]
+    let lines: Vec<(String, String)> = history
         .as_array()
         .unwrap()
         .iter()

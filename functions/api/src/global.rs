@@ -2,18 +2,22 @@
 //!
 //! Every organization has one chat outside workspaces that always exists: the session `global`
 //! (`o/{org}/sessions/global`). Agents may write first (`POST /v1/sessions/{id}/agent-messages`,
-//! with the `agent` capability) and may ask (`ask: true`): the question stays open until the
-//! next person's message, which answers it (`payload.answers`) for the agent to read. The
-//! second source design's routes work on it as they were: `GET /chat/history?after=<id>`,
-//! `POST /chat/user_message {text}` (blank → `400`, nothing stored) and `GET /chat/stream` (on
-//! the stream function).
+//! with the `agent` capability), saying what they reply to and how they tag it (`meta`), and
+//! may ask (`ask: true`): the question stays open until the next person's message, which answers
+//! it (its `meta.reply_to`) for the agent to read. The second source design's routes work on it
+//! as it has them: `GET /chat/history?after=<id>` (a JSON array of
+//! [`Message`]s), `POST /chat/user_message {text}` (blank → `400`, nothing stored) and
+//! `GET /chat/stream` (the same messages live, on the stream function).
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::ChatEvent;
-use spool_domain::service::GLOBAL_SESSION;
+use spool_domain::{
+    Session,
+    global::{self, AgentMeta, Message},
+    service::{AgentPost, GLOBAL_SESSION},
+};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
@@ -37,6 +41,21 @@ pub(crate) struct NewAgentMessage {
     /// Ask a question: the next person's message answers it.
     #[serde(default)]
     ask: bool,
+    /// What the message replies to and how it is tagged.
+    #[serde(default)]
+    meta: Option<NewAgentMeta>,
+}
+
+/// What an agent says about its message: the message's `meta` carries it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewAgentMeta {
+    /// The message or question it replies to (1 to 200 characters).
+    #[serde(default)]
+    reply_to: Option<String>,
+    /// Its tags (up to 10, each 1 to 50 characters; not `question`, which `ask` sets).
+    #[serde(default)]
+    tags: Vec<String>,
 }
 
 /// A person's message in the global chat.
@@ -76,61 +95,8 @@ pub(crate) struct AgentMessageAccepted {
     question_id: Option<String>,
 }
 
-/// Who wrote a message of the global chat.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Role {
-    /// A person.
-    User,
-    /// An agent.
-    Agent,
-    /// Spool itself (a notice, an error).
-    System,
-}
-
-/// What else a message says, as the second source design has it.
-#[derive(Debug, Default, Serialize, ToSchema)]
-pub(crate) struct Meta {
-    /// The question (its id) this message answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reply_to: Option<String>,
-    /// `question` for a message that asks (answered by the next person's message).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tags: Vec<String>,
-}
-
-/// A message of the global chat: `{id, ts, role, author, text, meta?}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct HistoryMessage {
-    /// Its event's sequence number: `after` for the next poll.
-    id: u64,
-    /// When it was written, RFC 3339.
-    #[schema(format = DateTime)]
-    ts: String,
-    role: Role,
-    /// Who wrote it: a person's token subject, an agent's name, or `Spool`.
-    author: String,
-    text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    meta: Option<Meta>,
-    /// A person's message: the agent's question it answers (also `meta.reply_to`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    answers: Option<String>,
-    /// An agent's question: its id, which the next person's message answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    question_id: Option<String>,
-}
-
-/// The global chat's messages after `after`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct History {
-    /// Oldest first.
-    messages: Vec<HistoryMessage>,
-    /// The last event read: `after` for the next poll.
-    last_id: u64,
-}
-
-/// `POST /v1/sessions/{id}/agent-messages` `{author, text, ask?}` → `202 {seq, question_id?}`.
+/// `POST /v1/sessions/{id}/agent-messages` `{author, text, ask?, meta?: {reply_to?, tags?}}` →
+/// `202 {seq, question_id?}`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/agent-messages", tag = "global", params(("id" = String, Path, description = "The session (`global` for the global chat)")),
     request_body = NewAgentMessage,
     responses((status = 202, description = "Appended as `agent_message`", body = AgentMessageAccepted),
@@ -171,20 +137,21 @@ pub(crate) async fn agent_message(
     if message.text.chars().count() > MAX_MESSAGE_CHARS {
         return Err(ApiError::BadRequest("`text` is too long".to_owned()));
     }
+    let meta = match message.meta {
+        Some(m) => AgentMeta::new(m.reply_to, m.tags).map_err(ApiError::BadRequest)?,
+        None => AgentMeta::default(),
+    };
     let session = api.session_of(&caller, &id).await?;
-    // Which credential posted it, so readers can tell agents apart whatever they call
-    // themselves.
-    let posted = api
-        .chats
-        .agent_message(
-            caller.org(),
-            &session,
-            author,
-            &message.text,
-            message.ask,
-            &caller.0.sub,
-        )
-        .await?;
+    let post = AgentPost {
+        author,
+        text: &message.text,
+        ask: message.ask,
+        meta,
+        // Which credential posted it, so readers can tell agents apart whatever they call
+        // themselves.
+        posted_by: &caller.0.sub,
+    };
+    let posted = api.chats.agent_message(caller.org(), &session, post).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(AgentMessageAccepted {
@@ -194,116 +161,26 @@ pub(crate) async fn agent_message(
     ))
 }
 
-/// `GET /chat/history?after=<id>`: the global chat's messages after `id`: people's (and their
-/// answers), agents' and Spool's own (its replies and questions).
+/// `GET /chat/history?after=<id>&limit=`: the global chat's messages (people's and their answers,
+/// outside agents', Spool's replies, questions and notices) as a JSON array, oldest first.
 #[utoipa::path(get, path = "/chat/history", tag = "global", params(HistoryQuery),
-    responses((status = 200, description = "People's and agents' messages, oldest first", body = History), Refusals))]
+    responses((status = 200, description = "The messages after `after` (the last `limit` without it), oldest first; a poller's next `after` is the last one's `id`", body = Vec<Message>), Refusals))]
 pub(crate) async fn history(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     QueryOf(query): QueryOf<HistoryQuery>,
-) -> Result<Json<History>, ApiError> {
+) -> Result<Json<Vec<Message>>, ApiError> {
     let limit = query.limit.unwrap_or(HISTORY_LIMIT);
     if !(1..=MAX_HISTORY_LIMIT).contains(&limit) {
         return Err(ApiError::BadRequest(format!("`limit` is 1 to {MAX_HISTORY_LIMIT}")));
     }
     let session = api.session_of(&caller, GLOBAL_SESSION).await?;
-    let org = caller.org();
-    let (messages, last_id) = match query.after {
-        Some(after) => {
-            // Oldest first after `after`, a window of events at a time, until `limit` messages.
-            let mut messages = Vec::new();
-            let mut from = after;
-            loop {
-                let page = api.chats.events(org, &session, from, 1000).await?;
-                let done = page.events.is_empty() || page.next >= page.tail;
-                for event in &page.events {
-                    if messages.len() == limit {
-                        break;
-                    }
-                    from = event.seq;
-                    messages.extend(history_message(event));
-                }
-                if done || messages.len() == limit {
-                    break;
-                }
-            }
-            (messages, from)
-        }
-        None => {
-            // The last `limit` messages: windows of events read back from the tail.
-            let tail = api.chats.last_seq(org, &session).await?;
-            let mut messages: Vec<HistoryMessage> = Vec::new();
-            let mut end = tail;
-            while end > 0 && messages.len() < limit {
-                let start = end.saturating_sub(1000);
-                let page = api
-                    .chats
-                    .events(org, &session, start, usize::try_from(end - start).unwrap_or(1000))
-                    .await?;
-                let mut window: Vec<HistoryMessage> = page.events.iter().filter_map(history_message).collect();
-                window.append(&mut messages);
-                messages = window;
-                end = start;
-            }
-            let skip = messages.len().saturating_sub(limit);
-            (messages.split_off(skip), tail)
-        }
+    let path = Session::stream(caller.org(), &session.id)?;
+    let messages = match query.after {
+        Some(after) => global::messages_after(api.log.as_ref(), &path, after, limit).await?,
+        None => global::last_messages(api.log.as_ref(), &path, limit).await?,
     };
-    Ok(Json(History { messages, last_id }))
-}
-
-/// An event of the global chat as a message of its history, if it is one: people's messages
-/// (and their answers), agents', and Spool's own replies, questions and notices.
-fn history_message(event: &spool_domain::Event) -> Option<HistoryMessage> {
-    let message = |role, author: &str, text: &str| HistoryMessage {
-        id: event.seq,
-        ts: event.ts.clone(),
-        role,
-        author: author.to_owned(),
-        text: text.to_owned(),
-        meta: None,
-        answers: None,
-        question_id: None,
-    };
-    let asks = || Meta {
-        reply_to: None,
-        tags: vec!["question".to_owned()],
-    };
-    Some(match &event.event {
-        ChatEvent::UserMessageSubmitted(m) => HistoryMessage {
-            meta: m.answers.as_ref().map(|q| Meta {
-                reply_to: Some(q.clone()),
-                tags: Vec::new(),
-            }),
-            answers: m.answers.clone(),
-            ..message(Role::User, &m.author, &m.content)
-        },
-        ChatEvent::QuestionAnswered(a) => HistoryMessage {
-            meta: Some(Meta {
-                reply_to: Some(a.question_id.clone()),
-                tags: Vec::new(),
-            }),
-            answers: Some(a.question_id.clone()),
-            ..message(Role::User, "", &a.answer)
-        },
-        ChatEvent::AgentMessage(m) => HistoryMessage {
-            meta: m.ask.then(asks),
-            question_id: m.question_id.clone(),
-            ..message(Role::Agent, &m.author, &m.text)
-        },
-        // Spool's own replies, questions and notices.
-        ChatEvent::MessageEnd(end) if !end.interrupted && !end.text.is_empty() => {
-            message(Role::Agent, "Spool", &end.text)
-        }
-        ChatEvent::AskQuestion(q) => HistoryMessage {
-            meta: Some(asks()),
-            question_id: Some(q.question_id.clone()),
-            ..message(Role::Agent, "Spool", &q.question)
-        },
-        ChatEvent::System(note) => message(Role::System, "Spool", &note.message),
-        _ => return None,
-    })
+    Ok(Json(messages))
 }
 
 /// `POST /chat/user_message` `{text, client_message_id?}`: a person's message in the global chat.

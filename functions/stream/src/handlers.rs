@@ -27,7 +27,7 @@ use crate::{
     sse,
 };
 
-type Api = State<Arc<StreamApi>>;
+pub(crate) type Api = State<Arc<StreamApi>>;
 
 /// Cache-Control of answers made only of sealed pages: they never change.
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
@@ -518,65 +518,4 @@ fn if_none_match(request: &HeaderMap, etag: &str) -> bool {
         .flat_map(|v| v.split(','))
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == etag || t == "*")
-}
-
-/// `GET /v1/sessions/{id}/stream`: a chat's events as server-sent events, `id: <seq>` each,
-/// from after `Last-Event-ID` (what a browser's `EventSource` sends when it reconnects), else
-/// `?after=<seq>`, else the start.
-#[utoipa::path(get, path = "/v1/sessions/{id}/stream", tag = "sessions",
-    params(("id" = String, Path, description = "The session"),
-        ("after" = Option<u64>, Query, description = "Events with `seq` greater than this"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
-        ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
-    responses((status = 200, description = "Server-sent events, one per event, `id: <seq>`, `data:` the event's JSON", content_type = "text/event-stream"),
-        (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
-pub(crate) async fn chat_events(
-    State(api): Api,
-    Path(id): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    session_events(api, &id, &uri, &headers).await
-}
-
-/// `GET /chat/stream`: the global chat's events, as [`chat_events`] serves them.
-#[utoipa::path(get, path = "/chat/stream", tag = "global",
-    params(("after" = Option<u64>, Query, description = "Events with `seq` greater than this"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
-        ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
-    responses((status = 200, description = "The global chat's events as server-sent events, `id: <seq>`", content_type = "text/event-stream"), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
-pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
-    session_events(api, "global", &uri, &headers).await
-}
-
-async fn session_events(api: Arc<StreamApi>, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Response, ApiError> {
-    // Reads take no rate-limit token: no extensions needed.
-    let path = api
-        .resolve(
-            (headers, &Extensions::new()),
-            uri,
-            &format!("sessions/{id}"),
-            Intent::Read,
-        )
-        .await?;
-    let last_event_id = headers
-        .get("last-event-id")
-        .map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be the seq of an event"))
-        })
-        .transpose()?;
-    let after = match last_event_id {
-        Some(seq) => seq,
-        None => protocol::after_param(uri.query())?.unwrap_or(0),
-    };
-    let tail = api.log.metadata(&path).await?.tail.seq();
-    if after > tail {
-        return Err(ApiError::bad_request(format!(
-            "the chat has {tail} events; resume from a seq up to that"
-        )));
-    }
-    sse::respond_events(api.clone(), path, after).await
 }

@@ -3,8 +3,8 @@
 //! Serves the Durable Streams protocol at `/v1/stream/{path…}` over the stream log: `PUT`
 //! creates, `POST` appends and closes, `DELETE` deletes, `HEAD` reads metadata and `GET` reads,
 //! as a catch-up chunk, a long-poll or server-sent events. It also serves a chat's events as
-//! server-sent events with their `seq` as ids (`/v1/sessions/{id}/stream`), since this is the
-//! function that can stream on Lambda. One [`router`] runs inside
+//! server-sent events with their `seq` as ids (`/v1/sessions/{id}/stream`), and the global chat's
+//! messages (`/chat/stream`), since this is the function that can stream on Lambda. One [`router`] runs inside
 //! `spool serve`, on Lambda with response streaming and under `cargo lambda watch`.
 //!
 //! The protocol is in `PROTOCOL.md` of the durable-streams repository; the official conformance
@@ -13,6 +13,7 @@
 mod ag_ui;
 mod ai_sdk;
 mod body;
+mod chat_stream;
 mod error;
 mod handlers;
 mod openapi;
@@ -330,11 +331,11 @@ fn with_routes(
         .route(&format!("{STREAM_PREFIX}{{*path}}"), routes)
         .route(
             "/v1/sessions/{id}/stream",
-            get(handlers::chat_events).options(handlers::preflight),
+            get(chat_stream::chat_events).options(handlers::preflight),
         )
         .route(
             "/chat/stream",
-            get(handlers::global_events).options(handlers::preflight),
+            get(chat_stream::global_events).options(handlers::preflight),
         )
         .route(
             "/v1/ai-sdk/chat",

@@ -7,7 +7,7 @@
 
 use utoipa::OpenApi;
 
-use crate::{ag_ui, ai_sdk, handlers, subscriptions};
+use crate::{ag_ui, ai_sdk, chat_stream, handlers, subscriptions};
 
 #[derive(OpenApi)]
 #[openapi(paths(
@@ -16,8 +16,8 @@ use crate::{ag_ui, ai_sdk, handlers, subscriptions};
     handlers::create,
     handlers::append,
     handlers::delete,
-    handlers::chat_events,
-    handlers::global_events,
+    chat_stream::chat_events,
+    chat_stream::global_events,
     ai_sdk::post,
     ai_sdk::resume,
     ag_ui::post,

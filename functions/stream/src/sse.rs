@@ -8,7 +8,8 @@
 //!
 //! The same machinery serves a chat's events ([`respond_events`]): one SSE event per chat event,
 //! `id: <seq>` and `data: <the event's JSON>`, so a browser's `EventSource` resumes by itself
-//! with `Last-Event-ID`.
+//! with `Last-Event-ID`; and the global chat's messages ([`respond_messages`]): one SSE event per
+//! [`Message`], `id: <its id>`, the events that are no message skipped.
 //!
 //! The body is a stream polled by the HTTP server: when the client goes away it is dropped, and
 //! with it any wait in progress. Nothing runs in the background.
@@ -23,7 +24,7 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
-use spool_domain::{Chunk, Offset, Position, StreamPath, WaitOutcome};
+use spool_domain::{Chunk, Event, Offset, Position, StreamPath, WaitOutcome, global::Message};
 use tokio::time::Instant;
 
 use crate::{
@@ -32,6 +33,9 @@ use crate::{
     handlers::now_ms,
     protocol::{self, STREAM_SSE_DATA_ENCODING},
 };
+
+/// The comment an idle response sends every keep-alive period.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// What an SSE response carries.
 enum Format {
@@ -42,6 +46,9 @@ enum Format {
     },
     /// A chat's events, one SSE event each with its `seq` as the id.
     ChatEvents,
+    /// The global chat's messages ([`Message`]), one SSE event each with its `id` as the id;
+    /// the events that are no message are skipped.
+    Messages,
 }
 
 /// Where an SSE response is.
@@ -58,6 +65,10 @@ struct Reader {
     /// The storage id of the stream's incarnation it reads.
     stream_id: String,
     done: bool,
+    /// When it last sent something (`None` before the first): a chunk with nothing to send
+    /// (events that are no message) sends nothing, unless the response has been silent for a
+    /// keep-alive period.
+    sent_at: Option<Instant>,
 }
 
 /// Starts an SSE response at `from`.
@@ -89,6 +100,12 @@ pub(crate) async fn respond_events(api: Arc<StreamApi>, path: StreamPath, after:
     Ok(sse_response(api, path, Format::ChatEvents, first))
 }
 
+/// Starts an SSE response of a chat's messages after `after` (a seq).
+pub(crate) async fn respond_messages(api: Arc<StreamApi>, path: StreamPath, after: u64) -> Result<Response, ApiError> {
+    let first = api.log.read(&path, Position::At(Offset::after(after)), None).await?;
+    Ok(sse_response(api, path, Format::Messages, first))
+}
+
 fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Chunk) -> Response {
     let reader = Reader {
         deadline: Instant::now() + api.live.sse_max,
@@ -99,6 +116,7 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
         stream_id: first.stream_id.clone(),
         pending: Some(first),
         done: false,
+        sent_at: None,
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_events().await?;
@@ -119,23 +137,50 @@ fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Ch
 impl Reader {
     /// The next bytes to send, or `None` when the response is over.
     async fn next_events(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
+        let bytes = self.next_bytes().await?;
+        self.sent_at = Some(Instant::now());
+        Some(bytes)
+    }
+
+    async fn next_bytes(&mut self) -> Option<Bytes> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let chunk = match self.pending.take() {
+                Some(chunk) => chunk,
+                None => match self.wait_and_read().await {
+                    Ok(Some(chunk)) => chunk,
+                    // Idle for a keep-alive period: a comment keeps the connection open.
+                    Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(KEEP_ALIVE)),
+                    // Time to recycle the connection; the client resumes from its last offset.
+                    Ok(None) => return None,
+                    Err(e) => {
+                        tracing::debug!(path = %self.path, error = %e, "ending an SSE response");
+                        return None;
+                    }
+                },
+            };
+            let out = self.frame(&chunk);
+            self.offset = chunk.next_offset;
+            self.done = chunk.closed;
+            if !out.is_empty() {
+                // When the chunk was not the tail, the next wait returns at once and reads on.
+                return Some(out.freeze());
+            }
+            match self.sent_at {
+                // The first read of an up-to-date chat: a comment starts the response.
+                None => return Some(Bytes::from_static(b": up to date\n\n")),
+                // Only events that are no message for a keep-alive period (a long answer's deltas).
+                Some(at) if at.elapsed() >= self.api.live.sse_keepalive => return Some(Bytes::from_static(KEEP_ALIVE)),
+                // Nothing to send: wait for more.
+                Some(_) => {}
+            }
         }
-        let chunk = match self.pending.take() {
-            Some(chunk) => chunk,
-            None => match self.wait_and_read().await {
-                Ok(Some(chunk)) => chunk,
-                // Idle for a keep-alive period: a comment keeps the connection open.
-                Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(b": keep-alive\n\n")),
-                // Time to recycle the connection; the client resumes from its last offset.
-                Ok(None) => return None,
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending an SSE response");
-                    return None;
-                }
-            },
-        };
+    }
+
+    /// `chunk` in the response's format (empty when it has nothing to send).
+    fn frame(&self, chunk: &Chunk) -> BytesMut {
         let mut out = BytesMut::new();
         match &self.format {
             Format::Protocol {
@@ -164,16 +209,25 @@ impl Reader {
                     out.extend_from_slice(format!("id: {seq}\n").as_bytes());
                     sse_data_lines(&mut out, &String::from_utf8_lossy(message));
                 }
-                if chunk.messages.is_empty() {
-                    // The first read of an up-to-date chat: a comment starts the response.
-                    out.extend_from_slice(b": up to date\n\n");
+            }
+            Format::Messages => {
+                for raw in &chunk.messages {
+                    let event: Event = match serde_json::from_slice(raw) {
+                        Ok(event) => event,
+                        Err(e) => {
+                            tracing::error!(path = %self.path, error = %e, "an event of a chat that does not decode");
+                            continue;
+                        }
+                    };
+                    if let Some(message) = Message::of(&event) {
+                        out.extend_from_slice(format!("id: {}\n", message.id).as_bytes());
+                        let json = serde_json::to_string(&message).expect("a message serializes");
+                        sse_data_lines(&mut out, &json);
+                    }
                 }
             }
         }
-        self.offset = chunk.next_offset;
-        self.done = chunk.closed;
-        // When the chunk was not the tail, the next wait returns at once and reads on.
-        Some(out.freeze())
+        out
     }
 
     /// Waits for data past the offset (up to a keep-alive period or the deadline) and reads it;

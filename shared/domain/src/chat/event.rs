@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     commands::{CommandAction, CommandKind, CommandSource},
+    global::AgentMeta,
     session::EventKind,
 };
 
@@ -354,6 +355,10 @@ pub struct AgentMessage {
     /// The question's id, when it asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question_id: Option<String>,
+    /// What the agent says it replies to and how it tags the message (absent from events
+    /// written before agents could say so).
+    #[serde(default, skip_serializing_if = "AgentMeta::is_empty")]
+    pub meta: AgentMeta,
 }
 
 /// A turn's start.
@@ -928,8 +933,23 @@ mod tests {
                     ask: true,
                     posted_by: "key:k2".into(),
                     question_id: Some("q2".into()),
+                    meta: AgentMeta::default(),
                 }),
                 json!({ "type": "agent_message", "payload": { "author": "bot", "text": "hello", "ask": true, "posted_by": "key:k2", "question_id": "q2" } }),
+            ),
+            (
+                ChatEvent::AgentMessage(AgentMessage {
+                    author: "bot".into(),
+                    text: "done".into(),
+                    ask: false,
+                    posted_by: "key:k2".into(),
+                    question_id: None,
+                    meta: AgentMeta {
+                        reply_to: Some("q2".into()),
+                        tags: vec!["deploy".into()],
+                    },
+                }),
+                json!({ "type": "agent_message", "payload": { "author": "bot", "text": "done", "ask": false, "posted_by": "key:k2", "meta": { "reply_to": "q2", "tags": ["deploy"] } } }),
             ),
             (
                 ChatEvent::AgentStart(AgentStart {

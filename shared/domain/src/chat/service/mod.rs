@@ -36,6 +36,7 @@ use crate::{
     chat::event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted},
     claim::{self, ClaimStores, Reconciled},
     clock::rfc3339_ms,
+    global::AgentMeta,
     session::{Event, EventDraft, EventPage, append_events, preview},
     workspace::new_id,
 };
@@ -80,6 +81,21 @@ pub struct NewChat {
     pub id: Option<String>,
     /// Who makes it (the token's subject).
     pub created_by: String,
+}
+
+/// An outside agent's message to append.
+#[derive(Debug, Clone)]
+pub struct AgentPost<'a> {
+    /// The agent's name.
+    pub author: &'a str,
+    /// The text (not blank).
+    pub text: &'a str,
+    /// Whether it asks the people a question.
+    pub ask: bool,
+    /// What the agent says about it ([`AgentMeta::new`] checked it).
+    pub meta: AgentMeta,
+    /// The credential that posts it.
+    pub posted_by: &'a str,
 }
 
 /// An agent's message, accepted.
@@ -247,17 +263,16 @@ impl ChatService {
         Ok(Submitted { seq, turn_id })
     }
 
-    /// Appends an agent's message (`agent_message`); with `ask`, it opens a question that the
-    /// next person's message answers.
-    pub async fn agent_message(
-        &self,
-        org: &str,
-        session: &Session,
-        author: &str,
-        text: &str,
-        ask: bool,
-        posted_by: &str,
-    ) -> Result<AgentPosted, Error> {
+    /// Appends an agent's message (`agent_message`) with what the agent says about it (`meta`);
+    /// with `ask`, it opens a question that the next person's message answers.
+    pub async fn agent_message(&self, org: &str, session: &Session, post: AgentPost<'_>) -> Result<AgentPosted, Error> {
+        let AgentPost {
+            author,
+            text,
+            ask,
+            meta,
+            posted_by,
+        } = post;
         let question_id = ask.then(|| new_id("q"));
         let event = ChatEvent::AgentMessage(AgentMessage {
             author: author.to_owned(),
@@ -265,6 +280,7 @@ impl ChatService {
             ask,
             posted_by: posted_by.to_owned(),
             question_id: question_id.clone(),
+            meta,
         });
         let seq = self.append(org, session, EventDraft::new(event, None)).await?;
         self.seal_when_idle(org, session, seq).await;
@@ -352,6 +368,15 @@ impl ChatService {
     }
 }
 
+/// Makes the global chat's stream at `path` (`o/{org}/sessions/global`) unless it exists: a
+/// live read of the chat may come before anyone wrote in it, and the chat's record (which
+/// [`ensure_global_session`] writes on its first use) is not needed to read it.
+pub async fn ensure_global_stream(log: &dyn StreamLog, path: &StreamPath) -> Result<(), Error> {
+    log.create(path, CreateStream::new(ContentType::parse("application/json")?))
+        .await?;
+    Ok(())
+}
+
 /// Makes the organization's global chat unless it exists; returns it.
 pub async fn ensure_global_session(
     metadata: &dyn Metadata,
@@ -362,11 +387,7 @@ pub async fn ensure_global_session(
     if let Some(session) = metadata.session(org, GLOBAL_SESSION).await? {
         return Ok(session);
     }
-    log.create(
-        &Session::stream(org, GLOBAL_SESSION)?,
-        CreateStream::new(ContentType::parse("application/json")?),
-    )
-    .await?;
+    ensure_global_stream(log, &Session::stream(org, GLOBAL_SESSION)?).await?;
     let session = Session {
         id: GLOBAL_SESSION.to_owned(),
         workspace_id: None,
