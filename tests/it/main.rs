@@ -56,6 +56,7 @@ mod llm_http;
 mod log_aws;
 mod names_http;
 mod openapi_http;
+mod paging;
 mod processes;
 mod read_tokens_http;
 mod sealing;

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::{
     Agent, Aggregates, Error, FeedEvent, IfMissing, Metadata, StreamPath,
+    listing::{self, SessionQuery},
     workspace::{CliType, Runtime, new_id, plan_reorder},
 };
 
@@ -127,11 +128,19 @@ pub async fn remove_agent(metadata: &dyn Metadata, org: &str, agent: &Agent) -> 
         .await?
         .into_iter()
         .find(|a| a.builtin);
-    let chats = metadata.sessions(org, Some(&agent.workspace_id), usize::MAX).await?;
-    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(&*agent.id)) {
-        chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
-        chat.cli_override = None;
-        metadata.update_session(org, &chat).await?;
+    // The agent's chats leave its filter as they move, so the first page is read until empty.
+    let mut query = SessionQuery::in_workspace(Some(&agent.workspace_id), listing::MAX_LIMIT);
+    query.agent_id = Some(agent.id.clone());
+    loop {
+        let chats = metadata.sessions(org, &query).await?.items;
+        if chats.is_empty() {
+            break;
+        }
+        for mut chat in chats {
+            chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
+            chat.cli_override = None;
+            metadata.update_session(org, &chat).await?;
+        }
     }
     metadata.delete_agent(org, &agent.id).await
 }
