@@ -223,8 +223,19 @@ export class Client {
   deleteAgent = (id: string) => this.call(this.spool.api.DELETE("/v1/agents/{id}", { params: { path: { id } } }));
   reorderAgents = (ws: string, agent_ids: string[]) =>
     this.call(this.spool.api.PUT("/v1/workspaces/{id}/agents/order", { params: { path: { id: ws } }, body: { agent_ids } }));
-  tasks = async (ws: string) =>
-    (await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params: { path: { id: ws } } }))).tasks;
+  /** Every task of a workspace, newest first: its pages, 1000 at a time, followed to the end. */
+  tasks = async (ws: string): Promise<Task[]> => {
+    const tasks: Task[] = [];
+    let cursor: string | null = null;
+    do {
+      // (Typed as the path alone until the client is generated from a document with the query.)
+      const params = { path: { id: ws }, query: cursor ? { limit: 1000, cursor } : { limit: 1000 } } as { path: { id: string } };
+      const page = await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params }));
+      tasks.push(...page.tasks);
+      cursor = (page as { next_cursor?: string | null }).next_cursor ?? null;
+    } while (cursor);
+    return tasks;
+  };
   task = (id: string) => this.call(this.spool.api.GET("/v1/tasks/{id}", { params: { path: { id } } }));
   createTask = (ws: string, task: { title: string; description: string; session_id?: string }) =>
     this.call(this.spool.api.POST("/v1/workspaces/{id}/tasks", { params: { path: { id: ws } }, body: task }));
