@@ -63,6 +63,8 @@ mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;
 mod sessions;
+#[cfg(feature = "emulator")]
+mod sessions_aws;
 mod sessions_http;
 mod settings_http;
 mod stream_http;
