@@ -6,7 +6,10 @@ use std::collections::HashSet;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{Sessions, TurnRecord, TurnStatus};
+use spool_domain::{
+    Sessions, TurnRecord, TurnStatus,
+    listing::{After, SessionQuery, encode_cursor},
+};
 use spool_tests::Harness;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
@@ -221,6 +224,25 @@ pub(crate) async fn every_chat_is_reachable_through_the_cursor<H: Harness>(harne
     }
     let (_, message) = refused(&api, &format!("/v1/sessions?workspace_id={ws}&q=zebra&cursor={cursor}")).await;
     assert!(message.contains("another list"), "{message}");
+    // AND a cursor made by hand for this list (the fingerprint is no secret) only positions the
+    // walk in the caller's own chats, whatever it names
+    let org = org_of(&api);
+    let scope = SessionQuery::in_workspace(Some(&ws), 100);
+    for (after, count) in [
+        (After::of(i64::MIN, &"z".repeat(256)), 0),
+        (After::of(i64::MAX, "\u{0}"), 100),
+        (After::of(-1, "ses_"), 0),
+    ] {
+        let forged = encode_cursor(&scope.scope(&org), &after);
+        let page = api
+            .ok(
+                Method::GET,
+                &format!("/v1/sessions?workspace_id={ws}&cursor={forged}"),
+                None,
+            )
+            .await;
+        assert_eq!(page["sessions"].as_array().unwrap().len(), count, "{after:?}");
+    }
     // AND another organization's request with the cursor is refused and shows nothing
     let (status, message) = refused(&other, &format!("/v1/sessions?workspace_id={ws}&cursor={cursor}")).await;
     assert_eq!(status, 400, "{message}");
