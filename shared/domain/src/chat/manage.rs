@@ -128,18 +128,20 @@ pub async fn remove_agent(metadata: &dyn Metadata, org: &str, agent: &Agent) -> 
         .await?
         .into_iter()
         .find(|a| a.builtin);
-    // The agent's chats leave its filter as they move, so the first page is read until empty.
+    // Walked by cursor: a move changes no chat's place in the list, and a list index that is
+    // a moment behind (DynamoDB's) cannot bring a moved chat back.
     let mut query = SessionQuery::in_workspace(Some(&agent.workspace_id), listing::MAX_LIMIT);
     query.agent_id = Some(agent.id.clone());
     loop {
-        let chats = metadata.sessions(org, &query).await?.items;
-        if chats.is_empty() {
-            break;
-        }
-        for mut chat in chats {
+        let page = metadata.sessions(org, &query).await?;
+        for mut chat in page.items {
             chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
             chat.cli_override = None;
             metadata.update_session(org, &chat).await?;
+        }
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
         }
     }
     metadata.delete_agent(org, &agent.id).await
