@@ -57,6 +57,7 @@ mod llm_http;
 mod log_aws;
 mod names_http;
 mod openapi_http;
+mod paging;
 mod processes;
 mod queued_http;
 mod read_tokens_http;
@@ -64,6 +65,8 @@ mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;
 mod sessions;
+#[cfg(feature = "emulator")]
+mod sessions_aws;
 mod sessions_http;
 mod settings_http;
 mod stream_http;

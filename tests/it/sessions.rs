@@ -1,6 +1,10 @@
 //! Session records in the metadata store, one contract for both backends.
 
-use spool_domain::{Error, PendingTurn, Session, Sessions, workspace::CliType};
+use spool_domain::{
+    Error, PendingTurn, Session, Sessions,
+    listing::{SessionQuery, TurnQuery},
+    workspace::CliType,
+};
 use spool_tests::{Harness, unique_id};
 
 fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
@@ -23,6 +27,11 @@ fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
     }
 }
 
+async fn list<M: Sessions>(store: &M, org: &str, ws: Option<&str>, limit: usize) -> Vec<Session> {
+    let query = SessionQuery::in_workspace(ws, limit);
+    store.sessions(org, &query).await.unwrap().items
+}
+
 fn ids(list: &[Session]) -> Vec<&str> {
     list.iter().map(|s| s.id.as_str()).collect()
 }
@@ -43,16 +52,16 @@ pub(crate) async fn sessions_are_listed_by_last_activity<H: Harness>(harness: &H
         Err(Error::Exists { .. })
     ));
     // THEN the workspace lists its chats newest first, and the loose one apart
-    assert_eq!(ids(&b.sessions(&org, Some(&ws), 10).await.unwrap()), [&s3, &s2, &s1]);
-    assert_eq!(ids(&b.sessions(&org, None, 10).await.unwrap()), [&loose]);
-    assert_eq!(ids(&b.sessions(&org, Some(&ws), 2).await.unwrap()), [&s3, &s2]);
+    assert_eq!(ids(&list(&b, &org, Some(&ws), 10).await), [&s3, &s2, &s1]);
+    assert_eq!(ids(&list(&b, &org, None, 10).await), [&loose]);
+    assert_eq!(ids(&list(&b, &org, Some(&ws), 2).await), [&s3, &s2]);
 
     // WHEN the oldest chat gets a message
     b.touch_session(&org, &s1, 500, "hello there").await.unwrap();
     // THEN it moves to the top with its preview
-    let list = a.sessions(&org, Some(&ws), 10).await.unwrap();
-    assert_eq!(ids(&list), [&s1, &s3, &s2]);
-    assert_eq!((list[0].last_active_ms, list[0].preview.as_str()), (500, "hello there"));
+    let got = list(&a, &org, Some(&ws), 10).await;
+    assert_eq!(ids(&got), [&s1, &s3, &s2]);
+    assert_eq!((got[0].last_active_ms, got[0].preview.as_str()), (500, "hello there"));
     // AND an older touch (a late writer) changes nothing
     a.touch_session(&org, &s1, 450, "stale").await.unwrap();
     let got = b.session(&org, &s1).await.unwrap().unwrap();
@@ -78,7 +87,7 @@ pub(crate) async fn sessions_are_listed_by_last_activity<H: Harness>(harness: &H
     // AND another organization sees and changes none of it
     let other = unique_id("org");
     assert_eq!(b.session(&other, &s1).await.unwrap(), None);
-    assert!(b.sessions(&other, Some(&ws), 10).await.unwrap().is_empty());
+    assert!(list(&b, &other, Some(&ws), 10).await.is_empty());
     assert!(matches!(
         b.update_session(&other, &renamed).await,
         Err(Error::Missing { .. })
@@ -94,7 +103,7 @@ pub(crate) async fn sessions_are_listed_by_last_activity<H: Harness>(harness: &H
     a.delete_session(&org, &s1).await.unwrap();
     // THEN it is gone from reads and lists
     assert_eq!(b.session(&org, &s1).await.unwrap(), None);
-    assert_eq!(ids(&b.sessions(&org, Some(&ws), 10).await.unwrap()), [&s3, &s2]);
+    assert_eq!(ids(&list(&b, &org, Some(&ws), 10).await), [&s3, &s2]);
     assert!(matches!(a.delete_session(&org, &s1).await, Err(Error::Missing { .. })));
 }
 
@@ -148,9 +157,10 @@ pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H
         let store = store.clone();
         async move {
             store
-                .turns(&org, &id, 1_000_000, 10)
+                .turns(&org, &TurnQuery::all(&id, 1_000_000))
                 .await
                 .unwrap()
+                .items
                 .into_iter()
                 .map(|t| (t.turn_id, t.status, t.created_ms))
                 .collect::<Vec<_>>()
@@ -193,11 +203,22 @@ pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H
     assert_eq!(listed[0].0, "t2");
     // AND a finished record is gone 7 days after it finished; an unfinished one stays
     let week = spool_domain::session::TURN_RECORD_TTL_MS;
-    let later = store.turns(&org, &id, 300 + week + 1, 10).await.unwrap();
+    let later = store
+        .turns(&org, &TurnQuery::all(&id, 300 + week + 1))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(later.iter().map(|t| t.turn_id.as_str()).collect::<Vec<_>>(), ["t2"]);
     // AND deleting the session deletes its turns
     store.delete_session(&org, &id).await.unwrap();
-    assert!(store.turns(&org, &id, 0, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .turns(&org, &TurnQuery::all(&id, 0))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 /// A step's runs are counted one by one, per step, in one organization's chat only, and the

@@ -16,6 +16,11 @@ export type WorkspaceChange = Schemas["WorkspaceChange"];
 export type Agent = Schemas["AgentView"];
 export type Session = Schemas["SessionView"];
 export type Task = Schemas["TaskView"];
+/** A page of chats, and the cursor of the next (`null` on the last page). */
+export interface SessionPage {
+  sessions: Session[];
+  next_cursor: string | null;
+}
 /** One chat event: the envelope of the HTTP contract, its `type` and typed `payload`. */
 export type ChatEvent = Schemas["Event"];
 /** Every chat event type the server writes. */
@@ -220,8 +225,19 @@ export class Client {
   deleteAgent = (id: string) => this.call(this.spool.api.DELETE("/v1/agents/{id}", { params: { path: { id } } }));
   reorderAgents = (ws: string, agent_ids: string[]) =>
     this.call(this.spool.api.PUT("/v1/workspaces/{id}/agents/order", { params: { path: { id: ws } }, body: { agent_ids } }));
-  tasks = async (ws: string) =>
-    (await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params: { path: { id: ws } } }))).tasks;
+  /** Every task of a workspace, newest first: its pages, 1000 at a time, followed to the end. */
+  tasks = async (ws: string): Promise<Task[]> => {
+    const tasks: Task[] = [];
+    let cursor: string | null = null;
+    do {
+      // (Typed as the path alone until the client is generated from a document with the query.)
+      const params = { path: { id: ws }, query: cursor ? { limit: 1000, cursor } : { limit: 1000 } } as { path: { id: string } };
+      const page = await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params }));
+      tasks.push(...page.tasks);
+      cursor = (page as { next_cursor?: string | null }).next_cursor ?? null;
+    } while (cursor);
+    return tasks;
+  };
   task = (id: string) => this.call(this.spool.api.GET("/v1/tasks/{id}", { params: { path: { id } } }));
   createTask = (ws: string, task: { title: string; description: string; session_id?: string }) =>
     this.call(this.spool.api.POST("/v1/workspaces/{id}/tasks", { params: { path: { id: ws } }, body: task }));
@@ -230,8 +246,21 @@ export class Client {
   deleteTask = (id: string) => this.call(this.spool.api.DELETE("/v1/tasks/{id}", { params: { path: { id } } }));
 
   // Chats
-  sessions = async (ws: string) =>
-    (await this.call(this.spool.api.GET("/v1/sessions", { params: { query: { workspace_id: ws } } }))).sessions;
+  /**
+   * A page of a workspace's chats, most recently active first: `limit` of them after `cursor`
+   * (the previous page's `next_cursor`), only those whose title contains `q` when given.
+   */
+  sessionPage = async (ws: string, page: { limit: number; cursor?: string; q?: string }): Promise<SessionPage> => {
+    const query = {
+      workspace_id: ws,
+      limit: page.limit,
+      ...(page.cursor ? { cursor: page.cursor } : {}),
+      ...(page.q ? { q: page.q } : {}),
+    };
+    const answer = await this.call(this.spool.api.GET("/v1/sessions", { params: { query } }));
+    const next = (answer as { next_cursor?: string | null }).next_cursor;
+    return { sessions: answer.sessions, next_cursor: next ?? null };
+  };
   session = (id: string) => this.call(this.spool.api.GET("/v1/sessions/{id}", { params: { path: { id } } }));
   createSession = (workspace_id: string, agent_id: string) =>
     this.call(this.spool.api.POST("/v1/sessions", { body: { workspace_id, agent_id } }));

@@ -9,6 +9,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
+use spool_domain::listing;
 
 use crate::{ApiError, ChatApi};
 
@@ -187,3 +188,28 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 
 pub use spool_domain::clock::rfc3339_ms;
 pub use spool_domain::settings::Patch;
+
+/// A list's page size: `limit` as sent (1 to [`listing::MAX_LIMIT`]), or
+/// [`listing::DEFAULT_LIMIT`].
+pub fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(listing::DEFAULT_LIMIT);
+    if (1..=listing::MAX_LIMIT).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::BadRequest(format!("`limit` is 1 to {}", listing::MAX_LIMIT)))
+    }
+}
+
+/// Where a page of the list `scope` names starts: after the position its `cursor` names (a
+/// malformed or foreign cursor is a `400` that says what to do), or at the newest.
+pub fn page_after(scope: &[&str], cursor: Option<&str>) -> Result<Option<listing::After>, ApiError> {
+    cursor
+        .map(|c| listing::decode_cursor(scope, c))
+        .transpose()
+        .map_err(ApiError::from)
+}
+
+/// The `next_cursor` a page answers with: `null` on the last page.
+pub fn next_cursor(scope: &[&str], next: Option<&listing::After>) -> Option<String> {
+    next.map(|after| listing::encode_cursor(scope, after))
+}

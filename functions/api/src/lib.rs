@@ -25,6 +25,7 @@ mod handshake;
 mod messages;
 mod reads;
 mod sessions;
+mod tasks;
 mod turns;
 mod webhooks;
 mod workspaces;
@@ -250,7 +251,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(workspaces::create_agent, workspaces::list_agents))
         .routes(routes!(workspaces::reorder_agents))
         .routes(routes!(workspaces::update_agent, workspaces::delete_agent))
-        .routes(routes!(workspaces::list_tasks, workspaces::create_task))
+        .routes(routes!(tasks::list_tasks, tasks::create_task))
         .routes(routes!(webhooks::create_hook, webhooks::list_hooks))
         .routes(routes!(
             webhooks::get_hook,
@@ -260,11 +261,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(files::search_files))
         .routes(routes!(clis::list_clis))
-        .routes(routes!(
-            workspaces::get_task,
-            workspaces::update_task,
-            workspaces::delete_task
-        ))
+        .routes(routes!(tasks::get_task, tasks::update_task, tasks::delete_task))
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(
             sessions::get_session,

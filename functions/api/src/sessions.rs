@@ -9,13 +9,13 @@ use std::{collections::HashMap, sync::Arc};
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Agent, Session, service::NewChat, workspace::CliType};
+use spool_domain::{Agent, Session, listing::SessionQuery, service::NewChat, workspace::CliType};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     ApiError, ChatApi, ErrorBody,
     error::Refusals,
-    extract::{Caller, Id, JsonBody, Patch, PathOf, QueryOf, rfc3339_ms},
+    extract::{Caller, Id, JsonBody, Patch, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
 };
 
 /// A session as the API shows it.
@@ -112,16 +112,32 @@ pub(crate) struct ListQuery {
     /// At most this many (1 to 1000, default 100).
     #[serde(default)]
     limit: Option<usize>,
-    /// Only the chats this token subject made (`key:{key_id}`), among the 1000 most recently
-    /// active.
+    /// The `next_cursor` of the previous page, sent back with the same filters; without it,
+    /// the list starts at the most recently active chat.
     #[serde(default)]
-    created_by: Option<String>,
+    cursor: Option<String>,
+    /// Only the chats this token subject made (`key:{key_id}`).
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    created_by: Option<Id>,
+    /// Only the chats this agent answers in.
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    agent_id: Option<Id>,
+    /// Only the chats whose title contains this, ignoring case (up to 200 characters).
+    #[serde(default)]
+    q: Option<String>,
 }
 
-/// Chats, newest activity first.
+/// The longest title search.
+const MAX_SEARCH_CHARS: usize = 200;
+
+/// A page of chats, newest activity first.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SessionList {
     sessions: Vec<SessionView>,
+    /// Send as `cursor` (with the same filters) for the next page; `null` on the last page.
+    next_cursor: Option<String>,
 }
 
 /// The session in a path.
@@ -193,25 +209,33 @@ pub(crate) async fn create_session(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// `GET /v1/sessions?workspace_id=&limit=`: newest activity first.
+/// `GET /v1/sessions?workspace_id=&created_by=&agent_id=&q=&limit=&cursor=`: a page of chats,
+/// most recently active first (ties by id), and the cursor of the next ([`spool_domain::listing`]).
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListQuery),
-    responses((status = 200, description = "Chats, newest activity first", body = SessionList), Refusals))]
+    responses((status = 200, description = "A page of chats, newest activity first, with the cursor of the next", body = SessionList),
+        (status = 400, description = "A `limit` out of range, a `q` too long, or a cursor this list did not give", body = ErrorBody), Refusals))]
 pub(crate) async fn list_sessions(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     QueryOf(query): QueryOf<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
-    let limit = query.limit.unwrap_or(100).clamp(1, 1000);
-    let fetch = if query.created_by.is_some() { 1000 } else { limit };
-    let sessions: Vec<Session> = api
-        .metadata
-        .sessions(caller.org(), query.workspace_id.as_deref(), fetch)
-        .await?
-        .into_iter()
-        .filter(|s| query.created_by.as_ref().is_none_or(|by| &s.created_by == by))
-        .take(limit)
-        .collect();
-    let names: HashMap<String, String> = match &query.workspace_id {
+    let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    if q.is_some_and(|q| q.chars().count() > MAX_SEARCH_CHARS) {
+        return Err(ApiError::BadRequest(format!(
+            "`q` is at most {MAX_SEARCH_CHARS} characters of a chat's title"
+        )));
+    }
+    let mut select = SessionQuery {
+        workspace_id: query.workspace_id.map(String::from),
+        created_by: query.created_by.map(String::from),
+        agent_id: query.agent_id.map(String::from),
+        title_contains: q.map(str::to_owned),
+        limit: page_limit(query.limit)?,
+        after: None,
+    };
+    select.after = page_after(&select.scope(caller.org()), query.cursor.as_deref())?;
+    let page = api.metadata.sessions(caller.org(), &select).await?;
+    let names: HashMap<String, String> = match &select.workspace_id {
         Some(ws) => api
             .metadata
             .agents(caller.org(), ws)
@@ -221,14 +245,16 @@ pub(crate) async fn list_sessions(
             .collect(),
         None => HashMap::new(),
     };
-    let list: Vec<SessionView> = sessions
+    let next_cursor = next_cursor(&select.scope(caller.org()), page.next.as_ref());
+    let sessions: Vec<SessionView> = page
+        .items
         .into_iter()
         .map(|s| {
             let name = s.agent_id.as_ref().and_then(|id| names.get(id).cloned());
             SessionView::new(s, name)
         })
         .collect();
-    Ok(Json(SessionList { sessions: list }))
+    Ok(Json(SessionList { sessions, next_cursor }))
 }
 
 /// `GET /v1/sessions/{id}`.

@@ -13,14 +13,14 @@
 use std::sync::Arc;
 
 use axum::{Json, extract::State};
-use serde::Serialize;
-use spool_domain::{Error, TurnRecord, TurnStatus};
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use spool_domain::{Error, TurnRecord, TurnStatus, listing::TurnQuery};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     ApiError, ChatApi, ErrorBody,
     error::Refusals,
-    extract::{Caller, Id, PathOf, rfc3339_ms},
+    extract::{Caller, Id, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
     sessions::SESSION_ID,
 };
 
@@ -79,31 +79,59 @@ impl ChatApi {
     }
 }
 
-/// A chat's turns, newest first.
+/// A page of a chat's turns, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct TurnList {
     turns: Vec<TurnView>,
+    /// Send as `cursor` (with the same filters) for the next page; `null` on the last page.
+    next_cursor: Option<String>,
 }
 
-/// `GET /v1/sessions/{id}/turns`: the chat's turns, newest first (finished ones for 7 days).
-#[utoipa::path(get, path = "/v1/sessions/{id}/turns", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)),
-    responses((status = 200, description = "The chat's turns, newest first: queued (with `queued_behind` when it waits for its organization's bound), in_progress, completed or failed", body = TurnList),
+/// `GET /v1/sessions/{id}/turns`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct TurnListQuery {
+    /// At most this many (1 to 1000, default 100).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The `next_cursor` of the previous page, sent back with the same filters.
+    #[serde(default)]
+    cursor: Option<String>,
+    /// Only the turns in this state.
+    #[serde(default)]
+    status: Option<TurnStatus>,
+}
+
+/// `GET /v1/sessions/{id}/turns?status=&limit=&cursor=`: a page of the chat's turns, newest
+/// first (ties by id; finished ones for 7 days), and the cursor of the next.
+#[utoipa::path(get, path = "/v1/sessions/{id}/turns", tag = "sessions", params(("id" = String, Path, description = SESSION_ID), TurnListQuery),
+    responses((status = 200, description = "A page of the chat's turns, newest first: queued (with `queued_behind` when it waits for its organization's bound), in_progress, completed or failed", body = TurnList),
+        (status = 400, description = "A `limit` out of range, or a cursor this list did not give", body = ErrorBody),
         (status = 404, description = "No such session in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn list_turns(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
+    QueryOf(query): QueryOf<TurnListQuery>,
 ) -> Result<Json<TurnList>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let turns = api
-        .metadata
-        .turns(caller.org(), &session.id, api.clock.now_ms(), 100)
-        .await?;
-    let mut views = Vec::with_capacity(turns.len());
-    for turn in turns {
-        views.push(api.turn_view(caller.org(), &session.id, turn).await?);
+    let mut select = TurnQuery {
+        session_id: session.id,
+        status: query.status,
+        now_ms: api.clock.now_ms(),
+        limit: page_limit(query.limit)?,
+        after: None,
+    };
+    select.after = page_after(&select.scope(caller.org()), query.cursor.as_deref())?;
+    let page = api.metadata.turns(caller.org(), &select).await?;
+    let mut turns = Vec::with_capacity(page.items.len());
+    for turn in page.items {
+        turns.push(api.turn_view(caller.org(), &select.session_id, turn).await?);
     }
-    Ok(Json(TurnList { turns: views }))
+    Ok(Json(TurnList {
+        next_cursor: next_cursor(&select.scope(caller.org()), page.next.as_ref()),
+        turns,
+    }))
 }
 
 /// `GET /v1/sessions/{id}/turns/{turn_id}`.
@@ -119,12 +147,16 @@ pub(crate) async fn get_turn(
     let session = api.session_of(&caller, &id).await?;
     let turns = api
         .metadata
-        .turns(caller.org(), &session.id, api.clock.now_ms(), usize::MAX)
+        .turns(caller.org(), &TurnQuery::all(&session.id, api.clock.now_ms()))
         .await?;
-    let turn = turns.into_iter().find(|t| *t.turn_id == *turn_id).ok_or_else(|| {
-        ApiError::Store(Error::Missing {
-            what: format!("turn `{turn_id}`"),
-        })
-    })?;
+    let turn = turns
+        .items
+        .into_iter()
+        .find(|t| *t.turn_id == *turn_id)
+        .ok_or_else(|| {
+            ApiError::Store(Error::Missing {
+                what: format!("turn `{turn_id}`"),
+            })
+        })?;
     Ok(Json(api.turn_view(caller.org(), &session.id, turn).await?))
 }

@@ -2,8 +2,8 @@
 //!
 //! `POST|GET /v1/workspaces`, `GET|PATCH|DELETE /v1/workspaces/{id}`,
 //! `POST|GET /v1/workspaces/{id}/agents`, `PATCH|DELETE /v1/agents/{id}` and
-//! `PUT /v1/workspaces/{id}/agents/order`, `GET /v1/workspaces/{id}/tasks` and
-//! `GET /v1/tasks/{id}` (agents make tasks; the API lists them). A workspace is made with its built-in Spool agent,
+//! `PUT /v1/workspaces/{id}/agents/order` (its tasks are [`crate::tasks`]). A workspace is made
+//! with its built-in Spool agent,
 //! which can be changed but not deleted. Everything is scoped to the caller's organization:
 //! another organization's ids answer `404`.
 
@@ -12,7 +12,9 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{
-    Agent, CliType, Error, Runtime, Task, Workspace, manage,
+    Agent, CliType, Error, Runtime, Workspace,
+    listing::{self, SessionQuery},
+    manage,
     notifier::{NotificationStatus, Notifier},
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
     workspace::new_id,
@@ -201,15 +203,9 @@ pub(crate) struct AgentList {
     agents: Vec<AgentView>,
 }
 
-/// A workspace's tasks, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct TaskList {
-    tasks: Vec<TaskView>,
-}
-
 pub(crate) use spool_domain::manage::feed_path;
 
-fn not_found(what: &str, id: &str) -> ApiError {
+pub(crate) fn not_found(what: &str, id: &str) -> ApiError {
     ApiError::Store(Error::Missing {
         what: format!("{what} `{id}`"),
     })
@@ -336,7 +332,8 @@ pub(crate) async fn delete_workspace(
     // Its chats first (streams and records), then the workspace with its agents: a delete
     // interrupted half-way is finished by repeating it.
     loop {
-        let chats = api.metadata.sessions(caller.org(), Some(&id), 100).await?;
+        let first = SessionQuery::in_workspace(Some(&id), listing::DEFAULT_LIMIT);
+        let chats = api.metadata.sessions(caller.org(), &first).await?.items;
         if chats.is_empty() {
             break;
         }
@@ -484,188 +481,6 @@ pub(crate) async fn reorder_agents(
     };
     api.announce(caller.org(), &workspace_id, event).await?;
     api.agent_list(&caller, &workspace_id).await
-}
-
-/// A task as the API shows it.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct TaskView {
-    id: String,
-    workspace_id: String,
-    session_id: Option<String>,
-    title: String,
-    description: String,
-    #[schema(format = DateTime)]
-    created_at: String,
-}
-
-impl From<Task> for TaskView {
-    fn from(t: Task) -> Self {
-        Self {
-            created_at: rfc3339_ms(t.created_ms),
-            id: t.id,
-            workspace_id: t.workspace_id,
-            session_id: t.session_id,
-            title: t.title,
-            description: t.description,
-        }
-    }
-}
-
-/// `GET /v1/workspaces/{id}/tasks`: newest first.
-#[utoipa::path(get, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
-    responses((status = 200, description = "The workspace's tasks, newest first", body = TaskList), (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody), Refusals))]
-pub(crate) async fn list_tasks(
-    State(api): State<Arc<ChatApi>>,
-    caller: Caller,
-    PathOf(workspace_id): PathOf<Id>,
-) -> Result<Json<TaskList>, ApiError> {
-    api.workspace_of(&caller, &workspace_id).await?;
-    let tasks: Vec<TaskView> = api
-        .metadata
-        .tasks(caller.org(), &workspace_id)
-        .await?
-        .into_iter()
-        .map(TaskView::from)
-        .collect();
-    Ok(Json(TaskList { tasks }))
-}
-
-/// `GET /v1/tasks/{id}`.
-#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
-    responses((status = 200, description = "The task", body = TaskView), (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
-pub(crate) async fn get_task(
-    State(api): State<Arc<ChatApi>>,
-    caller: Caller,
-    PathOf(id): PathOf<Id>,
-) -> Result<Json<TaskView>, ApiError> {
-    let task = api
-        .metadata
-        .task(caller.org(), &id)
-        .await?
-        .ok_or_else(|| not_found("task", &id))?;
-    Ok(Json(task.into()))
-}
-
-/// A task made by hand.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NewTask {
-    /// What it is (the design's `summary`, accepted too).
-    #[serde(alias = "summary")]
-    title: String,
-    /// What to do.
-    #[serde(default)]
-    description: String,
-    /// The workspace's chat it belongs to, if any.
-    #[serde(default)]
-    session_id: Option<Id>,
-}
-
-/// A change to a task: the fields given.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TaskPatch {
-    #[serde(default, alias = "summary")]
-    title: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-}
-
-/// The longest task description.
-const MAX_TASK_DESCRIPTION_CHARS: usize = 20_000;
-
-fn check_description(description: &str) -> Result<(), ApiError> {
-    if description.chars().count() > MAX_TASK_DESCRIPTION_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "`description` is longer than {MAX_TASK_DESCRIPTION_CHARS} characters"
-        )));
-    }
-    Ok(())
-}
-
-/// `POST /v1/workspaces/{id}/tasks` `{title, description?, session_id?}`: a task made by hand,
-/// announced on the workspace's feed as an agent's is.
-#[utoipa::path(post, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
-    request_body = NewTask,
-    responses((status = 201, description = "Made", body = TaskView),
-        (status = 404, description = "No such workspace (or chat of it) in the caller's organization", body = ErrorBody),
-        (status = 409, description = "The workspace has as many tasks as it may (`limit_reached`)", body = ErrorBody), Refusals))]
-pub(crate) async fn create_task(
-    State(api): State<Arc<ChatApi>>,
-    caller: Caller,
-    PathOf(workspace_id): PathOf<Id>,
-    JsonBody(new): JsonBody<NewTask>,
-) -> Result<impl IntoResponse, ApiError> {
-    api.limit_create(&caller)?;
-    api.workspace_of(&caller, &workspace_id).await?;
-    check_description(&new.description)?;
-    if let Some(chat) = &new.session_id {
-        let session = api.session_of(&caller, chat).await?;
-        if session.workspace_id.as_deref() != Some(&*workspace_id) {
-            return Err(not_found("chat of this workspace", chat));
-        }
-    }
-    let task = Task {
-        id: new_id("task"),
-        workspace_id: workspace_id.to_string(),
-        session_id: new.session_id.map(String::from),
-        title: spool_domain::names::clean(&new.title),
-        description: new.description,
-        created_ms: api.clock.now_ms(),
-    };
-    spool_domain::workspace::check_name("task title", &task.title)?;
-    api.metadata.create_task(caller.org(), &task).await?;
-    let event = spool_domain::FeedEvent::TaskCreated {
-        task_id: task.id.clone(),
-        summary: task.title.clone(),
-        chat_id: task.session_id.clone(),
-        workspace_id: workspace_id.to_string(),
-        actor: caller.0.sub.clone(),
-        agent: None,
-    };
-    api.announce(caller.org(), &workspace_id, event).await?;
-    Ok((StatusCode::CREATED, Json(TaskView::from(task))))
-}
-
-/// `PATCH /v1/tasks/{id}` `{title?, description?}`.
-#[utoipa::path(patch, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
-    request_body = TaskPatch,
-    responses((status = 200, description = "Changed", body = TaskView),
-        (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
-pub(crate) async fn update_task(
-    State(api): State<Arc<ChatApi>>,
-    caller: Caller,
-    PathOf(id): PathOf<Id>,
-    JsonBody(change): JsonBody<TaskPatch>,
-) -> Result<Json<TaskView>, ApiError> {
-    let mut task = api
-        .metadata
-        .task(caller.org(), &id)
-        .await?
-        .ok_or_else(|| not_found("task", &id))?;
-    if let Some(title) = change.title {
-        task.title = spool_domain::names::clean(&title);
-    }
-    if let Some(description) = change.description {
-        check_description(&description)?;
-        task.description = description;
-    }
-    spool_domain::workspace::check_name("task title", &task.title)?;
-    api.metadata.update_task(caller.org(), &task).await?;
-    Ok(Json(task.into()))
-}
-
-/// `DELETE /v1/tasks/{id}`.
-#[utoipa::path(delete, path = "/v1/tasks/{id}", tag = "workspaces", params(("id" = String, Path, description = "The task")),
-    responses((status = 204, description = "Deleted"),
-        (status = 404, description = "No such task in the caller's organization", body = ErrorBody), Refusals))]
-pub(crate) async fn delete_task(
-    State(api): State<Arc<ChatApi>>,
-    caller: Caller,
-    PathOf(id): PathOf<Id>,
-) -> Result<StatusCode, ApiError> {
-    api.metadata.delete_task(caller.org(), &id).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 impl ChatApi {

@@ -2,7 +2,7 @@
 //!
 //! | item | `pk` | `sk` | holds | `gsi1pk` / `gsi1sk` (index `by_activity`) |
 //! | --- | --- | --- | --- | --- |
-//! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview`, `pt` / `ptid` (the pending turn) | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
+//! | session | `o#{org}#ses#{id}` | `session` | `data` (JSON), `act`, `preview`, `pt` / `ptid` (the pending turn), `by`, `ag`, `tl` (the filters) | `o#{org}#chats#{ws or -}` / `{act:015}#{id}` |
 //! | open request | `o#{org}#ses#{id}` | `req#{request id}` | `data` (JSON) | — |
 //! | file counter | `o#{org}#ses#{id}` | `cap#att` | `cnt` ([`crate::caps`]) | — |
 //!
@@ -11,6 +11,13 @@
 //! scan of streams; a touch moves the index key forward, conditionally, so activity never goes
 //! back. The index is eventually consistent, as DynamoDB's global indexes are: a chat touched a
 //! moment ago may take a moment to move up.
+//!
+//! A list is paged from the index's own key: a cursor's position is the `gsi1sk` of the last
+//! chat returned, from which the `ExclusiveStartKey` is rebuilt. The filters are copied out of
+//! `data` into attributes of their own (`by`: the creator, `ag`: the agent, `tl`: the title
+//! lowercased) and applied by a `FilterExpression`, so DynamoDB returns only what matches.
+//! Items written before those attributes (no `tl`) pass that filter and are decided by
+//! [`SessionQuery::matches`], which every item passes through anyway.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::{
@@ -19,7 +26,9 @@ use aws_sdk_dynamodb::{
     types::ReturnValue,
 };
 use spool_domain::{
-    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, session::RUN_COUNT_TTL_MS,
+    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord,
+    listing::{Page, SessionQuery, TurnQuery},
+    session::RUN_COUNT_TTL_MS,
 };
 
 use crate::{
@@ -110,12 +119,18 @@ impl Sessions for AwsMetadata {
             ("data".to_owned(), s(encode(session)?)),
             ("act".to_owned(), n(session.last_active_ms)),
             ("preview".to_owned(), s(&session.preview)),
+            ("by".to_owned(), s(&session.created_by)),
+            ("tl".to_owned(), s(session.title.to_lowercase())),
             ("gsi1pk".to_owned(), s(chats_key(org, session.workspace_id.as_deref()))),
             (
                 "gsi1sk".to_owned(),
                 s(activity_key(session.last_active_ms, &session.id)),
             ),
         ]);
+        let mut item = item;
+        if let Some(agent) = &session.agent_id {
+            item.insert("ag".to_owned(), s(agent));
+        }
         if self
             .put_if(item, "attribute_not_exists(pk)", "PutItem (session)")
             .await?
@@ -136,14 +151,20 @@ impl Sessions for AwsMetadata {
     }
 
     async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error> {
-        let result = self
+        let update = self
             .update_session_item(org, &session.id)
-            .update_expression("SET #data = :data")
             .expression_attribute_names("#data", "data")
             .expression_attribute_values(":data", s(encode(session)?))
-            .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
+            .expression_attribute_values(":by", s(&session.created_by))
+            .expression_attribute_values(":tl", s(session.title.to_lowercase()))
+            .condition_expression("attribute_exists(pk)");
+        let update = match &session.agent_id {
+            Some(agent) => update
+                .update_expression("SET #data = :data, #by = :by, tl = :tl, ag = :ag")
+                .expression_attribute_values(":ag", s(agent)),
+            None => update.update_expression("SET #data = :data, #by = :by, tl = :tl REMOVE ag"),
+        };
+        let result = update.expression_attribute_names("#by", "by").send().await;
         if applied(result, "UpdateItem (session)")? {
             Ok(())
         } else {
@@ -206,32 +227,67 @@ impl Sessions for AwsMetadata {
         }
     }
 
-    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error> {
-        let mut out = Vec::new();
-        let mut start = None;
-        while out.len() < limit {
-            let page = self
-                .dynamodb
-                .query()
-                .table_name(&self.table)
-                .index_name("by_activity")
-                .key_condition_expression("gsi1pk = :k")
-                .expression_attribute_values(":k", s(chats_key(org, workspace_id)))
-                .scan_index_forward(false)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX).min(1000))
+    async fn sessions(&self, org: &str, query: &SessionQuery) -> Result<Page<Session>, Error> {
+        let gsi1pk = chats_key(org, query.workspace_id.as_deref());
+        // Where the walk resumes: the index key of the last chat a page returned.
+        let mut start = query.after.as_ref().map(|after| {
+            Item::from([
+                ("pk".to_owned(), s(session_pk(org, &after.id))),
+                ("sk".to_owned(), s("session")),
+                ("gsi1pk".to_owned(), s(&gsi1pk)),
+                ("gsi1sk".to_owned(), s(activity_key(after.ms, &after.id))),
+            ])
+        });
+        let mut request = self
+            .dynamodb
+            .query()
+            .table_name(&self.table)
+            .index_name("by_activity")
+            .key_condition_expression("gsi1pk = :k")
+            .expression_attribute_values(":k", s(&gsi1pk))
+            .scan_index_forward(false);
+        let mut filters = Vec::new();
+        if let Some(by) = &query.created_by {
+            filters.push("(attribute_not_exists(tl) OR #by = :by)");
+            request = request
+                .expression_attribute_names("#by", "by")
+                .expression_attribute_values(":by", s(by));
+        }
+        if let Some(agent) = &query.agent_id {
+            filters.push("(attribute_not_exists(tl) OR ag = :ag)");
+            request = request.expression_attribute_values(":ag", s(agent));
+        }
+        if let Some(needle) = query.needle() {
+            filters.push("(attribute_not_exists(tl) OR contains(tl, :q))");
+            request = request.expression_attribute_values(":q", s(needle));
+        }
+        if !filters.is_empty() {
+            request = request.filter_expression(filters.join(" AND "));
+        }
+        // One more than the page, to know whether another follows; the next cursor is the last
+        // chat kept, never a DynamoDB page's `LastEvaluatedKey` (which may lie past it).
+        let want = query.limit.saturating_add(1);
+        let mut matched = Vec::new();
+        while matched.len() < want {
+            let page = request
+                .clone()
+                .limit(i32::try_from(want - matched.len()).unwrap_or(i32::MAX).clamp(25, 1000))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(|e| ddb("Query (sessions by activity)", e))?;
             for item in page.items.unwrap_or_default() {
-                out.push(decode(&item)?);
+                let session = decode(&item)?;
+                if query.matches(&session) && matched.len() < want {
+                    matched.push(session);
+                }
             }
             match page.last_evaluated_key {
                 Some(key) => start = Some(key),
                 None => break,
             }
         }
-        Ok(out)
+        Ok(Page::of(matched, query.limit, SessionQuery::key))
     }
 
     async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error> {
@@ -388,21 +444,25 @@ impl Sessions for AwsMetadata {
         }
     }
 
-    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error> {
+    async fn turns(&self, org: &str, query: &TurnQuery) -> Result<Page<TurnRecord>, Error> {
+        // A chat's turn records are one partition, kept for days: read whole, then paged.
         let mut turns = Vec::new();
-        for item in self.turn_items(org, session_id).await? {
+        for item in self.turn_items(org, &query.session_id).await? {
             let mut turn: TurnRecord =
                 serde_json::from_str(&string(&item, "data", "a turn record")?).map_err(|e| Error::Corrupt {
                     what: format!("a turn record: {e}"),
                 })?;
             turn.created_ms = number(&item, "created", "a turn record")?;
-            if turn.expires_ms.is_none_or(|at| at >= now_ms) {
-                turns.push(turn);
-            }
+            turns.push(turn);
         }
         turns.sort_by(|a, b| (b.created_ms, &b.turn_id).cmp(&(a.created_ms, &a.turn_id)));
-        turns.truncate(limit);
-        Ok(turns)
+        Ok(Page::slice(
+            turns,
+            query.after.as_ref(),
+            query.limit,
+            TurnQuery::key,
+            |t| query.matches(t),
+        ))
     }
 
     async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error> {

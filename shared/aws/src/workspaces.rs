@@ -25,7 +25,12 @@ use aws_sdk_dynamodb::{
     types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Task, Workspace, Workspaces, caps::Capped, commands::CommandScope};
+use spool_domain::{
+    Agent, Error, Task, Workspace, Workspaces,
+    caps::Capped,
+    commands::CommandScope,
+    listing::{Page, TaskQuery},
+};
 
 use crate::{
     caps::{Change, Counter},
@@ -512,14 +517,21 @@ impl Workspaces for AwsMetadata {
         self.delete_with_pointer(item, pointer, &counter, "task", id).await
     }
 
-    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
+    async fn tasks(&self, org: &str, query: &TaskQuery) -> Result<Page<Task>, Error> {
+        // A workspace's tasks are one partition (capped): read whole, then paged.
         let mut list: Vec<Task> = self
-            .query_prefix(ws_pk(org, workspace_id), "task#")
+            .query_prefix(ws_pk(org, &query.workspace_id), "task#")
             .await?
             .iter()
             .map(|item| decode(item, "a task"))
             .collect::<Result<_, _>>()?;
         list.sort_by(|a, b| (b.created_ms, &b.id).cmp(&(a.created_ms, &a.id)));
-        Ok(list)
+        Ok(Page::slice(
+            list,
+            query.after.as_ref(),
+            query.limit,
+            TaskQuery::key,
+            |t| query.matches(t),
+        ))
     }
 }

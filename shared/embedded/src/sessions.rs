@@ -7,7 +7,9 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use spool_domain::{
-    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord, session::RUN_COUNT_TTL_MS,
+    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord,
+    listing::{Page, SessionQuery, TurnQuery},
+    session::RUN_COUNT_TTL_MS,
 };
 
 use crate::{
@@ -144,22 +146,47 @@ impl Sessions for EmbeddedMetadata {
         .await
     }
 
-    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error> {
-        let (org, key) = (org.to_owned(), workspace_id.unwrap_or("").to_owned());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    async fn sessions(&self, org: &str, query: &SessionQuery) -> Result<Page<Session>, Error> {
+        let (org, query) = (org.to_owned(), query.clone());
         self.with(move |conn| {
+            // The index `sessions_by_activity` gives the order; the creator and agent are
+            // compared in SQL, the title (case-insensitive, Unicode) by the query's own rule as
+            // rows stream in, so a search reads no further than the page it fills.
             let mut statement = conn
                 .prepare_cached(
                     "SELECT data, last_active_ms, preview, pending FROM sessions
                      WHERE org = ?1 AND workspace_key = ?2
-                     ORDER BY last_active_ms DESC, id DESC LIMIT ?3",
+                       AND (?3 IS NULL OR (last_active_ms, id) < (?3, ?4))
+                       AND (?5 IS NULL OR json_extract(data, '$.created_by') = ?5)
+                       AND (?6 IS NULL OR json_extract(data, '$.agent_id') = ?6)
+                     ORDER BY last_active_ms DESC, id DESC",
                 )
                 .map_err(|e| sql("list sessions", e))?;
+            let after = query.after.as_ref();
             let rows = statement
-                .query_map(params![org, key, limit], decode)
+                .query_map(
+                    params![
+                        org,
+                        query.workspace_id.as_deref().unwrap_or(""),
+                        after.map(|a| a.ms),
+                        after.map(|a| a.id.as_str()),
+                        query.created_by,
+                        query.agent_id
+                    ],
+                    decode,
+                )
                 .map_err(|e| sql("list sessions", e))?;
-            rows.map(|row| merge(row.map_err(|e| sql("list sessions", e))?))
-                .collect()
+            let mut matched = Vec::new();
+            for row in rows {
+                let session = merge(row.map_err(|e| sql("list sessions", e))?)?;
+                if query.matches(&session) {
+                    matched.push(session);
+                    if matched.len() > query.limit {
+                        break;
+                    }
+                }
+            }
+            Ok(Page::of(matched, query.limit, SessionQuery::key))
         })
         .await
     }
@@ -285,27 +312,45 @@ impl Sessions for EmbeddedMetadata {
         .await
     }
 
-    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error> {
-        let (org, session_id) = (org.to_owned(), session_id.to_owned());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    async fn turns(&self, org: &str, query: &TurnQuery) -> Result<Page<TurnRecord>, Error> {
+        let (org, query) = (org.to_owned(), query.clone());
+        let peek = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let status = query.status.map(|s| serde_json::to_value(s).ok());
+        let status = status.flatten().and_then(|v| v.as_str().map(str::to_owned));
         self.with(move |conn| {
             let mut statement = conn
                 .prepare_cached(
                     "SELECT data FROM turns WHERE org = ?1 AND session_id = ?2
                        AND (expires_ms IS NULL OR expires_ms >= ?3)
-                     ORDER BY created_ms DESC, turn_id DESC LIMIT ?4",
+                       AND (?4 IS NULL OR (created_ms, turn_id) < (?4, ?5))
+                       AND (?6 IS NULL OR json_extract(data, '$.status') = ?6)
+                     ORDER BY created_ms DESC, turn_id DESC LIMIT ?7",
                 )
                 .map_err(|e| sql("list turns", e))?;
+            let after = query.after.as_ref();
             let rows = statement
-                .query_map(params![org, session_id, now_ms, limit], |r| r.get::<_, String>(0))
+                .query_map(
+                    params![
+                        org,
+                        query.session_id,
+                        query.now_ms,
+                        after.map(|a| a.ms),
+                        after.map(|a| a.id.as_str()),
+                        status,
+                        peek
+                    ],
+                    |r| r.get::<_, String>(0),
+                )
                 .map_err(|e| sql("list turns", e))?;
-            rows.map(|row| {
-                let data = row.map_err(|e| sql("list turns", e))?;
-                serde_json::from_str(&data).map_err(|e| Error::Corrupt {
-                    what: format!("a turn record: {e}"),
+            let turns = rows
+                .map(|row| {
+                    let data = row.map_err(|e| sql("list turns", e))?;
+                    serde_json::from_str(&data).map_err(|e| Error::Corrupt {
+                        what: format!("a turn record: {e}"),
+                    })
                 })
-            })
-            .collect()
+                .collect::<Result<Vec<TurnRecord>, Error>>()?;
+            Ok(Page::of(turns, query.limit, TurnQuery::key))
         })
         .await
     }

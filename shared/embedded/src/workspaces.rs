@@ -6,7 +6,12 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{Agent, Error, Task, Workspace, Workspaces, caps::Capped, commands::CommandScope};
+use spool_domain::{
+    Agent, Error, Task, Workspace, Workspaces,
+    caps::Capped,
+    commands::CommandScope,
+    listing::{Page, TaskQuery},
+};
 
 use crate::{
     db::sql,
@@ -346,15 +351,28 @@ impl Workspaces for EmbeddedMetadata {
         .await
     }
 
-    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error> {
-        let (org, workspace_id) = (org.to_owned(), workspace_id.to_owned());
+    async fn tasks(&self, org: &str, query: &TaskQuery) -> Result<Page<Task>, Error> {
+        let (org, query) = (org.to_owned(), query.clone());
+        let peek = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
         self.with(move |conn| {
-            many(
+            let after = query.after.as_ref();
+            let tasks = many(
                 conn,
-                "SELECT data FROM tasks WHERE org = ?1 AND workspace_id = ?2 ORDER BY created_ms DESC, id DESC",
-                params![org, workspace_id],
+                "SELECT data FROM tasks WHERE org = ?1 AND workspace_id = ?2
+                   AND (?3 IS NULL OR (created_ms, id) < (?3, ?4))
+                   AND (?5 IS NULL OR json_extract(data, '$.session_id') = ?5)
+                 ORDER BY created_ms DESC, id DESC LIMIT ?6",
+                params![
+                    org,
+                    query.workspace_id,
+                    after.map(|a| a.ms),
+                    after.map(|a| a.id.as_str()),
+                    query.session_id,
+                    peek
+                ],
                 "list tasks",
-            )
+            )?;
+            Ok(Page::of(tasks, query.limit, TaskQuery::key))
         })
         .await
     }

@@ -22,6 +22,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{
     Error, PendingTurn, Session, Sessions, StreamLog, TurnJob, TurnQueue, TurnRecord, TurnStatus,
+    listing::TurnQuery,
     session::{EventKind, read_events},
 };
 
@@ -76,8 +77,9 @@ pub async fn reconcile(
     }
     let record = stores
         .sessions
-        .turns(org, session_id, now_ms, usize::MAX)
+        .turns(org, &TurnQuery::all(session_id, now_ms))
         .await?
+        .items
         .into_iter()
         .find(|t| t.turn_id == holder.turn_id);
     let path = Session::stream(org, session_id)?;

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::{
     Agent, Aggregates, Error, FeedEvent, IfMissing, Metadata, StreamPath,
+    listing::{self, SessionQuery},
     workspace::{CliType, Runtime, new_id, plan_reorder},
 };
 
@@ -127,11 +128,21 @@ pub async fn remove_agent(metadata: &dyn Metadata, org: &str, agent: &Agent) -> 
         .await?
         .into_iter()
         .find(|a| a.builtin);
-    let chats = metadata.sessions(org, Some(&agent.workspace_id), usize::MAX).await?;
-    for mut chat in chats.into_iter().filter(|c| c.agent_id.as_deref() == Some(&*agent.id)) {
-        chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
-        chat.cli_override = None;
-        metadata.update_session(org, &chat).await?;
+    // Walked by cursor: a move changes no chat's place in the list, and a list index that is
+    // a moment behind (DynamoDB's) cannot bring a moved chat back.
+    let mut query = SessionQuery::in_workspace(Some(&agent.workspace_id), listing::MAX_LIMIT);
+    query.agent_id = Some(agent.id.clone());
+    loop {
+        let page = metadata.sessions(org, &query).await?;
+        for mut chat in page.items {
+            chat.agent_id = builtin.as_ref().map(|a| a.id.clone());
+            chat.cli_override = None;
+            metadata.update_session(org, &chat).await?;
+        }
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
     }
     metadata.delete_agent(org, &agent.id).await
 }

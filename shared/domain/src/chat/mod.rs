@@ -5,6 +5,7 @@
 //! - [`event`]: a chat's typed event vocabulary ([`event::ChatEvent`]) and feed events;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`global`]: the global chat read as the second source design's messages;
+//! - [`listing`]: lists (chats, tasks, turns) in pages, walked with opaque cursors;
 //! - [`service`]: the chat's write side (messages, answers, controls, agents' messages), over
 //!   ports only, for every HTTP function and tool to call;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
@@ -36,6 +37,7 @@ pub mod confine;
 pub mod directory;
 pub mod event;
 pub mod global;
+pub mod listing;
 pub mod manage;
 pub mod names;
 pub mod notifier;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Append, ChatEvent, Error, ProducerClaim, StreamLog, StreamPath,
+    listing::{Page, SessionQuery, TurnQuery},
     workspace::{CliType, check_name},
 };
 
@@ -250,9 +251,9 @@ pub trait Sessions: Send + Sync {
     /// Deletes the session's record and open requests ([`Error::Missing`] if it does not exist).
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error>;
 
-    /// The sessions of a workspace (or, for `None`, those outside workspaces), most recently
-    /// active first, at most `limit`.
-    async fn sessions(&self, org: &str, workspace_id: Option<&str>, limit: usize) -> Result<Vec<Session>, Error>;
+    /// A page of the chats `query` selects, most recently active first (ties by id, descending),
+    /// starting after its position ([`crate::listing`]).
+    async fn sessions(&self, org: &str, query: &SessionQuery) -> Result<Page<Session>, Error>;
 
     /// Makes `turn` the session's pending turn unless another is: `Ok(Err(holder))` then
     /// ([`Error::Missing`] if there is no such session). Claiming the turn that holds it already
@@ -272,9 +273,9 @@ pub trait Sessions: Send + Sync {
     /// attempts. A count is kept [`RUN_COUNT_TTL_MS`] after its last run.
     async fn count_run(&self, org: &str, session_id: &str, step: &str, now_ms: i64) -> Result<u32, Error>;
 
-    /// The session's turns, newest first, at most `limit`; finished ones past their
-    /// [`TurnRecord::expires_ms`] are gone.
-    async fn turns(&self, org: &str, session_id: &str, now_ms: i64, limit: usize) -> Result<Vec<TurnRecord>, Error>;
+    /// A page of a session's turns, newest first (ties by id, descending); finished ones past
+    /// their [`TurnRecord::expires_ms`] are gone.
+    async fn turns(&self, org: &str, query: &TurnQuery) -> Result<Page<TurnRecord>, Error>;
 
     /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
     async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;

@@ -344,8 +344,8 @@ pub trait Workspaces: Send + Sync {
     /// The task, if the organization has it.
     async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error>;
 
-    /// The workspace's tasks, newest first.
-    async fn tasks(&self, org: &str, workspace_id: &str) -> Result<Vec<Task>, Error>;
+    /// A page of a workspace's tasks, newest first (ties by id, descending).
+    async fn tasks(&self, org: &str, query: &crate::listing::TaskQuery) -> Result<crate::listing::Page<Task>, Error>;
 
     /// Replaces an existing task's record ([`Error::Missing`] if it does not exist).
     async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error>;
