@@ -41,6 +41,8 @@ mod caps_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;
+mod cli_models;
+mod command_retries_http;
 mod commands_http;
 mod contract;
 mod directory;
