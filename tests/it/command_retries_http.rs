@@ -1,10 +1,12 @@
 //! Retried settings over real HTTP on both backends: `/model`, `/mode` and `/rename` invoked
 //! again with the same `client_message_id`, one after the other or two at once, run once (one
 //! `slash_command_invoked`, one change of the chat, one `chat.renamed` on the workspace's feed)
-//! and answer as the first did; a model name that could be a flag is refused with what to do.
+//! and answer as the first did; one whose first attempt crashed before it changed the chat is
+//! made by its retry; a model name that could be a flag is refused with what to do.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use spool_domain::failpoint::COMMAND_INVOKED;
 use spool_tests::Harness;
 
 use crate::support::{Api, all_events, chat_with, stack};
@@ -98,6 +100,31 @@ pub(crate) async fn a_retried_setting_runs_once<H: Harness>(harness: &H) {
     assert_eq!(renames.len(), 2, "{renames:?}");
 }
 
+/// A setting whose process died after its invoked event, before it changed the chat, is made
+/// by its retry: once, answered as asked.
+pub(crate) async fn a_setting_cut_short_by_a_crash_is_made_by_its_retry<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let (_, chat) = chat_with(api, json!({ "word_delay_ms": 0, "default": [{ "say": "ok" }] })).await;
+    let body = json!({ "input": "/rename Cut short", "client_message_id": "crash-1" });
+    harness.fail_points().arm(COMMAND_INVOKED);
+    let (status, answer) = invoke(api, &chat, body.clone()).await;
+    harness.fail_points().disarm(COMMAND_INVOKED);
+    assert_eq!(status, 500, "{answer}");
+    let before = api.ok(Method::GET, &format!("/v1/sessions/{chat}"), None).await;
+    assert_ne!(before["title"], "Cut short", "the crash came first");
+    let (status, again) = invoke(api, &chat, body).await;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["session"]["title"], "Cut short", "{again}");
+    let events = all_events(api, &chat).await;
+    let invoked = events
+        .iter()
+        .filter(|e| e["type"] == "slash_command_invoked" && e["client_message_id"] == "crash-1")
+        .count();
+    assert_eq!(invoked, 1);
+}
+
 /// A model name that could be read as a flag, or is not one word, is refused before anything is
 /// recorded, saying what a model name is.
 pub(crate) async fn a_model_name_that_could_be_a_flag_is_refused<H: Harness>(harness: &H) {
@@ -130,5 +157,6 @@ pub(crate) async fn a_model_name_that_could_be_a_flag_is_refused<H: Harness>(har
 
 on_both_backends!(command_retries_http:
     a_retried_setting_runs_once,
+    a_setting_cut_short_by_a_crash_is_made_by_its_retry,
     a_model_name_that_could_be_a_flag_is_refused,
 );

@@ -379,6 +379,7 @@ impl ChatService {
             .append_once(org, session, draft, request.client_message_id.as_deref())
             .await?;
         if !duplicate {
+            self.fail.check(crate::failpoint::COMMAND_INVOKED)?;
             let done = self.act(org, session, action, &arguments, &invoked, None).await?;
             return Ok(Invoked::Action { seq, done, duplicate });
         }
