@@ -41,15 +41,15 @@ echo '{"message": "seen", "actions": []}' > "$SPOOL_OUTPUT_FILE""#;
 /// A CLI that moves the workspace (and renames the chat) without asking.
 const MOVER: &str = r#"echo "{\"message\": \"moving\", \"actions\": [{\"type\": \"update_workspace\", \"working_dir\": \"$(cat "$(dirname "$0")/target")\"}]}" > "$SPOOL_OUTPUT_FILE""#;
 
-struct Setup {
+pub(crate) struct Setup {
     _harness: EmbeddedHarness,
-    bin: tempfile::TempDir,
+    pub(crate) bin: tempfile::TempDir,
     work: tempfile::TempDir,
-    stack: Stack,
-    ws: String,
+    pub(crate) stack: Stack,
+    pub(crate) ws: String,
 }
 
-async fn setup(clis: &[(&str, &str)], timeout: Duration) -> Setup {
+pub(crate) async fn setup(clis: &[(&str, &str)], timeout: Duration) -> Setup {
     setup_with_env(clis, timeout, Vec::new()).await
 }
 
@@ -83,7 +83,7 @@ async fn setup_with_env(clis: &[(&str, &str)], timeout: Duration, env: Vec<(Stri
     }
 }
 
-async fn chat(s: &Setup, agent: Value) -> String {
+pub(crate) async fn chat(s: &Setup, agent: Value) -> String {
     let api = &s.stack.api;
     let agent = api
         .ok(Method::POST, &format!("/v1/workspaces/{}/agents", s.ws), Some(agent))
@@ -94,7 +94,7 @@ async fn chat(s: &Setup, agent: Value) -> String {
     chat["id"].as_str().unwrap().to_owned()
 }
 
-fn system_messages(events: &[Value]) -> Vec<String> {
+pub(crate) fn system_messages(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["type"] == "system")

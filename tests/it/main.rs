@@ -42,6 +42,8 @@ mod capture_http;
 mod chaos;
 mod claims_http;
 mod cli_agents;
+mod cli_models;
+mod command_retries_http;
 mod commands_http;
 mod contract;
 mod directory;

@@ -540,9 +540,33 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(Method::DELETE, &format!("/v1/agents/{helper}"), None).await;
     api.refused(404, Method::DELETE, &format!("/v1/agents/{helper}"), None)
         .await;
-    // File search: 409 without a working directory, matches with one.
-    api.refused(409, Method::GET, &format!("/v1/workspaces/{ws}/files?q=lib"), None)
+    // File search: nothing without a working directory, matches with one, 409 with one that
+    // cannot be read.
+    let none = api
+        .ok(Method::GET, &format!("/v1/workspaces/{ws}/files?q=lib"), None)
         .await;
+    assert_eq!(none["working_directory"], false, "{none}");
+    let gone = spool_tests::workspace_dir(&crate::support::org_of(api.api));
+    let ws_gone = api
+        .ok(
+            Method::POST,
+            "/v1/workspaces",
+            Some(json!({ "title": "Gone", "working_directory_path": gone.path().to_str().unwrap() })),
+        )
+        .await;
+    std::fs::remove_dir_all(gone.path()).unwrap();
+    let refused = api
+        .refused(
+            409,
+            Method::GET,
+            &format!("/v1/workspaces/{}/files?q=lib", ws_gone["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("settings"),
+        "says what to do: {refused}"
+    );
     let dir = spool_tests::workspace_dir(&crate::support::org_of(api.api));
     std::fs::write(dir.path().join("lib.rs"), "x").unwrap();
     api.ok(

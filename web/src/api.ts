@@ -76,6 +76,8 @@ export type Handshake = Schemas["HandshakeResponse"];
 export type CliStatus = Schemas["CliStatus"];
 /** A chat's file, as events and the attachments routes name it. */
 export type FileRef = Schemas["FileRef"];
+/** A file an `@` mention may name: the working directory's, or the chat's own (`attachment`). */
+export type FileMatch = Schemas["FileMatch"];
 /** A command as a chat sees it (`GET /v1/workspaces/{id}/slash-commands`). */
 export type CommandEntry = Schemas["EntryView"];
 /** What invoking an input would do. */
@@ -355,10 +357,13 @@ export class Client {
     );
   deleteCommand = (ws: string, name: string) =>
     this.call(this.spool.api.DELETE("/v1/workspaces/{id}/slash-commands/{name}", { params: { path: { id: ws, name } } }));
-  searchFiles = async (ws: string, q: string) =>
+  /** Files for an `@` mention: the chat's own and the working directory's, best first. */
+  searchFiles = async (ws: string, session: string, q: string) =>
     (
-      await this.call(this.spool.api.GET("/v1/workspaces/{id}/files", { params: { path: { id: ws }, query: { q, limit: 8 } } }))
-    ).files.map((f) => f.path);
+      await this.call(
+        this.spool.api.GET("/v1/workspaces/{id}/files", { params: { path: { id: ws }, query: { q, limit: 8, session_id: session } } }),
+      )
+    ).files;
   previewCommand = (id: string, input: string) =>
     this.call(this.spool.api.POST("/v1/sessions/{id}/slash-commands/preview", { params: { path: { id } }, body: { input } }));
   invokeCommand = (id: string, input: string, client_message_id: string) =>

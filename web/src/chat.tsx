@@ -3,7 +3,7 @@
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CliType, type FileRef, type Session, unavailableClis } from "./api";
-import { Composer } from "./composer";
+import { Composer, humanSize } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
 import { Paperclip } from "./icons";
@@ -387,14 +387,6 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
     case "plan":
       return <PlanCard item={item} client={client} sessionId={sessionId} notify={notify} />;
   }
-}
-
-/** `512 B`, `12.3 KB`, `4.0 MB`. */
-function humanSize(bytes: number): string {
-  if (bytes < 1000) return `${bytes} B`;
-  if (bytes < 1e6) return `${(bytes / 1e3).toFixed(1)} KB`;
-  if (bytes < 1e9) return `${(bytes / 1e6).toFixed(1)} MB`;
-  return `${(bytes / 1e9).toFixed(1)} GB`;
 }
 
 /** A chip that downloads a chat's file (fetched with the token, saved under its name). */

@@ -1,10 +1,11 @@
 // The message box of a chat: messages, `/` commands (a menu of the chat's commands, a preview of
-// what the typed one does, Enter to run it), `@` mentions of the working directory's files, and
-// files to upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent
-// with the next message.
+// what the typed one does, Enter to run it), `@` mentions of the chat's own files and the working
+// directory's (a chat's file picked goes with the message, as its agents read it), and files to
+// upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent with the
+// next message.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { Client, CommandEntry, CommandPreview, FileRef, Session } from "./api";
+import type { Client, CommandEntry, CommandPreview, FileMatch, FileRef, Session } from "./api";
 import { contextFor, enableFor, useCompanion } from "./companion";
 import { Paperclip } from "./icons";
 import { go } from "./route";
@@ -17,6 +18,8 @@ interface Upload {
   name: string;
   progress: number;
   status: "uploading" | "done" | "error";
+  /** A file of the chat picked from the `@` menu, not uploaded now. */
+  picked?: boolean;
   file?: FileRef;
   error?: string;
 }
@@ -25,11 +28,13 @@ interface Upload {
 interface Option {
   key: string;
   label: string;
-  hint?: string;
-  description?: string;
+  hint?: string | null;
+  description?: string | null;
   badge?: string;
   /** The composer's text once it is picked. */
   text: string;
+  /** A chat's file it names, sent with the message. */
+  file?: FileRef;
 }
 
 export function Composer(props: {
@@ -83,7 +88,7 @@ export function Composer(props: {
   const [menuOpen, setMenuOpen] = useState(false);
   const [selected, setSelected] = useState(0);
   const [preview, setPreview] = useState<CommandPreview | null>(null);
-  const [files, setFiles] = useState<string[]>([]);
+  const [files, setFiles] = useState<FileMatch[]>([]);
   /** The person moved through the menu with the arrows: Enter picks (else, for files, it sends). */
   const [navigated, setNavigated] = useState(false);
   const [filesNote, setFilesNote] = useState("");
@@ -114,7 +119,14 @@ export function Composer(props: {
           text: `/${c.name} `,
         }))
     : mention
-      ? files.map((path) => ({ key: path, label: `@${path}`, text: text.replace(/@\S+$/, `@${path} `) }))
+      ? files.map((f) => ({
+          key: `${f.source}:${f.path}`,
+          label: `@${f.path}`,
+          hint: f.attachment ? humanSize(f.attachment.size) : undefined,
+          badge: f.attachment ? "chat file" : undefined,
+          text: text.replace(/@\S+$/, `@${f.path} `),
+          file: f.attachment ?? undefined,
+        }))
       : [];
   const showMenu = menuOpen && options.length > 0;
   // Files for an `@` mention, asked for once the person pauses.
@@ -125,7 +137,7 @@ export function Composer(props: {
     // An answer that comes after the person typed on is dropped.
     let current = true;
     const timer = setTimeout(() => {
-      client.searchFiles(workspaceId, mention).then(
+      client.searchFiles(workspaceId, sessionId, mention).then(
         (found) => {
           if (!current) return;
           setFiles(found);
@@ -138,7 +150,7 @@ export function Composer(props: {
       current = false;
       clearTimeout(timer);
     };
-  }, [client, workspaceId, mention]);
+  }, [client, workspaceId, sessionId, mention]);
   const command = /^\/(\S+)/.exec(text)?.[1];
   const known = command !== undefined && commands.some((c) => c.name === command && !c.error);
   // What the typed command would do, asked for once the person pauses.
@@ -154,6 +166,14 @@ export function Composer(props: {
 
   const pick = (option: Option) => {
     setText(option.text);
+    // A chat's file goes with the message, named in its `files`, once.
+    const file = option.file;
+    if (file)
+      setUploads((all) =>
+        all.some((u) => u.file?.id === file.id)
+          ? all
+          : [...all, { key: file.id, name: file.filename, progress: 1, status: "done", picked: true, file }],
+      );
     setMenuOpen(false);
     setSelected(0);
     setNavigated(false);
@@ -249,7 +269,7 @@ export function Composer(props: {
                 <Paperclip /> {u.name}
               </span>
               {u.status === "uploading" && <progress max={1} value={u.progress} aria-label={`Uploading ${u.name}`} />}
-              {u.status === "done" && <span class="badge">uploaded</span>}
+              {u.status === "done" && <span class="badge">{u.picked ? "chat file" : "uploaded"}</span>}
               {u.status === "error" && (
                 <span class="badge warn" title={u.error}>
                   failed
@@ -367,4 +387,12 @@ export function Composer(props: {
  */
 function isCommand(text: string): boolean {
   return /^\/[A-Za-z0-9][\w:-]*(\s|$)/.test(text);
+}
+
+/** `512 B`, `12.3 KB`, `4.0 MB`. */
+export function humanSize(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${(bytes / 1e3).toFixed(1)} KB`;
+  if (bytes < 1e9) return `${(bytes / 1e6).toFixed(1)} MB`;
+  return `${(bytes / 1e9).toFixed(1)} GB`;
 }

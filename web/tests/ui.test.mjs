@@ -306,7 +306,7 @@ test("/new opens a new chat, /stop stops a running answer, and an unknown comman
   assertNoErrors(page);
 });
 
-test("typing @ offers the working directory's files and the message names the one picked", async () => {
+test("typing @ offers the working directory's files and the chat's own, and the message names the one picked", async () => {
   const { page, ws } = await workspacePage("Mentions");
   const dir = await mkdtemp(join(roots, "ws-"));
   await mkdir(join(dir, "src"));
@@ -326,6 +326,30 @@ test("typing @ offers the working directory's files and the message names the on
   await turnEnded(id);
   const sent = (await events(id)).find((e) => e.type === "user_message_submitted");
   assert.equal(sent.payload.content, "look at @src/lib.rs please");
+  // The chat's own files are offered too, marked as the chat's; the one picked goes with the
+  // message, named in its files as the agents read them.
+  const declared = await call("POST", `/v1/sessions/${id}/attachments`, { filename: "report-q3.csv", content_type: "text/csv", size: 4 });
+  const put = await fetch(`${spool.origin}${declared.upload.url}`, { method: "PUT", headers: declared.upload.headers, body: "a,b\n" });
+  assert.ok(put.ok, `upload: ${put.status}`);
+  await call("POST", `/v1/sessions/${id}/attachments/${declared.attachment_id}/complete`);
+  await box.focus();
+  await page.keyboard.type("see @repq");
+  const chatFile = menu.getByRole("option", { name: /@report-q3\.csv/ });
+  await chatFile.waitFor();
+  assert.match(await chatFile.innerText(), /chat file/);
+  await screenshot(page, "mention-chat-file");
+  await page.keyboard.press("Tab");
+  await page.getByRole("list", { name: "Files to send" }).getByText("report-q3.csv").waitFor();
+  await eventually(async () => assert.equal(await box.inputValue(), "see @report-q3.csv "));
+  await page.keyboard.type("now");
+  await page.keyboard.press("Enter");
+  await turnEnded(id, 2);
+  const second = (await events(id)).filter((e) => e.type === "user_message_submitted")[1];
+  assert.equal(second.payload.content, "see @report-q3.csv now");
+  assert.deepEqual(
+    second.payload.files.map((f) => f.id),
+    [declared.attachment_id],
+  );
   // A name nothing matches says so.
   await page.keyboard.type("@zzzz");
   await page.getByRole("status").getByText("No file matches").waitFor();

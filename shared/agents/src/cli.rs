@@ -47,55 +47,10 @@ use crate::{
     tools,
 };
 
+pub use crate::cli_args::{arguments, program};
+
 /// The built-in agent's order of preference.
 pub const ORDER: [CliType; 4] = CliType::ALL;
-
-/// The CLI's program name.
-pub fn program(cli: CliType) -> &'static str {
-    match cli {
-        CliType::Claude => "claude",
-        CliType::Gemini => "gemini",
-        CliType::Codex => "codex",
-        CliType::Opencode => "opencode",
-    }
-}
-
-/// The arguments that run `cli` once, non-interactively, on `prompt`, allowed to edit files in
-/// the folder it runs in (which Spool confines) without asking. `make cli-check` runs exactly
-/// these against the real CLIs from npm: each must be accepted (failing, there, only for want
-/// of credentials), so a CLI release that renames a flag is caught before a turn meets it.
-///
-/// - claude: print mode, edits accepted;
-/// - gemini: headless, every tool accepted, and the folder trusted for this run (an untrusted
-///   folder turns `--yolo` back into asking, which headless means refusing);
-/// - codex: `exec` with the workspace-write sandbox (its `--full-auto` is gone since 0.1xx),
-///   outside a git repository when the folder is a chat's own;
-/// - opencode: `run` (not `--auto`, which would also grant what it asks about folders outside
-///   the one it runs in).
-pub fn arguments(cli: CliType, prompt: &str) -> Vec<String> {
-    let prompt = prompt.to_owned();
-    let args: &[&str] = match cli {
-        CliType::Claude => &["-p", "{prompt}", "--permission-mode", "acceptEdits"],
-        CliType::Gemini => &["-p", "{prompt}", "--yolo", "--skip-trust"],
-        CliType::Codex => &[
-            "exec",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "{prompt}",
-        ],
-        CliType::Opencode => &["run", "{prompt}"],
-    };
-    args.iter()
-        .map(|a| {
-            if *a == "{prompt}" {
-                prompt.clone()
-            } else {
-                (*a).to_owned()
-            }
-        })
-        .collect()
-}
 
 /// The CLIs found on a search path.
 #[derive(Debug, Clone)]
@@ -580,9 +535,10 @@ impl Cli {
             input.display(),
             output.display()
         );
+        let args = arguments(self.cli, &prompt, request.model.as_deref()).map_err(Error::Failed)?;
         let mut command = tokio::process::Command::new(&self.path);
         command
-            .args(arguments(self.cli, &prompt))
+            .args(args)
             .current_dir(&place.dir)
             // Nothing of Spool's environment (its signing secret, cloud credentials) but the
             // allow-list.

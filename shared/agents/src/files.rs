@@ -16,7 +16,7 @@ use std::{
 
 use base64::Engine as _;
 use spool_domain::{
-    attachment::{Attachment, AttachmentStatus, FileStore, object_key},
+    attachment::{Attachment, FileStore, object_key},
     chat::event::FileRef,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -189,21 +189,17 @@ pub async fn inline(
     Ok(())
 }
 
-/// The chat's current files, from its records: the newest completed file of each name, in the
-/// order they were completed.
-pub fn current(mut records: Vec<Attachment>) -> Vec<Attached> {
-    records.retain(|a| a.status == AttachmentStatus::Complete);
-    records.sort_by_key(|a| (a.completed_ms, a.created_ms));
-    let mut files: Vec<Attached> = Vec::new();
-    for a in &records {
-        files.retain(|f| f.file.filename != a.filename);
-        files.push(Attached {
+/// The chat's current files, from its records
+/// ([`spool_domain::service::current_files`]), as a runtime sees them.
+pub fn current(records: Vec<Attachment>) -> Vec<Attached> {
+    spool_domain::service::current_files(records)
+        .iter()
+        .map(|a| Attached {
             file: spool_domain::service::file_ref(a),
             path: spool_domain::service::agent_path(&a.filename),
             content: None,
-        });
-    }
-    files
+        })
+        .collect()
 }
 
 /// What a model is told about a file it is not given whole.

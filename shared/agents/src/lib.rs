@@ -10,6 +10,7 @@
 pub mod actions;
 pub mod anthropic;
 pub mod cli;
+mod cli_args;
 pub mod context;
 pub mod engine;
 pub mod files;

@@ -55,6 +55,13 @@ impl Clock for ManualClock {
     }
 }
 
+/// An RFC 3339 time as milliseconds since the Unix epoch; `None` if it is not one.
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+    let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
 /// Milliseconds since the Unix epoch as RFC 3339 (UTC), as Spool shows times.
 pub fn rfc3339_ms(ms: i64) -> String {
     use time::{OffsetDateTime, format_description::well_known::Rfc3339};

@@ -3,7 +3,8 @@
 //! Named places in the adapters and the chat service where a test can make the process "crash":
 //! the operation stops right there with [`Error::Injected`], leaving storage exactly as a killed
 //! process would. Used to prove that sealing survives a crash between writing a page and
-//! recording it, and that a person's message survives one between its writes. In production no
+//! recording it, that a person's message survives one between its writes, and that a command's
+//! retry finishes what a crash after its invoked event left undone. In production no
 //! point is ever armed and a check costs one uncontended lock.
 
 use std::{collections::HashSet, sync::Mutex};
@@ -23,6 +24,9 @@ pub const MESSAGE_APPENDED: &str = "message.appended";
 /// A message queued behind a turn without a client id has its turn's job queued, and is not
 /// appended yet.
 pub const MESSAGE_QUEUED_FIRST: &str = "message.queued_first";
+
+/// A command's `slash_command_invoked` is appended; its action has not run yet.
+pub const COMMAND_INVOKED: &str = "command.invoked";
 
 /// A set of armed fail points.
 #[derive(Debug, Default)]

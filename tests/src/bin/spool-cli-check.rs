@@ -4,10 +4,12 @@
 //! For each CLI it checks what a turn depends on:
 //! 1. Spool's own probe (`GET /v1/clis`) finds it, runs `--version` and reads the version;
 //! 2. the CLI runtime runs it exactly as a turn does (the command line of
-//!    `spool_agents::cli::arguments`, a cleared environment, a private `HOME`, the chat's own
-//!    folder), and the CLI accepts that command line: it may fail here only for want of
+//!    `spool_agents::cli::arguments`, with a model as `/model` sets one, a cleared environment,
+//!    a private `HOME`, the chat's own folder), and the CLI accepts that command line: it may fail here only for want of
 //!    credentials or a network, never with a usage error;
-//! 3. as a control, the same command line with a flag the CLI does not have *is* seen as a usage
+//! 3. its help (`codex exec --help`, `opencode run --help`) lists `--model`, the flag a chat's
+//!    model goes in;
+//! 4. as a control, the same command line with a flag the CLI does not have *is* seen as a usage
 //!    error, so step 2 could have failed.
 //!
 //! Usage: `spool-cli-check <folder of the CLIs' executables>`; exits non-zero on any failure.
@@ -59,7 +61,7 @@ fn request(cli: CliType) -> Request {
             text: "Say hello.".to_owned(),
         }],
         tools: Vec::new(),
-        model: None,
+        model: Some(model(cli).to_owned()),
         context: TurnContext {
             org: "org_cli_check".to_owned(),
             session_id: format!("ses_{}", program(cli)),
@@ -75,6 +77,17 @@ fn request(cli: CliType) -> Request {
     }
 }
 
+/// A model each CLI knows, so the check runs the command line a chat with `/model` gets (its
+/// `--model` flag too).
+fn model(cli: CliType) -> &'static str {
+    match cli {
+        CliType::Claude => "sonnet",
+        CliType::Gemini => "gemini-2.5-flash",
+        CliType::Codex => "gpt-5",
+        CliType::Opencode => "anthropic/claude-sonnet-4-5",
+    }
+}
+
 /// Runs `cli` as a turn does; what it said, if it failed.
 async fn run_as_a_turn(agents: &CliAgents, cli: CliType) -> Result<String, String> {
     let runtime = agents.runtime(cli)?;
@@ -86,7 +99,7 @@ async fn run_as_a_turn(agents: &CliAgents, cli: CliType) -> Result<String, Strin
 
 /// Runs `cli` with Spool's command line and a flag it does not have; its output.
 async fn run_with_a_bogus_flag(bin: &std::path::Path, cli: CliType, home: &std::path::Path) -> String {
-    let mut args = arguments(cli, "Say hello.");
+    let mut args = arguments(cli, "Say hello.", Some(model(cli))).expect("a model name");
     args.push("--spool-no-such-flag".to_owned());
     let run = tokio::process::Command::new(bin.join(program(cli)))
         .args(&args)
@@ -103,6 +116,38 @@ async fn run_with_a_bogus_flag(bin: &std::path::Path, cli: CliType, home: &std::
         ),
         Ok(Err(e)) => format!("cannot start: {e}"),
         Err(_) => "ran until stopped".to_owned(),
+    }
+}
+
+/// Whether the help of the command Spool runs (`codex exec`, `opencode run`, or the CLI
+/// itself) lists `--model`; its output if not.
+async fn help_lists_model(bin: &std::path::Path, cli: CliType, home: &std::path::Path) -> Result<(), String> {
+    let sub: &[&str] = match cli {
+        CliType::Codex => &["exec"],
+        CliType::Opencode => &["run"],
+        CliType::Claude | CliType::Gemini => &[],
+    };
+    let run = tokio::process::Command::new(bin.join(program(cli)))
+        .args(sub)
+        .arg("--help")
+        .current_dir(home)
+        .env("HOME", home)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let said = match tokio::time::timeout(RUN_TIMEOUT, run).await {
+        Ok(Ok(out)) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Ok(Err(e)) => format!("cannot start: {e}"),
+        Err(_) => "ran until stopped".to_owned(),
+    };
+    if said.contains("--model") {
+        Ok(())
+    } else {
+        Err(gist(&said))
     }
 }
 
@@ -124,9 +169,18 @@ async fn check(
     cli: CliType,
 ) -> (String, Vec<String>) {
     let name = program(cli);
-    let mut report = format!("cli-check: {name}: `{name} {}`\n", arguments(cli, "<prompt>").join(" "));
+    let argv = arguments(cli, "<prompt>", Some(model(cli))).expect("a model name");
+    let mut report = format!("cli-check: {name}: `{name} {}`\n", argv.join(" "));
     let mut failures = Vec::new();
-    let (turn, control) = tokio::join!(run_as_a_turn(agents, cli), run_with_a_bogus_flag(bin, cli, home));
+    let (turn, control, help) = tokio::join!(
+        run_as_a_turn(agents, cli),
+        run_with_a_bogus_flag(bin, cli, home),
+        help_lists_model(bin, cli, home)
+    );
+    match help {
+        Ok(()) => report.push_str("  its help lists `--model`, where Spool puts a chat's model\n"),
+        Err(said) => failures.push(format!("{name}: its help does not list `--model`: {said}")),
+    }
     match turn {
         Ok(said) if usage_error(&said) => failures.push(format!("{name}: refused Spool's command line: {said}")),
         Ok(said) => report.push_str(&format!(

@@ -102,7 +102,12 @@ impl SlashCommand {
             match key {
                 "description" => command.description = text(),
                 "argument-hint" => command.argument_hint = text(),
-                "model" => command.model = text(),
+                "model" => {
+                    command.model = text();
+                    if let Some(model) = &command.model {
+                        crate::workspace::check_model(model)?;
+                    }
+                }
                 "action" => {
                     command.action = if value.is_empty() {
                         None
@@ -194,6 +199,8 @@ mod tests {
         assert_eq!(c.description.as_deref(), Some("Commit the staged changes"));
         assert_eq!(c.argument_hint.as_deref(), Some("[MESSAGE]"));
         assert_eq!(c.model.as_deref(), Some("small"));
+        let flag = SlashCommand::parse("m", "---\nmodel: --yolo\n---\nHi.\n");
+        assert!(matches!(flag, Err(Error::Invalid { what: "model", .. })), "{flag:?}");
         assert_eq!(c.body, "Commit with message $1.");
         assert_eq!(c.kind(), CommandKind::Prompt);
         let plain = SlashCommand::parse("review", "Review $ARGUMENTS").unwrap();

@@ -463,6 +463,20 @@ fn order(a: &Attachment) -> (Option<i64>, i64, &str) {
     (a.completed_ms, a.created_ms, &a.id)
 }
 
+/// A chat's current files, from its records: the newest completed file of each name, in the
+/// order they were completed ([`order`]). A file whose upload never completed (or was
+/// abandoned), and one a newer file of its name replaced, is not among them.
+pub fn current_files(mut records: Vec<Attachment>) -> Vec<Attachment> {
+    records.retain(|a| a.status == AttachmentStatus::Complete);
+    records.sort_by(|a, b| order(a).cmp(&order(b)));
+    let mut files: Vec<Attachment> = Vec::new();
+    for a in records {
+        files.retain(|f| f.filename != a.filename);
+        files.push(a);
+    }
+    files
+}
+
 /// How events name a file.
 pub fn file_ref(a: &Attachment) -> FileRef {
     FileRef {

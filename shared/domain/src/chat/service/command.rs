@@ -186,9 +186,6 @@ pub enum Invoked {
     },
 }
 
-/// How many of a chat's last events a retried action is looked for in.
-const RETRY_WINDOW: u64 = 200;
-
 /// A command resolved and ready to run.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -343,22 +340,32 @@ impl ChatService {
                 Posted::Busy(holder) => Invoked::Busy(holder),
             });
         };
-        let arguments = if found.command.pass_arguments {
-            found.invocation.arguments.clone()
-        } else {
-            String::new()
+        let pass = found.command.pass_arguments;
+        let arguments_of = |invoked: &SlashCommandInvoked| {
+            if pass { invoked.arguments.clone() } else { String::new() }
         };
-        // A retry answers as its first attempt did, whatever the chat's state is now.
+        // A retry answers as its first attempt did (with its arguments), whatever the chat's
+        // state is now.
         if let Some(cmid) = request.client_message_id.as_deref()
-            && let Some((seq, first)) = self.invoked_before(org, session, cmid).await?
+            && let Some(first) = self.invoked_before(org, session, cmid).await?
         {
-            let done = self.act(org, session, action, &arguments, &first, true).await?;
+            let done = self
+                .act(
+                    org,
+                    session,
+                    action,
+                    &arguments_of(&first.invoked),
+                    &first.invoked,
+                    Some(first.written_ms),
+                )
+                .await?;
             return Ok(Invoked::Action {
-                seq,
+                seq: first.seq,
                 done,
                 duplicate: true,
             });
         }
+        let arguments = arguments_of(&invoked);
         // Checked before the invoked event, so a refused action leaves only its failure.
         if let Err((failure, reason)) = check_action(action, session, &arguments) {
             return self.failed(org, session, &found.invocation, failure, reason).await;
@@ -371,44 +378,25 @@ impl ChatService {
         let (seq, duplicate) = self
             .append_once(org, session, draft, request.client_message_id.as_deref())
             .await?;
-        let first = if duplicate {
-            match self.event_at(&Session::stream(org, &session.id)?, seq).await? {
-                Some(crate::Event {
-                    event: ChatEvent::SlashCommandInvoked(first),
-                    ..
-                }) => first,
-                _ => invoked,
-            }
-        } else {
-            invoked
+        if !duplicate {
+            self.fail.check(crate::failpoint::COMMAND_INVOKED)?;
+            let done = self.act(org, session, action, &arguments, &invoked, None).await?;
+            return Ok(Invoked::Action { seq, done, duplicate });
+        }
+        // Another request with this id wrote it first (two at once): this one answers as that
+        // one does.
+        let (first, written_ms) = match self.event_at(&Session::stream(org, &session.id)?, seq).await? {
+            Some(crate::Event {
+                event: ChatEvent::SlashCommandInvoked(first),
+                ts,
+                ..
+            }) => (first, crate::clock::parse_rfc3339_ms(&ts).unwrap_or(0)),
+            _ => (invoked, 0),
         };
-        let done = self.act(org, session, action, &arguments, &first, duplicate).await?;
+        let done = self
+            .act(org, session, action, &arguments_of(&first), &first, Some(written_ms))
+            .await?;
         Ok(Invoked::Action { seq, done, duplicate })
-    }
-
-    /// The `slash_command_invoked` of `client_message_id` among the chat's recent events, if
-    /// any: (its seq, its payload).
-    async fn invoked_before(
-        &self,
-        org: &str,
-        session: &Session,
-        client_message_id: &str,
-    ) -> Result<Option<(u64, SlashCommandInvoked)>, Error> {
-        let path = Session::stream(org, &session.id)?;
-        let tail = self.log.metadata(&path).await?.tail.seq();
-        let page = crate::session::read_events(
-            self.log.as_ref(),
-            &path,
-            tail.saturating_sub(RETRY_WINDOW),
-            RETRY_WINDOW as usize,
-        )
-        .await?;
-        Ok(page.events.into_iter().rev().find_map(|e| match e.event {
-            ChatEvent::SlashCommandInvoked(invoked) if e.client_message_id.as_deref() == Some(client_message_id) => {
-                Some((e.seq, invoked))
-            }
-            _ => None,
-        }))
     }
 
     /// What invoking `found` would do; [`Error::Invalid`] when its prompt would be too long.
@@ -437,7 +425,10 @@ impl ChatService {
         })
     }
 
-    /// Runs an action whose invoked event is appended.
+    /// Runs an action whose invoked event is appended; `retry`: when that event was written,
+    /// if this is a retry of it. A retry of a setting (`/model`, `/mode`, `/rename`) answers
+    /// the setting it asked for and changes the chat only if its first attempt did not
+    /// ([`Self::unsettled`]).
     async fn act(
         &self,
         org: &str,
@@ -445,9 +436,38 @@ impl ChatService {
         action: CommandAction,
         arguments: &str,
         invoked: &SlashCommandInvoked,
-        duplicate: bool,
+        retry: Option<i64>,
     ) -> Result<ActionDone, Error> {
-        let mut changed = session.clone();
+        let duplicate = retry.is_some();
+        let model = (!arguments.is_empty()).then(|| arguments.to_owned());
+        let mode = Some(arguments.to_owned());
+        let title = crate::names::clean(arguments);
+        let settled = |s: &Session| match action {
+            CommandAction::SetModel => s.model == model,
+            CommandAction::SwitchMode => s.mode == mode,
+            CommandAction::Rename => s.title == title,
+            _ => false,
+        };
+        let mut changed = match retry {
+            Some(written_ms)
+                if matches!(
+                    action,
+                    CommandAction::SetModel | CommandAction::SwitchMode | CommandAction::Rename
+                ) =>
+            {
+                match self.unsettled(org, &session.id, written_ms, settled).await? {
+                    Some(current) => current,
+                    None => {
+                        return Ok(match action {
+                            CommandAction::SetModel => ActionDone::Model(model),
+                            CommandAction::SwitchMode => ActionDone::Mode(mode),
+                            _ => ActionDone::Renamed(title),
+                        });
+                    }
+                }
+            }
+            _ => session.clone(),
+        };
         changed.updated_ms = self.clock.now_ms();
         Ok(match action {
             CommandAction::NewSession => {
@@ -476,17 +496,17 @@ impl ChatService {
                 }
             }
             CommandAction::SetModel => {
-                changed.model = (!arguments.is_empty()).then(|| arguments.to_owned());
+                changed.model = model;
                 self.metadata.update_session(org, &changed).await?;
                 ActionDone::Model(changed.model)
             }
             CommandAction::SwitchMode => {
-                changed.mode = Some(arguments.to_owned());
+                changed.mode = mode;
                 self.metadata.update_session(org, &changed).await?;
                 ActionDone::Mode(changed.mode)
             }
             CommandAction::Rename => {
-                changed.title = crate::names::clean(arguments);
+                changed.title = title;
                 self.metadata.update_session(org, &changed).await?;
                 if let Some(ws) = &changed.workspace_id {
                     let event = crate::FeedEvent::ChatRenamed {
@@ -523,30 +543,5 @@ impl ChatService {
         let seq = self.append(org, session, EventDraft::new(event, None)).await?;
         self.seal_when_idle(org, session, seq).await;
         Ok(Invoked::Failed { seq, failure, reason })
-    }
-
-    /// Appends one event under the producer of `client_message_id`, if any: (its seq, whether
-    /// it was a retry of an earlier write).
-    async fn append_once(
-        &self,
-        org: &str,
-        session: &Session,
-        draft: EventDraft,
-        client_message_id: Option<&str>,
-    ) -> Result<(u64, bool), Error> {
-        let path = Session::stream(org, &session.id)?;
-        let now = crate::clock::rfc3339_ms(self.clock.now_ms());
-        let producer = client_message_id.map(|cmid| crate::ProducerClaim {
-            id: format!("msg:{cmid}"),
-            epoch: 0,
-            seq: 0,
-        });
-        let appended =
-            crate::session::append_events(self.log.as_ref(), &path, &session.id, &[draft], producer, &now, None)
-                .await?;
-        if !appended.duplicate {
-            self.seal_when_idle(org, session, appended.first).await;
-        }
-        Ok((appended.first, appended.duplicate))
     }
 }

@@ -4,7 +4,7 @@
 use super::command::Failure;
 use crate::{Error, Session, commands::CommandAction};
 
-/// The longest model or mode name.
+/// The longest mode name.
 const MAX_SETTING_CHARS: usize = 100;
 
 /// Why an action cannot run in `session` with `arguments`, for the person.
@@ -26,7 +26,11 @@ pub(super) fn check_action(action: CommandAction, session: &Session, arguments: 
         CommandAction::StopStream if session.pending_turn.is_none() => {
             Err((Failure::Conflict, "nothing is running in this chat to stop".to_owned()))
         }
-        CommandAction::SetModel => setting("model", arguments),
+        // No name: back to the agent's model.
+        CommandAction::SetModel if arguments.is_empty() => Ok(()),
+        CommandAction::SetModel => {
+            crate::workspace::check_model(arguments).map_err(|e| (Failure::Invalid, reason_of(e)))
+        }
         CommandAction::SwitchMode if arguments.is_empty() => {
             invalid("name a mode, as in `/mode plan` or `/mode act`".to_owned())
         }

@@ -18,13 +18,16 @@ mod answer;
 mod attachment;
 mod command;
 mod command_checks;
+mod command_retry;
 mod message;
 mod question;
 
 use std::sync::Arc;
 
 pub use answer::{Answered, Submitted};
-pub use attachment::{AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, file_ref, human_size};
+pub use attachment::{
+    AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, current_files, file_ref, human_size,
+};
 pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use message::{Accepted, Message, Posted};
 
