@@ -69,7 +69,7 @@ const TOKEN_KEY = "spool.token";
 /** A read grant: `POST /v1/read-tokens`. */
 export type ReadToken = Schemas["ReadToken"];
 /** Where a turn is (`GET /v1/sessions/{id}/turns/{turn_id}`). */
-export type Turn = Schemas["TurnView"] & { queued_behind?: number | null };
+export type Turn = Schemas["TurnView"];
 /** What `POST /v1/handshake` answers. */
 export type Handshake = Schemas["HandshakeResponse"];
 /** A CLI agent as the deployment has it (`GET /v1/clis`). */
@@ -232,11 +232,13 @@ export class Client {
     const tasks: Task[] = [];
     let cursor: string | null = null;
     do {
-      // (Typed as the path alone until the client is generated from a document with the query.)
-      const params = { path: { id: ws }, query: cursor ? { limit: 1000, cursor } : { limit: 1000 } } as { path: { id: string } };
+      const params: { path: { id: string }; query: { limit: number; cursor?: string } } = {
+        path: { id: ws },
+        query: cursor ? { limit: 1000, cursor } : { limit: 1000 },
+      };
       const page = await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params }));
       tasks.push(...page.tasks);
-      cursor = (page as { next_cursor?: string | null }).next_cursor ?? null;
+      cursor = page.next_cursor ?? null;
     } while (cursor);
     return tasks;
   };
@@ -260,8 +262,7 @@ export class Client {
       ...(page.q ? { q: page.q } : {}),
     };
     const answer = await this.call(this.spool.api.GET("/v1/sessions", { params: { query } }));
-    const next = (answer as { next_cursor?: string | null }).next_cursor;
-    return { sessions: answer.sessions, next_cursor: next ?? null };
+    return { sessions: answer.sessions, next_cursor: answer.next_cursor ?? null };
   };
   session = (id: string) => this.call(this.spool.api.GET("/v1/sessions/{id}", { params: { path: { id } } }));
   createSession = (workspace_id: string, agent_id: string) =>

@@ -24,8 +24,8 @@ pub mod metrics;
 pub mod retry;
 
 pub use chat::{
-    ag_ui, attachment, caps, claim, clis, commands, confine, directory, global, listing, manage, names, notifier, revocation,
-    service, session, settings, turns, ui_message, webhook, workspace,
+    ag_ui, attachment, caps, claim, clis, commands, confine, directory, global, listing, manage, names, notifier,
+    revocation, service, session, settings, turns, ui_message, webhook, workspace,
 };
 pub use log::{aggregate, group_commit, jobs, limits, notify, page, port, read, seal, state, stream, subscription};
 
