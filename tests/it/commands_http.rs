@@ -244,8 +244,10 @@ pub(crate) async fn a_prompt_command_starts_a_turn_once<H: Harness>(harness: &H)
 pub(crate) async fn built_in_actions_act<H: Harness>(harness: &H) {
     let stack = stack(harness).await;
     let api = &stack.api;
-    let slow =
-        json!({ "word_delay_ms": 200, "default": [{ "say": "one two three four five six seven eight nine ten" }] });
+    // Twenty seconds of answer, so that a /stop sent after its first words reaches it however
+    // loaded the machine is (it ends at once when the stop lands).
+    let words = vec!["word"; 100].join(" ");
+    let slow = json!({ "word_delay_ms": 200, "default": [{ "say": words }] });
     let (_, chat) = chat_with(api, slow).await;
     let session = |id: &str| {
         let path = format!("/v1/sessions/{id}");

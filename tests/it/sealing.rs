@@ -148,12 +148,18 @@ async fn a_job_that_panics_is_reported_failed_never_acknowledged() {
 async fn aws_log_sealed_by_a_worker() -> (Arc<spool_aws::AwsLog>, tokio::task::JoinHandle<()>) {
     let harness = spool_tests::AwsHarness::new();
     let clients = harness.clients().await;
-    let queue = harness
-        .config()
-        .aws
-        .maintenance_queue_url
-        .clone()
-        .expect("SPOOL_MAINTENANCE_QUEUE_URL");
+    // A queue of this test's own, as the maintenance queue is to one deployment: another
+    // test's poller, stopped between receiving a job and finishing it, would otherwise hide
+    // this test's job until its lease ran out.
+    let queue = clients
+        .sqs
+        .create_queue()
+        .queue_name(format!("test-maintenance-{}", uuid::Uuid::new_v4().simple()))
+        .send()
+        .await
+        .expect("create a queue in the emulator")
+        .queue_url
+        .expect("a queue URL");
     let mut options = harness.options();
     options.scheduler = Some(Arc::new(spool_aws::SqsSealScheduler::new(
         clients.sqs.clone(),
