@@ -239,12 +239,8 @@ mod queue {
         let (log, path) = feed(&harness).await;
         let log = Arc::new(log);
         let worker = Arc::new(spool_worker::Worker::new(log.clone()).with_aggregates(log.clone()));
-        let polling = tokio::spawn(spool_worker::poll_queue(
-            worker,
-            sqs.clone(),
-            url.clone(),
-            Duration::from_secs(1),
-        ));
+        let inbox = Arc::new(spool_aws::SqsJobInbox::new(sqs.clone(), url.clone()));
+        let polling = tokio::spawn(spool_worker::poll_queue(worker, inbox, Duration::from_secs(1)));
         // WHEN requests hand over events, and the same event twice (a retried request)
         let requests = spool_aws::SqsAggregates::new(sqs, url);
         let handed = events("p", 15);

@@ -168,10 +168,10 @@ async fn aws_log_sealed_by_a_worker() -> (Arc<spool_aws::AwsLog>, tokio::task::J
     let sqs = clients.sqs.clone();
     let log = Arc::new(spool_aws::AwsLog::new(clients, options));
     let worker = Arc::new(Worker::new(log.clone()));
+    let inbox = Arc::new(spool_aws::SqsJobInbox::new(sqs, queue));
     let polling = tokio::spawn(spool_worker::poll_queue(
         worker,
-        sqs,
-        queue,
+        inbox,
         std::time::Duration::from_secs(1),
     ));
     (log, polling)

@@ -425,12 +425,8 @@ fn spawn_worker(
         spool_worker::poll_turns(poller, turns, settings).await;
     });
     for (sqs, url) in services.maintenance.iter().chain(&services.aggregates_queue) {
-        tokio::spawn(spool_worker::poll_queue(
-            worker.clone(),
-            sqs.clone(),
-            url.clone(),
-            Duration::from_secs(20),
-        ));
+        let inbox = Arc::new(spool_aws::SqsJobInbox::new(sqs.clone(), url.clone()));
+        tokio::spawn(spool_worker::poll_queue(worker.clone(), inbox, Duration::from_secs(20)));
     }
     // No maintenance queue: this process runs the jobs, first those a stop interrupted.
     if let Some((jobs, queue)) = push.local {

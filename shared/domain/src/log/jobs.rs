@@ -18,6 +18,29 @@ pub trait Deferred: Send + Sync {
     async fn defer(&self, job: MaintenanceJob, delay: Duration) -> Result<(), Error>;
 }
 
+/// A queue of jobs polled where no event source hands them over: `spool serve --backend aws`
+/// polls the maintenance and aggregates queues (`spool_aws::SqsJobInbox`), as Lambda's event
+/// source mapping does for the worker function.
+#[async_trait]
+pub trait JobInbox: Send + Sync {
+    /// Up to ten messages, waiting up to `wait` (20 s at most) for the first.
+    async fn receive(&self, wait: Duration) -> Result<Vec<InboxMessage>, Error>;
+    /// Deletes the messages whose jobs are done, by their receipts: those it could not delete
+    /// are delivered again (every job is safe to run twice).
+    async fn delete(&self, receipts: &[String]) -> Result<(), Error>;
+}
+
+/// A message of a [`JobInbox`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxMessage {
+    /// The job, as JSON (a [`MaintenanceJob`]).
+    pub body: String,
+    /// What deletes it once its job is done.
+    pub receipt: String,
+    /// Its FIFO group: a group's messages run in order; messages without one, each alone.
+    pub group: Option<String>,
+}
+
 /// A maintenance job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "job", rename_all = "snake_case")]

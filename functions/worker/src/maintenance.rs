@@ -1,0 +1,88 @@
+//! # Maintenance jobs
+//!
+//! The maintenance queue's jobs: sealing streams' pages (full ones as they fill, the short
+//! last one once a chat is idle), subscriptions' wakes and chat webhooks' deliveries; and the
+//! daily sweep of chats' folders on the worker's disk.
+
+use std::sync::Arc;
+
+use spool_domain::{Offset, SealMode, jobs::MaintenanceJob};
+
+use crate::{Error, Worker};
+
+/// The daily sweep of the chats' folders under the CLI work directory.
+pub fn folder_sweep(
+    config: &spool_platform::Config,
+    metadata: Arc<dyn spool_domain::Metadata>,
+) -> spool_agents::sweep::FolderSweep {
+    spool_agents::sweep::FolderSweep::new(config.cli_work_dir(), metadata)
+}
+
+impl Worker {
+    /// Runs one maintenance job. Sealing a stream that no longer exists is done already.
+    pub async fn run(&self, job: MaintenanceJob) -> Result<(), Error> {
+        match job {
+            MaintenanceJob::Webhook {
+                org,
+                hook_id,
+                delivery_id,
+                attempt,
+            } => {
+                let hooks = self.hooks.as_ref().ok_or(Error::NoSubscriptions)?;
+                Ok(hooks.deliver(&org, &hook_id, &delivery_id, attempt).await?)
+            }
+            MaintenanceJob::Subscription(job) => {
+                let subscriptions = self.subscriptions.as_ref().ok_or(Error::NoSubscriptions)?;
+                Ok(subscriptions.run(&job).await?)
+            }
+            MaintenanceJob::Aggregate {
+                path,
+                event,
+                if_missing,
+            } => self.append_aggregate(&path, &[event], if_missing).await,
+            MaintenanceJob::Seal {
+                path,
+                final_seal,
+                if_tail,
+                chain,
+            } => {
+                let sealed = match (final_seal, if_tail) {
+                    // An idle seal: the short last page only if nothing came since it was sent.
+                    (true, Some(tail)) => {
+                        let tail = Offset::after(tail);
+                        self.sealer.seal(&path, SealMode::Idle { tail, chain }).await
+                    }
+                    (true, None) => self.sealer.seal(&path, SealMode::Final).await,
+                    (false, _) => self.sealer.seal(&path, SealMode::Full).await,
+                };
+                match sealed {
+                    Ok(report) => {
+                        tracing::info!(
+                            %path,
+                            written = report.written.len(),
+                            adopted = report.adopted.len(),
+                            sealed_through = %report.sealed_through,
+                            "sealed"
+                        );
+                        Ok(())
+                    }
+                    // Deleted (while forks of it live, too): there is nothing left to seal.
+                    Err(spool_domain::Error::NotFound { .. } | spool_domain::Error::Gone { .. }) => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Sweeps chats' folders if the daily sweep is due, beside whatever the worker runs.
+    pub(crate) fn sweep_if_due(&self) {
+        if let Some(sweep) = &self.sweep {
+            let sweep = sweep.clone();
+            tokio::spawn(async move {
+                sweep
+                    .run_if_due(spool_domain::Clock::now_ms(&spool_domain::SystemClock))
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! # Runtime choice from configuration
+//!
+//! What a turn runs on: the runtimes configuration enables (the scripted one, LLM providers,
+//! sandboxed CLIs) and the engine's settings. The worker function and `spool serve` build their
+//! [`spool_agents::Engine`] from these.
+
+use std::sync::Arc;
+
+/// The runtimes configuration enables: the scripted one always, an OpenAI-compatible and an
+/// Anthropic provider when their keys or base URLs are set, and the CLIs found on the CLI
+/// search path, sandboxed (a cleared environment with the operator's pass-through keys, chats'
+/// own folders under the CLI work directory, working directories under the workspace roots).
+pub fn runtimes(config: &spool_platform::Config, claims: Arc<dyn spool_domain::Directory>) -> spool_agents::Runtimes {
+    use secrecy::ExposeSecret;
+    let settings = &config.agents;
+    let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
+    let mut runtimes = spool_agents::Runtimes::scripted_only();
+    if let Some(llm) = &settings.openai {
+        let runtime = spool_agents::openai::OpenAi::new(&llm.base_url, key(llm), &llm.model);
+        runtimes = runtimes.with_openai(Arc::new(runtime));
+    }
+    if let Some(llm) = &settings.anthropic {
+        let runtime = spool_agents::anthropic::Anthropic::new(&llm.base_url, key(llm), &llm.model);
+        runtimes = runtimes.with_anthropic(Arc::new(runtime));
+    }
+    runtimes.with_cli(Arc::new(cli_agents(config, claims)))
+}
+
+/// The CLI agents as configured: the search path, chats' folders, the time limit, and what
+/// of the environment a CLI keeps.
+pub fn cli_agents(
+    config: &spool_platform::Config,
+    claims: Arc<dyn spool_domain::Directory>,
+) -> spool_agents::cli::CliAgents {
+    use secrecy::ExposeSecret;
+    let settings = &config.agents;
+    let env = settings
+        .cli_inherited
+        .iter()
+        .cloned()
+        .chain(
+            settings
+                .cli_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
+        )
+        .collect();
+    spool_agents::cli::CliAgents::new(
+        settings.cli_path.clone(),
+        config.cli_work_dir(),
+        settings.cli_timeout.min(settings.turn_timeout),
+    )
+    .with_env(env)
+    .with_roots(config.workspace_roots(claims))
+}
+
+/// The engine's settings from configuration: the turn's time limit.
+pub fn engine_settings(
+    config: &spool_platform::Config,
+    claims: Arc<dyn spool_domain::Directory>,
+) -> spool_agents::Settings {
+    spool_agents::Settings {
+        step_timeout: config.agents.turn_timeout,
+        workspace_roots: config.workspace_roots(claims),
+        knowledge_base_url: config.agents.knowledge_base_url.clone(),
+        inline: spool_agents::files::InlineLimits {
+            text_bytes: config.attachments.inline_text_bytes,
+            image_bytes: config.attachments.inline_image_bytes,
+            ..spool_agents::files::InlineLimits::default()
+        },
+        ..spool_agents::Settings::default()
+    }
+}
