@@ -142,8 +142,8 @@ async fn a_job_that_panics_is_reported_failed_never_acknowledged() {
     assert_eq!(failed, vec!["bug"]);
 }
 
-/// The AWS log on the emulator, its seal requests going to the maintenance queue, and the
-/// worker polling that queue (abort the handle to stop it).
+/// The AWS log on the emulator, its seal requests going to a maintenance queue of its own, and
+/// the worker polling that queue (abort the handle to stop it).
 #[cfg(feature = "emulator")]
 async fn aws_log_sealed_by_a_worker() -> (Arc<spool_aws::AwsLog>, tokio::task::JoinHandle<()>) {
     let harness = spool_tests::AwsHarness::new();
