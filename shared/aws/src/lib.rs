@@ -16,6 +16,7 @@ mod errors;
 pub mod faults;
 pub mod files;
 pub mod items;
+mod keys;
 pub mod log;
 pub mod metadata;
 pub mod metrics;
