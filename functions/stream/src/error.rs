@@ -11,9 +11,7 @@ use axum::{
 };
 use spool_domain::Error;
 
-use crate::protocol::{
-    PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET,
-};
+use crate::headers::{PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET};
 
 pub use spool_edge::{ErrorBody, ErrorDetail};
 

@@ -3,10 +3,7 @@
 //! Each handler parses the request into a stream-log call and the answer into the protocol's
 //! status and headers. Nothing is written before the whole request has been validated.
 
-use std::{
-    sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::sync::Arc;
 
 use axum::{
     body::Body,
@@ -20,10 +17,11 @@ use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, Fo
 use crate::{
     ApiError, Intent, Sharing, StreamApi,
     body::{self, Use},
-    protocol::{
-        self, Live, PRODUCER_EPOCH, PRODUCER_SEQ, ReadQuery, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT,
-        STREAM_NEXT_OFFSET, STREAM_TTL, STREAM_UP_TO_DATE,
+    headers::{
+        PRODUCER_EPOCH, PRODUCER_SEQ, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT, STREAM_NEXT_OFFSET, STREAM_TTL,
+        STREAM_UP_TO_DATE,
     },
+    protocol::{self, Live, ReadQuery},
     sse,
 };
 
@@ -68,12 +66,6 @@ impl Headers {
     fn respond(self, status: StatusCode, body: impl Into<Body>) -> Response {
         (status, self.0, body.into()).into_response()
     }
-}
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `OPTIONS`: a CORS preflight (the headers are added by the router's layer).
@@ -437,7 +429,7 @@ pub(crate) async fn read(
             }
             let cursor = Some(protocol::cursor(
                 query.cursor.as_deref(),
-                now_ms(),
+                protocol::now_ms(),
                 chunk.next_offset.seq(),
             ));
             if chunk.messages.is_empty() {

@@ -16,6 +16,7 @@ mod body;
 mod chat_stream;
 mod error;
 mod handlers;
+pub mod headers;
 mod openapi;
 pub mod protocol;
 mod sse;

@@ -30,8 +30,8 @@ use tokio::time::Instant;
 use crate::{
     ApiError, StreamApi,
     body::{SseData, sse_data_event, sse_data_lines, sse_event},
-    handlers::now_ms,
-    protocol::{self, STREAM_SSE_DATA_ENCODING},
+    headers::STREAM_SSE_DATA_ENCODING,
+    protocol::{self, now_ms},
 };
 
 /// The comment an idle response sends every keep-alive period.

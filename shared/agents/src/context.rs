@@ -86,7 +86,7 @@ pub async fn workspace_context(
         .clis
         .iter()
         .map(|c| {
-            let name = crate::cli::program(c.cli);
+            let name = crate::cli_args::program(c.cli);
             match (&c.version, c.healthy, &c.reason) {
                 (Some(version), true, _) => format!("{name} {version} (healthy)"),
                 (_, _, Some(reason)) => format!("{name} (cannot run: {reason})"),
@@ -174,7 +174,7 @@ fn settings(agent: &Agent) -> String {
         None => how.push("runtime chosen by Spool".to_owned()),
     }
     if let Some(cli) = agent.cli_type {
-        how.push(format!("CLI {}", crate::cli::program(cli)));
+        how.push(format!("CLI {}", crate::cli_args::program(cli)));
     }
     if let Some(model) = &agent.model {
         how.push(format!("model {model}"));

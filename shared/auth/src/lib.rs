@@ -4,10 +4,12 @@
 //! verifies that token statelessly with the same secret, which comes from configuration
 //! (`SPOOL_JWT_SECRET`; Secrets Manager on AWS), never from code. A token names its subject,
 //! its organization, its capabilities and, optionally, the companion library it was issued for.
-//! API keys ([`ApiKey`]) are generated, parsed and hashed here too.
+//! API keys ([`ApiKey`]) are generated, parsed and hashed here too, and the origin secret a
+//! request must carry to have come through the CDN is checked here ([`OriginCheck`]).
 
 mod api_key;
 mod keys;
+mod origin;
 pub mod rate;
 mod read;
 mod upload;
@@ -15,6 +17,7 @@ mod webhook;
 
 pub use api_key::{API_KEY_PREFIX, ApiKey, random_secret, to_hex};
 pub use keys::TokenKeys;
+pub use origin::{ORIGIN_HEADER, OriginCheck};
 pub use rate::{Limit, Limited, Rate, RateLimiter, RateLimits};
 pub use read::{READ_WINDOW_SECONDS, ReadGrant};
 use serde::{Deserialize, Serialize};

@@ -27,8 +27,8 @@ use crate::{
     caps::Counter,
     errors::ddb,
     items::{Item, s, ttl_attribute},
+    keys::session_pk,
     metadata::{AwsMetadata, string},
-    sessions::session_pk,
 };
 
 fn decode(item: &Item) -> Result<Attachment, Error> {

@@ -38,6 +38,7 @@ use spool_domain::{Error, caps::Capped};
 use crate::{
     errors::{build, cancellation_reasons, ddb},
     items::{Item, n, s},
+    keys::{commands_pk, hooks_pk, org_pk, session_pk, subscriptions_pk, ws_pk},
     metadata::AwsMetadata,
 };
 
@@ -93,7 +94,7 @@ impl Counter {
         prefix: &'static str,
         max: (Capped, u64),
     ) -> Self {
-        let pk = crate::workspaces::ws_pk(org, ws);
+        let pk = ws_pk(org, ws);
         Self {
             counts: Counts::Prefix {
                 pk: pk.clone(),
@@ -112,7 +113,7 @@ impl Counter {
     pub(crate) fn hooks(org: &str, ws: &str, max: u64) -> Self {
         let mut counter = Self::in_workspace(org, ws, "cap#hooks", "", (Capped::Hooks, max));
         counter.counts = Counts::Where {
-            pk: crate::webhooks::hooks_pk(org),
+            pk: hooks_pk(org),
             attr: "ws",
             value: ws.to_owned(),
         };
@@ -138,7 +139,7 @@ impl Counter {
     /// The counter of every command of the organization.
     pub(crate) fn org_commands(org: &str, max: u64, max_bytes: u64) -> Self {
         Self {
-            pk: crate::directory::org_pk(org),
+            pk: org_pk(org),
             sk: "cap#cmds",
             counts: Counts::OrgCommands { org: org.to_owned() },
             max: (Capped::OrgCommands, max),
@@ -150,10 +151,10 @@ impl Counter {
     /// The counter of the organization's subscriptions.
     pub(crate) fn subscriptions(org: &str, max: u64) -> Self {
         Self {
-            pk: crate::directory::org_pk(org),
+            pk: org_pk(org),
             sk: "cap#subs",
             counts: Counts::Prefix {
-                pk: crate::subscriptions::pk(org),
+                pk: subscriptions_pk(org),
                 prefix: "",
                 bytes: None,
             },
@@ -166,7 +167,7 @@ impl Counter {
     /// The counter of a chat's files, counted again when full (uploads never completed
     /// expire without a transaction).
     pub(crate) fn attachments(org: &str, session_id: &str, max: u64) -> Self {
-        let pk = crate::sessions::session_pk(org, session_id);
+        let pk = session_pk(org, session_id);
         Self {
             counts: Counts::Prefix {
                 pk: pk.clone(),
@@ -405,17 +406,14 @@ impl AwsMetadata {
             } => Ok((self.count_where(pk, prefix, None).await?, 0)),
             Counts::Where { pk, attr, value } => Ok((self.count_where(pk, "", Some((attr, value))).await?, 0)),
             Counts::OrgCommands { org } => {
-                let mut scopes = vec![crate::commands::scope_pk(
-                    org,
-                    &spool_domain::commands::CommandScope::Global,
-                )];
-                for item in self.query_prefix(crate::directory::org_pk(org), "ws#").await? {
+                let mut scopes = vec![commands_pk(org, &spool_domain::commands::CommandScope::Global)];
+                for item in self.query_prefix(org_pk(org), "ws#").await? {
                     if let Some(ws) = item
                         .get("sk")
                         .and_then(|v| v.as_s().ok())
                         .and_then(|sk| sk.strip_prefix("ws#"))
                     {
-                        scopes.push(crate::workspaces::ws_pk(org, ws));
+                        scopes.push(ws_pk(org, ws));
                     }
                 }
                 let mut total = (0, 0);

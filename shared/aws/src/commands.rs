@@ -23,18 +23,12 @@ use crate::{
     caps::{Change, Counter},
     errors::build,
     items::{Item, n, s},
+    keys::commands_pk,
     metadata::{AwsMetadata, number, string},
 };
 
 /// How many times a write is tried against writers that keep changing the same command.
 const ATTEMPTS: u32 = 20;
-
-pub(crate) fn scope_pk(org: &str, scope: &CommandScope) -> String {
-    match scope {
-        CommandScope::Global => format!("o#{org}#cmds"),
-        CommandScope::Workspace(ws) => format!("o#{org}#ws#{ws}"),
-    }
-}
 
 fn decode(item: &Item) -> Result<StoredCommand, Error> {
     let sk = string(item, "sk", "a slash command")?;
@@ -55,7 +49,7 @@ impl AwsMetadata {
         let caps = self.caps;
         [
             Counter::commands(
-                scope_pk(org, scope),
+                commands_pk(org, scope),
                 caps.commands_per_scope,
                 caps.command_bytes_per_scope,
             ),
@@ -73,7 +67,7 @@ impl Commands for AwsMetadata {
             let old = self.command(org, scope, &command.name).await?;
             let put = Put::builder()
                 .table_name(&self.table)
-                .item("pk", s(scope_pk(org, scope)))
+                .item("pk", s(commands_pk(org, scope)))
                 .item("sk", s(&key))
                 .item("md", s(&command.markdown))
                 .item("at", n(command.updated_ms));
@@ -104,15 +98,19 @@ impl Commands for AwsMetadata {
     }
 
     async fn command(&self, org: &str, scope: &CommandScope, name: &str) -> Result<Option<StoredCommand>, Error> {
-        self.get(scope_pk(org, scope), &format!("cmd#{name}"), "GetItem (slash command)")
-            .await?
-            .as_ref()
-            .map(decode)
-            .transpose()
+        self.get(
+            commands_pk(org, scope),
+            &format!("cmd#{name}"),
+            "GetItem (slash command)",
+        )
+        .await?
+        .as_ref()
+        .map(decode)
+        .transpose()
     }
 
     async fn command_names(&self, org: &str, scope: &CommandScope) -> Result<Vec<String>, Error> {
-        let items = self.query_prefix(scope_pk(org, scope), "cmd#").await?;
+        let items = self.query_prefix(commands_pk(org, scope), "cmd#").await?;
         Ok(items
             .iter()
             .filter_map(|item| item.get("sk")?.as_s().ok()?.strip_prefix("cmd#").map(str::to_owned))
@@ -120,7 +118,7 @@ impl Commands for AwsMetadata {
     }
 
     async fn commands(&self, org: &str, scope: &CommandScope) -> Result<Vec<StoredCommand>, Error> {
-        self.query_prefix(scope_pk(org, scope), "cmd#")
+        self.query_prefix(commands_pk(org, scope), "cmd#")
             .await?
             .iter()
             .map(decode)
@@ -135,7 +133,7 @@ impl Commands for AwsMetadata {
             };
             let delete = Delete::builder()
                 .table_name(&self.table)
-                .key("pk", s(scope_pk(org, scope)))
+                .key("pk", s(commands_pk(org, scope)))
                 .key("sk", s(format!("cmd#{name}")))
                 .condition_expression("md = :old")
                 .expression_attribute_values(":old", s(&old.markdown));

@@ -25,24 +25,9 @@ use spool_domain::{
 use crate::{
     errors::ddb,
     items::{Item, n, s},
+    keys::{key_pk, org_pk, owner_keys_pk, root_pk},
     metadata::{AwsMetadata, number, string},
 };
-
-pub(crate) fn org_pk(id: &str) -> String {
-    format!("o#{id}")
-}
-
-fn key_pk(key_id: &str) -> String {
-    format!("key#{key_id}")
-}
-
-/// A root's claim is keyed by a hash of its path: a path may be longer than a key may be.
-fn root_pk(root: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(root.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("root#{hex}")
-}
 
 #[async_trait]
 impl Directory for AwsMetadata {
@@ -94,7 +79,7 @@ impl Directory for AwsMetadata {
             .item("hash", s(&key.secret_hash))
             .item("caps", capabilities)
             .item("created_ms", n(key.created_ms))
-            .item("gsi2pk", s(format!("o#{}#keys", key.org_id)))
+            .item("gsi2pk", s(owner_keys_pk(&key.org_id)))
             .item("gsi2sk", s(key_pk(&key.key_id)))
             .condition_expression("attribute_not_exists(pk)")
             .build()

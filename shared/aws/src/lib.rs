@@ -17,6 +17,7 @@ pub mod faults;
 pub mod files;
 pub mod items;
 pub mod job_inbox;
+mod keys;
 pub mod log;
 pub mod metadata;
 pub mod metrics;

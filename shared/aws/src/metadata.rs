@@ -3,8 +3,8 @@
 //! Organizations, API keys, workspaces and agents, in the template's metadata table (`pk`,
 //! `sk`, GSIs `by_activity` and `by_owner`). Every record of an organization has the
 //! organization in its key, so a request can only ever address its own organization's records.
-//! See [`crate::directory`] and [`crate::workspaces`] for the items, and [`crate::caps`] for
-//! the counters that hold the caps.
+//! See [`crate::directory`] and [`crate::workspaces`] for the items, [`crate::keys`] for how
+//! every item is keyed, and [`crate::caps`] for the counters that hold the caps.
 
 use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemError};
 use spool_domain::{Error, caps::Caps};

@@ -22,8 +22,7 @@ use std::time::Duration;
 
 use aws_sdk_secretsmanager::Client;
 use secrecy::{ExposeSecret, SecretString};
-use spool_auth::TokenKeys;
-use spool_edge::OriginCheck;
+use spool_auth::{OriginCheck, TokenKeys};
 use spool_platform::{Config, Error};
 
 use crate::errors::describe;

@@ -34,20 +34,9 @@ use spool_domain::{
 use crate::{
     errors::ddb,
     items::{Item, n, s},
+    keys::{activity_key, chats_key, session_pk},
     metadata::{AwsMetadata, number, string},
 };
-
-pub(crate) fn session_pk(org: &str, id: &str) -> String {
-    format!("o#{org}#ses#{id}")
-}
-
-fn chats_key(org: &str, workspace_id: Option<&str>) -> String {
-    format!("o#{org}#chats#{}", workspace_id.unwrap_or("-"))
-}
-
-fn activity_key(at_ms: i64, id: &str) -> String {
-    format!("{at_ms:015}#{id}")
-}
 
 fn missing(id: &str) -> Error {
     Error::Missing {

@@ -30,12 +30,9 @@ use crate::{
     caps::{Change, Counter},
     errors::ddb,
     items::{n, s},
+    keys::subscriptions_pk,
     metadata::{number, string},
 };
-
-pub(crate) fn pk(org: &str) -> String {
-    format!("o#{org}#subs")
-}
 
 fn decode(item: &crate::items::Item) -> Result<Versioned, Error> {
     let data = string(item, "data", "a subscription")?;
@@ -52,7 +49,7 @@ fn decode(item: &crate::items::Item) -> Result<Versioned, Error> {
 #[async_trait]
 impl SubscriptionStore for AwsMetadata {
     async fn get(&self, org: &str, id: &str) -> Result<Option<Versioned>, Error> {
-        AwsMetadata::get(self, pk(org), id, "GetItem (subscription)")
+        AwsMetadata::get(self, subscriptions_pk(org), id, "GetItem (subscription)")
             .await?
             .map(|item| decode(&item))
             .transpose()
@@ -63,7 +60,7 @@ impl SubscriptionStore for AwsMetadata {
         if expected.is_none() {
             let put = Put::builder()
                 .table_name(&self.table)
-                .item("pk", s(pk(org)))
+                .item("pk", s(subscriptions_pk(org)))
                 .item("sk", s(&record.id))
                 .item("data", s(data))
                 .item("ver", n(1))
@@ -83,7 +80,7 @@ impl SubscriptionStore for AwsMetadata {
             .dynamodb
             .put_item()
             .table_name(&self.table)
-            .item("pk", s(pk(org)))
+            .item("pk", s(subscriptions_pk(org)))
             .item("sk", s(&record.id))
             .item("data", s(data))
             .item("ver", n(expected.map_or(1, |v| v + 1)));
@@ -105,7 +102,7 @@ impl SubscriptionStore for AwsMetadata {
     async fn delete(&self, org: &str, id: &str) -> Result<bool, Error> {
         let delete = Delete::builder()
             .table_name(&self.table)
-            .key("pk", s(pk(org)))
+            .key("pk", s(subscriptions_pk(org)))
             .key("sk", s(id))
             .condition_expression("attribute_exists(pk)")
             .build()
@@ -121,7 +118,7 @@ impl SubscriptionStore for AwsMetadata {
     }
 
     async fn list(&self, org: &str) -> Result<Vec<Subscription>, Error> {
-        self.query_prefix(pk(org), "")
+        self.query_prefix(subscriptions_pk(org), "")
             .await?
             .iter()
             .map(|item| decode(item).map(|v| v.record))

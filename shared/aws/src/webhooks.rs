@@ -30,16 +30,9 @@ use crate::{
     caps::{Change, Counter},
     errors::ddb,
     items::{Item, n, s},
+    keys::{deliveries_pk, hooks_pk},
     metadata::string,
 };
-
-pub(crate) fn hooks_pk(org: &str) -> String {
-    format!("o#{org}#hooks")
-}
-
-fn deliveries_pk(org: &str, hook_id: &str) -> String {
-    format!("o#{org}#hook#{hook_id}")
-}
 
 fn decode<T: DeserializeOwned>(item: &Item, what: &str) -> Result<T, Error> {
     let data = string(item, "data", what)?;

@@ -34,24 +34,12 @@ use spool_domain::{
 
 use crate::{
     caps::{Change, Counter},
-    directory::org_pk,
     errors::{build, cancellation_reasons, ddb},
     items::batch_write,
     items::{Item, n, s},
+    keys::{agent_pointer_pk, org_pk, task_pointer_pk, ws_pk},
     metadata::{AwsMetadata, number, string},
 };
-
-pub(crate) fn ws_pk(org: &str, ws: &str) -> String {
-    format!("o#{org}#ws#{ws}")
-}
-
-fn agent_pointer_pk(org: &str, id: &str) -> String {
-    format!("o#{org}#agent#{id}")
-}
-
-fn task_pointer_pk(org: &str, id: &str) -> String {
-    format!("o#{org}#task#{id}")
-}
 
 fn encode<T: Serialize>(value: &T) -> Result<AttributeValue, Error> {
     serde_json::to_string(value)

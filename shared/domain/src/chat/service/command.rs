@@ -10,7 +10,7 @@
 
 use super::{
     ChatService, Message, NewChat, Posted,
-    command_checks::{check_action, effect, reason_of, unknown_reason},
+    command_checks::{Failure, check_action, effect, reason_of, unknown_reason},
 };
 use crate::{
     Error, PendingTurn, Session,
@@ -117,17 +117,6 @@ pub enum Preview {
         /// What it would do, for the person.
         effect: String,
     },
-}
-
-/// Why a command could not run: what the HTTP edge answers (404, 400 or 409).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// No such command.
-    Unknown,
-    /// Its arguments or its file are wrong.
-    Invalid,
-    /// The chat is not in a state it can act on.
-    Conflict,
 }
 
 /// What an action did.

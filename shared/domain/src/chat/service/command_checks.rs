@@ -1,8 +1,18 @@
 //! What a command's action may do in a chat, and what a person is told about a command: why it
 //! cannot run, what it would do, what they probably meant.
 
-use super::command::Failure;
 use crate::{Error, Session, commands::CommandAction};
+
+/// Why a command could not run: what the HTTP edge answers (404, 400 or 409).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No such command.
+    Unknown,
+    /// Its arguments or its file are wrong.
+    Invalid,
+    /// The chat is not in a state it can act on.
+    Conflict,
+}
 
 /// The longest mode name.
 const MAX_SETTING_CHARS: usize = 100;

@@ -28,7 +28,8 @@ pub use answer::{Answered, Submitted};
 pub use attachment::{
     AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, current_files, file_ref, human_size,
 };
-pub use command::{ActionDone, CommandRequest, Failure, Found, Invoked, Planned, Preview, Refused, Resolution};
+pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
+pub use command_checks::Failure;
 pub use message::{Accepted, Message, Posted};
 
 use crate::{
