@@ -82,6 +82,7 @@ pub(crate) async fn list_tasks(
     PathOf(workspace_id): PathOf<Id>,
     QueryOf(query): QueryOf<TaskListQuery>,
 ) -> Result<Json<TaskList>, ApiError> {
+    api.workspace_of(&caller, &workspace_id).await?;
     let mut select = TaskQuery {
         workspace_id: workspace_id.into(),
         session_id: query.session_id.map(String::from),

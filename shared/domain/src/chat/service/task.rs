@@ -49,9 +49,9 @@ impl WorkspaceService {
         self.metadata.task(org, id).await?.ok_or_else(|| missing("task", id))
     }
 
-    /// A page of a workspace's tasks, newest first ([`Error::Missing`] without the workspace).
+    /// A page of a workspace's tasks, newest first (none for a workspace the organization does
+    /// not have: [`Self::workspace`] tells it apart).
     pub async fn tasks(&self, org: &str, query: &TaskQuery) -> Result<Page<Task>, Error> {
-        self.workspace(org, &query.workspace_id).await?;
         self.metadata.tasks(org, query).await
     }
 
@@ -74,7 +74,8 @@ impl WorkspaceService {
             description: new.description,
             created_ms: self.now_ms(),
         };
-        task.validate()?;
+        // The description before the chat, the title after, as the API has always answered.
+        crate::workspace::check_text("task description", &task.description)?;
         let chat = match &task.session_id {
             Some(id) => {
                 let session = self
@@ -89,6 +90,7 @@ impl WorkspaceService {
             }
             None => None,
         };
+        task.validate()?;
         self.metadata.create_task(org, &task).await?;
         let actor = by.person.or(by.agent).unwrap_or_default();
         let event = FeedEvent::TaskCreated {
