@@ -8,7 +8,7 @@ use spool_agents::sweep::FolderSweep;
 use spool_domain::Clock;
 use spool_tests::Harness;
 
-use crate::support::{Api, abort, chat_with, org_of, send, setup, stack, until};
+use crate::support::{Api, abort, chat_with, one, org_of, send, setup, stack, until};
 
 const SCRIPT: &str = r#"{"word_delay_ms": 0, "rules": [
   {"match": ["color"], "rounds": [
@@ -309,9 +309,88 @@ pub(crate) async fn the_sweep_keeps_a_busy_chats_folder<H: Harness>(harness: &H)
     assert!(!dir.exists());
 }
 
+/// A task is one rule whoever makes it: an agent's `create_task` is held to the description's
+/// limit as a person's request is, and a person's task by hand is told as an agent's is.
+pub(crate) async fn a_task_is_told_and_limited_whoever_makes_it<H: Harness>(harness: &H) {
+    // GIVEN a workspace that tells its address about tasks, and an agent that makes one with
+    // the person's message as its description
+    let stack = stack(harness).await;
+    let api = &stack.api;
+    let script = json!({ "word_delay_ms": 0, "rules": [{ "match": ["task"], "rounds": [
+        { "say": "Noted.", "tools": [{ "name": "create_task", "arguments": { "summary": "Write the notes", "description": "{input}" } }] },
+        { "say": "Done." }] }], "default": [{ "say": "Hello." }] });
+    let (ws, chat) = chat_with(api, script).await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/workspaces/{ws}"),
+        Some(json!({ "notifications": { "email": "ops@example.com" } })),
+    )
+    .await;
+    let tasks = format!("/v1/workspaces/{ws}/tasks");
+    let made = |feed: &[Value]| {
+        feed.iter()
+            .filter(|e| e["type"] == "task.created")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    // WHEN the agent's description is longer than a person's may be
+    let long = format!("task {}", "y".repeat(20_001));
+    let turn = send(api, &chat, &long).await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    // THEN the action fails saying why, and nothing is made, announced or told
+    let end = one(&events, &turn, "tool_end")["payload"].clone();
+    assert!(end["error"].as_str().unwrap().contains("task description"), "{end}");
+    assert_eq!(api.ok(Method::GET, &tasks, None).await["tasks"], json!([]));
+    let events = feed(api, &ws).await;
+    assert_eq!(made(&events), Vec::<Value>::new());
+    assert_eq!(notifications(&events), []);
+
+    // WHEN it is within the limit
+    let turn = send(api, &chat, "a task for the notes").await;
+    until(api, &chat, &turn, "agent_end").await;
+    // THEN it is made, announced with its agent, and told
+    let listed = api.ok(Method::GET, &tasks, None).await;
+    assert_eq!(listed["tasks"][0]["description"], "a task for the notes");
+    let events = feed(api, &ws).await;
+    assert!(made(&events)[0]["agent"].is_string(), "{events:?}");
+    assert_eq!(notifications(&events), [("task".to_owned(), "log".to_owned())]);
+
+    // WHEN a person makes one by hand: too long is refused, within the limit it is told too
+    let (status, error) = api
+        .call(
+            Method::POST,
+            &tasks,
+            Some(json!({ "title": "Review", "description": "y".repeat(20_001) })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    api.ok(
+        Method::POST,
+        &tasks,
+        Some(json!({ "title": "Review", "session_id": chat })),
+    )
+    .await;
+    let events = feed(api, &ws).await;
+    assert_eq!(made(&events).len(), 2, "{events:?}");
+    assert!(made(&events)[1]["agent"].is_null(), "{events:?}");
+    let sent: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "notification.sent" && e["kind"] == "task")
+        .collect();
+    assert_eq!(sent.len(), 2, "{events:?}");
+    assert_eq!(sent[1]["chat_id"], chat.as_str());
+    assert!(
+        sent[1]["subject"].as_str().unwrap().contains("key:"),
+        "the person is named: {}",
+        sent[1]
+    );
+}
+
 on_both_backends!(settings_http:
     workspace_settings_over_http,
     the_worker_honours_the_settings,
+    a_task_is_told_and_limited_whoever_makes_it,
     the_sweep_removes_idle_chats_folders,
     the_sweep_keeps_a_busy_chats_folder,
 );

@@ -40,7 +40,7 @@ use spool_domain::{
     Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots,
     attachment::FileStore,
     revocation::Revocations,
-    service::{AttachmentLimits, ChatService},
+    service::{AttachmentLimits, ChatService, WorkspaceService},
 };
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
@@ -67,6 +67,10 @@ pub struct Stores {
 pub struct ChatApi {
     /// The chat's write side.
     chats: ChatService,
+    /// Workspaces' write side: their settings, agents and tasks.
+    workspaces: WorkspaceService,
+    /// Where workspaces' working directories may be (files are searched there).
+    workspace_roots: WorkspaceRoots,
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
     /// Where workspaces' feed events and audit records are handed over.
@@ -74,8 +78,6 @@ pub struct ChatApi {
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
-    /// Where workspaces' working directories may be.
-    workspace_roots: WorkspaceRoots,
     /// Rate limits on handshakes, writes and creations.
     limiter: Arc<RateLimiter>,
     /// Refused handshakes, counted per key so the audit stream records them boundedly.
@@ -84,8 +86,6 @@ pub struct ChatApi {
     revocations: Option<Arc<Revocations>>,
     /// The CLIs where agents run, when they run in this process's reach (`spool serve`).
     clis: Option<Arc<dyn spool_domain::clis::CliProbe>>,
-    /// How the worker tells people (for workspaces' notification status).
-    notifier: Arc<dyn spool_domain::notifier::Notifier>,
     /// Which webhook URLs endpoints may have.
     webhook_urls: spool_domain::subscription::UrlPolicy,
     /// The turn queue, asked where a queued turn stands.
@@ -106,6 +106,7 @@ impl ChatApi {
                 stores.files,
                 clock.clone(),
             ),
+            workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             metadata: stores.metadata,
             aggregates: Arc::new(spool_domain::aggregate::Direct(stores.log.clone())),
             log: stores.log,
@@ -117,7 +118,6 @@ impl ChatApi {
             refusals: audit::Refusals::default(),
             revocations: None,
             clis: None,
-            notifier: Arc::new(spool_domain::notifier::LogNotifier),
             webhook_urls: spool_domain::subscription::UrlPolicy { loopback_http: false },
             turns: stores.turns,
             org_turn_concurrency: spool_domain::turns::DEFAULT_ORG_TURN_CONCURRENCY,
@@ -144,7 +144,7 @@ impl ChatApi {
     /// worker's).
     #[must_use]
     pub fn with_notifier(mut self, notifier: Arc<dyn spool_domain::notifier::Notifier>) -> Self {
-        self.notifier = notifier;
+        self.workspaces = self.workspaces.with_notifier(notifier);
         self
     }
 
@@ -153,6 +153,7 @@ impl ChatApi {
     #[must_use]
     pub fn with_aggregates(mut self, aggregates: Arc<dyn spool_domain::Aggregates>) -> Self {
         self.chats = self.chats.with_feeds(aggregates.clone());
+        self.workspaces = self.workspaces.with_feeds(aggregates.clone());
         self.aggregates = aggregates;
         self
     }
@@ -205,6 +206,7 @@ impl ChatApi {
     #[must_use]
     pub fn with_workspace_roots(mut self, roots: WorkspaceRoots) -> Self {
         self.chats = self.chats.with_workspace_roots(roots.clone());
+        self.workspaces = self.workspaces.with_workspace_roots(roots.clone());
         self.workspace_roots = roots;
         self
     }

@@ -329,3 +329,11 @@ pub(crate) async fn delete_session(
     api.chats.remove(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+impl ChatApi {
+    /// Announces `event` on the workspace's feed.
+    async fn announce(&self, org: &str, workspace_id: &str, event: spool_domain::FeedEvent) -> Result<(), ApiError> {
+        let now = spool_domain::clock::rfc3339_ms(self.clock.now_ms());
+        Ok(spool_domain::manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
+    }
+}

@@ -8,14 +8,17 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Task, listing::TaskQuery, workspace::new_id};
+use spool_domain::{
+    Task,
+    listing::TaskQuery,
+    service::{TaskAuthor, TaskEdit},
+};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     ApiError, ChatApi, ErrorBody,
     error::Refusals,
     extract::{Caller, Id, JsonBody, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
-    workspaces::not_found,
 };
 
 /// A page of a workspace's tasks, newest first.
@@ -87,7 +90,7 @@ pub(crate) async fn list_tasks(
         after: None,
     };
     select.after = page_after(&select.scope(caller.org()), query.cursor.as_deref())?;
-    let page = api.metadata.tasks(caller.org(), &select).await?;
+    let page = api.workspaces.tasks(caller.org(), &select).await?;
     Ok(Json(TaskList {
         next_cursor: next_cursor(&select.scope(caller.org()), page.next.as_ref()),
         tasks: page.items.into_iter().map(TaskView::from).collect(),
@@ -102,12 +105,7 @@ pub(crate) async fn get_task(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let task = api
-        .metadata
-        .task(caller.org(), &id)
-        .await?
-        .ok_or_else(|| not_found("task", &id))?;
-    Ok(Json(task.into()))
+    Ok(Json(api.workspaces.task(caller.org(), &id).await?.into()))
 }
 
 /// A task made by hand.
@@ -135,18 +133,6 @@ pub(crate) struct TaskPatch {
     description: Option<String>,
 }
 
-/// The longest task description.
-const MAX_TASK_DESCRIPTION_CHARS: usize = 20_000;
-
-fn check_description(description: &str) -> Result<(), ApiError> {
-    if description.chars().count() > MAX_TASK_DESCRIPTION_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "`description` is longer than {MAX_TASK_DESCRIPTION_CHARS} characters"
-        )));
-    }
-    Ok(())
-}
-
 /// `POST /v1/workspaces/{id}/tasks` `{title, description?, session_id?}`: a task made by hand,
 /// announced on the workspace's feed as an agent's is.
 #[utoipa::path(post, path = "/v1/workspaces/{id}/tasks", tag = "workspaces", params(("id" = String, Path, description = "The workspace")),
@@ -161,33 +147,16 @@ pub(crate) async fn create_task(
     JsonBody(new): JsonBody<NewTask>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    api.workspace_of(&caller, &workspace_id).await?;
-    check_description(&new.description)?;
-    if let Some(chat) = &new.session_id {
-        let session = api.session_of(&caller, chat).await?;
-        if session.workspace_id.as_deref() != Some(&*workspace_id) {
-            return Err(not_found("chat of this workspace", chat));
-        }
-    }
-    let task = Task {
-        id: new_id("task"),
-        workspace_id: workspace_id.to_string(),
-        session_id: new.session_id.map(String::from),
-        title: spool_domain::names::clean(&new.title),
+    let new = spool_domain::service::NewTask {
+        title: new.title,
         description: new.description,
-        created_ms: api.clock.now_ms(),
+        session_id: new.session_id.map(String::from),
     };
-    spool_domain::workspace::check_name("task title", &task.title)?;
-    api.metadata.create_task(caller.org(), &task).await?;
-    let event = spool_domain::FeedEvent::TaskCreated {
-        task_id: task.id.clone(),
-        summary: task.title.clone(),
-        chat_id: task.session_id.clone(),
-        workspace_id: workspace_id.to_string(),
-        actor: caller.0.sub.clone(),
+    let by = TaskAuthor {
+        person: Some(&caller.0.sub),
         agent: None,
     };
-    api.announce(caller.org(), &workspace_id, event).await?;
+    let task = api.workspaces.create_task(caller.org(), &workspace_id, new, by).await?;
     Ok((StatusCode::CREATED, Json(TaskView::from(task))))
 }
 
@@ -202,21 +171,11 @@ pub(crate) async fn update_task(
     PathOf(id): PathOf<Id>,
     JsonBody(change): JsonBody<TaskPatch>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let mut task = api
-        .metadata
-        .task(caller.org(), &id)
-        .await?
-        .ok_or_else(|| not_found("task", &id))?;
-    if let Some(title) = change.title {
-        task.title = spool_domain::names::clean(&title);
-    }
-    if let Some(description) = change.description {
-        check_description(&description)?;
-        task.description = description;
-    }
-    spool_domain::workspace::check_name("task title", &task.title)?;
-    api.metadata.update_task(caller.org(), &task).await?;
-    Ok(Json(task.into()))
+    let edit = TaskEdit {
+        title: change.title,
+        description: change.description,
+    };
+    Ok(Json(api.workspaces.update_task(caller.org(), &id, edit).await?.into()))
 }
 
 /// `DELETE /v1/tasks/{id}`.
@@ -228,6 +187,6 @@ pub(crate) async fn delete_task(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
-    api.metadata.delete_task(caller.org(), &id).await?;
+    api.workspaces.delete_task(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

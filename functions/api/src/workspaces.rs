@@ -12,12 +12,10 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{
-    Agent, CliType, Error, Runtime, Workspace,
-    listing::{self, SessionQuery},
-    manage,
-    notifier::{NotificationStatus, Notifier},
+    Agent, CliType, Runtime, Workspace,
+    notifier::NotificationStatus,
+    service::{AgentEdit, WorkspaceService},
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
-    workspace::new_id,
 };
 use utoipa::ToSchema;
 
@@ -59,8 +57,8 @@ pub(crate) struct NotificationsView {
 }
 
 impl WorkspaceView {
-    pub(crate) fn new(w: Workspace, notifier: &dyn Notifier) -> Self {
-        let status = spool_domain::notifier::status(&w.notifications, notifier);
+    pub(crate) fn new(w: Workspace, service: &WorkspaceService) -> Self {
+        let status = service.notification_status(&w);
         Self {
             created_at: rfc3339_ms(w.created_ms),
             updated_at: rfc3339_ms(w.updated_ms),
@@ -203,41 +201,22 @@ pub(crate) struct AgentList {
     agents: Vec<AgentView>,
 }
 
-pub(crate) use spool_domain::manage::feed_path;
-
-pub(crate) fn not_found(what: &str, id: &str) -> ApiError {
-    ApiError::Store(Error::Missing {
-        what: format!("{what} `{id}`"),
-    })
-}
-
 impl ChatApi {
     /// The caller's workspace `id`, or `404`.
     pub(crate) async fn workspace_of(&self, caller: &Caller, id: &str) -> Result<Workspace, ApiError> {
-        self.metadata
-            .workspace(caller.org(), id)
-            .await?
-            .ok_or_else(|| not_found("workspace", id))
+        Ok(self.workspaces.workspace(caller.org(), id).await?)
     }
 
     /// The caller's agent `id`, or `404`.
     pub(crate) async fn agent_of(&self, caller: &Caller, id: &str) -> Result<Agent, ApiError> {
-        self.metadata
-            .agent(caller.org(), id)
-            .await?
-            .ok_or_else(|| not_found("agent", id))
+        Ok(self.workspaces.agent(caller.org(), id).await?)
     }
+}
 
-    async fn agent_list(&self, caller: &Caller, workspace_id: &str) -> Result<Json<AgentList>, ApiError> {
-        let agents: Vec<AgentView> = self
-            .metadata
-            .agents(caller.org(), workspace_id)
-            .await?
-            .into_iter()
-            .map(AgentView::from)
-            .collect();
-        Ok(Json(AgentList { agents }))
-    }
+fn agent_list(agents: Vec<Agent>) -> Json<AgentList> {
+    Json(AgentList {
+        agents: agents.into_iter().map(AgentView::from).collect(),
+    })
 }
 
 /// `POST /v1/workspaces`.
@@ -249,26 +228,10 @@ pub(crate) async fn create_workspace(
     JsonBody(new): JsonBody<NewWorkspace>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    let now = api.clock.now_ms();
-    let mut workspace = Workspace::new(new_id("ws"), String::new(), now);
-    new.settings()
-        .apply(caller.org(), &mut workspace, &api.workspace_roots)
-        .await?;
-    let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
-    let json = spool_domain::ContentType::parse("application/json")?;
-    api.log
-        .create(
-            &feed_path(caller.org(), &workspace.id)?,
-            spool_domain::CreateStream::new(json),
-        )
-        .await?;
-    api.metadata
-        .create_workspace(caller.org(), &workspace, &builtin)
-        .await?;
-    tracing::info!(org = %caller.org(), workspace = %workspace.id, "workspace created");
+    let workspace = api.workspaces.create(caller.org(), new.settings()).await?;
     Ok((
         StatusCode::CREATED,
-        Json(WorkspaceView::new(workspace, api.notifier.as_ref())),
+        Json(WorkspaceView::new(workspace, &api.workspaces)),
     ))
 }
 
@@ -280,11 +243,11 @@ pub(crate) async fn list_workspaces(
     caller: Caller,
 ) -> Result<Json<WorkspaceList>, ApiError> {
     let list: Vec<WorkspaceView> = api
-        .metadata
+        .workspaces
         .workspaces(caller.org())
         .await?
         .into_iter()
-        .map(|w| WorkspaceView::new(w, api.notifier.as_ref()))
+        .map(|w| WorkspaceView::new(w, &api.workspaces))
         .collect();
     Ok(Json(WorkspaceList { workspaces: list }))
 }
@@ -299,7 +262,7 @@ pub(crate) async fn get_workspace(
 ) -> Result<Json<WorkspaceView>, ApiError> {
     Ok(Json(WorkspaceView::new(
         api.workspace_of(&caller, &id).await?,
-        api.notifier.as_ref(),
+        &api.workspaces,
     )))
 }
 
@@ -312,11 +275,8 @@ pub(crate) async fn update_workspace(
     PathOf(id): PathOf<Id>,
     JsonBody(change): JsonBody<WorkspaceChange>,
 ) -> Result<Json<WorkspaceView>, ApiError> {
-    let mut workspace = api.workspace_of(&caller, &id).await?;
-    change.apply(caller.org(), &mut workspace, &api.workspace_roots).await?;
-    workspace.updated_ms = api.clock.now_ms();
-    api.metadata.update_workspace(caller.org(), &workspace).await?;
-    Ok(Json(WorkspaceView::new(workspace, api.notifier.as_ref())))
+    let workspace = api.workspaces.update(caller.org(), &id, change).await?;
+    Ok(Json(WorkspaceView::new(workspace, &api.workspaces)))
 }
 
 /// `DELETE /v1/workspaces/{id}`: the workspace, its chats (records, streams and pages) and its
@@ -328,32 +288,7 @@ pub(crate) async fn delete_workspace(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
-    api.workspace_of(&caller, &id).await?;
-    // Its chats first (streams and records), then the workspace with its agents: a delete
-    // interrupted half-way is finished by repeating it.
-    loop {
-        let first = SessionQuery::in_workspace(Some(&id), listing::DEFAULT_LIMIT);
-        let chats = api.metadata.sessions(caller.org(), &first).await?.items;
-        if chats.is_empty() {
-            break;
-        }
-        for chat in chats {
-            api.chats.remove(caller.org(), &chat.id).await?;
-        }
-    }
-    // Its webhooks, before its feed: nothing more is delivered for it.
-    for hook in api.metadata.hooks(caller.org(), &id).await? {
-        match api.metadata.delete_hook(caller.org(), &hook.id).await {
-            Ok(()) | Err(Error::Missing { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    match api.log.delete(&feed_path(caller.org(), &id)?).await {
-        Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    api.metadata.delete_workspace(caller.org(), &id).await?;
-    tracing::info!(org = %caller.org(), workspace = %id, "workspace deleted");
+    api.workspaces.delete(caller.org(), &id, &api.chats).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -368,28 +303,15 @@ pub(crate) async fn create_agent(
     JsonBody(new): JsonBody<NewAgent>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    api.workspace_of(&caller, &workspace_id).await?;
-    let fields = manage::NewAgent {
+    let fields = spool_domain::service::NewAgent {
         name: new.name,
         instruction: new.instruction,
         runtime: new.runtime,
         model: new.model,
         cli_type: new.cli_type,
+        order: None,
     };
-    let agent = manage::add_agent(
-        api.metadata.as_ref(),
-        caller.org(),
-        &workspace_id,
-        fields,
-        api.clock.now_ms(),
-    )
-    .await?;
-    api.announce(
-        caller.org(),
-        &agent.workspace_id,
-        manage::agent_event(&agent, manage::AgentChange::Created),
-    )
-    .await?;
+    let agent = api.workspaces.add_agent(caller.org(), &workspace_id, fields).await?;
     Ok((StatusCode::CREATED, Json(AgentView::from(agent))))
 }
 
@@ -401,8 +323,7 @@ pub(crate) async fn list_agents(
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
 ) -> Result<Json<AgentList>, ApiError> {
-    api.workspace_of(&caller, &workspace_id).await?;
-    api.agent_list(&caller, &workspace_id).await
+    Ok(agent_list(api.workspaces.agents(caller.org(), &workspace_id).await?))
 }
 
 /// `PATCH /v1/agents/{id}`.
@@ -414,26 +335,14 @@ pub(crate) async fn update_agent(
     PathOf(id): PathOf<Id>,
     JsonBody(change): JsonBody<AgentPatch>,
 ) -> Result<Json<AgentView>, ApiError> {
-    let mut agent = api.agent_of(&caller, &id).await?;
-    if let Some(name) = change.name {
-        agent.name = spool_domain::names::clean(&name);
-    }
-    if let Some(instruction) = change.instruction {
-        agent.instruction = instruction;
-    }
-    change.runtime.apply(&mut agent.runtime);
-    change.model.apply(&mut agent.model);
-    change.cli_type.apply(&mut agent.cli_type);
-    agent.validate()?;
-    agent.updated_ms = api.clock.now_ms();
-    api.metadata.update_agent(caller.org(), &agent).await?;
-    api.announce(
-        caller.org(),
-        &agent.workspace_id,
-        manage::agent_event(&agent, manage::AgentChange::Updated),
-    )
-    .await?;
-    Ok(Json(agent.into()))
+    let edit = AgentEdit {
+        name: change.name,
+        instruction: change.instruction,
+        runtime: change.runtime,
+        model: change.model,
+        cli_type: change.cli_type,
+    };
+    Ok(Json(api.workspaces.update_agent(caller.org(), &id, edit).await?.into()))
 }
 
 /// `DELETE /v1/agents/{id}`: its chats move to the built-in agent; the built-in agent itself
@@ -446,19 +355,7 @@ pub(crate) async fn delete_agent(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
-    let agent = api.agent_of(&caller, &id).await?;
-    if agent.builtin {
-        return Err(ApiError::Conflict(
-            "the built-in Spool agent cannot be deleted; change its instruction or runtime instead".to_owned(),
-        ));
-    }
-    manage::remove_agent(api.metadata.as_ref(), caller.org(), &agent).await?;
-    api.announce(
-        caller.org(),
-        &agent.workspace_id,
-        manage::agent_event(&agent, manage::AgentChange::Deleted),
-    )
-    .await?;
+    api.workspaces.remove_agent(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -472,26 +369,8 @@ pub(crate) async fn reorder_agents(
     PathOf(workspace_id): PathOf<Id>,
     JsonBody(order): JsonBody<AgentOrder>,
 ) -> Result<Json<AgentList>, ApiError> {
-    api.workspace_of(&caller, &workspace_id).await?;
     let ids: Vec<String> = order.agent_ids.into_iter().map(String::from).collect();
-    manage::reorder_agents(api.metadata.as_ref(), caller.org(), &workspace_id, &ids).await?;
-    let event = spool_domain::FeedEvent::AgentsReordered {
-        agent_ids: ids,
-        workspace_id: workspace_id.to_string(),
-    };
-    api.announce(caller.org(), &workspace_id, event).await?;
-    api.agent_list(&caller, &workspace_id).await
-}
-
-impl ChatApi {
-    /// Announces `event` on the workspace's feed.
-    pub(crate) async fn announce(
-        &self,
-        org: &str,
-        workspace_id: &str,
-        event: spool_domain::FeedEvent,
-    ) -> Result<(), ApiError> {
-        let now = spool_domain::clock::rfc3339_ms(self.clock.now_ms());
-        Ok(manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
-    }
+    Ok(agent_list(
+        api.workspaces.reorder_agents(caller.org(), &workspace_id, ids).await?,
+    ))
 }

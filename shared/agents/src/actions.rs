@@ -10,19 +10,19 @@
 
 use serde_json::{Value, json};
 use spool_domain::{
-    Aggregates, Metadata, Task, WorkspaceRoots,
-    manage::{self, NewAgent},
-    notifier::{About, Notifier},
-    settings::{NotificationKind, WorkspaceChange},
-    workspace::new_id,
+    Aggregates, Metadata, manage,
+    service::{AgentEdit, NewAgent, NewTask, TaskAuthor, WorkspaceService},
+    settings::{Patch, WorkspaceChange},
 };
 
 use crate::tools::{self, Kind};
 
 /// Where an action runs.
 pub struct ActionContext<'a> {
-    /// The metadata store.
+    /// The metadata store (a chat's record, for `rename_chat`).
     pub metadata: &'a dyn Metadata,
+    /// Workspaces' write side: every other action goes through it, as a person's request does.
+    pub workspaces: &'a WorkspaceService,
     /// Where the workspace's feed events are handed over.
     pub feeds: &'a dyn Aggregates,
     /// The organization.
@@ -44,12 +44,6 @@ pub struct ActionContext<'a> {
     pub now_ms: i64,
     /// Now, as RFC 3339.
     pub now_rfc3339: &'a str,
-    /// Where a workspace's working directory may be.
-    pub roots: &'a WorkspaceRoots,
-    /// How people are told about what the action did (a task created).
-    pub notifier: &'a dyn Notifier,
-    /// The chat's title, for notifications.
-    pub chat_title: &'a str,
 }
 
 /// Why an action failed, for the person and the agent.
@@ -104,7 +98,11 @@ impl ActionContext<'_> {
 
     /// The workspace's agent named by id or by name (case-insensitive).
     async fn find_agent(&self, name: &str) -> Result<spool_domain::Agent, Refusal> {
-        let agents = self.metadata.agents(self.org, self.workspace()?).await.map_err(store)?;
+        let agents = self
+            .workspaces
+            .agents(self.org, self.workspace()?)
+            .await
+            .map_err(store)?;
         agents
             .into_iter()
             .find(|a| a.id == name || a.name.eq_ignore_ascii_case(name.trim()))
@@ -132,11 +130,7 @@ impl ActionContext<'_> {
             "update_agent" => self.update_agent(args).await,
             "delete_agent" => {
                 let agent = self.find_agent(text(args, "agent_id|agent")?).await?;
-                manage::remove_agent(self.metadata, self.org, &agent)
-                    .await
-                    .map_err(store)?;
-                self.announce(manage::agent_event(&agent, manage::AgentChange::Deleted))
-                    .await?;
+                let agent = self.workspaces.remove_agent(self.org, &agent.id).await.map_err(store)?;
                 Ok(json!({ "deleted": agent.id, "name": agent.name }))
             }
             "reorder_agents" => self.reorder_agents(args).await,
@@ -179,45 +173,20 @@ impl ActionContext<'_> {
     }
 
     async fn create_task(&self, args: &Value) -> Result<Value, Refusal> {
-        let workspace = self.workspace()?;
-        let task = Task {
-            id: new_id("task"),
-            workspace_id: workspace.to_owned(),
-            session_id: Some(self.session_id.to_owned()),
-            title: spool_domain::names::clean(text(args, "summary|title")?),
+        let new = NewTask {
+            title: text(args, "summary|title")?.to_owned(),
             description: optional_text(args, "description")?.unwrap_or_default(),
-            created_ms: self.now_ms,
+            session_id: Some(self.session_id.to_owned()),
         };
-        spool_domain::workspace::check_name("task title", &task.title).map_err(store)?;
-        self.metadata.create_task(self.org, &task).await.map_err(store)?;
-        let event = spool_domain::FeedEvent::TaskCreated {
-            task_id: task.id.clone(),
-            summary: task.title.clone(),
-            chat_id: Some(self.session_id.to_owned()),
-            workspace_id: workspace.to_owned(),
-            actor: self.person.unwrap_or(self.actor).to_owned(),
-            agent: Some(self.actor.to_owned()),
+        let by = TaskAuthor {
+            person: self.person,
+            agent: Some(self.actor),
         };
-        self.announce(event).await?;
-        // The task is made: telling someone about it is a courtesy that cannot fail the action
-        // (a retried action would make the task twice).
-        if let Ok(Some(ws)) = self.metadata.workspace(self.org, workspace).await {
-            let about = About {
-                chat: Some((self.session_id, self.chat_title)),
-                actor: self.actor,
-                detail: &task.title,
-            };
-            spool_domain::notifier::notify(
-                self.feeds,
-                self.notifier,
-                self.org,
-                &ws,
-                NotificationKind::Task,
-                about,
-                self.now_rfc3339,
-            )
-            .await;
-        }
+        let task = self
+            .workspaces
+            .create_task(self.org, self.workspace()?, new, by)
+            .await
+            .map_err(store)?;
         Ok(json!({ "task_id": task.id, "summary": task.title, "title": task.title }))
     }
 
@@ -228,55 +197,32 @@ impl ActionContext<'_> {
             runtime: parse(args, "runtime")?,
             model: optional_text(args, "model")?,
             cli_type: parse(args, "cli_type")?,
+            // Its place in the list, from 0 (the list's end when beyond it).
+            order: parse(args, "order")?,
         };
-        let order: Option<usize> = parse(args, "order")?;
-        let workspace = self.workspace()?;
-        let agent = manage::add_agent(self.metadata, self.org, workspace, new, self.now_ms)
+        let agent = self
+            .workspaces
+            .add_agent(self.org, self.workspace()?, new)
             .await
             .map_err(store)?;
-        // `order`: its place in the list, from 0 (the list's end when beyond it).
-        if let Some(order) = order {
-            let mut ids: Vec<String> = self
-                .metadata
-                .agents(self.org, workspace)
-                .await
-                .map_err(store)?
-                .into_iter()
-                .map(|a| a.id)
-                .filter(|id| id != &agent.id)
-                .collect();
-            ids.insert(order.min(ids.len()), agent.id.clone());
-            manage::reorder_agents(self.metadata, self.org, workspace, &ids)
-                .await
-                .map_err(store)?;
-        }
-        self.announce(manage::agent_event(&agent, manage::AgentChange::Created))
-            .await?;
         Ok(json!({ "agent_id": agent.id, "name": agent.name }))
     }
 
     async fn update_agent(&self, args: &Value) -> Result<Value, Refusal> {
-        let mut agent = self.find_agent(text(args, "agent_id|agent")?).await?;
-        if let Some(name) = optional_text(args, "name")? {
-            agent.name = spool_domain::names::clean(&name);
-        }
-        if let Some(instruction) = optional_text(args, "instruction")? {
-            agent.instruction = instruction;
-        }
-        if let Some(runtime) = parse(args, "runtime")? {
-            agent.runtime = Some(runtime);
-        }
-        if let Some(model) = optional_text(args, "model")? {
-            agent.model = Some(model);
-        }
-        if let Some(cli) = parse(args, "cli_type")? {
-            agent.cli_type = Some(cli);
-        }
-        agent.validate().map_err(store)?;
-        agent.updated_ms = self.now_ms;
-        self.metadata.update_agent(self.org, &agent).await.map_err(store)?;
-        self.announce(manage::agent_event(&agent, manage::AgentChange::Updated))
-            .await?;
+        let agent = self.find_agent(text(args, "agent_id|agent")?).await?;
+        // An agent sets what it names; it clears nothing.
+        let edit = AgentEdit {
+            name: optional_text(args, "name")?,
+            instruction: optional_text(args, "instruction")?,
+            runtime: set(parse(args, "runtime")?),
+            model: set(optional_text(args, "model")?),
+            cli_type: set(parse(args, "cli_type")?),
+        };
+        let agent = self
+            .workspaces
+            .update_agent(self.org, &agent.id, edit)
+            .await
+            .map_err(store)?;
         Ok(json!({ "agent_id": agent.id, "name": agent.name }))
     }
 
@@ -286,40 +232,31 @@ impl ActionContext<'_> {
         for name in &names {
             ids.push(self.find_agent(name).await?.id);
         }
-        manage::reorder_agents(self.metadata, self.org, self.workspace()?, &ids)
+        self.workspaces
+            .reorder_agents(self.org, self.workspace()?, ids.clone())
             .await
             .map_err(store)?;
-        self.announce(spool_domain::FeedEvent::AgentsReordered {
-            agent_ids: ids.clone(),
-            workspace_id: self.workspace()?.to_owned(),
-        })
-        .await?;
         Ok(json!({ "order": ids }))
     }
 
     async fn update_workspace(&self, args: &Value) -> Result<Value, Refusal> {
-        let mut workspace = self
-            .metadata
-            .workspace(self.org, self.workspace()?)
-            .await
-            .map_err(store)?
-            .ok_or("the workspace no longer exists")?;
         // Models fill the fields they do not mean with `null`: those are left alone here (an
         // agent clears the notification address with `""` and makes the directory `temp` by
         // its mode).
         let change: WorkspaceChange =
             serde_json::from_value(without_nulls(args)).map_err(|e| format!("the settings are not valid: {e}"))?;
-        change
-            .apply(self.org, &mut workspace, self.roots)
-            .await
-            .map_err(store)?;
-        workspace.updated_ms = self.now_ms;
-        self.metadata
-            .update_workspace(self.org, &workspace)
+        let workspace = self
+            .workspaces
+            .update(self.org, self.workspace()?, change)
             .await
             .map_err(store)?;
         Ok(json!({ "workspace_id": workspace.id, "title": workspace.name, "name": workspace.name }))
     }
+}
+
+/// A value an agent names, set; one it does not, kept.
+fn set<T>(value: Option<T>) -> Patch<T> {
+    value.map_or(Patch::Keep, Patch::Set)
 }
 
 /// `value` without the object fields that are `null`, at any depth.

@@ -177,7 +177,8 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
-    /// The subscription protocol refused a request, with its own status and code.
+    /// A request refused with its own status and code: the subscription protocol's, or a rule's
+    /// (the built-in agent cannot be deleted: `409 conflict`).
     #[error(transparent)]
     Refused(Box<crate::subscription::Refusal>),
     /// A test armed this fail point.

@@ -238,6 +238,7 @@ impl Step<'_> {
         let person = self.person();
         let context = ActionContext {
             metadata: self.engine.metadata.as_ref(),
+            workspaces: &self.engine.workspaces,
             feeds: self.engine.feeds.as_ref(),
             org: &self.job.org,
             session_id: &self.session.id,
@@ -248,9 +249,6 @@ impl Step<'_> {
             workspace_context: workspace_context.as_deref(),
             now_ms,
             now_rfc3339: &now,
-            roots: &self.engine.settings.workspace_roots,
-            notifier: self.engine.notifier.as_ref(),
-            chat_title: &self.session.title,
         };
         let outcome = context.run(&call.name, &call.arguments).await;
         let mut drafts = Vec::new();

@@ -149,6 +149,8 @@ pub struct Engine {
     notifier: Arc<dyn Notifier>,
     /// Where the models' token counts are recorded.
     metrics: Arc<dyn spool_domain::Metrics>,
+    /// Workspaces' write side, for actions.
+    workspaces: spool_domain::service::WorkspaceService,
 }
 
 impl std::fmt::Debug for Engine {
@@ -168,8 +170,11 @@ impl Engine {
         clock: Arc<dyn Clock>,
         settings: Settings,
     ) -> Self {
+        let workspaces = spool_domain::service::WorkspaceService::new(metadata.clone(), log.clone(), clock.clone())
+            .with_workspace_roots(settings.workspace_roots.clone());
         Self {
             feeds: Arc::new(spool_domain::aggregate::Direct(log.clone())),
+            workspaces,
             log,
             metadata,
             runtimes,
@@ -191,6 +196,7 @@ impl Engine {
     /// The same engine, handing workspaces' feed events to `feeds` (appended at once otherwise).
     #[must_use]
     pub fn with_feeds(mut self, feeds: Arc<dyn spool_domain::Aggregates>) -> Self {
+        self.workspaces = self.workspaces.with_feeds(feeds.clone());
         self.feeds = feeds;
         self
     }
@@ -198,6 +204,7 @@ impl Engine {
     /// The same engine, telling people through `notifier` (a line in the log by default).
     #[must_use]
     pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.workspaces = self.workspaces.with_notifier(notifier.clone());
         self.notifier = notifier;
         self
     }

@@ -6,15 +6,16 @@
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`global`]: the global chat read as the second source design's messages;
 //! - [`listing`]: lists (chats, tasks, turns) in pages, walked with opaque cursors;
-//! - [`service`]: the chat's write side (messages, answers, controls, agents' messages), over
-//!   ports only, for every HTTP function and tool to call;
+//! - [`service`]: the chat's write side (messages, answers, controls, agents' messages) and a
+//!   workspace's (its settings, agents and tasks), over ports only, for every HTTP function and
+//!   action to call;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`ag_ui`]: a turn as AG-UI events (CopilotKit's protocol);
 //! - [`ui_message`]: a turn as the AI SDK's UI message stream (`useChat`'s wire format);
 //! - [`workspace`]: workspaces and their agents, and the port that stores them;
 //! - [`settings`]: a workspace's settings and how a change to them is applied;
-//! - [`manage`]: what people and agents share in managing a workspace (agents, feeds);
+//! - [`manage`]: a workspace's feed and how its events are announced;
 //! - [`names`]: names people choose, kept free of invisible format characters;
 //! - [`notifier`]: telling a person, by email or in the log, when an agent needs them;
 //! - [`confine`]: where agents may run (working directories under configured roots);

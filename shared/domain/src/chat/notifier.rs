@@ -1,7 +1,7 @@
 //! # Telling a person when an agent needs them
 //!
 //! A workspace's [`Notifications`] settings name an address and what to tell it about: an
-//! agent asks a question, a turn fails, an agent creates a task. [`notify`] builds the
+//! agent asks a question, a turn fails, a task is made. [`notify`] builds the
 //! message and hands it to the [`Notifier`] the deployment has: Amazon SES on AWS when an
 //! operator configures a sender, otherwise [`LogNotifier`], a line in the server's log. Either
 //! way the workspace's feed records what was sent (`notification.sent`) or why not

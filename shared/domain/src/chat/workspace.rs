@@ -297,7 +297,7 @@ pub fn plan_reorder(agents: &[Agent], ids: &[String]) -> Result<Vec<(String, u32
         .collect())
 }
 
-/// A task an agent made (the `create_task` action) in a workspace.
+/// A task of a workspace, made by an agent (the `create_task` action) or by hand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
     /// Its id (`task_…`).
@@ -314,6 +314,14 @@ pub struct Task {
     pub description: String,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
+}
+
+impl Task {
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("task title", &self.title)?;
+        check_text("task description", &self.description)
+    }
 }
 
 /// Workspaces and their agents, per organization.

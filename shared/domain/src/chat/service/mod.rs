@@ -1,5 +1,8 @@
 //! # The chat service: a chat's write side, over ports only
 //!
+//! (A workspace's write side, its settings, agents and tasks, is [`WorkspaceService`], beside
+//! it.)
+//!
 //! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]; one
 //! that answers an agent's question, [`question`]), an answer to a request and a control
 //! ([`answer`]), an agent's message, a chat's creation and
@@ -21,6 +24,8 @@ mod command_checks;
 mod command_retry;
 mod message;
 mod question;
+mod task;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -31,6 +36,8 @@ pub use attachment::{
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
 pub use message::{Accepted, Message, Posted};
+pub use task::{NewTask, TaskAuthor, TaskEdit};
+pub use workspace::{AgentEdit, NewAgent, WorkspaceService};
 
 use crate::{
     Agent, Aggregates, Clock, ContentType, CreateStream, Error, FailPoints, FeedEvent, Metadata, Offset, OpenRequest,
