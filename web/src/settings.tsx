@@ -152,7 +152,7 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
         </label>
         <label class="choice">
           <input type="checkbox" checked={onTask} onChange={(e) => setOnTask(e.currentTarget.checked)} />
-          When an agent creates a task
+          When a task is created
         </label>
         <p class={`status status-${n.status.state}`} role="status" aria-label="Notification status">
           {n.status.message}

@@ -575,7 +575,7 @@ test("workspace settings are edited, saved and say where notifications go", asyn
   await page.getByLabel("Description").fill("Papers and notes");
   await page.getByLabel("Keep an idle chat's folder (days)").fill("30");
   await page.getByLabel("Email").fill("ops@example.com");
-  await page.getByLabel("When an agent creates a task").uncheck();
+  await page.getByLabel("When a task is created").uncheck();
   await page.getByRole("button", { name: "Save settings" }).click();
   // This server sends no email: the page says so, and what to do about it.
   await status.getByText("SPOOL_NOTIFY_FROM").waitFor();

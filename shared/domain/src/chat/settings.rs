@@ -125,7 +125,7 @@ pub struct Notifications {
     /// When a turn fails.
     #[serde(default = "yes")]
     pub on_failure: bool,
-    /// When an agent creates a task.
+    /// When a task is created (by an agent or by hand).
     #[serde(default = "yes")]
     pub on_task: bool,
 }
@@ -203,7 +203,7 @@ pub struct NotificationsChange {
     /// Notify when a turn fails.
     #[serde(default)]
     pub on_failure: Option<bool>,
-    /// Notify when an agent creates a task.
+    /// Notify when a task is created (by an agent or by hand).
     #[serde(default)]
     pub on_task: Option<bool>,
 }
