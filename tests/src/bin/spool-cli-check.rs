@@ -28,6 +28,11 @@ use spool_domain::{CliType, clis::CliProbe};
 /// cannot reach here is accepted.
 const RUN_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long `--help`, or a command line with a flag the CLI lacks, may take: both end by
+/// themselves, so only a hang stops them (a dozen Node programs starting at once on a busy
+/// machine take far longer than one alone).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Whether a CLI's output is a complaint about its command line.
 fn usage_error(output: &str) -> bool {
     let lower = output.to_lowercase();
@@ -108,7 +113,7 @@ async fn run_with_a_bogus_flag(bin: &std::path::Path, cli: CliType, home: &std::
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    match tokio::time::timeout(RUN_TIMEOUT, run).await {
+    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
         Ok(Ok(out)) => format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -135,7 +140,7 @@ async fn help_lists_model(bin: &std::path::Path, cli: CliType, home: &std::path:
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    let said = match tokio::time::timeout(RUN_TIMEOUT, run).await {
+    let said = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
         Ok(Ok(out)) => format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
