@@ -109,8 +109,8 @@ impl Follow {
         }
     }
 
-    /// The same, ending ([`End::Stopped`]) as soon as `stop` turns `true` while it waits;
-    /// `None` never stops it.
+    /// The same, ending ([`End::Stopped`]) as soon as `stop` turns `true`: at once while it
+    /// waits, before its next read while it reads on; `None` never stops it.
     #[must_use]
     pub fn until_stopped(mut self, stop: Option<watch::Receiver<bool>>) -> Self {
         self.stop = stop;
@@ -134,6 +134,9 @@ impl Follow {
             Step::Read => {
                 if self.started && Instant::now() >= self.deadline {
                     return self.end(End::Deadline);
+                }
+                if self.started && self.stop.as_ref().is_some_and(|stop| *stop.borrow()) {
+                    return self.end(End::Stopped);
                 }
                 self.read().await
             }
