@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use spool_domain::{
     ChatEvent,
     ag_ui::{AgUiEvent, RunStream},
+    chat::current_turn::{CurrentTurn, current_turn},
     ui_message::Progress,
 };
 
@@ -155,8 +156,8 @@ pub(crate) async fn resume(
             )));
         }
     }
-    match turn_stream::latest_turn(&api, &path).await? {
-        Some((turn, after)) => {
+    match current_turn(api.log.as_ref(), &path).await? {
+        Some(CurrentTurn { turn_id: turn, after }) => {
             let run = RunStream::new(&id, &turn, &turn);
             Ok(turn_stream::respond(
                 api,

@@ -26,7 +26,10 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::ui_message::{self, FinishReason, Progress, TurnStream, UiChunk};
+use spool_domain::{
+    chat::current_turn::{CurrentTurn, current_turn, find_back},
+    ui_message::{self, FinishReason, Progress, TurnStream, UiChunk},
+};
 
 use crate::{
     ApiError, StreamApi,
@@ -123,7 +126,7 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
             // message declared for the front end to run.
             let mut stream = TurnStream::new(turn.clone());
             if answering {
-                let declared = turn_stream::find_back(&api, &path, |e| {
+                let declared = find_back(api.log.as_ref(), &path, |e| {
                     e.turn_id.as_deref() == Some(turn.as_str())
                         && matches!(e.event, spool_domain::ChatEvent::UserMessageSubmitted(_))
                 })
@@ -138,11 +141,11 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
                 // An output of one of a reply's client calls: the stream starts right after the
                 // reply, at its first client call (so it knows which still wait, and ends while
                 // one does).
-                let asked_client = turn_stream::find_back(&api, &path, |e| e.seq == after)
+                let asked_client = find_back(api.log.as_ref(), &path, |e| e.seq == after)
                     .await?
                     .is_some_and(|e| matches!(&e.event, spool_domain::ChatEvent::ToolStart(t) if t.client));
                 if asked_client
-                    && let Some(reply) = turn_stream::find_back(&api, &path, |e| {
+                    && let Some(reply) = find_back(api.log.as_ref(), &path, |e| {
                         e.seq < after
                             && e.turn_id.as_deref() == Some(turn.as_str())
                             && matches!(&e.event, spool_domain::ChatEvent::MessageEnd(_))
@@ -181,11 +184,11 @@ pub(crate) async fn resume(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let path = turn_stream::session_for_read(&api, &headers, &uri, &id).await?;
-    match turn_stream::latest_turn(&api, &path).await? {
-        Some((turn, after)) => Ok(turn_stream::respond(
+    match current_turn(api.log.as_ref(), &path).await? {
+        Some(CurrentTurn { turn_id, after }) => Ok(turn_stream::respond(
             api,
             path,
-            TurnStream::new(turn),
+            TurnStream::new(turn_id),
             after,
             after,
             HEADERS,

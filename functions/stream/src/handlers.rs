@@ -12,7 +12,10 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
-use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position, WaitOutcome};
+use spool_domain::{
+    Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position,
+    log::follow::{End, Followed},
+};
 
 use crate::{
     ApiError, Intent, Sharing, StreamApi,
@@ -406,25 +409,15 @@ pub(crate) async fn read(
             Ok(chunk_answer(&chunk, &headers, None, sharing))
         }
         Live::LongPoll => {
-            let mut chunk = api.log.read(&path, from, None).await?;
+            let long_poll = api.live.long_poll;
+            let (mut chunk, mut follow) = api.follow(path, from, long_poll, long_poll).start().await?;
             if chunk.messages.is_empty() && !chunk.closed {
-                let waited = tokio::select! {
-                    waited = api.log.wait(&path, chunk.next_offset, api.live.long_poll) => Some(waited?),
-                    // The server is stopping: answer as if the wait ran out.
-                    () = api.stopping() => None,
-                };
-                match waited {
-                    // The append that woke the wait, from memory: what the read would return.
-                    Some(WaitOutcome::Ready {
-                        delivered: Some(delivered),
-                        ..
-                    }) if let Some(delivered) = delivered.chunk_after(chunk.next_offset, &chunk.stream_id) => {
-                        chunk = delivered;
-                    }
-                    Some(WaitOutcome::Ready { .. }) => {
-                        chunk = api.log.read(&path, Position::At(chunk.next_offset), None).await?;
-                    }
-                    _ => {}
+                match follow.next().await {
+                    // The append that woke the wait (handed over from memory, or read).
+                    Followed::Chunk(next) => chunk = next,
+                    Followed::End(End::Failed(e)) => return Err(e.into()),
+                    // The wait ran out, or the server is stopping: answer as if it ran out.
+                    Followed::KeepAlive | Followed::End(End::Deadline | End::Stopped | End::Closed) => {}
                 }
             }
             let cursor = Some(protocol::cursor(

@@ -24,7 +24,7 @@ mod subscriptions;
 mod turn_stream;
 pub mod writes;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -36,7 +36,7 @@ use axum::{
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use openapi::openapi;
 pub use spool_domain::LiveSettings;
-use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM, subscription};
+use spool_domain::{Position, StreamLog, StreamPath, directory::AUDIT_STREAM, log::follow::Follow, subscription};
 
 /// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
 pub const STREAM_PREFIX: &str = "/v1/stream/";
@@ -165,14 +165,17 @@ impl StreamApi {
         self
     }
 
-    /// Completes when the server stops (never, without [`Self::with_shutdown`]).
-    async fn stopping(&self) {
-        if let Some(mut stopping) = self.stopping.clone()
-            && stopping.wait_for(|stop| *stop).await.is_ok()
-        {
-            return;
-        }
-        std::future::pending::<()>().await;
+    /// A live read of `path` from `from` ([`Follow`]): it waits at the tail at most
+    /// `keep_alive` at a time, lasts until `lasting` from now, and ends when the server stops.
+    fn follow(&self, path: StreamPath, from: Position, keep_alive: Duration, lasting: Duration) -> Follow {
+        Follow::new(
+            self.log.clone(),
+            path,
+            from,
+            keep_alive,
+            tokio::time::Instant::now() + lasting,
+        )
+        .until_stopped(self.stopping.clone())
     }
 
     /// The stream a read names, and whether its answers may be shared: a read with a read grant

@@ -11,10 +11,12 @@
 //! with `Last-Event-ID`; and the global chat's messages ([`respond_messages`]): one SSE event per
 //! [`Message`], `id: <its id>`, the events that are no message skipped.
 //!
-//! The body is a stream polled by the HTTP server: when the client goes away it is dropped, and
-//! with it any wait in progress. Nothing runs in the background.
+//! Each is a formatter over the one follow loop ([`Follow`]): what it reads, waits for and when
+//! it ends are the loop's; how a chunk looks on the wire is this module's. The body is a stream
+//! polled by the HTTP server: when the client goes away it is dropped, and with it any wait in
+//! progress. Nothing runs in the background.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
@@ -24,7 +26,11 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
-use spool_domain::{Chunk, Event, Offset, Position, StreamPath, WaitOutcome, global::Message};
+use spool_domain::{
+    Chunk, Event, Offset, Position, StreamPath,
+    global::Message,
+    log::follow::{End, Follow, Followed},
+};
 use tokio::time::Instant;
 
 use crate::{
@@ -53,17 +59,13 @@ enum Format {
 
 /// Where an SSE response is.
 struct Reader {
-    api: Arc<StreamApi>,
+    follow: Follow,
     path: StreamPath,
     format: Format,
-    deadline: Instant,
+    keep_alive: Duration,
     /// A chunk read but not sent yet (the first one is read before the response starts, so a
     /// missing stream is a plain `404`).
     pending: Option<Chunk>,
-    /// The offset after the last message sent.
-    offset: Offset,
-    /// The storage id of the stream's incarnation it reads.
-    stream_id: String,
     done: bool,
     /// When it last sent something (`None` before the first): a chunk with nothing to send
     /// (events that are no message) sends nothing, unless the response has been silent for a
@@ -78,13 +80,13 @@ pub(crate) async fn respond(
     from: Position,
     client_cursor: Option<String>,
 ) -> Result<Response, ApiError> {
-    let first = api.log.read(&path, from, None).await?;
+    let (first, follow) = live(&api, path.clone(), from).start().await?;
     let encoding = SseData::for_type(&first.content_type);
     let format = Format::Protocol {
         encoding,
         client_cursor,
     };
-    let mut response = sse_response(api, path, format, first);
+    let mut response = sse_response(&api, path, format, first, follow);
     if encoding == SseData::Base64 {
         response.headers_mut().insert(
             HeaderName::from_static(STREAM_SSE_DATA_ENCODING),
@@ -96,24 +98,31 @@ pub(crate) async fn respond(
 
 /// Starts an SSE response of a chat's events after `after` (a seq).
 pub(crate) async fn respond_events(api: Arc<StreamApi>, path: StreamPath, after: u64) -> Result<Response, ApiError> {
-    let first = api.log.read(&path, Position::At(Offset::after(after)), None).await?;
-    Ok(sse_response(api, path, Format::ChatEvents, first))
+    let (first, follow) = live(&api, path.clone(), Position::At(Offset::after(after)))
+        .start()
+        .await?;
+    Ok(sse_response(&api, path, Format::ChatEvents, first, follow))
 }
 
 /// Starts an SSE response of a chat's messages after `after` (a seq).
 pub(crate) async fn respond_messages(api: Arc<StreamApi>, path: StreamPath, after: u64) -> Result<Response, ApiError> {
-    let first = api.log.read(&path, Position::At(Offset::after(after)), None).await?;
-    Ok(sse_response(api, path, Format::Messages, first))
+    let (first, follow) = live(&api, path.clone(), Position::At(Offset::after(after)))
+        .start()
+        .await?;
+    Ok(sse_response(&api, path, Format::Messages, first, follow))
 }
 
-fn sse_response(api: Arc<StreamApi>, path: StreamPath, format: Format, first: Chunk) -> Response {
+/// The follow loop of an SSE response: a keep-alive period at a time, for `sse_max`.
+fn live(api: &StreamApi, path: StreamPath, from: Position) -> Follow {
+    api.follow(path, from, api.live.sse_keepalive, api.live.sse_max)
+}
+
+fn sse_response(api: &StreamApi, path: StreamPath, format: Format, first: Chunk, follow: Follow) -> Response {
     let reader = Reader {
-        deadline: Instant::now() + api.live.sse_max,
-        api,
+        follow,
         path,
         format,
-        offset: first.start,
-        stream_id: first.stream_id.clone(),
+        keep_alive: api.live.sse_keepalive,
         pending: Some(first),
         done: false,
         sent_at: None,
@@ -149,30 +158,30 @@ impl Reader {
             }
             let chunk = match self.pending.take() {
                 Some(chunk) => chunk,
-                None => match self.wait_and_read().await {
-                    Ok(Some(chunk)) => chunk,
+                None => match self.follow.next().await {
+                    Followed::Chunk(chunk) => chunk,
                     // Idle for a keep-alive period: a comment keeps the connection open.
-                    Ok(None) if Instant::now() < self.deadline => return Some(Bytes::from_static(KEEP_ALIVE)),
-                    // Time to recycle the connection; the client resumes from its last offset.
-                    Ok(None) => return None,
-                    Err(e) => {
+                    Followed::KeepAlive => return Some(Bytes::from_static(KEEP_ALIVE)),
+                    Followed::End(End::Failed(e)) => {
                         tracing::debug!(path = %self.path, error = %e, "ending an SSE response");
                         return None;
                     }
+                    // Time to recycle the connection, or the server is stopping: the client
+                    // resumes from its last offset. (A closed stream ended at its last chunk.)
+                    Followed::End(End::Deadline | End::Stopped | End::Closed) => return None,
                 },
             };
             let out = self.frame(&chunk);
-            self.offset = chunk.next_offset;
             self.done = chunk.closed;
             if !out.is_empty() {
-                // When the chunk was not the tail, the next wait returns at once and reads on.
+                // When the chunk was not the tail, the follow reads on at once.
                 return Some(out.freeze());
             }
             match self.sent_at {
                 // The first read of an up-to-date chat: a comment starts the response.
                 None => return Some(Bytes::from_static(b": up to date\n\n")),
                 // Only events that are no message for a keep-alive period (a long answer's deltas).
-                Some(at) if at.elapsed() >= self.api.live.sse_keepalive => return Some(Bytes::from_static(KEEP_ALIVE)),
+                Some(at) if at.elapsed() >= self.keep_alive => return Some(Bytes::from_static(KEEP_ALIVE)),
                 // Nothing to send: wait for more.
                 Some(_) => {}
             }
@@ -228,34 +237,5 @@ impl Reader {
             }
         }
         out
-    }
-
-    /// Waits for data past the offset (up to a keep-alive period or the deadline) and reads it;
-    /// `None` when nothing came.
-    async fn wait_and_read(&mut self) -> Result<Option<Chunk>, ApiError> {
-        let now = Instant::now();
-        if now >= self.deadline {
-            return Ok(None);
-        }
-        let nap = self.api.live.sse_keepalive.min(self.deadline - now);
-        let waited = tokio::select! {
-            waited = self.api.log.wait(&self.path, self.offset, nap) => waited?,
-            () = self.api.stopping() => {
-                // The server is stopping: end now; the client resumes from its last offset.
-                self.deadline = Instant::now();
-                return Ok(None);
-            }
-        };
-        match waited {
-            WaitOutcome::TimedOut { .. } => Ok(None),
-            // The append that woke the wait, from memory: what the read would return.
-            WaitOutcome::Ready {
-                delivered: Some(delivered),
-                ..
-            } if let Some(chunk) = delivered.chunk_after(self.offset, &self.stream_id) => Ok(Some(chunk)),
-            WaitOutcome::Ready { .. } => Ok(Some(
-                self.api.log.read(&self.path, Position::At(self.offset), None).await?,
-            )),
-        }
     }
 }

@@ -2,11 +2,12 @@
 //!
 //! What the AI SDK's routes and AG-UI's share: a request's write (a person's message, or an
 //! answer to what the turn waits on) posted through the chat API ([`Ask`], [`post`]); the
-//! turn to replay when a client comes back ([`latest_turn`]); and the SSE response that reads
-//! the turn's durable events and hands each to a [`Translate`]r of the front end's vocabulary,
-//! until the turn ends or waits on a person ([`respond`]).
+//! turn to replay when a client comes back (the domain's `current_turn`); and the SSE
+//! response that follows the turn's durable events ([`Follow`], the one loop of every live
+//! reader) and hands each to a [`Translate`]r of the front end's vocabulary, until the turn
+//! ends or waits on a person ([`respond`]).
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -18,11 +19,11 @@ use futures_util::stream;
 use serde::Serialize;
 use serde_json::{Value, json};
 use spool_domain::{
-    ChatEvent, Event, Offset, Position, StreamPath, WaitOutcome,
-    session::read_events,
+    Chunk, Event, Offset, Position, StreamPath,
+    chat::current_turn::find_back,
+    log::follow::{End, Follow, Followed},
     ui_message::{self, Progress},
 };
-use tokio::time::Instant;
 
 use crate::{ApiError, Intent, StreamApi};
 
@@ -32,13 +33,6 @@ const MAX_STREAM: Duration = Duration::from_secs(14 * 60);
 
 /// The largest request body: the front ends send the whole conversation each time.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-/// Events read per window when looking back for a turn.
-const WINDOW: usize = 500;
-/// The most windows looked back (a turn of more events than this is not found).
-const MAX_WINDOWS: u64 = 64;
-/// The most windows a resume looks back for an unfinished turn (2,000 events).
-const RESUME_WINDOWS: u64 = 4;
 
 /// A front end's vocabulary: the frames one turn's events become.
 pub(crate) trait Translate: Send + 'static {
@@ -212,7 +206,7 @@ pub(crate) async fn post(
                 // stream shows what happened. (A refusal for any other reason is passed on.)
                 Err(ApiError::Upstream { status, .. })
                     if status == StatusCode::CONFLICT
-                        && find_back(api, path, |e| {
+                        && find_back(api.log.as_ref(), path, |e| {
                             e.seq > asked.seq && ui_message::answers(&e.event, &call_id)
                         })
                         .await?
@@ -227,7 +221,7 @@ pub(crate) async fn post(
 /// The event in which the chat asked a person about the call `call_id` (an approval, a
 /// question, a plan): `400` when it never did.
 pub(crate) async fn request_event(api: &StreamApi, path: &StreamPath, call_id: &str) -> Result<Event, ApiError> {
-    find_back(api, path, |e| {
+    find_back(api.log.as_ref(), path, |e| {
         e.turn_id.is_some() && ui_message::asks_about(&e.event, call_id)
     })
     .await?
@@ -268,69 +262,6 @@ async fn accepted(response: Result<Response, String>) -> Result<Value, ApiError>
     }
 }
 
-/// The chat's turn to resume: its id and the seq its replay starts after; `None` when no
-/// turn runs or waits. Looking back from the tail, a turn is unfinished when its start (the
-/// message or command that made it) has no `agent_end` after it; the newest unfinished turn
-/// that started (`agent_start`) wins, since one runs at a time; else the newest one queued.
-/// An older turn can wait on a person while a later, enqueued one runs and ends, so the
-/// search does not stop at the last `agent_end`; it looks back [`RESUME_WINDOWS`] windows.
-pub(crate) async fn latest_turn(api: &StreamApi, path: &StreamPath) -> Result<Option<(String, u64)>, ApiError> {
-    let tail = api.log.metadata(path).await?.tail.seq();
-    let (mut ended, mut started) = (HashSet::new(), HashSet::new());
-    let mut queued: Option<(String, u64)> = None;
-    let mut end = tail;
-    for _ in 0..RESUME_WINDOWS {
-        if end == 0 {
-            break;
-        }
-        let start = end.saturating_sub(WINDOW as u64);
-        let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
-        for event in page.events.iter().rev() {
-            let Some(turn) = &event.turn_id else { continue };
-            match &event.event {
-                ChatEvent::AgentEnd(_) => {
-                    ended.insert(turn.clone());
-                }
-                ChatEvent::AgentStart(_) => {
-                    started.insert(turn.clone());
-                }
-                ChatEvent::UserMessageSubmitted(_) | ChatEvent::SlashCommandInvoked(_) if !ended.contains(turn) => {
-                    let found = (turn.clone(), event.seq.saturating_sub(1));
-                    if started.contains(turn) {
-                        return Ok(Some(found));
-                    }
-                    queued.get_or_insert(found);
-                }
-                _ => {}
-            }
-        }
-        end = start;
-    }
-    Ok(queued)
-}
-
-/// The latest event of the chat that `pick` picks, looking back from its tail.
-pub(crate) async fn find_back(
-    api: &StreamApi,
-    path: &StreamPath,
-    pick: impl Fn(&Event) -> bool,
-) -> Result<Option<Event>, ApiError> {
-    let tail = api.log.metadata(path).await?.tail.seq();
-    let mut end = tail;
-    for _ in 0..MAX_WINDOWS {
-        if end == 0 {
-            break;
-        }
-        let start = end.saturating_sub(WINDOW as u64);
-        let page = read_events(api.log.as_ref(), path, start, (end - start) as usize).await?;
-        if let Some(found) = page.events.iter().rev().find(|e| pick(e)) {
-            return Ok(Some(found.clone()));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
 /// The turn `translate` follows, as SSE: its events after `after`, the frames of those up to
 /// `seen` (a seq the client has) held back.
 pub(crate) fn respond<T: Translate>(
@@ -341,12 +272,16 @@ pub(crate) fn respond<T: Translate>(
     seen: u64,
     headers: &[(&'static str, &'static str)],
 ) -> Response {
+    let follow = api.follow(
+        path.clone(),
+        Position::At(Offset::after(after)),
+        api.live.sse_keepalive,
+        MAX_STREAM,
+    );
     let reader = Reader {
-        deadline: Instant::now() + MAX_STREAM,
-        api,
+        follow,
         path,
         translate,
-        after,
         seen,
         started: false,
         done: false,
@@ -397,14 +332,11 @@ fn frame<F: Serialize>(frames: &[F], done_line: Option<&str>) -> Bytes {
 
 /// Where a turn's stream is.
 struct Reader<T> {
-    api: Arc<StreamApi>,
+    follow: Follow,
     path: StreamPath,
     translate: T,
-    /// The last seq read.
-    after: u64,
     /// The last seq the client has: frames of events up to it are held back.
     seen: u64,
-    deadline: Instant,
     started: bool,
     done: bool,
 }
@@ -421,16 +353,31 @@ impl<T: Translate> Reader<T> {
             self.translate.open(&mut out);
         }
         loop {
-            let (events, up_to_date) = match read_after(&self.api, &self.path, self.after).await {
-                Ok(read) => read,
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
+            let chunk = match self.follow.next().await {
+                Followed::Chunk(chunk) => chunk,
+                // Up to date, and nothing came for a keep-alive period: keep the line alive.
+                Followed::KeepAlive if out.is_empty() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                Followed::KeepAlive => return Some(frame(&out, None)),
+                Followed::End(End::Stopped) => {
                     self.done = true;
-                    self.translate.cut(&mut out);
-                    return Some(frame(&out, None));
+                    return (!out.is_empty()).then(|| frame(&out, None));
+                }
+                Followed::End(why) => {
+                    // Time is up, or the store failed (the client resumes): what was read, then
+                    // the end. (A chat's stream is never closed.)
+                    if let End::Failed(e) = why {
+                        tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
+                    }
+                    return Some(self.cut(out));
                 }
             };
-            let progressed = !events.is_empty();
+            let events = match events(&chunk, &self.path) {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
+                    return Some(self.cut(out));
+                }
+            };
             for event in &events {
                 if event.seq <= self.seen {
                     self.translate.push(event, &mut Vec::new());
@@ -440,8 +387,8 @@ impl<T: Translate> Reader<T> {
                 } else {
                     self.translate.push(event, &mut out);
                 }
-                self.after = event.seq;
             }
+            let up_to_date = chunk.up_to_date || chunk.closed;
             match self.translate.progress() {
                 Progress::Ended => {
                     self.done = true;
@@ -452,50 +399,24 @@ impl<T: Translate> Reader<T> {
                     self.done = true;
                     return Some(frame(&out, self.translate.done_line()));
                 }
-                _ if Instant::now() >= self.deadline => {
-                    // Time is up (the client resumes): what was read, then the end.
-                    self.done = true;
-                    self.translate.cut(&mut out);
-                    return Some(frame(&out, None));
-                }
                 _ if !out.is_empty() => return Some(frame(&out, None)),
-                _ if !up_to_date && progressed => continue,
-                _ if !up_to_date => {
-                    // Below the tail, yet nothing read: not a reason to spin.
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                }
+                // Nothing to send: the follow reads on, or waits for the next append.
                 _ => {}
-            }
-            // Up to date (or a read that made no progress), nothing to send: wait for the next
-            // append, or keep the line alive.
-            let now = Instant::now();
-            let nap = self.api.live.sse_keepalive.min(self.deadline - now);
-            let waited = tokio::select! {
-                waited = self.api.log.wait(&self.path, Offset::after(self.after), nap) => waited,
-                () = self.api.stopping() => {
-                    self.done = true;
-                    return None;
-                }
-            };
-            match waited {
-                Ok(WaitOutcome::TimedOut { .. }) => return Some(Bytes::from_static(b": keep-alive\n\n")),
-                Ok(WaitOutcome::Ready { .. }) => {}
-                Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "ending a turn's stream");
-                    self.done = true;
-                    return None;
-                }
             }
         }
     }
+
+    /// `out`, then the frames of a stream cut short while the turn goes on; the end.
+    fn cut(&mut self, mut out: Vec<T::Frame>) -> Bytes {
+        self.done = true;
+        self.translate.cut(&mut out);
+        frame(&out, None)
+    }
 }
 
-/// The events of the chat at `path` after `after`, from one read of the log (no metadata read
-/// first: this runs at every wake of a live stream), and whether they reach the tail.
-async fn read_after(api: &StreamApi, path: &StreamPath, after: u64) -> Result<(Vec<Event>, bool), spool_domain::Error> {
-    let chunk = api.log.read(path, Position::At(Offset::after(after)), None).await?;
-    let events = chunk
+/// The events of the chat at `path` that `chunk` holds.
+fn events(chunk: &Chunk, path: &StreamPath) -> Result<Vec<Event>, spool_domain::Error> {
+    chunk
         .messages
         .iter()
         .map(|message| {
@@ -503,6 +424,5 @@ async fn read_after(api: &StreamApi, path: &StreamPath, after: u64) -> Result<(V
                 what: format!("an event of `{path}`: {e}"),
             })
         })
-        .collect::<Result<Vec<Event>, _>>()?;
-    Ok((events, chunk.up_to_date || chunk.closed))
+        .collect()
 }

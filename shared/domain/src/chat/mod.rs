@@ -10,6 +10,7 @@
 //!   workspace's (its settings, agents and tasks), over ports only, for every HTTP function and
 //!   action to call;
 //! - [`claim`]: a chat's pending turn, and how a claim a crash left behind is reconciled;
+//! - [`current_turn`]: which turn holds a chat (runs or waits), as its stream tells;
 //! - [`turns`]: the queue of agent turns between a submission and the worker;
 //! - [`ag_ui`]: a turn as AG-UI events (CopilotKit's protocol);
 //! - [`ui_message`]: a turn as the AI SDK's UI message stream (`useChat`'s wire format);
@@ -35,6 +36,7 @@ pub mod claim;
 pub mod clis;
 pub mod commands;
 pub mod confine;
+pub mod current_turn;
 pub mod directory;
 pub mod event;
 pub mod global;

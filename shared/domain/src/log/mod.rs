@@ -13,6 +13,8 @@
 //!   far a read goes, without I/O, for every adapter to drive;
 //! - [`limits`]: the log's configured bounds (append size, live-read settings);
 //! - [`notify`]: wakes live readers when a stream moves;
+//! - [`follow`]: the one loop under every live reader (read, wait at the tail, keep-alive,
+//!   deadline), handing over in-memory what a wait brings;
 //! - [`group_commit`]: merges concurrent appends to one stream into one durable write;
 //! - [`jobs`]: maintenance work (sealing) carried off the request path;
 //! - [`aggregate`]: streams many requests add to (feeds, audit), appended off their path;
@@ -24,6 +26,7 @@
 //! the same way.
 
 pub mod aggregate;
+pub mod follow;
 pub mod group_commit;
 pub mod jobs;
 pub mod limits;
