@@ -8,13 +8,17 @@
 //!   decision, a question's answer: see [`answer`]); otherwise its last user message is posted
 //!   to the chat (a digest of its id is the `client_message_id`, so a retry posts nothing
 //!   twice). The response is the turn as AG-UI events
-//!   ([`spool_domain::ag_ui`]).
+//!   ([`crate::wire::ag_ui`]).
 //! - `GET /v1/ag-ui/chat/{id}/stream` resumes the chat's running or waiting turn: from its
 //!   start, or after `?after=<seq>` (every event's `metadata.spool.seq`) for a client that kept
 //!   its state; `204` when no turn runs or waits.
 
 use std::sync::Arc;
 
+use crate::wire::{
+    ag_ui::{AgUiEvent, RunStream},
+    ui_message::Progress,
+};
 use axum::{
     extract::{Path, Request, State},
     http::{HeaderMap, StatusCode, Uri},
@@ -22,11 +26,7 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    ChatEvent,
-    ag_ui::{AgUiEvent, RunStream},
-    ui_message::Progress,
-};
+use spool_chat::event::ChatEvent;
 
 use crate::{
     ApiError, StreamApi,
@@ -40,7 +40,7 @@ impl Translate for RunStream {
         out.push(self.start());
     }
 
-    fn push(&mut self, event: &spool_domain::Event, out: &mut Vec<AgUiEvent>) {
+    fn push(&mut self, event: &spool_chat::session::Event, out: &mut Vec<AgUiEvent>) {
         RunStream::push(self, event, out);
     }
 
@@ -205,7 +205,7 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
 /// The answer a `resume` entry gives to what `asked` asks. An approval's payload is
 /// `{approved}`, a plan's `{approved, feedback?}`, a question's `{answer}` (or the answer
 /// itself); `cancelled` declines an approval and rejects a plan.
-fn answer(asked: spool_domain::Event, entry: &Resume) -> Result<Ask, ApiError> {
+fn answer(asked: spool_chat::session::Event, entry: &Resume) -> Result<Ask, ApiError> {
     let resolved = match entry.status.as_str() {
         "resolved" => true,
         "cancelled" => false,

@@ -12,7 +12,9 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
-use spool_domain::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position, WaitOutcome};
+use spool_log::stream::{
+    Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position, WaitOutcome,
+};
 
 use crate::{
     ApiError, Intent, Sharing, StreamApi,

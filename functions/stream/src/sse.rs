@@ -24,7 +24,8 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
-use spool_domain::{Chunk, Event, Offset, Position, StreamPath, WaitOutcome, global::Message};
+use spool_chat::{global::Message, session::Event};
+use spool_log::stream::{Chunk, Offset, Position, StreamPath, WaitOutcome};
 use tokio::time::Instant;
 
 use crate::{

@@ -8,6 +8,7 @@
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
+use crate::wire::ui_message::{self, Progress};
 use axum::{
     body::{Body, Bytes},
     extract::Request,
@@ -17,11 +18,11 @@ use axum::{
 use futures_util::stream;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    ChatEvent, Event, Offset, Position, StreamPath, WaitOutcome,
-    session::read_events,
-    ui_message::{self, Progress},
+use spool_chat::{
+    event::ChatEvent,
+    session::{Event, read_events},
 };
+use spool_log::stream::{Offset, Position, StreamPath, WaitOutcome};
 use tokio::time::Instant;
 
 use crate::{ApiError, Intent, StreamApi};
@@ -493,13 +494,17 @@ impl<T: Translate> Reader<T> {
 
 /// The events of the chat at `path` after `after`, from one read of the log (no metadata read
 /// first: this runs at every wake of a live stream), and whether they reach the tail.
-async fn read_after(api: &StreamApi, path: &StreamPath, after: u64) -> Result<(Vec<Event>, bool), spool_domain::Error> {
+async fn read_after(
+    api: &StreamApi,
+    path: &StreamPath,
+    after: u64,
+) -> Result<(Vec<Event>, bool), spool_log::error::Error> {
     let chunk = api.log.read(path, Position::At(Offset::after(after)), None).await?;
     let events = chunk
         .messages
         .iter()
         .map(|message| {
-            serde_json::from_slice(message).map_err(|e| spool_domain::Error::Corrupt {
+            serde_json::from_slice(message).map_err(|e| spool_log::error::Error::Corrupt {
                 what: format!("an event of `{path}`: {e}"),
             })
         })
