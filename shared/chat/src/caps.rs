@@ -173,6 +173,23 @@ mod tests {
                 "{told}"
             );
             assert!(capped.error(7).is_client_error());
+            // AND it is read back from the error
+            assert_eq!(Capped::reached(&capped.error(7)), Some(capped));
         }
+    }
+
+    #[test]
+    fn a_reached_cap_is_told_word_for_word() {
+        // GIVEN caps told from a template, WHEN one is reached, THEN the number is in its place
+        assert_eq!(
+            Capped::Hooks.error(20).to_string(),
+            "a workspace has at most 20 webhooks; delete one first"
+        );
+        assert_eq!(
+            Capped::Commands.error(200).to_string(),
+            "at most 200 slash commands are stored here (the organization's global ones, or one workspace's); \
+             delete one first"
+        );
+        assert_eq!(Capped::reached(&Error::EmptyAppend), None);
     }
 }

@@ -10,7 +10,7 @@
 //! and retried on the schedule [`RETRY_SCHEDULE`] by a job ([`spool_log::jobs::MaintenanceJob`])
 //! until the endpoint answers 2xx, every attempt recorded where the API shows it.
 //!
-//! - [`service`]: [`ChatHooks`], which turns feed events into deliveries and runs them.
+//! - [`service`]: [`service::ChatHooks`], which turns feed events into deliveries and runs them.
 
 pub mod service;
 
