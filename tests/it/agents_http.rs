@@ -9,7 +9,8 @@ use std::{sync::Arc, time::Duration};
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_agents::{Outcome, Runtimes, Settings};
-use spool_domain::{Metadata, StreamLog, TurnJob};
+use spool_chat::{turns::TurnJob, workspace::Metadata};
+use spool_log::port::StreamLog;
 use spool_tests::Harness;
 
 use crate::support::{
@@ -86,7 +87,7 @@ pub(crate) async fn a_message_gets_a_streamed_answer_and_frees_the_chat<H: Harne
     assert_eq!(states, [(next.as_str(), "completed"), (turn.as_str(), "completed")]);
     assert!(turns["turns"][0]["expires_at"].is_string());
     // AND the worker sealed the chat's pages to its end after the turn
-    let path = spool_domain::Session::stream(&org_of(api), &chat).unwrap();
+    let path = spool_chat::session::Session::stream(&org_of(api), &chat).unwrap();
     spool_tests::eventually("the chat's pages sealed after agent_end", || async {
         let meta = stack.log.metadata(&path).await.unwrap();
         (meta.sealed == meta.tail).then_some(())
@@ -534,7 +535,7 @@ fn sqs_record(group: &str, body: String) -> Value {
 }
 
 /// The record of a job the turn queue delivered, with its receipt.
-fn delivered_record(delivery: &spool_domain::Delivery) -> Value {
+fn delivered_record(delivery: &spool_chat::turns::Delivery) -> Value {
     let mut record = sqs_record(&delivery.job.group(), serde_json::to_string(&delivery.job).unwrap());
     record["receiptHandle"] = json!(delivery.receipt);
     record
@@ -667,13 +668,13 @@ pub(crate) async fn an_agent_never_starts_on_empty_input<H: Harness>(harness: &H
         .await;
     assert_eq!(status, 400);
     let org = org_of(&api);
-    let path = spool_domain::Session::stream(&org, &chat).unwrap();
+    let path = spool_chat::session::Session::stream(&org, &chat).unwrap();
     let draft = spool_tests::draft(
         "user_message_submitted",
         json!({ "content": "   ", "author": "key:test" }),
         Some("turn_blank"),
     );
-    spool_domain::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z", None)
+    spool_chat::session::append_events(log.as_ref(), &path, &chat, &[draft], None, "2026-11-23T00:00:00Z", None)
         .await
         .unwrap();
     let job = TurnJob::new(&org, &chat, "turn_blank", 1);
@@ -789,19 +790,19 @@ pub(crate) async fn a_step_at_the_lambda_deadline_carries_over_to_a_new_job<H: H
         "default": [{ "say": "one two three four five six seven eight nine ten eleven twelve" }] });
     let (_, chat) = chat_with(&api, slow).await;
     let turn = send(&api, &chat, "talk").await;
-    let lease = spool_domain::Lease::new(Duration::from_secs(60), "lambda");
-    let receive = |queue: Arc<dyn spool_domain::TurnQueue>| {
+    let lease = spool_chat::turns::Lease::new(Duration::from_secs(60), "lambda");
+    let receive = |queue: Arc<dyn spool_chat::turns::TurnQueue>| {
         let lease = lease.clone();
         async move {
             let delivered = queue
-                .receive(&spool_domain::Receive::new(1, lease, Duration::from_secs(5)))
+                .receive(&spool_chat::turns::Receive::new(1, lease, Duration::from_secs(5)))
                 .await
                 .unwrap();
             assert_eq!(delivered.len(), 1, "{delivered:?}");
             delivered.into_iter().next().unwrap()
         }
     };
-    let event = |delivery: &spool_domain::Delivery| sqs_batch(vec![delivered_record(delivery)]);
+    let event = |delivery: &spool_chat::turns::Delivery| sqs_batch(vec![delivered_record(delivery)]);
     let worker = Arc::new(
         spool_worker::Worker::new(log.clone())
             .with_turns(engine(log, metadata), 3)
@@ -861,9 +862,9 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     // GIVEN the turn delivered to a function with a one-second lease
     let ttl = Duration::from_secs(1);
     let delivered = queue
-        .receive(&spool_domain::Receive::new(
+        .receive(&spool_chat::turns::Receive::new(
             1,
-            spool_domain::Lease::new(ttl, "lambda"),
+            spool_chat::turns::Lease::new(ttl, "lambda"),
             Duration::from_secs(5),
         ))
         .await
@@ -880,9 +881,9 @@ pub(crate) async fn a_lambda_batch_keeps_its_turns_leased<H: Harness>(harness: &
     tokio::time::sleep(Duration::from_millis(2000)).await;
     // THEN nobody else can receive it meanwhile
     let stolen = queue
-        .receive(&spool_domain::Receive::new(
+        .receive(&spool_chat::turns::Receive::new(
             1,
-            spool_domain::Lease::new(Duration::from_secs(60), "other"),
+            spool_chat::turns::Lease::new(Duration::from_secs(60), "other"),
             Duration::from_millis(500),
         ))
         .await

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use spool_domain::{
-    ContentType, CreateStream, IfMissing, Position, StreamPath, StreamReader, StreamWriter,
-    aggregate::{apply, stamp},
+use spool_log::{
+    aggregate::{IfMissing, apply, stamp},
+    port::{StreamReader, StreamWriter},
+    stream::{ContentType, CreateStream, Position, StreamPath},
 };
 use spool_tests::{Harness, unique_path};
 
@@ -102,18 +103,18 @@ pub(crate) async fn a_missing_stream_drops_its_events_or_is_made<H: Harness>(har
     assert_eq!((dropped, made), (0, 2));
     assert!(matches!(
         log.metadata(&feed).await,
-        Err(spool_domain::Error::NotFound { .. })
+        Err(spool_log::error::Error::NotFound { .. })
     ));
     assert_eq!(chat_ids(&log, &audit).await, tags("h", 0..2));
     // AND direct handing-over follows the same rules
-    let direct = spool_domain::aggregate::Direct(Arc::new(log.clone()));
+    let direct = spool_log::aggregate::Direct(Arc::new(log.clone()));
     let mut event = events("d", 1).remove(0);
-    spool_domain::Aggregates::add(&direct, &feed, event.clone(), IfMissing::Drop)
+    spool_log::aggregate::Aggregates::add(&direct, &feed, event.clone(), IfMissing::Drop)
         .await
         .unwrap();
     assert!(log.metadata(&feed).await.is_err());
     event["chat_id"] = json!("h-2");
-    spool_domain::Aggregates::add(&direct, &audit, event, IfMissing::Create)
+    spool_log::aggregate::Aggregates::add(&direct, &audit, event, IfMissing::Create)
         .await
         .unwrap();
     assert_eq!(chat_ids(&log, &audit).await, tags("h", 0..3));
@@ -130,7 +131,7 @@ mod queue {
     use std::time::Duration;
 
     use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-    use spool_domain::Aggregates;
+    use spool_log::aggregate::Aggregates;
     use spool_tests::AwsHarness;
 
     use super::*;

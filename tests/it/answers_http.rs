@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{OpenRequest, RequestKind, Sessions};
+use spool_chat::session::{OpenRequest, RequestKind, Sessions};
 use spool_tests::Harness;
 
 use crate::support::{Api, org_of, setup};
@@ -141,9 +141,9 @@ pub(crate) async fn answers_take_their_open_request_once<H: Harness>(harness: &H
     // AND each answer enqueued the waiting turn again, from the answer's seq
     let queue = harness.turns().await;
     let got = queue
-        .receive(&spool_domain::Receive::new(
+        .receive(&spool_chat::turns::Receive::new(
             10,
-            spool_domain::Lease::new(Duration::from_secs(60), "test"),
+            spool_chat::turns::Lease::new(Duration::from_secs(60), "test"),
             Duration::from_secs(1),
         ))
         .await

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use spool_domain::attachment::{FileStore, Transfer, object_key};
+use spool_chat::attachment::{FileStore, Transfer, object_key};
 use spool_tests::unique_id;
 
 #[tokio::test]
@@ -112,7 +112,7 @@ async fn s3_files_go_straight_to_the_bucket_with_pre_signed_urls() {
 /// expired, bytes and record, and keeps completed files.
 #[tokio::test]
 async fn the_sweep_deletes_only_unfinished_uploads_past_their_grace() {
-    use spool_domain::attachment::{Attachment, AttachmentStatus, Attachments};
+    use spool_chat::attachment::{Attachment, AttachmentStatus, Attachments};
     let dir = tempfile::tempdir().unwrap();
     let files = spool_embedded::LocalFiles::new(dir.path());
     let records = spool_embedded::EmbeddedMetadata::open(dir.path()).unwrap();

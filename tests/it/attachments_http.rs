@@ -8,7 +8,8 @@ use std::{sync::Arc, time::Duration};
 
 use reqwest::{Method, StatusCode, header::HeaderMap};
 use serde_json::{Value, json};
-use spool_domain::{Metadata, StreamLog, service::AttachmentLimits};
+use spool_chat::{service::AttachmentLimits, workspace::Metadata};
+use spool_log::port::StreamLog;
 use spool_tests::Harness;
 
 use crate::support::{Api, all_events, one, serve_limited, setup_on, stack, until};
@@ -350,7 +351,7 @@ pub(crate) async fn uploads_are_held_to_their_declaration<H: Harness>(harness: &
 /// is finished by the client's retry, which records the file once (the sweep leaves complete
 /// records alone: `attachment_files.rs`).
 pub(crate) async fn an_interrupted_completion_is_finished_by_a_retry<H: Harness>(harness: &H) {
-    use spool_domain::attachment::object_key;
+    use spool_chat::attachment::object_key;
     let stack = stack(harness).await;
     let api = &stack.api;
     let chat = new_chat(api).await;

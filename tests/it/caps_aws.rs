@@ -4,13 +4,13 @@
 //! without a transaction, so a full counter is counted again).
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use spool_domain::{
-    Error,
+use spool_chat::{
     attachment::{Attachment, AttachmentStatus, Attachments},
     caps::{Capped, Caps},
     commands::{CommandScope, Commands, StoredCommand},
     webhook::{Hook, HookEvent, HookStore},
 };
+use spool_log::error::Error;
 use spool_tests::{AwsHarness, Harness, unique_id};
 
 /// Deletes an item of the metadata table as something outside Spool's transactions would.
@@ -52,7 +52,7 @@ fn command(name: &str, bytes: usize) -> StoredCommand {
 
 fn capped(result: Result<(), Error>) -> Capped {
     match result {
-        Err(Error::CapReached { capped, .. }) => capped,
+        Err(e) => Capped::reached(&e).unwrap_or_else(|| panic!("expected a reached cap, got {e:?}")),
         other => panic!("expected a reached cap, got {other:?}"),
     }
 }

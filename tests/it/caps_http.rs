@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use spool_domain::{Metadata, StreamLog, caps::Caps};
+use spool_chat::{caps::Caps, workspace::Metadata};
+use spool_log::port::StreamLog;
 use spool_tests::Harness;
 
 use crate::support::{Api, chat_with, one, send, serve, setup, setup_on, stack_capped, until};

@@ -6,7 +6,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{Clock, SystemClock};
+use spool_log::clock::{Clock, SystemClock};
 use spool_tests::Harness;
 
 use crate::support::{Api, chat_with, handshake, one, org_of, send, stack, until};

@@ -20,7 +20,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_agents::Runtimes;
 use spool_aws::{AwsClients, AwsLog, AwsMetadata, FaultInjector, FaultPlan, SqsTurnQueue};
-use spool_domain::{Metadata, StreamLog, TurnQueue};
+use spool_chat::{turns::TurnQueue, workspace::Metadata};
+use spool_log::port::StreamLog;
 use spool_tests::{AwsHarness, Harness};
 
 use crate::support::{Api, engine_with, serve, setup_on, test_poll};

@@ -7,11 +7,8 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{
-    EventDraft, PendingTurn, Session, SystemClock,
-    clock::{Clock, rfc3339_ms},
-    session::append_events,
-};
+use spool_chat::session::{EventDraft, PendingTurn, Session, append_events};
+use spool_log::clock::{Clock, SystemClock, rfc3339_ms};
 use spool_tests::Harness;
 
 use crate::support::{Stack, abort, all_events, chat_with, org_of, stack, until};
@@ -216,7 +213,7 @@ pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: 
     // GIVEN the answer recorded as the API records it, and the process gone before the rest
     let payload = json!({ "question_id": question, "answer": "blue" });
     let draft = spool_tests::draft("question_answered", payload.clone(), Some(&turn));
-    let producer = spool_domain::ProducerClaim {
+    let producer = spool_log::stream::ProducerClaim {
         id: format!("answer:{question}"),
         epoch: 0,
         seq: 0,
@@ -259,7 +256,7 @@ pub(crate) async fn an_answer_cut_short_by_a_crash_is_completed_by_its_retry<H: 
         json!({ "question_id": question, "answer": "green" }),
         Some(&turn),
     );
-    let producer = spool_domain::ProducerClaim {
+    let producer = spool_log::stream::ProducerClaim {
         id: format!("answer:{question}"),
         epoch: 0,
         seq: 0,
@@ -310,10 +307,10 @@ pub(crate) async fn a_running_turn_whose_job_was_lost_runs_again<H: Harness>(har
     )
     .await
     .unwrap();
-    let running = spool_domain::TurnRecord::at(
+    let running = spool_chat::session::TurnRecord::at(
         "turn_lost",
         appended.first,
-        spool_domain::TurnStatus::InProgress,
+        spool_chat::session::TurnStatus::InProgress,
         None,
         then + 1000,
     );

@@ -709,7 +709,7 @@ async fn a_cli_moving_the_working_directory_needs_approval_and_stays_under_the_r
 /// Each CLI is probed as a turn would run it: installed or not, its version, healthy or why not.
 #[tokio::test]
 async fn the_clis_are_probed_for_their_version() {
-    use spool_domain::{CliType, clis::CliProbe};
+    use spool_chat::{clis::CliProbe, workspace::CliType};
     let bin = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     script(bin.path(), "claude", "echo '1.0.35 (Claude Code)'");

@@ -6,7 +6,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use spool_domain::failpoint::COMMAND_INVOKED;
+use spool_log::failpoint::COMMAND_INVOKED;
 use spool_tests::Harness;
 
 use crate::support::{Api, all_events, chat_with, stack};

@@ -5,10 +5,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use spool_domain::{
-    Append, ContentType, CreateStream, Created, Error, Expiry, Offset, Position, ProducerClaim, SealMode, StreamLog,
-    StreamPath, StreamReader, StreamSealer, StreamWriter, WaitOutcome,
+use spool_log::{
+    error::Error,
     failpoint::{SEAL_AFTER_COMMIT, SEAL_AFTER_PAGE_WRITE},
+    port::{StreamLog, StreamReader, StreamSealer, StreamWriter},
+    stream::{
+        Append, ContentType, CreateStream, Created, Expiry, Offset, Position, ProducerClaim, SealMode, StreamPath,
+        WaitOutcome,
+    },
 };
 use spool_tests::{Harness, test_limits, unique_path};
 
@@ -409,8 +413,8 @@ pub(crate) async fn an_expired_stream_is_gone<H: Harness>(h: &H) {
     assert!(matches!(log.metadata(&path).await, Err(Error::NotFound { .. })));
 }
 
-fn clock_now(clock: &spool_domain::ManualClock) -> i64 {
-    use spool_domain::Clock;
+fn clock_now(clock: &spool_log::clock::ManualClock) -> i64 {
+    use spool_log::clock::Clock;
     clock.now_ms()
 }
 
@@ -567,7 +571,7 @@ pub(crate) async fn waiting_wakes_on_new_data_from_any_writer<H: Harness>(h: &H)
 
 fn fork_of(source: &StreamPath, offset: Option<u64>, sub_offset: u64) -> CreateStream {
     CreateStream {
-        fork: Some(spool_domain::ForkRequest {
+        fork: Some(spool_log::stream::ForkRequest {
             source: source.clone(),
             offset: offset.map(Offset::after),
             sub_offset,
@@ -736,7 +740,7 @@ pub(crate) async fn concurrent_sealers_agree<H: Harness>(h: &H) {
     let ranges: Vec<(u64, u64)> = pages
         .iter()
         .map(|(name, _)| {
-            let r = spool_domain::page::parse_page_name(name).unwrap();
+            let r = spool_log::page::parse_page_name(name).unwrap();
             (r.first, r.last)
         })
         .collect();

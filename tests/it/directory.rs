@@ -1,6 +1,7 @@
 //! The directory of organizations and API keys, one contract for both backends.
 
-use spool_domain::{ApiKeyRecord, Directory, Error, Org};
+use spool_chat::directory::{ApiKeyRecord, Directory, Org};
+use spool_log::error::Error;
 use spool_tests::{Harness, unique_id};
 
 fn org(id: &str) -> Org {

@@ -5,7 +5,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{Clock, SystemClock};
+use spool_log::clock::{Clock, SystemClock};
 use spool_tests::Harness;
 
 use crate::support::{org_of, setup, snapshot};
@@ -135,13 +135,13 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         Some(json!({ "content": "hi" })),
     )
     .await;
-    let question = spool_domain::OpenRequest {
+    let question = spool_chat::session::OpenRequest {
         id: "q-1".to_owned(),
-        kind: spool_domain::RequestKind::Question,
+        kind: spool_chat::session::RequestKind::Question,
         turn_id: Some("turn_x".to_owned()),
         opened_seq: 1,
     };
-    use spool_domain::Sessions;
+    use spool_chat::session::Sessions;
     harness
         .metadata()
         .await

@@ -6,7 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{Append, LiveSettings, Session, StreamLog, service::GLOBAL_SESSION};
+use spool_chat::{service::GLOBAL_SESSION, session::Session};
+use spool_log::{limits::LiveSettings, port::StreamLog, stream::Append};
 use spool_tests::Harness;
 
 use crate::support::{Api, agent_client, all_events, setup, sse_events, stack, until};

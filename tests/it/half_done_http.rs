@@ -9,11 +9,13 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_agents::{EndReason, Outcome};
-use spool_domain::{
-    Session, SystemClock, TurnJob,
-    clock::{Clock, rfc3339_ms},
+use spool_chat::{
+    session::{Session, append_events},
+    turns::TurnJob,
+};
+use spool_log::{
+    clock::{Clock, SystemClock, rfc3339_ms},
     failpoint::{ANSWER_MIDWAY, MESSAGE_APPENDED, MESSAGE_QUEUED_FIRST},
-    session::append_events,
 };
 use spool_tests::Harness;
 

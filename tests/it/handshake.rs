@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys};
-use spool_domain::{Clock, Position, StreamLog, StreamPath, SystemClock};
+use spool_log::{
+    clock::{Clock, SystemClock},
+    port::StreamLog,
+    stream::{Position, StreamPath},
+};
 use spool_tests::Harness;
 
 use crate::support::{SECRET, handshake, provision, serve};
@@ -19,7 +23,7 @@ async fn audit_events(log: &dyn StreamLog, org: &str) -> Vec<Value> {
             .iter()
             .map(|m| serde_json::from_slice(m).unwrap())
             .collect(),
-        Err(spool_domain::Error::NotFound { .. }) => Vec::new(),
+        Err(spool_log::error::Error::NotFound { .. }) => Vec::new(),
         Err(e) => panic!("reading the audit stream: {e}"),
     }
 }

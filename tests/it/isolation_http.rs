@@ -7,7 +7,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::Workspaces;
+use spool_chat::workspace::Workspaces;
 use spool_tests::Harness;
 
 use crate::support::{
@@ -61,7 +61,7 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
     )
     .await;
     let org = org_of(a);
-    let task = spool_domain::Task {
+    let task = spool_chat::workspace::Task {
         id: "task_a".to_owned(),
         workspace_id: ws.clone(),
         session_id: Some(chat.clone()),

@@ -425,7 +425,7 @@ async fn client_context_needs_the_capability(provider: Provider) {
     until(api, &s.chat, sent["turn_id"].as_str().unwrap(), "agent_end").await;
     // WHEN a companion enables it
     let org = crate::support::org_of(api);
-    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+    let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
     let capabilities = ["context_for_query".to_owned()];
     let (_, key) = spool_api::admin::create_api_key(s.stack.metadata.as_ref(), &org, &capabilities, now)
         .await

@@ -6,13 +6,15 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
-use spool_domain::{
-    Append, CreateStream, Error, Offset, ProducerClaim, SealMode, StreamPath, StreamReader, StreamSealer, StreamWriter,
+use spool_log::{
+    error::Error,
+    port::{StreamReader, StreamSealer, StreamWriter},
+    stream::{Append, CreateStream, Offset, ProducerClaim, SealMode, StreamPath},
 };
 use spool_tests::{AwsHarness, Harness, unique_path};
 
 fn json() -> CreateStream {
-    CreateStream::new(spool_domain::ContentType::parse("application/json").unwrap())
+    CreateStream::new(spool_log::stream::ContentType::parse("application/json").unwrap())
 }
 
 fn msg(i: u64) -> Bytes {
@@ -151,7 +153,7 @@ async fn a_writer_that_remembers_a_deleted_stream_acknowledges_nothing() {
     a.create(&source, json()).await.unwrap();
     a.append(&source, Append::one(msg(1))).await.unwrap();
     let fork = CreateStream {
-        fork: Some(spool_domain::ForkRequest {
+        fork: Some(spool_log::stream::ForkRequest {
             source: source.clone(),
             offset: None,
             sub_offset: 0,
@@ -219,7 +221,7 @@ async fn a_sealed_stream_outlives_its_expired_batches() {
     let fresh = h.instance().await;
     assert_eq!(fresh.metadata(&path).await.unwrap().tail, Offset::after(42));
     let chunk = fresh
-        .read(&path, spool_domain::Position::At(Offset::START), None)
+        .read(&path, spool_log::stream::Position::At(Offset::START), None)
         .await
         .unwrap();
     assert_eq!(chunk.messages.first(), Some(&msg(0)));
@@ -294,7 +296,11 @@ async fn reads_and_catch_ups_span_more_than_one_query_page() {
     let chunk = h
         .instance()
         .await
-        .read(&path, spool_domain::Position::At(Offset::START), Some(8 * 1024 * 1024))
+        .read(
+            &path,
+            spool_log::stream::Position::At(Offset::START),
+            Some(8 * 1024 * 1024),
+        )
         .await
         .unwrap();
     assert_eq!(chunk.messages.len(), 7);
@@ -310,7 +316,7 @@ struct Recorder {
 }
 
 #[async_trait::async_trait]
-impl spool_domain::SealScheduler for Recorder {
+impl spool_log::port::SealScheduler for Recorder {
     async fn schedule(&self, _path: &StreamPath) -> Result<(), Error> {
         Ok(())
     }

@@ -8,7 +8,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{OpenRequest, RequestKind, Sessions};
+use spool_chat::session::{OpenRequest, RequestKind, Sessions};
 use spool_tests::Harness;
 
 use crate::support::{
@@ -64,7 +64,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     nobody
         .refused(400, Method::POST, "/v1/handshake", Some(json!({})))
         .await;
-    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+    let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
     let capabilities = ["context_for_query".to_owned()];
     let (_, key) = spool_api::admin::create_api_key(&harness.metadata().await, &org, &capabilities, now)
         .await
@@ -132,7 +132,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.refused(409, Method::DELETE, &format!("/v1/agents/{builtin}"), None)
         .await;
     api.ok(Method::GET, &format!("/v1/workspaces/{ws}/tasks"), None).await;
-    let task = spool_domain::Task {
+    let task = spool_chat::workspace::Task {
         id: "task_1".to_owned(),
         workspace_id: ws.clone(),
         session_id: None,
@@ -140,7 +140,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         description: String::new(),
         created_ms: 1,
     };
-    use spool_domain::Workspaces;
+    use spool_chat::workspace::Workspaces;
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     let clis = api.ok(Method::GET, "/v1/clis", None).await;
     assert_eq!(clis["clis"].as_array().unwrap().len(), 4, "{clis}");
@@ -775,7 +775,7 @@ fn the_web_uis_types_are_the_documents() {
 #[test]
 fn both_functions_answer_a_domain_error_the_same_way() {
     use axum::response::IntoResponse;
-    use spool_domain::Error;
+    use spool_log::error::Error;
     let errors = Error::one_of_each;
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let answer = |response: axum::response::Response| {

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{
-    Sessions, TurnRecord, TurnStatus,
+use spool_chat::{
     listing::{After, SessionQuery, encode_cursor},
+    session::{Sessions, TurnRecord, TurnStatus},
 };
 use spool_tests::Harness;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};

@@ -3,7 +3,10 @@
 use std::{process::Command, time::Duration};
 
 use bytes::Bytes;
-use spool_domain::{Append, ContentType, CreateStream, Offset, Position, StreamReader, StreamWriter, WaitOutcome};
+use spool_log::{
+    port::{StreamReader, StreamWriter},
+    stream::{Append, ContentType, CreateStream, Offset, Position, WaitOutcome},
+};
 use spool_tests::{EmbeddedHarness, Harness, unique_path};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use spool_domain::{Append, ContentType, CreateStream, StreamPath, StreamReader, StreamWriter};
+use spool_log::{
+    port::{StreamReader, StreamWriter},
+    stream::{Append, ContentType, CreateStream, StreamPath},
+};
 use spool_tests::{embedded_options, test_limits, unique_path};
 use spool_worker::Worker;
 
@@ -94,24 +97,24 @@ async fn the_worker_reports_only_failed_messages_of_a_batch() {
 }
 
 /// A sealer that panics on one stream, as a bug in a job would.
-struct PanicsOn(String, Arc<dyn spool_domain::StreamSealer>);
+struct PanicsOn(String, Arc<dyn spool_log::port::StreamSealer>);
 
 #[async_trait::async_trait]
-impl spool_domain::StreamSealer for PanicsOn {
+impl spool_log::port::StreamSealer for PanicsOn {
     async fn seal(
         &self,
-        path: &spool_domain::StreamPath,
-        mode: spool_domain::SealMode,
-    ) -> Result<spool_domain::SealReport, spool_domain::Error> {
+        path: &spool_log::stream::StreamPath,
+        mode: spool_log::stream::SealMode,
+    ) -> Result<spool_log::stream::SealReport, spool_log::error::Error> {
         assert_ne!(path.as_str(), self.0, "a bug in a job");
         self.1.seal(path, mode).await
     }
 
     async fn seal_when_idle(
         &self,
-        path: &spool_domain::StreamPath,
-        tail: spool_domain::Offset,
-    ) -> Result<(), spool_domain::Error> {
+        path: &spool_log::stream::StreamPath,
+        tail: spool_log::stream::Offset,
+    ) -> Result<(), spool_log::error::Error> {
         assert_ne!(path.as_str(), self.0, "a bug in a job");
         self.1.seal_when_idle(path, tail).await
     }
@@ -196,7 +199,7 @@ async fn appends_past_a_page_ask_the_worker_to_seal_through_sqs() {
 /// the short last page only if nothing was appended for `idle_seal` (300 ms in tests), so a busy
 /// chat writes a page per page of events, not one per turn.
 async fn the_last_page_is_sealed_only_once_the_stream_is_idle(
-    log: &(impl StreamWriter + StreamReader + spool_domain::StreamSealer),
+    log: &(impl StreamWriter + StreamReader + spool_log::port::StreamSealer),
 ) {
     let path = unique_path("idle");
     fill(log, &path).await;
@@ -223,7 +226,7 @@ async fn the_last_page_is_sealed_only_once_the_stream_is_idle(
     .await;
     // AND a stale idle check seals nothing more and fails nothing
     let report = log
-        .seal(&path, spool_domain::SealMode::Idle { tail, chain: None })
+        .seal(&path, spool_log::stream::SealMode::Idle { tail, chain: None })
         .await
         .unwrap();
     assert_eq!(report.sealed_through, log.metadata(&path).await.unwrap().tail);

@@ -1,10 +1,11 @@
 //! Session records in the metadata store, one contract for both backends.
 
-use spool_domain::{
-    Error, PendingTurn, Session, Sessions,
+use spool_chat::{
     listing::{SessionQuery, TurnQuery},
+    session::{PendingTurn, Session, Sessions},
     workspace::CliType,
 };
+use spool_log::error::Error;
 use spool_tests::{Harness, unique_id};
 
 fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
@@ -148,7 +149,7 @@ pub(crate) async fn a_session_has_one_pending_turn<H: Harness>(harness: &H) {
 
 /// Turn records move forward only, list newest first, and finished ones expire after 7 days.
 pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H) {
-    use spool_domain::{TurnRecord, TurnStatus};
+    use spool_chat::session::{TurnRecord, TurnStatus};
     let store = harness.metadata().await;
     let (org, id) = (unique_id("org"), unique_id("ses"));
     store.create_session(&org, &session(&id, None, 1)).await.unwrap();
@@ -202,7 +203,7 @@ pub(crate) async fn turn_records_move_forward_and_expire<H: Harness>(harness: &H
     let listed = status(&store).await;
     assert_eq!(listed[0].0, "t2");
     // AND a finished record is gone 7 days after it finished; an unfinished one stays
-    let week = spool_domain::session::TURN_RECORD_TTL_MS;
+    let week = spool_chat::session::TURN_RECORD_TTL_MS;
     let later = store
         .turns(&org, &TurnQuery::all(&id, 300 + week + 1))
         .await
@@ -240,7 +241,7 @@ pub(crate) async fn runs_of_a_step_are_counted_per_step<H: Harness>(harness: &H)
 /// A chat's attachments are stored with it, listed oldest first, completed once, abandoned only
 /// while uploading, and go with it; another organization sees none.
 pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H) {
-    use spool_domain::attachment::{Attachment, AttachmentStatus, Attachments};
+    use spool_chat::attachment::{Attachment, AttachmentStatus, Attachments};
     let (a, b) = (harness.metadata().await, harness.metadata().await);
     let (org, other) = (unique_id("org"), unique_id("org"));
     let chat = unique_id("ses");

@@ -131,9 +131,9 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     let mut queued = Vec::new();
     for _ in 0..20 {
         let got = queue
-            .receive(&spool_domain::Receive::new(
+            .receive(&spool_chat::turns::Receive::new(
                 10,
-                spool_domain::Lease::new(std::time::Duration::from_secs(60), "test"),
+                spool_chat::turns::Lease::new(std::time::Duration::from_secs(60), "test"),
                 std::time::Duration::from_millis(500),
             ))
             .await
@@ -318,7 +318,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     // WHEN the worker finishes the pending turn, the next message starts a new one
     let org = crate::support::org_of(&api);
     {
-        use spool_domain::Sessions;
+        use spool_chat::session::Sessions;
         let metadata = harness.metadata().await;
         let pending = sent["turn_id"].as_str().unwrap();
         assert!(metadata.release_turn(&org, &first, pending).await.unwrap());
@@ -547,7 +547,7 @@ pub(crate) async fn chats_carry_their_maker_and_last_change<H: Harness>(harness:
 /// A chat whose last event came from no turn (here an abort of an idle chat) still has its last
 /// page sealed once it is idle: the chat service asks, as a turn's end does.
 pub(crate) async fn a_chat_ending_without_a_turn_is_sealed_once_idle<H: Harness>(harness: &H) {
-    use spool_domain::StreamReader;
+    use spool_log::port::StreamReader;
     let (api, _, _) = setup(harness).await;
     let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
     let id = chat["id"].as_str().unwrap();
@@ -558,7 +558,7 @@ pub(crate) async fn a_chat_ending_without_a_turn_is_sealed_once_idle<H: Harness>
     )
     .await;
     let org = crate::support::org_of(&api);
-    let path = spool_domain::Session::stream(&org, id).unwrap();
+    let path = spool_chat::session::Session::stream(&org, id).unwrap();
     let log = harness.instance().await;
     spool_tests::eventually("the chat sealed to its end", || async {
         let meta = log.metadata(&path).await.unwrap();

@@ -5,7 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_agents::sweep::FolderSweep;
-use spool_domain::Clock;
+use spool_log::clock::Clock;
 use spool_tests::Harness;
 
 use crate::support::{Api, abort, chat_with, one, org_of, send, setup, stack, until};
@@ -267,7 +267,7 @@ pub(crate) async fn the_sweep_removes_idle_chats_folders<H: Harness>(harness: &H
     // A folder Spool did not make (no `home/`) is not Spool's to remove.
     std::fs::create_dir_all(root.path().join(&org).join("not a chat")).unwrap();
     let sweep = FolderSweep::new(root.path().to_path_buf(), stack.metadata.clone());
-    let now = spool_domain::SystemClock.now_ms();
+    let now = spool_log::clock::SystemClock.now_ms();
     let day = 24 * 3600 * 1000;
     let exists = |chat: &str| root.path().join(&org).join(chat).exists();
 
@@ -300,7 +300,7 @@ pub(crate) async fn the_sweep_keeps_a_busy_chats_folder<H: Harness>(harness: &H)
     let dir = root.path().join(org_of(api)).join(&chat);
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let sweep = FolderSweep::new(root.path().to_path_buf(), stack.metadata.clone());
-    let later = spool_domain::SystemClock.now_ms() + 365 * 24 * 3600 * 1000;
+    let later = spool_log::clock::SystemClock.now_ms() + 365 * 24 * 3600 * 1000;
     assert_eq!(sweep.sweep(later).await.unwrap().removed, 0);
     assert!(dir.exists());
     abort(api, &chat).await;
@@ -400,11 +400,12 @@ on_both_backends!(settings_http:
 #[cfg(feature = "emulator")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ses_sends_from_a_verified_address_only() {
-    use spool_domain::{
-        StreamReader, Workspace,
+    use spool_chat::{
         notifier::{About, notify},
         settings::NotificationKind,
+        workspace::Workspace,
     };
+    use spool_log::port::StreamReader;
     let harness = spool_tests::AwsHarness::new();
     let from = format!("spool-{}@example.com", spool_tests::unique_id("ses"));
     let mut config = harness.config().clone();
@@ -416,12 +417,12 @@ async fn ses_sends_from_a_verified_address_only() {
     let mut ws = Workspace::new(spool_tests::unique_id("ws"), "Docs".into(), 0);
     ws.notifications.email = Some("ops@example.com".into());
     // (the feed is made with its workspace)
-    let path = spool_domain::manage::feed_path(&org, &ws.id).unwrap();
-    let json = spool_domain::ContentType::parse("application/json").unwrap();
-    spool_domain::StreamWriter::create(log.as_ref(), &path, spool_domain::CreateStream::new(json))
+    let path = spool_chat::manage::feed_path(&org, &ws.id).unwrap();
+    let json = spool_log::stream::ContentType::parse("application/json").unwrap();
+    spool_log::port::StreamWriter::create(log.as_ref(), &path, spool_log::stream::CreateStream::new(json))
         .await
         .unwrap();
-    let feeds = spool_domain::aggregate::Direct(log.clone());
+    let feeds = spool_log::aggregate::Direct(log.clone());
     let about = About {
         chat: Some(("ses_1", "Release")),
         actor: "Planner",
@@ -456,7 +457,7 @@ async fn ses_sends_from_a_verified_address_only() {
         "2026-11-24T00:00:01Z",
     )
     .await;
-    let chunk = log.read(&path, spool_domain::Position::START, None).await.unwrap();
+    let chunk = log.read(&path, spool_log::stream::Position::START, None).await.unwrap();
     let events: Vec<Value> = chunk
         .messages
         .iter()

@@ -6,9 +6,10 @@
 use std::{sync::Arc, time::Duration};
 
 use spool_auth::{Claims, TokenKeys};
-use spool_domain::{
-    Append, ContentType, CreateStream, LiveSettings, Position, SealMode, StreamLog, StreamPath, StreamReader,
-    StreamSealer, StreamWriter,
+use spool_log::{
+    limits::LiveSettings,
+    port::{StreamLog, StreamReader, StreamSealer, StreamWriter},
+    stream::{Append, ContentType, CreateStream, Position, SealMode, StreamPath},
 };
 use spool_stream::{Access, StreamApi};
 use spool_tests::Harness;
@@ -183,7 +184,7 @@ pub(crate) async fn sealed_history_is_immutable<H: Harness>(harness: &H) {
     );
     assert_eq!(header(&first, "stream-up-to-date"), None);
     let next = header(&first, "stream-next-offset").unwrap().to_owned();
-    assert!(next.parse::<spool_domain::Offset>().unwrap().seq() <= report.sealed_through.seq());
+    assert!(next.parse::<spool_log::stream::Offset>().unwrap().seq() <= report.sealed_through.seq());
     let etag = header(&first, "etag").unwrap().to_owned();
     assert!(first.text().await.unwrap().starts_with("message 000"));
 
@@ -210,7 +211,7 @@ pub(crate) async fn sealed_history_is_immutable<H: Harness>(harness: &H) {
         }
     }
     assert_eq!(tail_cache.as_deref(), Some("no-cache"));
-    assert_eq!(at.parse::<spool_domain::Offset>().unwrap().seq(), 100);
+    assert_eq!(at.parse::<spool_log::stream::Offset>().unwrap().seq(), 100);
 }
 
 /// An SSE response ends by itself after `sse_max`, sends keep-alives while idle, and a client

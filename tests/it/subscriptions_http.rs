@@ -21,12 +21,14 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD as B64};
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_auth::{Claims, TokenKeys, WebhookKeys};
-use spool_domain::{
-    Error, LiveSettings, SystemClock,
-    jobs::{Deferred, MaintenanceJob},
-    subscription::{Outbound, SubscriptionJob, SubscriptionStore, Subscriptions, UrlPolicy},
-};
 use spool_embedded::LocalJobs;
+use spool_log::{
+    clock::SystemClock,
+    error::Error,
+    jobs::{Deferred, MaintenanceJob},
+    limits::LiveSettings,
+    subscription::{Outbound, SubscriptionJob, SubscriptionStore, service::Subscriptions, spec::UrlPolicy},
+};
 use spool_tests::{Harness, unique_id};
 
 const SECRET: &[u8] = b"the subscription test's signing secret";
@@ -334,7 +336,7 @@ pub(crate) async fn a_wake_a_crash_left_undelivered_is_delivered_after_a_restart
             attempt: stored.failures,
         })
     };
-    use spool_domain::subscription::JobKind;
+    use spool_log::subscription::JobKind;
     // (What `LocalJobs::recover` does for every open wake it finds in the embedded store.)
     wakes.defer(job(JobKind::Deliver), Duration::ZERO).await.unwrap();
     wakes.defer(job(JobKind::Expire), Duration::ZERO).await.unwrap();
@@ -513,11 +515,11 @@ async fn the_embedded_store_lists_open_wakes() {
     let harness = spool_tests::EmbeddedHarness::new();
     let metadata = harness.metadata().await;
     let spec =
-        spool_domain::subscription::Spec::parse(br#"{"type":"pull-wake","streams":["a"],"wake_stream":"w"}"#, DEV)
+        spool_log::subscription::spec::Spec::parse(br#"{"type":"pull-wake","streams":["a"],"wake_stream":"w"}"#, DEV)
             .unwrap();
-    let mut open = spool_domain::subscription::Subscription::new("open".into(), spec.clone(), "/".into(), 0);
+    let mut open = spool_log::subscription::record::Subscription::new("open".into(), spec.clone(), "/".into(), 0);
     open.open_wake(0);
-    let idle = spool_domain::subscription::Subscription::new("idle".into(), spec, "/".into(), 0);
+    let idle = spool_log::subscription::record::Subscription::new("idle".into(), spec, "/".into(), 0);
     for record in [&open, &idle] {
         assert!(metadata.save("o", record, None).await.unwrap());
     }
@@ -527,7 +529,7 @@ async fn the_embedded_store_lists_open_wakes() {
         "not at that version"
     );
     let found = metadata.interrupted_jobs().await.unwrap();
-    use spool_domain::subscription::JobKind;
+    use spool_log::subscription::JobKind;
     let ids: Vec<(String, JobKind)> = found
         .iter()
         .map(|job| match job {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use spool_domain::{Delivery, Lease, Receive, TurnJob, TurnQueue};
+use spool_chat::turns::{Delivery, Lease, Receive, TurnJob, TurnQueue};
 use spool_tests::{Harness, unique_id};
 
 fn job(org: &str, session: &str, turn: &str, seq: u64) -> TurnJob {

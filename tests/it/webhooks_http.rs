@@ -8,11 +8,8 @@ use std::{sync::Arc, time::Duration};
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{
-    SystemClock,
-    aggregate::stamp,
-    webhook::{ChatHooks, HookStore},
-};
+use spool_chat::webhook::{HookStore, service::ChatHooks};
+use spool_log::{aggregate::stamp, clock::SystemClock};
 use spool_tests::Harness;
 
 use crate::{
@@ -107,7 +104,7 @@ pub(crate) async fn webhooks_tell_of_turns_questions_and_tasks<H: Harness>(harne
     assert_eq!(completed["data"]["reason"], "complete");
     assert!(id.starts_with("msg_"));
     let raw = receiver.raw(0);
-    let expected = spool_domain::webhook::service::sign(
+    let expected = spool_chat::webhook::service::sign(
         everything["secret"].as_str().unwrap(),
         &id,
         timestamp.parse().unwrap(),
@@ -232,7 +229,7 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
         let hooks = runner.clone();
         async move {
             match job {
-                spool_domain::jobs::MaintenanceJob::Webhook {
+                spool_log::jobs::MaintenanceJob::Webhook {
                     org,
                     hook_id,
                     delivery_id,
@@ -247,11 +244,11 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
     }));
     let (receiver, url) = Receiver::start(&[]).await;
     let org = spool_tests::unique_id("org");
-    let hook = spool_domain::webhook::Hook {
+    let hook = spool_chat::webhook::Hook {
         id: spool_tests::unique_id("wh"),
         workspace_id: "ws_1".to_owned(),
         url,
-        events: spool_domain::webhook::HookEvent::ALL.to_vec(),
+        events: spool_chat::webhook::HookEvent::ALL.to_vec(),
         enabled: true,
         description: None,
         secret: spool_auth::standard_webhook_secret().unwrap(),
@@ -261,7 +258,7 @@ pub(crate) async fn an_event_handed_over_twice_is_one_delivery<H: Harness>(harne
 
     // WHEN one feed event is handed over twice (a feed batch delivered again), with another
     // the hook does not hear of
-    let path = spool_domain::manage::feed_path(&org, "ws_1").unwrap();
+    let path = spool_chat::manage::feed_path(&org, "ws_1").unwrap();
     let mut event = json!({
         "type": "task.created", "task_id": "task_1", "summary": "Once", "chat_id": null,
         "workspace_id": "ws_1", "actor": "p", "ts": "2026-11-25T10:00:00Z",
@@ -332,9 +329,9 @@ async fn webhooks_to_ipv6_forms_of_private_addresses_are_refused() {
     }
     // AND the client that makes webhooks' requests refuses them, on a developer's machine too
     for loopback_http in [false, true] {
-        let outbound = spool_worker::Webhooks::new(spool_domain::subscription::UrlPolicy { loopback_http }).unwrap();
+        let outbound = spool_worker::Webhooks::new(spool_log::subscription::spec::UrlPolicy { loopback_http }).unwrap();
         for url in EMBEDDED_PRIVATE_URLS {
-            let refused = spool_domain::subscription::Outbound::post(&outbound, url, &[], b"{}".to_vec())
+            let refused = spool_log::subscription::Outbound::post(&outbound, url, &[], b"{}".to_vec())
                 .await
                 .unwrap_err();
             assert!(refused.contains("public internet"), "{url}: {refused}");

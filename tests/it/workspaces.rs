@@ -1,6 +1,7 @@
 //! Workspaces and agents in the metadata store, one contract for both backends.
 
-use spool_domain::{Agent, Error, Runtime, Workspace, Workspaces};
+use spool_chat::workspace::{Agent, Runtime, Workspace, Workspaces};
+use spool_log::error::Error;
 use spool_tests::{Harness, unique_id};
 
 fn workspace(id: &str, created_ms: i64) -> Workspace {
@@ -181,7 +182,7 @@ pub(crate) async fn agents_are_ordered_changed_and_deleted<H: Harness>(harness: 
 /// Commands are stored per organization and scope, replaced by name, and go with their
 /// workspace; another organization sees none of them.
 pub(crate) async fn slash_commands_are_stored_per_scope<H: Harness>(harness: &H) {
-    use spool_domain::commands::{CommandScope, Commands, StoredCommand};
+    use spool_chat::commands::{CommandScope, Commands, StoredCommand};
     let store = harness.metadata().await;
     let (org, other) = (unique_id("org"), unique_id("org"));
     let ws = unique_id("ws");
@@ -282,7 +283,7 @@ pub(crate) async fn the_context_lists_every_agent_with_its_instruction<H: Harnes
     let written = || async {
         spool_agents::context::workspace_context(
             &store,
-            &spool_domain::notifier::LogNotifier,
+            &spool_chat::notifier::LogNotifier,
             &org,
             &ws,
             &Default::default(),
@@ -307,7 +308,7 @@ pub(crate) async fn the_context_lists_every_agent_with_its_instruction<H: Harnes
 
     // GIVEN instructions past the context's budget (100 agents may hold 20,000 characters each)
     let budget = spool_agents::context::INSTRUCTIONS_BUDGET_CHARS;
-    let long = spool_domain::workspace::MAX_TEXT_CHARS;
+    let long = spool_chat::workspace::MAX_TEXT_CHARS;
     for n in 0..budget / long + 1 {
         let mut a = agent(&unique_id("ag"), &ws, 10 + n as u32);
         a.instruction = "x".repeat(long);

@@ -19,7 +19,7 @@ fn names(list: &Value) -> Vec<String> {
 
 /// A workspace with its built-in agent, agents added, changed, reordered and deleted.
 pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
-    use spool_domain::Workspaces;
+    use spool_chat::workspace::Workspaces;
     let (api, _, _) = setup(harness).await;
 
     // WHEN a workspace is made
@@ -162,7 +162,7 @@ pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
     let metadata = harness.metadata().await;
     let org = crate::support::org_of(&api);
     for (n, at) in [(1, 1_000), (2, 2_000)] {
-        let task = spool_domain::Task {
+        let task = spool_chat::workspace::Task {
             id: format!("task_{n}_{id}"),
             workspace_id: id.clone(),
             session_id: None,

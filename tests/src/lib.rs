@@ -11,8 +11,11 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use bytes::Bytes;
 use spool_aws::{AwsClients, AwsLog, AwsLogOptions, AwsMetadata, RequestCounter, SqsTurnQueue};
-use spool_domain::{Error, FailPoints, LogLimits, ManualClock, StreamLog, StreamPath, TurnQueue};
+use spool_chat::turns::TurnQueue;
 use spool_embedded::{EmbeddedLog, EmbeddedMetadata, Options};
+use spool_log::{
+    clock::ManualClock, error::Error, failpoint::FailPoints, limits::LogLimits, port::StreamLog, stream::StreamPath,
+};
 use spool_platform::Config;
 
 /// Limits that make small tests cross page boundaries: pages of at most 2 KiB or 32 messages,
@@ -60,11 +63,9 @@ pub fn workspace_root() -> PathBuf {
 
 /// The roots the tests' API and engine confine working directories to: `orgs/{org}` under
 /// [`workspace_root`], each organization's own, and [`shared_root`], the first user's.
-pub fn workspace_roots(claims: Arc<dyn spool_domain::Directory>) -> spool_domain::WorkspaceRoots {
-    let own = workspace_root()
-        .join("orgs")
-        .join(spool_domain::confine::ORG_PLACEHOLDER);
-    spool_domain::WorkspaceRoots::new(&[own, shared_root()], &[], claims)
+pub fn workspace_roots(claims: Arc<dyn spool_chat::directory::Directory>) -> spool_chat::confine::WorkspaceRoots {
+    let own = workspace_root().join("orgs").join(spool_chat::confine::ORG_PLACEHOLDER);
+    spool_chat::confine::WorkspaceRoots::new(&[own, shared_root()], &[], claims)
 }
 
 /// A shared root of [`workspace_roots`], one for each test process (so that its claim, which
@@ -112,10 +113,10 @@ where
 }
 
 /// An event of `turn`, from its envelope's `type` and `payload` as a fixture spells them.
-pub fn draft(kind_type: &str, payload: serde_json::Value, turn: Option<&str>) -> spool_domain::EventDraft {
+pub fn draft(kind_type: &str, payload: serde_json::Value, turn: Option<&str>) -> spool_chat::session::EventDraft {
     let event = serde_json::from_value(serde_json::json!({ "type": kind_type, "payload": payload }))
         .unwrap_or_else(|e| panic!("a {kind_type} event: {e}"));
-    spool_domain::EventDraft::new(event, turn.map(str::to_owned))
+    spool_chat::session::EventDraft::new(event, turn.map(str::to_owned))
 }
 
 /// An id no other test uses (for organizations, keys and the like).
@@ -134,7 +135,7 @@ pub trait Harness: Send + Sync + 'static {
     /// The backend's log type.
     type Log: StreamLog + Clone + 'static;
     /// The backend's metadata store (organizations, keys, workspaces, agents).
-    type Metadata: spool_domain::Metadata + Clone + 'static;
+    type Metadata: spool_chat::workspace::Metadata + Clone + 'static;
 
     /// A new, independent instance over the shared storage.
     async fn instance(&self) -> Self::Log;
@@ -143,14 +144,14 @@ pub trait Harness: Send + Sync + 'static {
     async fn metadata(&self) -> Self::Metadata;
 
     /// [`Self::metadata`], holding records to `caps` (smaller ones, so a test reaches them).
-    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> Self::Metadata;
+    async fn capped_metadata(&self, caps: spool_chat::caps::Caps) -> Self::Metadata;
 
     /// The turn queue, this harness's own (so tests running at once do not take each other's
     /// jobs).
     async fn turns(&self) -> Arc<dyn TurnQueue>;
 
     /// Where chats' files' bytes are kept.
-    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore>;
+    async fn files(&self) -> Arc<dyn spool_chat::attachment::FileStore>;
 
     /// The raw bytes of a stream's sealed pages, by page name.
     async fn page_files(&self, log: &Self::Log, path: &StreamPath) -> Result<Vec<(String, Bytes)>, Error>;
@@ -200,7 +201,7 @@ impl Harness for EmbeddedHarness {
         EmbeddedMetadata::open(self.dir.path()).expect("open embedded metadata")
     }
 
-    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> EmbeddedMetadata {
+    async fn capped_metadata(&self, caps: spool_chat::caps::Caps) -> EmbeddedMetadata {
         self.metadata().await.with_caps(caps)
     }
 
@@ -219,7 +220,7 @@ impl Harness for EmbeddedHarness {
         EmbeddedLog::open(self.dir.path(), options).expect("open embedded store")
     }
 
-    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore> {
+    async fn files(&self) -> Arc<dyn spool_chat::attachment::FileStore> {
         Arc::new(spool_embedded::LocalFiles::new(self.dir.path()))
     }
 
@@ -324,7 +325,7 @@ impl Harness for AwsHarness {
         AwsMetadata::new(self.clients().await.dynamodb, table)
     }
 
-    async fn capped_metadata(&self, caps: spool_domain::caps::Caps) -> AwsMetadata {
+    async fn capped_metadata(&self, caps: spool_chat::caps::Caps) -> AwsMetadata {
         self.metadata().await.with_caps(caps)
     }
 
@@ -352,7 +353,7 @@ impl Harness for AwsHarness {
         AwsLog::new(self.clients().await, self.options())
     }
 
-    async fn files(&self) -> Arc<dyn spool_domain::attachment::FileStore> {
+    async fn files(&self) -> Arc<dyn spool_chat::attachment::FileStore> {
         let bucket = self
             .config
             .aws

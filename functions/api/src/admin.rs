@@ -5,7 +5,8 @@
 //! once, here; the directory keeps only its hash.
 
 use spool_auth::ApiKey;
-use spool_domain::{ApiKeyRecord, Directory, Error, Org};
+use spool_chat::directory::{ApiKeyRecord, Directory, Org};
+use spool_log::error::Error;
 
 /// The organization of local development: `spool serve` makes it on first start, and
 /// `--no-auth` requests act for it.

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spool_domain::{
-    ChatEvent, RequestKind,
-    chat::event::{
-        ApprovalSubmitted, ControlAction, Decision, PlanAction, PlanSubmitted, QuestionAnswered, ToolOutputSubmitted,
+use spool_chat::{
+    event::{
+        ApprovalSubmitted, ChatEvent, ControlAction, Decision, PlanAction, PlanSubmitted, QuestionAnswered,
+        ToolOutputSubmitted,
     },
     service::{self, Answered},
+    session::RequestKind,
 };
 use utoipa::ToSchema;
 

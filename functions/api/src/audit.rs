@@ -5,8 +5,12 @@
 //! read it through the stream function and cannot write it.
 
 use serde_json::Value;
-pub use spool_domain::directory::AUDIT_STREAM;
-use spool_domain::{Aggregates, Error, IfMissing, StreamPath};
+pub use spool_chat::directory::AUDIT_STREAM;
+use spool_log::{
+    aggregate::{Aggregates, IfMissing},
+    error::Error,
+    stream::StreamPath,
+};
 
 /// Hands `event` over for the audit stream of `org` ([`Aggregates`]: appended off the request
 /// path on AWS, so a storm of handshakes never contends at the stream's tail), which is made

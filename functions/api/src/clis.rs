@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State};
 use serde::Serialize;
-use spool_domain::clis::CliStatus;
+use spool_chat::clis::CliStatus;
 use utoipa::ToSchema;
 
 use crate::{ApiError, ChatApi, error::Refusals, extract::Caller};
@@ -25,7 +25,7 @@ pub(crate) struct CliList {
 pub(crate) async fn list_clis(State(api): State<Arc<ChatApi>>, _caller: Caller) -> Result<Json<CliList>, ApiError> {
     let clis = match &api.clis {
         Some(probe) => probe.clis().await,
-        None => spool_domain::CliType::ALL
+        None => spool_chat::workspace::CliType::ALL
             .into_iter()
             .map(|cli| CliStatus::unavailable(cli, "CLI agents do not run in this deployment"))
             .collect(),

@@ -16,9 +16,9 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::{Deserialize, Serialize};
-use spool_domain::{
+use spool_chat::{
     commands::{
-        CommandAction, CommandKind, CommandScope, CommandSource, SlashCommand, StoredCommand, check_name,
+        CommandAction, CommandKind, CommandScope, CommandSource, StoredCommand, check_name, markdown::SlashCommand,
         registry::Entry,
     },
     service::{ActionDone, CommandRequest, Failure, Invoked, Preview, Resolution},
@@ -70,7 +70,7 @@ impl StoredView {
             argument_hint: command.argument_hint.clone(),
             kind: command.kind(),
             action: command.action,
-            updated_at: spool_domain::clock::rfc3339_ms(stored.updated_ms),
+            updated_at: spool_log::clock::rfc3339_ms(stored.updated_ms),
         }
     }
 }
@@ -316,7 +316,7 @@ impl ChatApi {
 }
 
 fn missing(name: &str) -> ApiError {
-    ApiError::Store(spool_domain::Error::Missing {
+    ApiError::Store(spool_log::error::Error::Missing {
         what: format!("slash command `{name}`"),
     })
 }
@@ -459,7 +459,7 @@ pub(crate) async fn resolve(
     let found = found(api.chats.resolve(caller.org(), &session, &body.input).await?)?;
     Ok(Json(Resolved {
         name: found.command.name.clone(),
-        words: spool_domain::commands::args::split(&found.invocation.arguments),
+        words: spool_chat::commands::args::split(&found.invocation.arguments),
         arguments: found.invocation.arguments,
         source: found.source,
         kind: found.command.kind(),
@@ -469,7 +469,7 @@ pub(crate) async fn resolve(
     }))
 }
 
-fn found(resolution: Resolution) -> Result<spool_domain::service::Found, ApiError> {
+fn found(resolution: Resolution) -> Result<spool_chat::service::Found, ApiError> {
     resolution.into_found().map_err(|r| refusal(r.failure, r.reason))
 }
 

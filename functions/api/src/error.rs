@@ -8,8 +8,8 @@ use axum::{
     http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
-use spool_domain::Error;
 pub use spool_edge::ErrorBody;
+use spool_log::error::Error;
 use utoipa::IntoResponses;
 
 /// The refusals every authenticated route may answer.

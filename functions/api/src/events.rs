@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Event, Session};
+use spool_chat::session::{Event, Session};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{

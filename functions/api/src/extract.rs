@@ -9,7 +9,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
-use spool_domain::listing;
+use spool_chat::listing;
 
 use crate::{ApiError, ChatApi};
 
@@ -186,8 +186,8 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body is not valid here: {e}")))
 }
 
-pub use spool_domain::clock::rfc3339_ms;
-pub use spool_domain::settings::Patch;
+pub use spool_chat::settings::Patch;
+pub use spool_log::clock::rfc3339_ms;
 
 /// A list's page size: `limit` as sent (1 to [`listing::MAX_LIMIT`]), or
 /// [`listing::DEFAULT_LIMIT`].

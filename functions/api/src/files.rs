@@ -6,7 +6,7 @@
 //! directory, when it has one. Fuzzy and ranked (helix's matcher, in its path mode), at most
 //! `limit` answers, best first. The working directory is walked as ripgrep's walker does,
 //! skipping what `.gitignore` (and `.ignore`, and hidden files) leave out; it stays in the
-//! directory: the directory is confined like a CLI's ([`spool_domain::confine`]), links are not
+//! directory: the directory is confined like a CLI's ([`spool_chat::confine`]), links are not
 //! followed, and the walk is bounded. A workspace without a working directory (on AWS, say)
 //! answers the chat's files alone, or nothing; one whose directory this server cannot read gets
 //! a `409` that says what to do, never a silently partial list.
@@ -19,7 +19,7 @@ use nucleo_matcher::{
     pattern::{CaseMatching, Normalization, Pattern},
 };
 use serde::{Deserialize, Serialize};
-use spool_domain::attachment::Attachment;
+use spool_chat::attachment::Attachment;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
@@ -126,12 +126,12 @@ pub(crate) async fn search_files(
         Some(session_id) => {
             let session = api.session_of(&caller, session_id).await?;
             if session.workspace_id.as_deref() != Some(ws.id.as_str()) {
-                return Err(ApiError::Store(spool_domain::Error::Missing {
+                return Err(ApiError::Store(spool_log::error::Error::Missing {
                     what: format!("chat `{session_id}` in workspace `{}`", ws.id),
                 }));
             }
             let records = api.metadata.attachments(caller.org(), &session.id).await?;
-            spool_domain::service::current_files(records)
+            spool_chat::service::current_files(records)
         }
         None => Vec::new(),
     };
@@ -145,7 +145,7 @@ pub(crate) async fn search_files(
     };
     let found = tokio::task::spawn_blocking(move || search(root.as_deref(), &attachments, &q, limit))
         .await
-        .map_err(|e| ApiError::Store(spool_domain::Error::unavailable("search files", e)))?;
+        .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("search files", e)))?;
     Ok(Json(found))
 }
 
@@ -270,7 +270,7 @@ mod tests {
             content_type: "text/plain".to_owned(),
             size: 7,
             sha256: None,
-            status: spool_domain::attachment::AttachmentStatus::Complete,
+            status: spool_chat::attachment::AttachmentStatus::Complete,
             author: "u".to_owned(),
             created_ms: 1,
             completed_ms: Some(2),

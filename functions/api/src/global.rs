@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{
-    Session,
+use spool_chat::{
     global::{self, AgentMeta, Message},
     service::{AgentPost, GLOBAL_SESSION},
+    session::Session,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -123,10 +123,10 @@ pub(crate) async fn agent_message(
     }
     // Spool's own agent speaks through turns only; nobody else may sign as it.
     let folded: String = author.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-    if folded == spool_domain::workspace::BUILTIN_AGENT_NAME.to_lowercase() {
+    if folded == spool_chat::workspace::BUILTIN_AGENT_NAME.to_lowercase() {
         return Err(ApiError::Forbidden(format!(
             "`{}` is the built-in agent's name; post under your agent's own name",
-            spool_domain::workspace::BUILTIN_AGENT_NAME
+            spool_chat::workspace::BUILTIN_AGENT_NAME
         )));
     }
     if message.text.trim().is_empty() {

@@ -163,7 +163,7 @@ pub(crate) async fn handshake(
     let jwt = api
         .keys
         .issue(&claims)
-        .map_err(|e| ApiError::Store(spool_domain::Error::unavailable("sign a token", e)))?;
+        .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("sign a token", e)))?;
     tracing::info!(key_id = %record.key_id, org = %record.org_id, "handshake accepted");
     let response = HandshakeResponse {
         jwt,

@@ -36,12 +36,15 @@ use axum::{Json, Router, extract::DefaultBodyLimit, http::header, response::Into
 pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
-use spool_domain::{
-    Clock, Metadata, StreamLog, TurnQueue, WorkspaceRoots,
+use spool_chat::{
     attachment::FileStore,
+    confine::WorkspaceRoots,
     revocation::Revocations,
     service::{AttachmentLimits, ChatService, WorkspaceService},
+    turns::TurnQueue,
+    workspace::Metadata,
 };
+use spool_log::{clock::Clock, port::StreamLog};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
     router::{OpenApiRouter, UtoipaMethodRouter},
@@ -74,7 +77,7 @@ pub struct ChatApi {
     metadata: Arc<dyn Metadata>,
     log: Arc<dyn StreamLog>,
     /// Where workspaces' feed events and audit records are handed over.
-    aggregates: Arc<dyn spool_domain::Aggregates>,
+    aggregates: Arc<dyn spool_log::aggregate::Aggregates>,
     keys: TokenKeys,
     access: Access,
     clock: Arc<dyn Clock>,
@@ -85,9 +88,9 @@ pub struct ChatApi {
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<Revocations>>,
     /// The CLIs where agents run, when they run in this process's reach (`spool serve`).
-    clis: Option<Arc<dyn spool_domain::clis::CliProbe>>,
+    clis: Option<Arc<dyn spool_chat::clis::CliProbe>>,
     /// Which webhook URLs endpoints may have.
-    webhook_urls: spool_domain::subscription::UrlPolicy,
+    webhook_urls: spool_log::subscription::spec::UrlPolicy,
     /// The turn queue, asked where a queued turn stands.
     turns: Arc<dyn TurnQueue>,
     /// How many turns of one organization the worker runs at once.
@@ -108,7 +111,7 @@ impl ChatApi {
             ),
             workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             metadata: stores.metadata,
-            aggregates: Arc::new(spool_domain::aggregate::Direct(stores.log.clone())),
+            aggregates: Arc::new(spool_log::aggregate::Direct(stores.log.clone())),
             log: stores.log,
             keys,
             access,
@@ -118,9 +121,9 @@ impl ChatApi {
             refusals: audit::Refusals::default(),
             revocations: None,
             clis: None,
-            webhook_urls: spool_domain::subscription::UrlPolicy { loopback_http: false },
+            webhook_urls: spool_log::subscription::spec::UrlPolicy { loopback_http: false },
             turns: stores.turns,
-            org_turn_concurrency: spool_domain::turns::DEFAULT_ORG_TURN_CONCURRENCY,
+            org_turn_concurrency: spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
         }
     }
 
@@ -135,7 +138,7 @@ impl ChatApi {
     /// The same API, accepting chat webhooks' URLs under `urls` (only `https` to public
     /// addresses by default; `spool serve` allows the developer's loopback).
     #[must_use]
-    pub fn with_webhook_urls(mut self, urls: spool_domain::subscription::UrlPolicy) -> Self {
+    pub fn with_webhook_urls(mut self, urls: spool_log::subscription::spec::UrlPolicy) -> Self {
         self.webhook_urls = urls;
         self
     }
@@ -143,7 +146,7 @@ impl ChatApi {
     /// The same API, saying that workspaces' notifications go through `notifier` (the
     /// worker's).
     #[must_use]
-    pub fn with_notifier(mut self, notifier: Arc<dyn spool_domain::notifier::Notifier>) -> Self {
+    pub fn with_notifier(mut self, notifier: Arc<dyn spool_chat::notifier::Notifier>) -> Self {
         self.workspaces = self.workspaces.with_notifier(notifier);
         self
     }
@@ -151,7 +154,7 @@ impl ChatApi {
     /// The same API, handing workspaces' feed events and audit records to `aggregates` (the
     /// aggregates queue on AWS) instead of appending them itself.
     #[must_use]
-    pub fn with_aggregates(mut self, aggregates: Arc<dyn spool_domain::Aggregates>) -> Self {
+    pub fn with_aggregates(mut self, aggregates: Arc<dyn spool_log::aggregate::Aggregates>) -> Self {
         self.chats = self.chats.with_feeds(aggregates.clone());
         self.workspaces = self.workspaces.with_feeds(aggregates.clone());
         self.aggregates = aggregates;
@@ -160,7 +163,7 @@ impl ChatApi {
 
     /// The same API, answering `GET /v1/clis` with `probe` (the worker's CLIs).
     #[must_use]
-    pub fn with_clis(mut self, probe: Arc<dyn spool_domain::clis::CliProbe>) -> Self {
+    pub fn with_clis(mut self, probe: Arc<dyn spool_chat::clis::CliProbe>) -> Self {
         self.clis = Some(probe);
         self
     }
@@ -189,9 +192,9 @@ impl ChatApi {
     }
 
     /// The same API, its chat service stopping where a test armed one of `fail`
-    /// ([`spool_domain::failpoint`]).
+    /// ([`spool_log::failpoint`]).
     #[must_use]
-    pub fn with_fail_points(mut self, fail: Arc<spool_domain::FailPoints>) -> Self {
+    pub fn with_fail_points(mut self, fail: Arc<spool_log::failpoint::FailPoints>) -> Self {
         self.chats = self.chats.with_fail_points(fail);
         self
     }

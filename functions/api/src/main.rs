@@ -25,7 +25,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     // Feed events and audit records go to the aggregates queue: no request contends at a
     // workspace's feed or an organization's audit stream.
     let aggregates = spool_aws::aggregates_from_config(config, &clients, stores.log.clone());
-    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+    let revocations = Arc::new(spool_chat::revocation::Revocations::new(
         stores.log.clone(),
         config.revocation_check,
     ));
@@ -42,7 +42,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         streams = streams.with_subscriptions(Arc::new(subscriptions));
     }
     let roots = config.workspace_roots(stores.metadata.clone());
-    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_domain::SystemClock))
+    let api = spool_api::ChatApi::new(stores, keys, access, Arc::new(spool_log::clock::SystemClock))
         .with_aggregates(aggregates)
         .with_workspace_roots(roots)
         .with_rate_limiter(limiter)

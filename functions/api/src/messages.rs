@@ -2,14 +2,14 @@
 //!
 //! `POST /v1/sessions/{id}/messages` (and the global chat's `POST /chat/user_message`): the
 //! request is checked here and handed to the chat service
-//! ([`spool_domain::service::ChatService::post_message`]), whose result is the answer.
+//! ([`spool_chat::service::ChatService::post_message`]), whose result is the answer.
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spool_domain::service::{Accepted, Message, Posted};
+use spool_chat::service::{Accepted, Message, Posted};
 use utoipa::ToSchema;
 
 use crate::{
@@ -65,7 +65,7 @@ pub(crate) struct NewMessage {
     /// in this message's turn; a call is a `tool_start` marked `client`, and the turn waits for
     /// `POST /v1/sessions/{id}/tool-output`.
     #[serde(default)]
-    client_tools: Vec<spool_domain::chat::event::ClientTool>,
+    client_tools: Vec<spool_chat::event::ClientTool>,
 }
 
 impl NewMessage {
@@ -111,7 +111,7 @@ impl NewMessage {
         if let Some(cmid) = &self.client_message_id {
             check_client_message_id(cmid)?;
         }
-        spool_domain::chat::event::ClientTool::check(&self.client_tools)?;
+        spool_chat::event::ClientTool::check(&self.client_tools)?;
         Ok(Message {
             content: self.content,
             author: author.to_owned(),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use spool_auth::ReadGrant;
-use spool_domain::{StreamPath, clock::rfc3339_ms};
+use spool_log::{clock::rfc3339_ms, stream::StreamPath};
 use utoipa::ToSchema;
 
 use crate::{

@@ -9,7 +9,12 @@ use std::{collections::HashMap, sync::Arc};
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Agent, Session, listing::SessionQuery, service::NewChat, workspace::CliType};
+use spool_chat::{
+    listing::SessionQuery,
+    service::NewChat,
+    session::Session,
+    workspace::{Agent, CliType},
+};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
@@ -283,7 +288,7 @@ pub(crate) async fn update_session(
     let mut session = api.session_of(&caller, &id).await?;
     let before = session.title.clone();
     if let Some(title) = change.title {
-        session.title = spool_domain::names::clean(&title);
+        session.title = spool_chat::names::clean(&title);
     }
     if let Some(agent_id) = change.agent_id
         && session.agent_id.as_deref() != Some(&*agent_id)
@@ -301,7 +306,7 @@ pub(crate) async fn update_session(
     if let Some(ws) = &session.workspace_id
         && session.title != before
     {
-        let event = spool_domain::FeedEvent::ChatRenamed {
+        let event = spool_chat::event::FeedEvent::ChatRenamed {
             chat_id: session.id.clone(),
             chat_title: session.title.clone(),
             workspace_id: ws.clone(),
@@ -332,8 +337,13 @@ pub(crate) async fn delete_session(
 
 impl ChatApi {
     /// Announces `event` on the workspace's feed.
-    async fn announce(&self, org: &str, workspace_id: &str, event: spool_domain::FeedEvent) -> Result<(), ApiError> {
-        let now = spool_domain::clock::rfc3339_ms(self.clock.now_ms());
-        Ok(spool_domain::manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
+    async fn announce(
+        &self,
+        org: &str,
+        workspace_id: &str,
+        event: spool_chat::event::FeedEvent,
+    ) -> Result<(), ApiError> {
+        let now = spool_log::clock::rfc3339_ms(self.clock.now_ms());
+        Ok(spool_chat::manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
     }
 }

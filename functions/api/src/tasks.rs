@@ -2,16 +2,16 @@
 //!
 //! `GET|POST /v1/workspaces/{id}/tasks` and `GET|PATCH|DELETE /v1/tasks/{id}`: the tasks agents
 //! (or people, by hand) make in a workspace. The list comes in pages, newest first
-//! ([`spool_domain::listing`]).
+//! ([`spool_chat::listing`]).
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{
-    Task,
+use spool_chat::{
     listing::TaskQuery,
     service::{TaskAuthor, TaskEdit},
+    workspace::Task,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -147,7 +147,7 @@ pub(crate) async fn create_task(
     JsonBody(new): JsonBody<NewTask>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    let new = spool_domain::service::NewTask {
+    let new = spool_chat::service::NewTask {
         title: new.title,
         description: new.description,
         session_id: new.session_id.map(String::from),

@@ -14,7 +14,11 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
-use spool_domain::{Error, TurnRecord, TurnStatus, listing::TurnQuery};
+use spool_chat::{
+    listing::TurnQuery,
+    session::{TurnRecord, TurnStatus},
+};
+use spool_log::error::Error;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{

@@ -5,18 +5,20 @@
 //! secret, once. `GET`/`PATCH`/`DELETE /v1/webhooks/{id}` read, change (its URL, events,
 //! description; `enabled: false` turns it off) and delete it; `GET /v1/webhooks/{id}/deliveries`
 //! shows its newest deliveries with every attempt. What is delivered and how is
-//! [`spool_domain::webhook`]'s.
+//! [`spool_chat::webhook`]'s.
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spool_domain::{
-    Error,
-    subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
+use spool_chat::{
     webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, SHOWN_DELIVERIES},
     workspace::new_id,
+};
+use spool_log::{
+    error::Error,
+    subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
 };
 use utoipa::ToSchema;
 

@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
-use spool_domain::{
-    Agent, CliType, Runtime, Workspace,
+use spool_chat::{
     notifier::NotificationStatus,
     service::{AgentEdit, WorkspaceService},
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
+    workspace::{Agent, CliType, Runtime, Workspace},
 };
 use utoipa::ToSchema;
 
@@ -303,7 +303,7 @@ pub(crate) async fn create_agent(
     JsonBody(new): JsonBody<NewAgent>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    let fields = spool_domain::service::NewAgent {
+    let fields = spool_chat::service::NewAgent {
         name: new.name,
         instruction: new.instruction,
         runtime: new.runtime,

@@ -55,7 +55,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let org = spool_api::admin::create_org(directory, id.as_deref(), name, now_ms())
                 .await
                 .context("cannot create the organization")?;
-            spool_domain::service::ensure_global_session(
+            spool_chat::service::ensure_global_session(
                 services.metadata.as_ref(),
                 services.log.as_ref(),
                 &org.id,
@@ -87,7 +87,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| key.trim().to_owned());
             // The list first: a crash between the two leaves a key that is refused, not one
             // whose tokens still work.
-            spool_domain::revocation::revoke(services.log.as_ref(), &key_id, now_ms())
+            spool_chat::revocation::revoke(services.log.as_ref(), &key_id, now_ms())
                 .await
                 .context("cannot record the revocation")?;
             let removed = directory

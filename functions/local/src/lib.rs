@@ -8,12 +8,12 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use spool_domain::{
-    Clock, Metadata, StreamLog, SystemClock, TurnQueue,
-    attachment::FileStore,
+use spool_chat::{attachment::FileStore, turns::TurnQueue, webhook::service::ChatHooks, workspace::Metadata};
+use spool_log::{
+    clock::{Clock, SystemClock},
     jobs::Deferred,
-    subscription::{Subscriptions, UrlPolicy},
-    webhook::ChatHooks,
+    port::StreamLog,
+    subscription::{service::Subscriptions, spec::UrlPolicy},
 };
 use spool_platform::{Backend, Config};
 use tokio::net::TcpListener;
@@ -139,7 +139,7 @@ pub(crate) struct Services {
     /// The maintenance queue (AWS backend): sealing jobs for the worker.
     maintenance: Option<(aws_sdk_sqs::Client, String)>,
     /// Where workspaces' feed events and audit records are handed over.
-    aggregates: Arc<dyn spool_domain::Aggregates>,
+    aggregates: Arc<dyn spool_log::aggregate::Aggregates>,
     /// The aggregates queue (AWS backend, when configured): those events for the worker.
     aggregates_queue: Option<(aws_sdk_sqs::Client, String)>,
     /// The embedded store's records, for `spool serve`'s sweep of unfinished uploads.
@@ -161,7 +161,7 @@ pub(crate) async fn services(config: &Config, counter: Option<spool_aws::Request
             let metadata = Arc::new(metadata);
             let log: Arc<dyn StreamLog> = Arc::new(log);
             Ok(Services {
-                aggregates: Arc::new(spool_domain::aggregate::Direct(log.clone())),
+                aggregates: Arc::new(spool_log::aggregate::Direct(log.clone())),
                 aggregates_queue: None,
                 log,
                 turns: metadata.clone(),
@@ -227,7 +227,7 @@ const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 2] = [
 async fn local_api_key(services: &Services, config: &Config) -> anyhow::Result<String> {
     let directory = services.metadata.as_ref();
     spool_api::admin::ensure_local_org(directory, now_ms()).await?;
-    spool_domain::service::ensure_global_session(directory, services.log.as_ref(), LOCAL_ORG, now_ms()).await?;
+    spool_chat::service::ensure_global_session(directory, services.log.as_ref(), LOCAL_ORG, now_ms()).await?;
     let file = config.data_dir.join("local-api-key");
     if let Ok(text) = std::fs::read_to_string(&file) {
         let key = spool_auth::ApiKey::parse(&text);
@@ -373,7 +373,7 @@ async fn sweep_uploads(records: Arc<spool_embedded::EmbeddedMetadata>, files: Ar
 fn spawn_worker(
     services: &Services,
     config: &Config,
-    notifier: Arc<dyn spool_domain::notifier::Notifier>,
+    notifier: Arc<dyn spool_chat::notifier::Notifier>,
     push: Push,
 ) -> anyhow::Result<()> {
     let engine = spool_agents::Engine::new(
@@ -484,7 +484,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     // Without an aggregates queue, feeds are appended at once: their events go to the
     // workspaces' webhooks from here (the worker does it for the queue's).
     if services.aggregates_queue.is_none() {
-        services.aggregates = Arc::new(spool_domain::webhook::HookedFeeds {
+        services.aggregates = Arc::new(spool_chat::webhook::service::HookedFeeds {
             feeds: services.aggregates.clone(),
             hooks: push.hooks.clone(),
         });
@@ -493,7 +493,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
     let (stopping, stop_watch) = tokio::sync::watch::channel(false);
     // One limiter for every route, so an organization's writes count once whichever they take.
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
-    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+    let revocations = Arc::new(spool_chat::revocation::Revocations::new(
         services.log.clone(),
         config.revocation_check,
     ));

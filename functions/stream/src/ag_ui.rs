@@ -8,7 +8,7 @@
 //!   decision, a question's answer: see [`answer`]); otherwise its last user message is posted
 //!   to the chat (a digest of its id is the `client_message_id`, so a retry posts nothing
 //!   twice). The response is the turn as AG-UI events
-//!   ([`spool_domain::ag_ui`]).
+//!   ([`crate::wire::ag_ui`]).
 //! - `GET /v1/ag-ui/chat/{id}/stream` resumes the chat's running or waiting turn: from its
 //!   start, or after `?after=<seq>` (every event's `metadata.spool.seq`) for a client that kept
 //!   its state; `204` when no turn runs or waits.
@@ -22,13 +22,15 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    ChatEvent,
-    ag_ui::{AgUiEvent, RunStream},
-    chat::current_turn::{CurrentTurn, current_turn},
-    ui_message::Progress,
+use spool_chat::{
+    current_turn::{CurrentTurn, current_turn},
+    event::ChatEvent,
 };
 
+use crate::wire::{
+    ag_ui::{AgUiEvent, RunStream},
+    ui_message::Progress,
+};
 use crate::{
     ApiError, StreamApi,
     turn_stream::{self, Ask, Translate},
@@ -41,7 +43,7 @@ impl Translate for RunStream {
         out.push(self.start());
     }
 
-    fn push(&mut self, event: &spool_domain::Event, out: &mut Vec<AgUiEvent>) {
+    fn push(&mut self, event: &spool_chat::session::Event, out: &mut Vec<AgUiEvent>) {
         RunStream::push(self, event, out);
     }
 
@@ -206,7 +208,7 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
 /// The answer a `resume` entry gives to what `asked` asks. An approval's payload is
 /// `{approved}`, a plan's `{approved, feedback?}`, a question's `{answer}` (or the answer
 /// itself); `cancelled` declines an approval and rejects a plan.
-fn answer(asked: spool_domain::Event, entry: &Resume) -> Result<Ask, ApiError> {
+fn answer(asked: spool_chat::session::Event, entry: &Resume) -> Result<Ask, ApiError> {
     let resolved = match entry.status.as_str() {
         "resolved" => true,
         "cancelled" => false,

@@ -9,7 +9,7 @@
 //!   so the transport's retry is the same message); a last assistant message carries a
 //!   person's answer (an approval, a plan's decision, a question's answer as the question
 //!   tool's output), which is posted to the answer route. The response is the turn as a UI
-//!   message stream ([`spool_domain::ui_message`]).
+//!   message stream ([`crate::wire::ui_message`]).
 //! - `GET /v1/ai-sdk/chat/{id}/stream` resumes: the chat's latest turn, replayed from its start
 //!   while it runs or waits on a person, or `204` when it has ended.
 //!
@@ -26,11 +26,9 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    chat::current_turn::{CurrentTurn, current_turn, find_back},
-    ui_message::{self, FinishReason, Progress, TurnStream, UiChunk},
-};
+use spool_chat::current_turn::{CurrentTurn, current_turn, find_back};
 
+use crate::wire::ui_message::{self, FinishReason, Progress, TurnStream, UiChunk};
 use crate::{
     ApiError, StreamApi,
     turn_stream::{self, Ask, Translate},
@@ -45,7 +43,7 @@ impl Translate for TurnStream {
         out.push(self.start());
     }
 
-    fn push(&mut self, event: &spool_domain::Event, out: &mut Vec<UiChunk>) {
+    fn push(&mut self, event: &spool_chat::session::Event, out: &mut Vec<UiChunk>) {
         TurnStream::push(self, event, out);
     }
 
@@ -128,11 +126,11 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
             if answering {
                 let declared = find_back(api.log.as_ref(), &path, |e| {
                     e.turn_id.as_deref() == Some(turn.as_str())
-                        && matches!(e.event, spool_domain::ChatEvent::UserMessageSubmitted(_))
+                        && matches!(e.event, spool_chat::event::ChatEvent::UserMessageSubmitted(_))
                 })
                 .await?;
-                if let Some(spool_domain::Event {
-                    event: spool_domain::ChatEvent::UserMessageSubmitted(message),
+                if let Some(spool_chat::session::Event {
+                    event: spool_chat::event::ChatEvent::UserMessageSubmitted(message),
                     ..
                 }) = declared
                 {
@@ -143,12 +141,12 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
                 // one does).
                 let asked_client = find_back(api.log.as_ref(), &path, |e| e.seq == after)
                     .await?
-                    .is_some_and(|e| matches!(&e.event, spool_domain::ChatEvent::ToolStart(t) if t.client));
+                    .is_some_and(|e| matches!(&e.event, spool_chat::event::ChatEvent::ToolStart(t) if t.client));
                 if asked_client
                     && let Some(reply) = find_back(api.log.as_ref(), &path, |e| {
                         e.seq < after
                             && e.turn_id.as_deref() == Some(turn.as_str())
-                            && matches!(&e.event, spool_domain::ChatEvent::MessageEnd(_))
+                            && matches!(&e.event, spool_chat::event::ChatEvent::MessageEnd(_))
                     })
                     .await?
                 {

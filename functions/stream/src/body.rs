@@ -7,7 +7,7 @@
 use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::value::RawValue;
-use spool_domain::ContentType;
+use spool_log::stream::ContentType;
 
 use crate::error::ApiError;
 

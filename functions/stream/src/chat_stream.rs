@@ -11,10 +11,11 @@ use axum::{
     http::{Extensions, HeaderMap, Uri},
     response::Response,
 };
-use spool_domain::{
-    StreamPath, global,
+use spool_chat::{
+    global,
     service::{GLOBAL_SESSION, ensure_global_stream},
 };
+use spool_log::stream::StreamPath;
 
 use crate::{ApiError, Intent, StreamApi, handlers::Api, protocol, sse};
 
@@ -106,7 +107,7 @@ async fn chat_stream_start(
         )
         .await?;
     if id == GLOBAL_SESSION
-        && let Err(spool_domain::Error::NotFound { .. }) = api.log.metadata(&path).await
+        && let Err(spool_log::error::Error::NotFound { .. }) = api.log.metadata(&path).await
     {
         // The global chat exists from start-up: a read before anyone wrote in it makes its
         // stream (as its first write would).

@@ -9,7 +9,7 @@ use axum::{
     http::{HeaderName, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use spool_domain::Error;
+use spool_log::error::Error;
 
 use crate::headers::{PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET};
 

@@ -12,9 +12,9 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
-use spool_domain::{
-    Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position,
-    log::follow::{End, Followed},
+use spool_log::{
+    follow::{End, Followed},
+    stream::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position},
 };
 
 use crate::{

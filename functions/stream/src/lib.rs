@@ -20,8 +20,10 @@ pub mod headers;
 mod openapi;
 pub mod protocol;
 mod sse;
+mod subscription_bodies;
 mod subscriptions;
 mod turn_stream;
+pub mod wire;
 pub mod writes;
 
 use std::{sync::Arc, time::Duration};
@@ -35,8 +37,14 @@ use axum::{
 };
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use openapi::openapi;
-pub use spool_domain::LiveSettings;
-use spool_domain::{Position, StreamLog, StreamPath, directory::AUDIT_STREAM, log::follow::Follow, subscription};
+use spool_chat::directory::AUDIT_STREAM;
+pub use spool_log::limits::LiveSettings;
+use spool_log::{
+    follow::Follow,
+    port::StreamLog,
+    stream::{Position, StreamPath},
+    subscription,
+};
 
 /// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
 pub const STREAM_PREFIX: &str = "/v1/stream/";
@@ -81,11 +89,11 @@ pub struct StreamApi {
     /// Rate limits on writes and creations.
     limiter: Arc<spool_auth::RateLimiter>,
     /// Revoked API keys, whose tokens are refused.
-    revocations: Option<Arc<spool_domain::revocation::Revocations>>,
+    revocations: Option<Arc<spool_chat::revocation::Revocations>>,
     /// Where the AI SDK's routes post messages and answers.
     chat_writes: Option<Arc<dyn writes::ChatWrites>>,
     /// The protocol's subscriptions: their `__ds` routes, and the appends that wake them.
-    subscriptions: Option<Arc<subscription::Subscriptions>>,
+    subscriptions: Option<Arc<subscription::service::Subscriptions>>,
 }
 
 impl StreamApi {
@@ -106,7 +114,7 @@ impl StreamApi {
     /// The same, serving the protocol's subscriptions (`{stream-url}/__ds/...`) and waking
     /// them on appends; without it those routes answer `501`.
     #[must_use]
-    pub fn with_subscriptions(mut self, subscriptions: Arc<subscription::Subscriptions>) -> Self {
+    pub fn with_subscriptions(mut self, subscriptions: Arc<subscription::service::Subscriptions>) -> Self {
         self.subscriptions = Some(subscriptions);
         self
     }
@@ -144,7 +152,7 @@ impl StreamApi {
 
     /// The same, refusing the tokens of the keys in `revocations`.
     #[must_use]
-    pub fn with_revocations(mut self, revocations: Arc<spool_domain::revocation::Revocations>) -> Self {
+    pub fn with_revocations(mut self, revocations: Arc<spool_chat::revocation::Revocations>) -> Self {
         self.revocations = Some(revocations);
         self
     }

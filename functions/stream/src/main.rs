@@ -14,8 +14,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     let keys = configured.token_keys()?;
     let origin = configured.origin_check();
     configured.keep_fresh(&keys, origin.as_ref());
-    let log: Arc<dyn spool_domain::StreamLog> = Arc::new(spool_aws::log_from_config(config, None).await?);
-    let revocations = Arc::new(spool_domain::revocation::Revocations::new(
+    let log: Arc<dyn spool_log::port::StreamLog> = Arc::new(spool_aws::log_from_config(config, None).await?);
+    let revocations = Arc::new(spool_chat::revocation::Revocations::new(
         log.clone(),
         config.revocation_check,
     ));

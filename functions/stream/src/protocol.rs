@@ -7,7 +7,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, header};
-use spool_domain::{ContentType, Expiry, Offset, Position, ProducerClaim};
+use spool_log::stream::{ContentType, Expiry, Offset, Position, ProducerClaim};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{

@@ -26,10 +26,10 @@ use axum::{
 use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
-use spool_domain::{
-    Chunk, Event, Offset, Position, StreamPath,
-    global::Message,
-    log::follow::{End, Follow, Followed},
+use spool_chat::{global::Message, session::Event};
+use spool_log::{
+    follow::{End, Follow, Followed},
+    stream::{Chunk, Offset, Position, StreamPath},
 };
 use tokio::time::Instant;
 

@@ -1,6 +1,6 @@
 //! # The protocol's subscription routes (`{stream-url}/__ds/...`)
 //!
-//! Thin HTTP over [`spool_domain::subscription::Subscriptions`]: the caller's token names the
+//! Thin HTTP over [`spool_log::subscription::service::Subscriptions`]: the caller's token names the
 //! organization for managing a subscription and claiming its work; a wake's own token (which
 //! names the organization) is the only credential of a callback, an ack or a release, as the
 //! protocol has it. The JWKS is public. Refusals carry the protocol's codes (`FENCED`,
@@ -16,9 +16,16 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::Value;
-use spool_domain::subscription::{Refusal, Subscriptions};
+use spool_log::{
+    error::Error,
+    subscription::{
+        Refusal,
+        service::{Subscriptions, WakeReport},
+        spec::{self, Spec},
+    },
+};
 
-use crate::{ApiError, Intent, STREAM_PREFIX, StreamApi};
+use crate::{ApiError, Intent, STREAM_PREFIX, StreamApi, subscription_bodies as bodies};
 
 type Api = State<Arc<StreamApi>>;
 
@@ -35,7 +42,7 @@ fn wake_token(headers: &HeaderMap) -> Result<&str, ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .ok_or_else(|| -> spool_domain::Error {
+        .ok_or_else(|| -> spool_log::error::Error {
             Refusal::new(
                 401,
                 "TOKEN_INVALID",
@@ -44,6 +51,13 @@ fn wake_token(headers: &HeaderMap) -> Result<&str, ApiError> {
             .into()
         })
         .map_err(ApiError::Log)
+}
+
+/// The report a wake's request carries, once its token has the form of one (a request with
+/// neither is refused for its token).
+fn wake_report(token: &str, body: &[u8]) -> Result<WakeReport, Error> {
+    Subscriptions::parse_token(token)?;
+    bodies::wake_report(body)
 }
 
 fn json(status: StatusCode, body: Value) -> Response {
@@ -90,9 +104,12 @@ pub(crate) async fn put(
     let org = api.caller_org((&headers, &extensions), &uri, Intent::Create).await?;
     api.limit(&org, &extensions, Intent::Create)?;
     let root = crate::handlers::root_url(&headers, STREAM_PREFIX);
-    let (created, view) = service(&api)?.put(&org, &id, &body, &root).await?;
+    let subscriptions = service(&api)?;
+    spec::check_id(&id).map_err(Error::from)?;
+    let spec = Spec::parse(&body, subscriptions.urls()).map_err(Error::from)?;
+    let (created, sub) = subscriptions.put(&org, &id, spec, &root).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(json(status, view))
+    Ok(json(status, bodies::view(&sub, &subscriptions.signing_kid())))
 }
 
 /// `GET …/__ds/subscriptions/{id}`.
@@ -108,7 +125,9 @@ pub(crate) async fn get(
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
     let org = api.caller_org((&headers, &extensions), &uri, Intent::Read).await?;
-    Ok(json(StatusCode::OK, service(&api)?.get(&org, &id).await?))
+    let subscriptions = service(&api)?;
+    let sub = subscriptions.get(&org, &id).await?;
+    Ok(json(StatusCode::OK, bodies::view(&sub, &subscriptions.signing_kid())))
 }
 
 /// `DELETE …/__ds/subscriptions/{id}`.
@@ -145,7 +164,9 @@ pub(crate) async fn add_streams(
 ) -> Result<Response, ApiError> {
     let org = api.caller_org((&headers, &extensions), &uri, Intent::Write).await?;
     api.limit(&org, &extensions, Intent::Write)?;
-    service(&api)?.add_streams(&org, &id, &body).await?;
+    let subscriptions = service(&api)?;
+    spec::check_id(&id).map_err(Error::from)?;
+    subscriptions.add_streams(&org, &id, &bodies::streams(&body)?).await?;
     Ok(no_content())
 }
 
@@ -184,7 +205,10 @@ pub(crate) async fn claim(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let org = api.caller_org((&headers, &extensions), &uri, Intent::Write).await?;
-    Ok(json(StatusCode::OK, service(&api)?.claim(&org, &id, &body).await?))
+    let subscriptions = service(&api)?;
+    spec::check_id(&id).map_err(Error::from)?;
+    let claimed = subscriptions.claim(&org, &id, &bodies::worker(&body)?).await?;
+    Ok(json(StatusCode::OK, bodies::claimed(claimed)))
 }
 
 /// `POST …/__ds/subscriptions/{id}/callback`: a webhook receiver acks or finishes its wake.
@@ -201,7 +225,9 @@ pub(crate) async fn callback(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let token = wake_token(&headers)?;
-    Ok(json(StatusCode::OK, service(&api)?.callback(&id, token, &body).await?))
+    let subscriptions = service(&api)?;
+    let next = subscriptions.callback(&id, token, &wake_report(token, &body)?).await?;
+    Ok(json(StatusCode::OK, bodies::finished(next)))
 }
 
 /// `POST …/__ds/subscriptions/{id}/ack`: a pull-wake worker acks (and heartbeats) or finishes.
@@ -218,7 +244,9 @@ pub(crate) async fn ack(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let token = wake_token(&headers)?;
-    Ok(json(StatusCode::OK, service(&api)?.ack(&id, token, &body).await?))
+    let subscriptions = service(&api)?;
+    let next = subscriptions.ack(&id, token, &wake_report(token, &body)?).await?;
+    Ok(json(StatusCode::OK, bodies::finished(next)))
 }
 
 /// `POST …/__ds/subscriptions/{id}/release`: a pull-wake worker gives its wake up.
@@ -235,6 +263,7 @@ pub(crate) async fn release(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let token = wake_token(&headers)?;
-    service(&api)?.release(&id, token, &body).await?;
+    let subscriptions = service(&api)?;
+    subscriptions.release(&id, token, &wake_report(token, &body)?).await?;
     Ok(no_content())
 }

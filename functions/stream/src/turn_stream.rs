@@ -18,13 +18,13 @@ use axum::{
 use futures_util::stream;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    Chunk, Event, Offset, Position, StreamPath,
-    chat::current_turn::find_back,
-    log::follow::{End, Follow, Followed},
-    ui_message::{self, Progress},
+use spool_chat::{current_turn::find_back, session::Event};
+use spool_log::{
+    follow::{End, Follow, Followed},
+    stream::{Chunk, Offset, Position, StreamPath},
 };
 
+use crate::wire::ui_message::{self, Progress};
 use crate::{ApiError, Intent, StreamApi};
 
 /// The longest a turn's stream stays open: under the stream function's 15-minute limit. A
@@ -415,12 +415,12 @@ impl<T: Translate> Reader<T> {
 }
 
 /// The events of the chat at `path` that `chunk` holds.
-fn events(chunk: &Chunk, path: &StreamPath) -> Result<Vec<Event>, spool_domain::Error> {
+fn events(chunk: &Chunk, path: &StreamPath) -> Result<Vec<Event>, spool_log::error::Error> {
     chunk
         .messages
         .iter()
         .map(|message| {
-            serde_json::from_slice(message).map_err(|e| spool_domain::Error::Corrupt {
+            serde_json::from_slice(message).map_err(|e| spool_log::error::Error::Corrupt {
                 what: format!("an event of `{path}`: {e}"),
             })
         })

@@ -5,7 +5,7 @@
 //! previous delivery appended skipped, and then go to the workspace's webhooks.
 
 use serde_json::Value;
-use spool_domain::{IfMissing, StreamPath, jobs::MaintenanceJob};
+use spool_log::{aggregate::IfMissing, jobs::MaintenanceJob, stream::StreamPath};
 
 use crate::{Error, Worker};
 
@@ -19,7 +19,7 @@ impl Worker {
         if_missing: IfMissing,
     ) -> Result<(), Error> {
         let log = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
-        let appended = spool_domain::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
+        let appended = spool_log::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
         tracing::debug!(%path, events = events.len(), appended, "aggregate events appended");
         // To the workspace's webhooks: each event is one delivery however often it comes, so a
         // failure here fails the batch, which SQS delivers again.

@@ -9,7 +9,8 @@
 use std::{sync::Arc, time::Duration};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use spool_domain::{TurnJob, jobs::MaintenanceJob};
+use spool_chat::turns::TurnJob;
+use spool_log::jobs::MaintenanceJob;
 use tracing::Instrument;
 
 use crate::{Error, Worker, dispatch::fifo_groups, heartbeat::Heartbeat};
@@ -140,9 +141,9 @@ impl Worker {
                 .get("SentTimestamp")
                 .and_then(|t| t.parse::<i64>().ok())
         {
-            let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+            let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
             let lag = Duration::from_millis(u64::try_from(now - sent).unwrap_or(0));
-            self.metrics.record(spool_domain::Metric::SealLag { lag });
+            self.metrics.record(spool_log::metrics::Metric::SealLag { lag });
         }
         let span = tracing::info_span!("job", message_id = %id);
         self.handle_message_until(body, attempt, host_deadline)

@@ -8,7 +8,8 @@
 use std::{collections::BTreeMap, future::Future};
 
 use serde::Deserialize;
-use spool_domain::{TurnJob, jobs::MaintenanceJob};
+use spool_chat::turns::TurnJob;
+use spool_log::jobs::MaintenanceJob;
 
 use crate::{Error, Worker};
 

@@ -18,7 +18,7 @@ pub enum Error {
     NoSubscriptions,
     /// The stores failed.
     #[error(transparent)]
-    Log(#[from] spool_domain::Error),
+    Log(#[from] spool_log::error::Error),
     /// The step failed for the last time and its turn was ended with an error: the job is done
     /// with (on Lambda it still goes to the dead-letter queue, for an operator to look at).
     #[error("the turn was given up after its last attempt: {0}")]

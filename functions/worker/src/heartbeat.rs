@@ -1,6 +1,6 @@
 //! # Heartbeats: a running step keeps its lease
 //!
-//! A turn's lease is short ([`spool_domain::Lease::ttl`], the turns queue's visibility timeout
+//! A turn's lease is short ([`spool_chat::turns::Lease::ttl`], the turns queue's visibility timeout
 //! on AWS), so that a worker that dies gives its turns back soon. A step that runs longer keeps
 //! its lease by extending it every third of its length until the step is acknowledged or handed
 //! back. The extension and the step's end take the same lock, so a late heartbeat can never
@@ -8,7 +8,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use spool_domain::TurnQueue;
+use spool_chat::turns::TurnQueue;
 use tokio::sync::Mutex;
 
 /// Extends the leases of the receipts it holds until they are [`Self::done`] or it is dropped.

@@ -32,7 +32,7 @@ pub async fn serve() -> Result<(), lambda_runtime::Error> {
 /// The worker the function's configuration describes.
 async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_runtime::Error> {
     // Turn steps, tokens, append conflicts and seal lag, as CloudWatch metrics (EMF).
-    let metrics: Arc<dyn spool_domain::Metrics> = Arc::new(spool_aws::EmfMetrics::for_this_function());
+    let metrics: Arc<dyn spool_log::metrics::Metrics> = Arc::new(spool_aws::EmfMetrics::for_this_function());
     let log = Arc::new(spool_aws::log_with_metrics(config, None, metrics.clone()).await?);
     let metadata = Arc::new(spool_aws::metadata_from_config(config, log.clients())?);
     let sweep = Arc::new(crate::folder_sweep(config, metadata.clone()));
@@ -40,7 +40,7 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
         log.clone(),
         metadata.clone(),
         Arc::new(crate::runtimes(config, metadata.clone())),
-        Arc::new(spool_domain::SystemClock),
+        Arc::new(spool_log::clock::SystemClock),
         crate::engine_settings(config, metadata),
     )
     .with_files(Arc::new(spool_aws::files_from_config(config, log.clients())?))
@@ -61,7 +61,7 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
     }
     // Push delivery, only to the public internet: subscriptions' wakes where the webhook
     // secret is given (the worker function, not the turns function), chat webhooks.
-    let webhooks = Arc::new(crate::Webhooks::new(spool_domain::subscription::UrlPolicy {
+    let webhooks = Arc::new(crate::Webhooks::new(spool_log::subscription::spec::UrlPolicy {
         loopback_http: false,
     })?);
     if let Some(subscriptions) =

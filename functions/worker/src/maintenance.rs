@@ -6,14 +6,17 @@
 
 use std::sync::Arc;
 
-use spool_domain::{Offset, SealMode, jobs::MaintenanceJob};
+use spool_log::{
+    jobs::MaintenanceJob,
+    stream::{Offset, SealMode},
+};
 
 use crate::{Error, Worker};
 
 /// The daily sweep of the chats' folders under the CLI work directory.
 pub fn folder_sweep(
     config: &spool_platform::Config,
-    metadata: Arc<dyn spool_domain::Metadata>,
+    metadata: Arc<dyn spool_chat::workspace::Metadata>,
 ) -> spool_agents::sweep::FolderSweep {
     spool_agents::sweep::FolderSweep::new(config.cli_work_dir(), metadata)
 }
@@ -67,7 +70,7 @@ impl Worker {
                         Ok(())
                     }
                     // Deleted (while forks of it live, too): there is nothing left to seal.
-                    Err(spool_domain::Error::NotFound { .. } | spool_domain::Error::Gone { .. }) => Ok(()),
+                    Err(spool_log::error::Error::NotFound { .. } | spool_log::error::Error::Gone { .. }) => Ok(()),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -80,7 +83,7 @@ impl Worker {
             let sweep = sweep.clone();
             tokio::spawn(async move {
                 sweep
-                    .run_if_due(spool_domain::Clock::now_ms(&spool_domain::SystemClock))
+                    .run_if_due(spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock))
                     .await;
             });
         }

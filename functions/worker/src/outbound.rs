@@ -10,7 +10,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use spool_domain::subscription::{
+use spool_log::subscription::{
     Outbound, Reply,
     address::is_public,
     spec::{UrlPolicy, check_webhook_url},

@@ -7,7 +7,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use spool_domain::{Delivery, Lease, Receive, TurnQueue, jobs::JobInbox};
+use spool_chat::turns::{Delivery, Lease, Receive, TurnQueue};
+use spool_log::jobs::JobInbox;
 
 use crate::{Error, Worker, dispatch::fifo_groups, heartbeat::Heartbeat};
 
@@ -35,15 +36,15 @@ impl Default for PollSettings {
             lease: Duration::from_secs(120),
             holder: format!("worker-{}", uuid_like()),
             wait: Duration::from_secs(20),
-            concurrency: spool_domain::DEFAULT_WORKER_CONCURRENCY,
-            per_org: spool_domain::DEFAULT_ORG_TURN_CONCURRENCY,
+            concurrency: spool_chat::turns::DEFAULT_WORKER_CONCURRENCY,
+            per_org: spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
         }
     }
 }
 
 /// A name no other worker has (for workers that have no slot).
 fn uuid_like() -> String {
-    spool_domain::workspace::new_id("w")
+    spool_chat::workspace::new_id("w")
 }
 
 /// Takes turns from `queue` and runs them, each chat's in order, different chats at once, as

@@ -10,7 +10,10 @@ use std::sync::Arc;
 /// Anthropic provider when their keys or base URLs are set, and the CLIs found on the CLI
 /// search path, sandboxed (a cleared environment with the operator's pass-through keys, chats'
 /// own folders under the CLI work directory, working directories under the workspace roots).
-pub fn runtimes(config: &spool_platform::Config, claims: Arc<dyn spool_domain::Directory>) -> spool_agents::Runtimes {
+pub fn runtimes(
+    config: &spool_platform::Config,
+    claims: Arc<dyn spool_chat::directory::Directory>,
+) -> spool_agents::Runtimes {
     use secrecy::ExposeSecret;
     let settings = &config.agents;
     let key = |llm: &spool_platform::LlmSettings| llm.api_key.as_ref().map(|k| k.expose_secret().to_owned());
@@ -30,7 +33,7 @@ pub fn runtimes(config: &spool_platform::Config, claims: Arc<dyn spool_domain::D
 /// of the environment a CLI keeps.
 pub fn cli_agents(
     config: &spool_platform::Config,
-    claims: Arc<dyn spool_domain::Directory>,
+    claims: Arc<dyn spool_chat::directory::Directory>,
 ) -> spool_agents::cli::CliAgents {
     use secrecy::ExposeSecret;
     let settings = &config.agents;
@@ -57,7 +60,7 @@ pub fn cli_agents(
 /// The engine's settings from configuration: the turn's time limit.
 pub fn engine_settings(
     config: &spool_platform::Config,
-    claims: Arc<dyn spool_domain::Directory>,
+    claims: Arc<dyn spool_chat::directory::Directory>,
 ) -> spool_agents::Settings {
     spool_agents::Settings {
         step_timeout: config.agents.turn_timeout,

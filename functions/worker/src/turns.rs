@@ -7,7 +7,7 @@
 //! deadline stops cleanly and a new job carries it on.
 
 use spool_agents::{Engine, Outcome};
-use spool_domain::TurnJob;
+use spool_chat::turns::TurnJob;
 use tracing::Instrument;
 
 use crate::{Error, Worker};
@@ -44,7 +44,7 @@ impl Worker {
             Ok(Outcome::Nothing) => "nothing",
             Err(_) => "failed",
         };
-        self.metrics.record(spool_domain::Metric::TurnStep {
+        self.metrics.record(spool_log::metrics::Metric::TurnStep {
             took: started.elapsed(),
             outcome,
         });
@@ -60,7 +60,7 @@ impl Worker {
     ) -> Result<Outcome, Error> {
         let span = tracing::info_span!("turn", org = %job.org, session = %job.session_id, turn = %job.turn_id, trigger = job.trigger_seq, delivery, attempt = tracing::field::Empty);
         async {
-            let started_ms = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+            let started_ms = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
             // The store keeps the count; if it cannot, the delivery's count stands in (it only
             // over-counts, by throttled deliveries).
             let attempt = match engine.count_run(job).await {
@@ -75,10 +75,9 @@ impl Worker {
             if attempt > self.max_attempts {
                 let reason = "its last attempt failed";
                 engine.give_up(job, attempt, reason).await?;
-                return Err(Error::GaveUp(Box::new(Error::Log(spool_domain::Error::unavailable(
-                    "run a turn step",
-                    reason,
-                )))));
+                return Err(Error::GaveUp(Box::new(Error::Log(
+                    spool_log::error::Error::unavailable("run a turn step", reason),
+                ))));
             }
             // Fencing needs a number that grows with every delivery and that no two runs share:
             // the queue's delivery count (the run count is for attempts only: a retried count whose

@@ -7,7 +7,8 @@
 use std::{sync::Arc, time::Duration};
 
 use spool_agents::Engine;
-use spool_domain::{StreamLog, StreamSealer, TurnQueue};
+use spool_chat::turns::TurnQueue;
+use spool_log::port::{StreamLog, StreamSealer};
 
 /// How many times a turn step is tried before it is given up (the template's
 /// `maxReceiveCount` of the turns queue says the same).
@@ -30,11 +31,11 @@ pub struct Worker {
     /// The daily sweep of chats' folders on this worker's disk.
     pub(crate) sweep: Option<Arc<spool_agents::sweep::FolderSweep>>,
     /// Where turn steps' times and seal requests' waits are recorded.
-    pub(crate) metrics: Arc<dyn spool_domain::Metrics>,
+    pub(crate) metrics: Arc<dyn spool_log::metrics::Metrics>,
     /// Runs subscription jobs (webhook deliveries, wake events, lease expiries).
-    pub(crate) subscriptions: Option<Arc<spool_domain::subscription::Subscriptions>>,
+    pub(crate) subscriptions: Option<Arc<spool_log::subscription::service::Subscriptions>>,
     /// Hears feed events once appended and runs chat webhooks' deliveries.
-    pub(crate) hooks: Option<Arc<spool_domain::webhook::ChatHooks>>,
+    pub(crate) hooks: Option<Arc<spool_chat::webhook::service::ChatHooks>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -57,7 +58,7 @@ impl Worker {
             max_deliveries: DEFAULT_MAX_ATTEMPTS + 2,
             heartbeats: None,
             sweep: None,
-            metrics: Arc::new(spool_domain::LogMetrics),
+            metrics: Arc::new(spool_log::metrics::LogMetrics),
             subscriptions: None,
             hooks: None,
         }
@@ -65,7 +66,7 @@ impl Worker {
 
     /// The same worker, recording turn steps' times and seal requests' waits in `metrics`.
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<dyn spool_log::metrics::Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
@@ -81,7 +82,7 @@ impl Worker {
     /// The same worker, running subscription jobs from the maintenance queue with
     /// `subscriptions` (which makes webhook requests).
     #[must_use]
-    pub fn with_subscriptions(mut self, subscriptions: Arc<spool_domain::subscription::Subscriptions>) -> Self {
+    pub fn with_subscriptions(mut self, subscriptions: Arc<spool_log::subscription::service::Subscriptions>) -> Self {
         self.subscriptions = Some(subscriptions);
         self
     }
@@ -89,7 +90,7 @@ impl Worker {
     /// The same worker, delivering chat webhooks with `hooks`, for the feed events it appends
     /// and from the maintenance queue's jobs.
     #[must_use]
-    pub fn with_hooks(mut self, hooks: Arc<spool_domain::webhook::ChatHooks>) -> Self {
+    pub fn with_hooks(mut self, hooks: Arc<spool_chat::webhook::service::ChatHooks>) -> Self {
         self.hooks = Some(hooks);
         self
     }

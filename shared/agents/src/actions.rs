@@ -9,11 +9,13 @@
 //! note as they approved it, and the call ends with what was captured ([`crate::tools`]).
 
 use serde_json::{Value, json};
-use spool_domain::{
-    Aggregates, Metadata, manage,
+use spool_chat::{
+    manage,
     service::{AgentEdit, NewAgent, NewTask, TaskAuthor, WorkspaceService},
     settings::{Patch, WorkspaceChange},
+    workspace::Metadata,
 };
+use spool_log::aggregate::Aggregates;
 
 use crate::tools::{self, Kind};
 
@@ -85,7 +87,7 @@ fn parse<T: serde::de::DeserializeOwned>(args: &Value, fields: &str) -> Result<O
 
 impl ActionContext<'_> {
     /// Announces `event` on the workspace's feed.
-    async fn announce(&self, event: spool_domain::FeedEvent) -> Result<(), Refusal> {
+    async fn announce(&self, event: spool_chat::event::FeedEvent) -> Result<(), Refusal> {
         manage::announce(self.feeds, self.org, self.workspace()?, &event, self.now_rfc3339)
             .await
             .map_err(store)
@@ -97,7 +99,7 @@ impl ActionContext<'_> {
     }
 
     /// The workspace's agent named by id or by name (case-insensitive).
-    async fn find_agent(&self, name: &str) -> Result<spool_domain::Agent, Refusal> {
+    async fn find_agent(&self, name: &str) -> Result<spool_chat::workspace::Agent, Refusal> {
         let agents = self
             .workspaces
             .agents(self.org, self.workspace()?)
@@ -150,7 +152,7 @@ impl ActionContext<'_> {
     }
 
     async fn rename_chat(&self, args: &Value) -> Result<Value, Refusal> {
-        let title = spool_domain::names::clean(text(args, "title")?);
+        let title = spool_chat::names::clean(text(args, "title")?);
         let mut session = self
             .metadata
             .session(self.org, self.session_id)
@@ -162,7 +164,7 @@ impl ActionContext<'_> {
         session.validate().map_err(store)?;
         self.metadata.update_session(self.org, &session).await.map_err(store)?;
         if let Some(ws) = &session.workspace_id {
-            self.announce(spool_domain::FeedEvent::ChatRenamed {
+            self.announce(spool_chat::event::FeedEvent::ChatRenamed {
                 chat_id: session.id.clone(),
                 chat_title: session.title.clone(),
                 workspace_id: ws.clone(),
@@ -273,6 +275,6 @@ fn without_nulls(value: &Value) -> Value {
     }
 }
 
-fn store(e: spool_domain::Error) -> Refusal {
+fn store(e: spool_log::error::Error) -> Refusal {
     e.to_string()
 }

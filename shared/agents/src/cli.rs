@@ -32,11 +32,10 @@ use std::{
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spool_domain::{
-    CliType, WorkspaceRoots,
+use spool_chat::{
     clis::{CliProbe, CliStatus},
-    confine::is_safe_segment,
-    workspace::new_id,
+    confine::{WorkspaceRoots, is_safe_segment},
+    workspace::{CliType, new_id},
 };
 use tokio::io::AsyncReadExt;
 
@@ -413,7 +412,7 @@ fn input_file(
         text.push_str("The files people uploaded to this chat (the newest of each name), to read when the conversation needs them:\n\n");
         for (attached, path) in files {
             let f = &attached.file;
-            let size = spool_domain::service::human_size(f.size);
+            let size = spool_chat::service::human_size(f.size);
             match path {
                 Some(path) => text.push_str(&format!("- `{}` ({size}, {})\n", path.display(), f.content_type)),
                 None => text.push_str(&format!(
@@ -515,7 +514,7 @@ impl Cli {
         };
         let dir = self.agents.roots.confine(&c.org, working_dir).await.map_err(|e| {
             let reason = match e {
-                spool_domain::Error::Invalid { reason, .. } => reason,
+                spool_log::error::Error::Invalid { reason, .. } => reason,
                 other => other.to_string(),
             };
             Error::Failed(format!(

@@ -8,11 +8,12 @@
 //! when they need it; model runtimes as the `get_workspace_context` tool, not in every prompt.
 //! Tasks are not in it.
 
-use spool_domain::{
-    Agent, Error, Metadata,
+use spool_chat::{
     clis::CliStatus,
     notifier::{DeliveryState, Notifier},
+    workspace::{Agent, Metadata},
 };
+use spool_log::error::Error;
 
 /// What the deployment can run, for the context.
 #[derive(Debug, Clone, Default)]
@@ -68,7 +69,7 @@ pub async fn workspace_context(
                 )),
                 None => text.push_str("- notifications: no email address set\n"),
             }
-            let delivery = match spool_domain::notifier::status(n, notifier).state {
+            let delivery = match spool_chat::notifier::status(n, notifier).state {
                 DeliveryState::Off => "nothing is sent",
                 DeliveryState::LogOnly => {
                     "this server sends no email; notifications go to its log and the workspace's activity"
@@ -133,7 +134,7 @@ fn agents_section(agents: &[Agent]) -> String {
         let chars = instruction.chars().count();
         let kept: String = instruction
             .chars()
-            .take(left.min(spool_domain::workspace::MAX_TEXT_CHARS))
+            .take(left.min(spool_chat::workspace::MAX_TEXT_CHARS))
             .collect();
         left -= kept.chars().count();
         let label = if agent.builtin {

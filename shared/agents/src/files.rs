@@ -15,9 +15,9 @@ use std::{
 };
 
 use base64::Engine as _;
-use spool_domain::{
+use spool_chat::{
     attachment::{Attachment, FileStore, object_key},
-    chat::event::FileRef,
+    event::FileRef,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -96,7 +96,7 @@ impl std::fmt::Debug for FileAccess {
 }
 
 impl FileAccess {
-    async fn bytes(&self, file: &FileRef, max: u64) -> Result<Option<Vec<u8>>, spool_domain::Error> {
+    async fn bytes(&self, file: &FileRef, max: u64) -> Result<Option<Vec<u8>>, spool_log::error::Error> {
         if file.size > max {
             return Ok(None);
         }
@@ -109,7 +109,7 @@ impl FileAccess {
             .take(max + 1)
             .read_to_end(&mut bytes)
             .await
-            .map_err(|e| spool_domain::Error::unavailable("read an attachment", e))?;
+            .map_err(|e| spool_log::error::Error::unavailable("read an attachment", e))?;
         Ok((bytes.len() as u64 <= max).then_some(bytes))
     }
 }
@@ -156,7 +156,7 @@ pub async fn inline(
     messages: &mut [Message],
     access: &FileAccess,
     limits: InlineLimits,
-) -> Result<(), spool_domain::Error> {
+) -> Result<(), spool_log::error::Error> {
     let mut budget = limits.total_bytes;
     for message in messages.iter_mut().rev() {
         let Message::File(attached) = message else { continue };
@@ -190,13 +190,13 @@ pub async fn inline(
 }
 
 /// The chat's current files, from its records
-/// ([`spool_domain::service::current_files`]), as a runtime sees them.
+/// ([`spool_chat::service::current_files`]), as a runtime sees them.
 pub fn current(records: Vec<Attachment>) -> Vec<Attached> {
-    spool_domain::service::current_files(records)
+    spool_chat::service::current_files(records)
         .iter()
         .map(|a| Attached {
-            file: spool_domain::service::file_ref(a),
-            path: spool_domain::service::agent_path(&a.filename),
+            file: spool_chat::service::file_ref(a),
+            path: spool_chat::service::agent_path(&a.filename),
             content: None,
         })
         .collect()
@@ -218,7 +218,7 @@ fn uploaded(attached: &Attached) -> String {
     format!(
         "User has uploaded {} ({}, {})",
         f.filename,
-        spool_domain::service::human_size(f.size),
+        spool_chat::service::human_size(f.size),
         f.content_type
     )
 }
@@ -331,7 +331,7 @@ impl Folder {
     /// A new, private temporary file in the folder: its name and the open file.
     fn create_temporary(&self) -> std::io::Result<(String, std::fs::File)> {
         use rustix::fs::{Mode, OFlags};
-        let name = format!(".{}.part", spool_domain::workspace::new_id("tmp"));
+        let name = format!(".{}.part", spool_chat::workspace::new_id("tmp"));
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&self.0, &name, flags, Mode::from_raw_mode(0o600))?;
         Ok((name, std::fs::File::from(fd)))
@@ -342,7 +342,7 @@ impl Folder {
     fn replace(&self, temporary: &str, name: &str) -> std::io::Result<()> {
         let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
         if stat.is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory) {
-            let aside = format!(".{}.moved-aside", spool_domain::workspace::new_id("dir"));
+            let aside = format!(".{}.moved-aside", spool_chat::workspace::new_id("dir"));
             rustix::fs::renameat(&self.0, name, &self.0, &aside)?;
         }
         Ok(rustix::fs::renameat(&self.0, temporary, &self.0, name)?)

@@ -177,7 +177,7 @@ impl Runtime for OpenAi {
             };
             reply.tool_calls.push(ToolCall {
                 id: if call.id.is_empty() {
-                    format!("{}_{index}", spool_domain::workspace::new_id("call"))
+                    format!("{}_{index}", spool_chat::workspace::new_id("call"))
                 } else {
                     call.id
                 },

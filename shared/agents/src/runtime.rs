@@ -14,7 +14,7 @@ use serde_json::Value;
 
 pub use crate::files::{Attached, FileAccess};
 /// A tool call and token counts are the events' own types.
-pub use spool_domain::chat::event::{ToolCall, Usage};
+pub use spool_chat::event::{ToolCall, Usage};
 
 /// One message of the conversation a runtime answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,7 +140,7 @@ pub enum Error {
     Failed(String),
     /// Writing the events failed (the engine's own failure, passed through the sink).
     #[error(transparent)]
-    Store(#[from] spool_domain::Error),
+    Store(#[from] spool_log::error::Error),
 }
 
 /// A way of producing an agent's answers.

@@ -8,7 +8,10 @@
 
 use std::sync::Arc;
 
-use spool_domain::{Agent, CliType, Runtime as RuntimeKind, Session};
+use spool_chat::{
+    session::Session,
+    workspace::{Agent, CliType, Runtime as RuntimeKind},
+};
 
 use crate::{runtime::Runtime, scripted::Scripted};
 
@@ -24,10 +27,10 @@ pub struct Runtimes {
 }
 
 /// CLI runtimes, by CLI (and how healthy each is).
-pub trait CliRuntimes: spool_domain::clis::CliProbe {
+pub trait CliRuntimes: spool_chat::clis::CliProbe {
     /// What is known of the CLIs without running them (for a turn, which must not wait on
     /// a probe).
-    fn known_clis(&self) -> Vec<spool_domain::clis::CliStatus>;
+    fn known_clis(&self) -> Vec<spool_chat::clis::CliStatus>;
     /// The runtime for `cli`, or why it cannot run.
     fn runtime(&self, cli: CliType) -> Result<Arc<dyn Runtime>, String>;
     /// The first installed CLI, in the built-in agent's order.

@@ -203,7 +203,7 @@ impl Runtime for Scripted {
                     Message::File(a) => Some(format!(
                         "{} ({}, {})",
                         a.file.filename,
-                        spool_domain::service::human_size(a.file.size),
+                        spool_chat::service::human_size(a.file.size),
                         a.file.content_type
                     )),
                     _ => None,

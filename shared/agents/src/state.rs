@@ -8,10 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use spool_domain::{
-    ChatEvent, Event,
-    chat::event::{ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
+use spool_chat::{
     commands::CommandAction,
+    event::{ChatEvent, ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
+    session::Event,
 };
 
 use crate::runtime::{Attached, Message, ToolCall};

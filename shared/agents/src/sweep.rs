@@ -15,7 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use spool_domain::{Error, Metadata, confine::is_safe_segment};
+use spool_chat::{confine::is_safe_segment, workspace::Metadata};
+use spool_log::error::Error;
 
 /// How often the sweep runs.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(24 * 60 * 60);

@@ -33,7 +33,7 @@ pub enum Kind {
     },
 }
 
-pub use spool_domain::chat::event::{ASK_USER, PROPOSE_CAPTURE, PROPOSE_PLAN};
+pub use spool_chat::event::{ASK_USER, PROPOSE_CAPTURE, PROPOSE_PLAN};
 /// The capability a chat needs for [`PROPOSE_CAPTURE`].
 pub const CAPTURE_CAPABILITY: &str = "capture_ingest";
 /// The name of the tool that reads the workspace's context ([`crate::context`]).
@@ -196,9 +196,9 @@ fn spec(name: &'static str, description: &'static str, properties: Value, requir
     }
 }
 
-/// The specs of tools a client declared ([`spool_domain::chat::event::ClientTool`]); a name
+/// The specs of tools a client declared ([`spool_chat::event::ClientTool`]); a name
 /// of Spool's own tools stays Spool's.
-pub fn client_specs(tools: &[spool_domain::chat::event::ClientTool]) -> Vec<ToolSpec> {
+pub fn client_specs(tools: &[spool_chat::event::ClientTool]) -> Vec<ToolSpec> {
     tools
         .iter()
         .filter(|t| kind(&t.name).is_none())
@@ -231,12 +231,12 @@ mod tests {
     fn clients_may_not_take_spools_tool_names() {
         for spec in specs(true).into_iter().chain([capture_spec()]) {
             assert!(
-                spool_domain::chat::event::ClientTool::RESERVED.contains(&spec.name.as_str()),
+                spool_chat::event::ClientTool::RESERVED.contains(&spec.name.as_str()),
                 "{} is missing from ClientTool::RESERVED",
                 spec.name
             );
         }
-        for name in spool_domain::chat::event::ClientTool::RESERVED {
+        for name in spool_chat::event::ClientTool::RESERVED {
             assert!(kind(name).is_some(), "{name}");
         }
     }

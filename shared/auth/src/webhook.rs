@@ -100,7 +100,7 @@ pub fn standard_webhook_secret() -> Result<String, crate::AuthError> {
     ))
 }
 
-impl spool_domain::subscription::WebhookSigner for WebhookKeys {
+impl spool_log::subscription::WebhookSigner for WebhookKeys {
     fn kid(&self) -> String {
         self.kid.clone()
     }

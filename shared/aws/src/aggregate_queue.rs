@@ -5,12 +5,17 @@
 //! which no other request contends with. The queue is FIFO: the message group is the stream,
 //! so SQS keeps a stream's events in the order they were sent and hands a group's messages to
 //! one worker batch at a time; the deduplication id is the event's id. The worker appends each
-//! batch in one append ([`spool_domain::aggregate::apply`]), which skips events a crashed
+//! batch in one append ([`spool_log::aggregate::apply`]), which skips events a crashed
 //! delivery had appended already.
 
 use async_trait::async_trait;
 use serde_json::Value;
-use spool_domain::{Aggregates, Error, IfMissing, StreamPath, aggregate::stamp, jobs::MaintenanceJob};
+use spool_log::{
+    aggregate::{Aggregates, IfMissing, stamp},
+    error::Error,
+    jobs::MaintenanceJob,
+    stream::StreamPath,
+};
 
 use crate::errors::describe;
 

@@ -18,10 +18,8 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{
-    Error,
-    attachment::{Attachment, AttachmentStatus, Attachments},
-};
+use spool_chat::attachment::{Attachment, AttachmentStatus, Attachments};
+use spool_log::error::Error;
 
 use crate::{
     caps::Counter,

@@ -33,7 +33,8 @@ use aws_sdk_dynamodb::{
     error::SdkError,
     types::{AttributeValue, Select, TransactWriteItem, Update},
 };
-use spool_domain::{Error, caps::Capped};
+use spool_chat::caps::Capped;
+use spool_log::error::Error;
 
 use crate::{
     errors::{build, cancellation_reasons, ddb},
@@ -274,7 +275,7 @@ impl AwsMetadata {
                     self.settle(change).await?;
                 }
             }
-            spool_domain::retry::backoff(attempt).await;
+            spool_log::retry::backoff(attempt).await;
         }
         Err(Error::unavailable(
             "DynamoDB TransactWriteItems (capped)",
@@ -406,7 +407,7 @@ impl AwsMetadata {
             } => Ok((self.count_where(pk, prefix, None).await?, 0)),
             Counts::Where { pk, attr, value } => Ok((self.count_where(pk, "", Some((attr, value))).await?, 0)),
             Counts::OrgCommands { org } => {
-                let mut scopes = vec![commands_pk(org, &spool_domain::commands::CommandScope::Global)];
+                let mut scopes = vec![commands_pk(org, &spool_chat::commands::CommandScope::Global)];
                 for item in self.query_prefix(org_pk(org), "ws#").await? {
                     if let Some(ws) = item
                         .get("sk")

@@ -14,10 +14,8 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use spool_domain::{
-    Error,
-    commands::{CommandScope, Commands, StoredCommand},
-};
+use spool_chat::commands::{CommandScope, Commands, StoredCommand};
+use spool_log::error::Error;
 
 use crate::{
     caps::{Change, Counter},

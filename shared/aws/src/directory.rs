@@ -17,10 +17,8 @@ use aws_sdk_dynamodb::{
     operation::transact_write_items::TransactWriteItemsError,
     types::{AttributeValue, ConditionCheck, Put, TransactWriteItem},
 };
-use spool_domain::{
-    ApiKeyRecord, Directory, Error, Org,
-    directory::{key_label, org_label},
-};
+use spool_chat::directory::{ApiKeyRecord, Directory, Org, key_label, org_label};
+use spool_log::error::Error;
 
 use crate::{
     errors::ddb,

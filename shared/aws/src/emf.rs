@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use serde_json::{Map, Value, json};
-use spool_domain::{Metric, Metrics};
+use spool_log::metrics::{Metric, Metrics};
 
 /// The CloudWatch namespace of Spool's own metrics.
 pub const NAMESPACE: &str = "Spool";
@@ -62,7 +62,7 @@ impl EmfMetrics {
 
 impl Metrics for EmfMetrics {
     fn record(&self, metric: Metric) {
-        let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock);
+        let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
         let line = self.document(&metric, now).to_string();
         // One write per line, so lines from concurrent tasks never interleave.
         let _ = std::io::stdout().lock().write_all(format!("{line}\n").as_bytes());

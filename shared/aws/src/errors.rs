@@ -4,7 +4,7 @@
 //! and what the service said (its code and message), or what failed on the way.
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use spool_domain::Error;
+use spool_log::error::Error;
 
 /// A short description of an SDK error: the service's code and message, or what failed on the
 /// way (a timeout, a refused connection).

@@ -17,10 +17,8 @@ use aws_sdk_s3::{
     presigning::PresigningConfig,
     types::ChecksumMode,
 };
-use spool_domain::{
-    Error,
-    attachment::{FileReader, FileStore, Transfer, content_disposition, sha256_of},
-};
+use spool_chat::attachment::{FileReader, FileStore, Transfer, content_disposition, sha256_of};
+use spool_log::error::Error;
 
 use crate::errors::s3;
 
@@ -60,7 +58,7 @@ fn hex_to_base64(hex: &str) -> Result<String, Error> {
 fn base64_to_hex(b64: &str) -> Option<String> {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-    (bytes.len() == 32).then(|| spool_domain::attachment::hex(&bytes))
+    (bytes.len() == 32).then(|| spool_chat::attachment::hex(&bytes))
 }
 
 fn presigning(expires_in: Duration) -> Result<PresigningConfig, Error> {

@@ -32,9 +32,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::{primitives::Blob, types::AttributeValue};
 use bytes::Bytes;
-use spool_domain::{
-    ContentType, Error, Expiry, ProducerClaim, StreamPath,
+use spool_log::{
+    error::Error,
     state::{ProducerState, StreamState},
+    stream::{ContentType, Expiry, ProducerClaim, StreamPath},
 };
 
 /// A DynamoDB item.
@@ -479,7 +480,7 @@ pub(crate) async fn batch_write(
                 .and_then(|mut m| m.remove(table))
                 .unwrap_or_default();
             if !requests.is_empty() {
-                spool_domain::retry::backoff(attempt).await;
+                spool_log::retry::backoff(attempt).await;
                 attempt += 1;
             }
         }

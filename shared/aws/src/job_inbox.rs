@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
-use spool_domain::{
-    Error,
+use spool_log::{
+    error::Error,
     jobs::{InboxMessage, JobInbox},
 };
 

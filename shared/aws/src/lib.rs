@@ -56,7 +56,7 @@ pub async fn log_from_config(
     config: &Config,
     counter: Option<RequestCounter>,
 ) -> Result<AwsLog, spool_platform::Error> {
-    log_with_metrics(config, counter, Arc::new(spool_domain::LogMetrics)).await
+    log_with_metrics(config, counter, Arc::new(spool_log::metrics::LogMetrics)).await
 }
 
 /// [`log_from_config`], counting append conflicts in `metrics` (a Lambda function's
@@ -64,7 +64,7 @@ pub async fn log_from_config(
 pub async fn log_with_metrics(
     config: &Config,
     counter: Option<RequestCounter>,
-    metrics: Arc<dyn spool_domain::Metrics>,
+    metrics: Arc<dyn spool_log::metrics::Metrics>,
 ) -> Result<AwsLog, spool_platform::Error> {
     let table = AwsSettings::require(&config.aws.streams_table, "SPOOL_STREAMS_TABLE")?.to_owned();
     let bucket = AwsSettings::require(&config.aws.pages_bucket, "SPOOL_PAGES_BUCKET")?.to_owned();
@@ -74,7 +74,7 @@ pub async fn log_with_metrics(
     options.poll_interval = config.live_poll;
     options.metrics = metrics;
     options.scheduler = config.aws.maintenance_queue_url.as_ref().map(|url| {
-        Arc::new(SqsSealScheduler::new(clients.sqs.clone(), url.clone())) as Arc<dyn spool_domain::SealScheduler>
+        Arc::new(SqsSealScheduler::new(clients.sqs.clone(), url.clone())) as Arc<dyn spool_log::port::SealScheduler>
     });
     Ok(AwsLog::new(clients, options))
 }
@@ -97,11 +97,11 @@ pub fn files_from_config(config: &Config, clients: &AwsClients) -> Result<S3File
 pub fn aggregates_from_config(
     config: &Config,
     clients: &AwsClients,
-    log: Arc<dyn spool_domain::StreamLog>,
-) -> Arc<dyn spool_domain::Aggregates> {
+    log: Arc<dyn spool_log::port::StreamLog>,
+) -> Arc<dyn spool_log::aggregate::Aggregates> {
     match &config.aws.aggregates_queue_url {
         Some(url) => Arc::new(SqsAggregates::new(clients.sqs.clone(), url.clone())),
-        None => Arc::new(spool_domain::aggregate::Direct(log)),
+        None => Arc::new(spool_log::aggregate::Direct(log)),
     }
 }
 
@@ -112,20 +112,20 @@ pub fn aggregates_from_config(
 pub fn subscriptions_from_config(
     config: &Config,
     clients: &AwsClients,
-    log: Arc<dyn spool_domain::StreamLog>,
-    outbound: Option<Arc<dyn spool_domain::subscription::Outbound>>,
-) -> Result<Option<spool_domain::subscription::Subscriptions>, spool_platform::Error> {
+    log: Arc<dyn spool_log::port::StreamLog>,
+    outbound: Option<Arc<dyn spool_log::subscription::Outbound>>,
+) -> Result<Option<spool_log::subscription::service::Subscriptions>, spool_platform::Error> {
     let Some(keys) = config.webhook_keys()? else {
         return Ok(None);
     };
     let queue = AwsSettings::require(&config.aws.maintenance_queue_url, "SPOOL_MAINTENANCE_QUEUE_URL")?;
-    let service = spool_domain::subscription::Subscriptions::new(
+    let service = spool_log::subscription::service::Subscriptions::new(
         Arc::new(metadata_from_config(config, clients)?),
         log,
         Arc::new(SqsSealScheduler::new(clients.sqs.clone(), queue)),
         Arc::new(keys),
-        Arc::new(spool_domain::SystemClock),
-        spool_domain::subscription::UrlPolicy { loopback_http: false },
+        Arc::new(spool_log::clock::SystemClock),
+        spool_log::subscription::spec::UrlPolicy { loopback_http: false },
     );
     Ok(Some(match outbound {
         Some(outbound) => service.with_outbound(outbound),
@@ -138,14 +138,14 @@ pub fn subscriptions_from_config(
 pub fn hooks_from_config(
     config: &Config,
     clients: &AwsClients,
-    outbound: Arc<dyn spool_domain::subscription::Outbound>,
-) -> Result<spool_domain::webhook::ChatHooks, spool_platform::Error> {
+    outbound: Arc<dyn spool_log::subscription::Outbound>,
+) -> Result<spool_chat::webhook::service::ChatHooks, spool_platform::Error> {
     let queue = AwsSettings::require(&config.aws.maintenance_queue_url, "SPOOL_MAINTENANCE_QUEUE_URL")?;
-    let hooks = spool_domain::webhook::ChatHooks::new(
+    let hooks = spool_chat::webhook::service::ChatHooks::new(
         Arc::new(metadata_from_config(config, clients)?),
         Arc::new(SqsSealScheduler::new(clients.sqs.clone(), queue)),
-        Arc::new(spool_domain::SystemClock),
-        spool_domain::subscription::UrlPolicy { loopback_http: false },
+        Arc::new(spool_log::clock::SystemClock),
+        spool_log::subscription::spec::UrlPolicy { loopback_http: false },
     );
     Ok(hooks.with_outbound(outbound))
 }

@@ -7,7 +7,8 @@
 //! every item is keyed, and [`crate::caps`] for the counters that hold the caps.
 
 use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemError};
-use spool_domain::{Error, caps::Caps};
+use spool_chat::caps::Caps;
+use spool_log::error::Error;
 
 use crate::{
     errors::ddb,

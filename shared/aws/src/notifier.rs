@@ -8,10 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message};
-use spool_domain::{
-    Error,
-    notifier::{LogNotifier, Notification, Notifier},
-};
+use spool_chat::notifier::{LogNotifier, Notification, Notifier};
+use spool_log::error::Error;
 use spool_platform::Config;
 
 use crate::errors::describe;

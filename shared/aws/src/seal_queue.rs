@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use spool_domain::{Error, SealScheduler, StreamPath, jobs::MaintenanceJob};
+use spool_log::{error::Error, jobs::MaintenanceJob, port::SealScheduler, stream::StreamPath};
 
 /// Sends seal requests to the maintenance queue.
 #[derive(Debug, Clone)]

@@ -206,7 +206,7 @@ fn merged(vars: Vec<(String, String)>, values: &SecretValues) -> Result<Config, 
 /// is skipped.
 fn keys_of(config: &Config, values: &SecretValues) -> Result<TokenKeys, Error> {
     let mut keys = config.token_keys(config.require_jwt_secret()?)?;
-    let now = spool_domain::Clock::now_ms(&spool_domain::SystemClock) / 1000;
+    let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock) / 1000;
     let window = spool_auth::TOKEN_TTL_SECONDS + i64::try_from(config.aws.secrets_refresh.as_secs()).unwrap_or(0) + 300;
     for (var, stage, secret) in values.staged.iter().filter(|(var, ..)| *var == SIGNING_VAR) {
         let bytes = secret.expose_secret().as_bytes();

@@ -25,11 +25,11 @@ use aws_sdk_dynamodb::{
     operation::{delete_item::DeleteItemError, update_item::UpdateItemError},
     types::ReturnValue,
 };
-use spool_domain::{
-    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord,
+use spool_chat::{
     listing::{Page, SessionQuery, TurnQuery},
-    session::RUN_COUNT_TTL_MS,
+    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, Sessions, TurnRecord},
 };
+use spool_log::error::Error;
 
 use crate::{
     errors::ddb,

@@ -19,10 +19,10 @@ use aws_sdk_dynamodb::{
     operation::put_item::PutItemError,
     types::{Delete, Put, TransactWriteItem},
 };
-use spool_domain::{
-    Error,
+use spool_log::{
+    error::Error,
     jobs::{Deferred, MaintenanceJob},
-    subscription::{Subscription, SubscriptionStore, Versioned},
+    subscription::{SubscriptionStore, Versioned, record::Subscription},
 };
 
 use crate::{

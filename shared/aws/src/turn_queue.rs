@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use spool_domain::{Delivery, Error, Receive, TurnJob, TurnQueue};
+use spool_chat::turns::{Delivery, Receive, TurnJob, TurnQueue};
+use spool_log::error::Error;
 
 use crate::errors::describe;
 

@@ -20,10 +20,8 @@ use aws_sdk_dynamodb::{
     types::{Delete, DeleteRequest, TransactWriteItem, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{
-    Error,
-    webhook::{DELIVERY_RECORD_MS, Delivery, Hook, HookStore},
-};
+use spool_chat::webhook::{DELIVERY_RECORD_MS, Delivery, Hook, HookStore};
+use spool_log::error::Error;
 
 use crate::{
     AwsMetadata,

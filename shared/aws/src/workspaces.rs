@@ -25,12 +25,13 @@ use aws_sdk_dynamodb::{
     types::{AttributeValue, Delete, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{
-    Agent, Error, Task, Workspace, Workspaces,
+use spool_chat::{
     caps::Capped,
     commands::CommandScope,
     listing::{Page, TaskQuery},
+    workspace::{Agent, Task, Workspace, Workspaces},
 };
+use spool_log::error::Error;
 
 use crate::{
     caps::{Change, Counter},
@@ -314,8 +315,8 @@ impl Workspaces for AwsMetadata {
         }
         // Its commands one by one, so the organization's command counter loses each.
         let scope = CommandScope::Workspace(id.to_owned());
-        for name in spool_domain::commands::Commands::command_names(self, org, &scope).await? {
-            spool_domain::commands::Commands::delete_command(self, org, &scope, &name).await?;
+        for name in spool_chat::commands::Commands::command_names(self, org, &scope).await? {
+            spool_chat::commands::Commands::delete_command(self, org, &scope, &name).await?;
         }
         let children = self.query_prefix(ws_pk(org, id), "").await?;
         let mut requests = Vec::with_capacity(children.len() * 2);

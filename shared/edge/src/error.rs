@@ -12,7 +12,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
-use spool_domain::Error;
+use spool_log::error::Error;
 use utoipa::ToSchema;
 
 /// The contract's error body, `{"error": {"code", "message"}}`.

@@ -2,7 +2,7 @@
 //!
 //! What both functions check before they act: the caller's address (for per-address rate
 //! limits) and the rate limits of writes. The token itself is verified by
-//! [`spool_auth::Access`]; revocations by [`spool_domain::revocation::Revocations`].
+//! [`spool_auth::Access`]; revocations by `spool_chat::revocation::Revocations`.
 
 use spool_auth::{Limit, Limited, RateLimiter};
 

@@ -3,11 +3,11 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use spool_domain::{
-    Error,
+use spool_chat::{
     attachment::{Attachment, Attachments},
     caps::Capped,
 };
+use spool_log::error::Error;
 
 use crate::{
     db::sql,
@@ -166,13 +166,13 @@ impl EmbeddedMetadata {
 /// `before_ms`: their records, then their bytes. Answers how many.
 pub async fn sweep_uploads(
     records: &EmbeddedMetadata,
-    files: &dyn spool_domain::attachment::FileStore,
+    files: &dyn spool_chat::attachment::FileStore,
     before_ms: i64,
 ) -> Result<usize, Error> {
     let unfinished = records.take_unfinished_uploads(before_ms).await?;
     for (org, a) in &unfinished {
         files
-            .delete(&spool_domain::attachment::object_key(org, &a.session_id, &a.id))
+            .delete(&spool_chat::attachment::object_key(org, &a.session_id, &a.id))
             .await?;
     }
     Ok(unfinished.len())

@@ -5,11 +5,11 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use spool_domain::{
-    Error,
+use spool_chat::{
     caps::Capped,
     commands::{CommandScope, Commands, StoredCommand},
 };
+use spool_log::error::Error;
 
 use crate::{
     db::sql,

@@ -12,9 +12,10 @@ use std::{path::Path, time::Duration};
 
 use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
-use spool_domain::{
-    ContentType, Error, Expiry, ProducerClaim, StreamPath,
+use spool_log::{
+    error::Error,
     state::{ProducerState, StreamState},
+    stream::{ContentType, Expiry, ProducerClaim, StreamPath},
 };
 
 const SCHEMA_VERSION: i64 = 2;

@@ -2,10 +2,8 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use spool_domain::{
-    ApiKeyRecord, Directory, Error, Org,
-    directory::{key_label, org_label},
-};
+use spool_chat::directory::{ApiKeyRecord, Directory, Org, key_label, org_label};
+use spool_log::error::Error;
 
 use crate::{
     db::sql,

@@ -9,10 +9,8 @@ use std::{
 };
 
 use async_trait::async_trait;
-use spool_domain::{
-    Error,
-    attachment::{FileReader, FileStore, Transfer},
-};
+use spool_chat::attachment::{FileReader, FileStore, Transfer};
+use spool_log::error::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The embedded store of attachments' bytes.
@@ -29,7 +27,7 @@ impl LocalFiles {
         }
     }
 
-    /// Where `key` is kept. Keys are made by [`spool_domain::attachment::object_key`] from
+    /// Where `key` is kept. Keys are made by [`spool_chat::attachment::object_key`] from
     /// checked ids; one with a `..` or an absolute part is refused all the same.
     pub fn path(&self, key: &str) -> Result<PathBuf, Error> {
         let safe = !key.is_empty()
@@ -179,7 +177,7 @@ mod tests {
     async fn bytes_are_written_once_exactly_as_declared() {
         let dir = tempfile::tempdir().unwrap();
         let files = LocalFiles::new(dir.path());
-        let key = spool_domain::attachment::object_key("org_a", "ses_1", "att_1");
+        let key = spool_chat::attachment::object_key("org_a", "ses_1", "att_1");
         assert_eq!(
             files
                 .upload(&key, "text/plain", 5, None, Duration::from_secs(60))

@@ -9,10 +9,10 @@ use std::{future::Future, time::Duration};
 
 use async_trait::async_trait;
 use rusqlite::params;
-use spool_domain::{
-    Error,
+use spool_log::{
+    error::Error,
     jobs::{Deferred, MaintenanceJob},
-    subscription::{JobKind, Subscription, SubscriptionJob},
+    subscription::{JobKind, SubscriptionJob, record::Subscription},
 };
 use tokio::sync::mpsc;
 

@@ -42,14 +42,21 @@ use std::{
 use async_trait::async_trait;
 use bytes::Bytes;
 use rusqlite::Connection;
-use spool_domain::{
-    Append, AppendAck, Chunk, Clock, CreateStream, Created, Error, FailPoints, LogLimits, Offset, Position, SealMode,
-    SealReport, SeqRange, StreamMeta, StreamPath, StreamReader, StreamSealer, StreamWriter, SystemClock, WaitOutcome,
+use spool_log::{
+    clock::{Clock, SystemClock},
+    error::Error,
+    failpoint::FailPoints,
+    limits::LogLimits,
     notify::{Notifier, TailProbe, wait_for_data},
     page::Page,
+    port::{StreamReader, StreamSealer, StreamWriter},
     read::{StoredRuns, read_stored_now},
     seal::{PageStore, seal_stream},
     state::StreamState,
+    stream::{
+        Append, AppendAck, Chunk, CreateStream, Created, Offset, Position, SealMode, SealReport, SeqRange, StreamMeta,
+        StreamPath, WaitOutcome,
+    },
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 

@@ -8,7 +8,7 @@
 //! 10 s busy timeout). Every record of an organization is keyed by it. Records other than keys
 //! are stored as their JSON (`data`) beside the columns that queries need.
 //!
-//! A capped create ([`spool_domain::caps`]) counts and inserts in one transaction that takes
+//! A capped create ([`spool_chat::caps`]) counts and inserts in one transaction that takes
 //! the write lock as it begins (`BEGIN IMMEDIATE`, [`EmbeddedMetadata::write`]): no other
 //! writer, in this process or another, can insert between the count and the insert.
 
@@ -18,10 +18,8 @@ use std::{
 };
 
 use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
-use spool_domain::{
-    Error,
-    caps::{Capped, Caps},
-};
+use spool_chat::caps::{Capped, Caps};
+use spool_log::error::Error;
 
 use crate::db::{connect, sql};
 
@@ -188,7 +186,7 @@ ALTER TABLE slash_commands ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
 UPDATE slash_commands SET bytes = length(CAST(markdown AS BLOB));
 CREATE INDEX IF NOT EXISTS slash_commands_sizes ON slash_commands (org, scope, bytes);";
 /// Version 8: which organization owns each shared workspace root
-/// ([`spool_domain::confine`]).
+/// ([`spool_chat::confine`]).
 const MIGRATION_8: &str = "
 CREATE TABLE IF NOT EXISTS root_claims (
     root       TEXT PRIMARY KEY NOT NULL,
@@ -336,7 +334,7 @@ pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use spool_domain::commands::{CommandScope, Commands, StoredCommand};
+    use spool_chat::commands::{CommandScope, Commands, StoredCommand};
 
     use super::*;
 
@@ -379,11 +377,11 @@ mod tests {
         let global = CommandScope::Global;
         store.put_command("o", &global, &command("c", 500)).await.unwrap();
         assert!(matches!(
-            store.put_command("o", &global, &command("d", 1)).await,
-            Err(Error::CapReached {
-                capped: Capped::CommandBytes,
-                ..
-            })
+            store
+                .put_command("o", &global, &command("d", 1))
+                .await
+                .map_err(|e| Capped::reached(&e)),
+            Err(Some(Capped::CommandBytes))
         ));
         assert_eq!(store.commands("o", &global).await.unwrap().len(), 3);
     }

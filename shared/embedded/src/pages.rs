@@ -14,10 +14,11 @@ use std::{
 };
 
 use bytes::Bytes;
-use spool_domain::{
-    Error, SeqRange,
+use spool_log::{
+    error::Error,
     page::{Page, decode_page, page_name, parse_page_name},
     state::new_sid,
+    stream::SeqRange,
 };
 
 const EXTENSION: &str = ".page";

@@ -47,13 +47,17 @@ pub(crate) fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Makes the data directory `dir` (with `folders` in it) and its database `database` private,
 /// or says what to check; the database's path.
-pub(crate) fn prepare(dir: &Path, folders: &[&str], database: &str) -> Result<std::path::PathBuf, spool_domain::Error> {
+pub(crate) fn prepare(
+    dir: &Path,
+    folders: &[&str],
+    database: &str,
+) -> Result<std::path::PathBuf, spool_log::error::Error> {
     let db = dir.join(database);
     self::dir(dir)
         .and_then(|()| folders.iter().try_for_each(|f| self::dir(&dir.join(f))))
         .and_then(|()| self::database(&db))
         .map_err(|e| {
-            spool_domain::Error::unavailable(
+            spool_log::error::Error::unavailable(
                 format!(
                     "cannot create the data directory {}; check SPOOL_DATA_DIR",
                     dir.display()

@@ -6,11 +6,11 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use spool_domain::{
-    Error, OpenRequest, PendingTurn, RequestKind, Session, Sessions, TurnRecord,
+use spool_chat::{
     listing::{Page, SessionQuery, TurnQuery},
-    session::RUN_COUNT_TTL_MS,
+    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, Sessions, TurnRecord},
 };
+use spool_log::error::Error;
 
 use crate::{
     db::sql,

@@ -6,10 +6,10 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use spool_domain::{
-    Error,
-    caps::Capped,
-    subscription::{Subscription, SubscriptionStore, Versioned},
+use spool_chat::caps::Capped;
+use spool_log::{
+    error::Error,
+    subscription::{SubscriptionStore, Versioned, record::Subscription},
 };
 
 use crate::{EmbeddedMetadata, db::sql, metadata::under_cap};

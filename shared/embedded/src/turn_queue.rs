@@ -10,7 +10,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use rusqlite::params;
-use spool_domain::{Delivery, Error, Receive, TurnJob, TurnQueue, workspace::new_id};
+use spool_chat::{
+    turns::{Delivery, Receive, TurnJob, TurnQueue},
+    workspace::new_id,
+};
+use spool_log::error::Error;
 
 use crate::{db::sql, metadata::EmbeddedMetadata};
 

@@ -3,17 +3,17 @@
 //! `webhooks` holds each endpoint as JSON, indexed by workspace; `webhook_deliveries` each
 //! delivery as JSON with its state (indexed for the pending ones a restart runs again) and its
 //! time (an endpoint's newest first). Deliveries older than
-//! [`spool_domain::webhook::DELIVERY_RECORD_MS`] are deleted as new ones are added. An endpoint
+//! [`spool_chat::webhook::DELIVERY_RECORD_MS`] are deleted as new ones are added. An endpoint
 //! is inserted in a write transaction that counts its workspace's first, so the cap holds.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{
-    Error,
+use spool_chat::{
     caps::Capped,
     webhook::{DELIVERY_RECORD_MS, Delivery, DeliveryStatus, Hook, HookStore},
 };
+use spool_log::error::Error;
 
 use crate::{EmbeddedMetadata, db::sql, metadata::under_cap};
 

@@ -5,12 +5,12 @@
 //! of `{data_dir}/workers/{n}.lock` it can lock exclusively. The operating system releases the
 //! lock when the process dies however it dies, so a worker that takes a slot knows that
 //! whoever held it before is gone, and that every lease still held under its name was
-//! interrupted: it hands them back at once ([`spool_domain::TurnQueue::recover`]) instead of
+//! interrupted: it hands them back at once ([`spool_chat::turns::TurnQueue::recover`]) instead of
 //! waiting for them to run out.
 
 use std::{fs::File, path::Path};
 
-use spool_domain::Error;
+use spool_log::error::Error;
 
 /// A worker's slot, held until it is dropped (or the process ends).
 #[derive(Debug)]

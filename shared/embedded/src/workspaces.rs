@@ -6,12 +6,13 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_domain::{
-    Agent, Error, Task, Workspace, Workspaces,
+use spool_chat::{
     caps::Capped,
     commands::CommandScope,
     listing::{Page, TaskQuery},
+    workspace::{Agent, Task, Workspace, Workspaces},
 };
+use spool_log::error::Error;
 
 use crate::{
     db::sql,

@@ -13,11 +13,12 @@ use std::{
 
 use bytes::Bytes;
 use rusqlite::Connection;
-use spool_domain::{
-    Append, AppendAck, CreateStream, Created, Error, Offset, StreamPath,
+use spool_log::{
+    error::Error,
     notify::Delivered,
     read::read_stored_now,
     state::{StreamState, apply_append},
+    stream::{Append, AppendAck, CreateStream, Created, Offset, StreamPath},
 };
 use tokio::sync::oneshot;
 
@@ -82,7 +83,7 @@ struct Effects {
     /// Streams changed, with their tail after an append.
     changed: Vec<(StreamPath, Option<Offset>)>,
     /// The messages of each stream's last appends, when they left it open and are small: its
-    /// readers get them from memory ([`spool_domain::notify::Delivered`]).
+    /// readers get them from memory ([`spool_log::notify::Delivered`]).
     delivered: HashMap<StreamPath, Delivered>,
     seal: Vec<StreamPath>,
     removed_sids: Vec<String>,
@@ -464,7 +465,7 @@ mod tests {
         let path = StreamPath::parse("a/b").unwrap();
         let delivered = |first| Delivered {
             stream_id: "s".to_owned(),
-            content_type: spool_domain::ContentType::parse("application/json").unwrap(),
+            content_type: spool_log::stream::ContentType::parse("application/json").unwrap(),
             first,
             messages: vec![Bytes::from("1")],
         };

@@ -36,10 +36,10 @@ pub struct AgentSettings {
     /// of it.
     pub turn_lease: Duration,
     /// `SPOOL_WORKER_CONCURRENCY`: how many turns `spool serve`'s worker runs at once (default
-    /// [`spool_domain::DEFAULT_WORKER_CONCURRENCY`]).
+    /// [`spool_chat::turns::DEFAULT_WORKER_CONCURRENCY`]).
     pub worker_concurrency: usize,
     /// `SPOOL_ORG_TURN_CONCURRENCY`: how many of them one organization may run at once (default
-    /// [`spool_domain::DEFAULT_ORG_TURN_CONCURRENCY`]); the queue hands turns out round-robin
+    /// [`spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY`]); the queue hands turns out round-robin
     /// across organizations, and a turn waiting for this bound shows how many are ahead of it.
     pub org_turn_concurrency: usize,
     /// `SPOOL_OPENAI_API_KEY`, `SPOOL_OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
@@ -128,7 +128,7 @@ pub(crate) fn cli_env(vars: &HashMap<String, String>) -> Result<Vec<(String, Sec
     Ok(out)
 }
 
-/// `SPOOL_WORKSPACE_ROOTS`, `:`-separated, checked ([`spool_domain::confine::check_roots`]).
+/// `SPOOL_WORKSPACE_ROOTS`, `:`-separated, checked ([`spool_chat::confine::check_roots`]).
 pub(crate) fn workspace_roots(vars: &HashMap<String, String>) -> Result<Vec<PathBuf>, Error> {
     let Some(value) = vars.get("SPOOL_WORKSPACE_ROOTS") else {
         return Ok(Vec::new());
@@ -136,7 +136,7 @@ pub(crate) fn workspace_roots(vars: &HashMap<String, String>) -> Result<Vec<Path
     let roots: Vec<PathBuf> = std::env::split_paths(value)
         .filter(|p| !p.as_os_str().is_empty())
         .collect();
-    spool_domain::confine::check_roots(&roots).map_err(|reason| Error::Invalid {
+    spool_chat::confine::check_roots(&roots).map_err(|reason| Error::Invalid {
         var: "SPOOL_WORKSPACE_ROOTS",
         value: value.clone(),
         reason,

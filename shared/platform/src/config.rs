@@ -3,7 +3,7 @@
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use secrecy::SecretString;
-use spool_domain::{LiveSettings, LogLimits};
+use spool_log::limits::{LiveSettings, LogLimits};
 
 use crate::{
     AgentSettings, AttachmentSettings, AwsSettings, Backend, Error, ServerSettings, StaticCredentials,
@@ -135,10 +135,13 @@ impl Config {
     /// The roots under which workspaces' working directories may be, with Spool's own folders
     /// (the data directory, the CLI work directory, the web UI) kept out of them, and `claims`
     /// recording which organization owns each shared root.
-    pub fn workspace_roots(&self, claims: Arc<dyn spool_domain::Directory>) -> spool_domain::WorkspaceRoots {
+    pub fn workspace_roots(
+        &self,
+        claims: Arc<dyn spool_chat::directory::Directory>,
+    ) -> spool_chat::confine::WorkspaceRoots {
         let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
         let own = [absolute(&self.data_dir), self.cli_work_dir(), absolute(&self.web_dir)];
-        spool_domain::WorkspaceRoots::new(&self.agents.workspace_roots, &own, claims)
+        spool_chat::confine::WorkspaceRoots::new(&self.agents.workspace_roots, &own, claims)
     }
 
     /// Reads the process environment.
@@ -248,13 +251,13 @@ impl Config {
                 worker_concurrency: parse(
                     &vars,
                     "SPOOL_WORKER_CONCURRENCY",
-                    spool_domain::DEFAULT_WORKER_CONCURRENCY,
+                    spool_chat::turns::DEFAULT_WORKER_CONCURRENCY,
                 )?
                 .max(1),
                 org_turn_concurrency: parse(
                     &vars,
                     "SPOOL_ORG_TURN_CONCURRENCY",
-                    spool_domain::DEFAULT_ORG_TURN_CONCURRENCY,
+                    spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
                 )?
                 .max(1),
                 openai: llm(&vars, "OPENAI", "https://api.openai.com/v1", "gpt-4o-mini"),

@@ -134,10 +134,10 @@ pub struct AttachmentSettings {
 
 impl AttachmentSettings {
     /// What the chat service holds files to.
-    pub fn limits(&self) -> spool_domain::service::AttachmentLimits {
-        spool_domain::service::AttachmentLimits {
+    pub fn limits(&self) -> spool_chat::service::AttachmentLimits {
+        spool_chat::service::AttachmentLimits {
             max_bytes: self.max_bytes,
-            ..spool_domain::service::AttachmentLimits::default()
+            ..spool_chat::service::AttachmentLimits::default()
         }
     }
 }
@@ -145,7 +145,7 @@ impl AttachmentSettings {
 impl Default for AttachmentSettings {
     fn default() -> Self {
         Self {
-            max_bytes: spool_domain::attachment::DEFAULT_MAX_ATTACHMENT_BYTES,
+            max_bytes: spool_chat::attachment::DEFAULT_MAX_ATTACHMENT_BYTES,
             inline_text_bytes: 100_000,
             inline_image_bytes: 5 * 1024 * 1024,
         }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use spool_domain::LogLimits;
+use spool_log::limits::LogLimits;
 
 use crate::{Backend, Config, read_env_file};
 

@@ -26,7 +26,11 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_aws::RequestCounter;
-use spool_domain::{Offset, Position, Session, StreamPath, StreamReader};
+use spool_chat::session::Session;
+use spool_log::{
+    port::StreamReader,
+    stream::{Offset, Position, StreamPath},
+};
 use spool_platform::{Backend, Config};
 
 use crate::chat::Client;

@@ -222,7 +222,7 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
             .cloned(),
     );
     let page_minimum_puts_per_million =
-        1e6 * chat.mean_event_bytes / spool_domain::LogLimits::DEFAULT_PAGE_BYTES as f64;
+        1e6 * chat.mean_event_bytes / spool_log::limits::LogLimits::DEFAULT_PAGE_BYTES as f64;
     Model {
         prices: PRICES.to_owned(),
         per_million_events: per_million,

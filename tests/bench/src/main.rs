@@ -20,7 +20,11 @@ use bytes::Bytes;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use spool_aws::RequestCounter;
-use spool_domain::{Append, ContentType, CreateStream, LogLimits, Offset, Position, SealMode, StreamLog, StreamPath};
+use spool_log::{
+    limits::LogLimits,
+    port::StreamLog,
+    stream::{Append, ContentType, CreateStream, Offset, Position, SealMode, StreamPath},
+};
 
 /// Benchmarks of the stream log on both backends.
 #[derive(Debug, Parser)]

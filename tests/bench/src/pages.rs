@@ -11,7 +11,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use spool_aws::RequestCounter;
-use spool_domain::{Append, LogLimits, Offset, Position, SealMode, StreamReader, StreamSealer, StreamWriter};
+use spool_log::{
+    limits::LogLimits,
+    port::{StreamReader, StreamSealer, StreamWriter},
+    stream::{Append, Offset, Position, SealMode},
+};
 use spool_platform::Config;
 
 use crate::protocol::percentile;

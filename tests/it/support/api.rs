@@ -7,9 +7,14 @@ use std::sync::Arc;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
-use spool_domain::{
-    Clock, Directory, FailPoints, LiveSettings, Metadata, StreamLog, SystemClock, TurnQueue, attachment::FileStore,
-    service::AttachmentLimits,
+use spool_chat::{
+    attachment::FileStore, directory::Directory, service::AttachmentLimits, turns::TurnQueue, workspace::Metadata,
+};
+use spool_log::{
+    clock::{Clock, SystemClock},
+    failpoint::FailPoints,
+    limits::LiveSettings,
+    port::StreamLog,
 };
 use spool_tests::{Harness, unique_id};
 
@@ -35,7 +40,7 @@ pub(crate) async fn serve_limited(
 ) -> String {
     let push = push(metadata.clone(), log.clone());
     let fail = Arc::new(FailPoints::default());
-    let org_turns = spool_domain::DEFAULT_ORG_TURN_CONCURRENCY;
+    let org_turns = spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY;
     serve_with(log, metadata, turns, files, limits, &push, fail, org_turns).await
 }
 
@@ -83,20 +88,20 @@ pub(crate) async fn serve_with(
 }
 
 /// Webhooks in the tests call receivers on loopback, as under `spool serve`.
-pub(crate) const DEV_URLS: spool_domain::subscription::UrlPolicy =
-    spool_domain::subscription::UrlPolicy { loopback_http: true };
+pub(crate) const DEV_URLS: spool_log::subscription::spec::UrlPolicy =
+    spool_log::subscription::spec::UrlPolicy { loopback_http: true };
 
 /// Push delivery over the stores, as `spool serve` has it.
 pub(crate) struct Push {
-    pub(crate) subscriptions: Arc<spool_domain::subscription::Subscriptions>,
-    pub(crate) hooks: Arc<spool_domain::webhook::ChatHooks>,
+    pub(crate) subscriptions: Arc<spool_log::subscription::service::Subscriptions>,
+    pub(crate) hooks: Arc<spool_chat::webhook::service::ChatHooks>,
 }
 
 impl Push {
     /// Feeds appended at once, their events heard by the webhooks.
-    pub(crate) fn feeds(&self, log: Arc<dyn StreamLog>) -> Arc<dyn spool_domain::Aggregates> {
-        Arc::new(spool_domain::webhook::HookedFeeds {
-            feeds: Arc::new(spool_domain::aggregate::Direct(log)),
+    pub(crate) fn feeds(&self, log: Arc<dyn StreamLog>) -> Arc<dyn spool_log::aggregate::Aggregates> {
+        Arc::new(spool_chat::webhook::service::HookedFeeds {
+            feeds: Arc::new(spool_log::aggregate::Direct(log)),
             hooks: self.hooks.clone(),
         })
     }
@@ -104,10 +109,10 @@ impl Push {
 
 /// Push delivery over `metadata` and `log`, its jobs run by a task of this process.
 pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push {
-    use spool_domain::jobs::MaintenanceJob;
+    use spool_log::jobs::MaintenanceJob;
     let (jobs, queue) = spool_embedded::LocalJobs::new();
     let outbound = Arc::new(spool_worker::Webhooks::new(DEV_URLS).unwrap());
-    let subscriptions = spool_domain::subscription::Subscriptions::new(
+    let subscriptions = spool_log::subscription::service::Subscriptions::new(
         metadata.clone(),
         log,
         Arc::new(jobs.clone()),
@@ -116,7 +121,7 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
         DEV_URLS,
     )
     .with_outbound(outbound.clone());
-    let hooks = spool_domain::webhook::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
+    let hooks = spool_chat::webhook::service::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
         .with_outbound(outbound);
     let push = Push {
         subscriptions: Arc::new(subscriptions),

@@ -4,10 +4,11 @@
 use std::{sync::Arc, time::Duration};
 
 use spool_agents::{Engine, Runtimes, Settings};
-use spool_domain::{
-    Metadata, StreamLog, SystemClock,
+use spool_chat::{
     notifier::{LogNotifier, Notifier},
+    workspace::Metadata,
 };
+use spool_log::{clock::SystemClock, port::StreamLog};
 use spool_tests::Harness;
 
 use super::{Api, setup_on};
@@ -114,7 +115,7 @@ pub(crate) async fn stack_notifying<H: Harness>(
 }
 
 /// [`stack`] over a store that holds records to `caps`.
-pub(crate) async fn stack_capped<H: Harness>(harness: &H, caps: spool_domain::caps::Caps) -> Stack {
+pub(crate) async fn stack_capped<H: Harness>(harness: &H, caps: spool_chat::caps::Caps) -> Stack {
     let metadata: Arc<dyn Metadata> = Arc::new(harness.capped_metadata(caps).await);
     let runtimes = spool_agents::Runtimes::scripted_only();
     stack_over(
@@ -159,7 +160,7 @@ async fn stack_over<H: Harness>(
         metadata.clone(),
         turns,
         files,
-        spool_domain::service::AttachmentLimits::default(),
+        spool_chat::service::AttachmentLimits::default(),
         &push,
         harness.fail_points().clone(),
         org_turns,

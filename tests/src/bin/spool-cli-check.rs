@@ -22,7 +22,7 @@ use spool_agents::{
     runtime::{Error, Message, Request, Sink, TurnContext},
     runtimes::CliRuntimes,
 };
-use spool_domain::{CliType, clis::CliProbe};
+use spool_chat::{clis::CliProbe, workspace::CliType};
 
 /// How long one run may take: a CLI that got past its arguments and waits on a network it
 /// cannot reach here is accepted.

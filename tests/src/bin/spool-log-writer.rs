@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use bytes::Bytes;
-use spool_domain::{Append, StreamPath, StreamWriter};
 use spool_embedded::EmbeddedLog;
+use spool_log::{
+    port::StreamWriter,
+    stream::{Append, StreamPath},
+};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use spool_domain::Event;
+use spool_chat::session::Event;
 use tokio::sync::mpsc;
 
 /// A signed-in client of one Spool.

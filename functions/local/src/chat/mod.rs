@@ -18,7 +18,11 @@ use std::{io::Write, path::PathBuf};
 use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_domain::{ChatEvent, Event, chat::event::EndReason, workspace::new_id};
+use spool_chat::{
+    event::{ChatEvent, EndReason},
+    session::Event,
+    workspace::new_id,
+};
 use tokio::{
     io::{AsyncBufReadExt, BufReader, Lines, Stdin},
     sync::mpsc,

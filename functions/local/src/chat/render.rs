@@ -1,9 +1,9 @@
 //! How `spool chat` shows a chat's events in a terminal: an answer as it streams, tools as
 //! one line each, and what an agent asks of the person.
 
-use spool_domain::{
-    ChatEvent, Event,
-    chat::event::{EndReason, Level},
+use spool_chat::{
+    event::{ChatEvent, EndReason, Level},
+    session::Event,
 };
 
 /// What the person is asked to answer.
@@ -89,8 +89,8 @@ pub(crate) fn request(event: &Event) -> Option<Request> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spool_domain::{
-        chat::event::{AgentEnd, AskQuestion, MessageUpdate},
+    use spool_chat::{
+        event::{AgentEnd, AskQuestion, MessageUpdate},
         session::EventKind,
     };
 

@@ -148,7 +148,7 @@ impl Step<'_> {
 
     /// The tools the client declared with the message that started this turn (every step of
     /// the turn: a continuation is triggered by an answer, not by the message).
-    pub(super) fn client_tools(&self) -> Vec<spool_domain::chat::event::ClientTool> {
+    pub(super) fn client_tools(&self) -> Vec<spool_chat::event::ClientTool> {
         self.events
             .iter()
             .find_map(|e| match &e.event {

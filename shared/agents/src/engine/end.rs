@@ -39,9 +39,7 @@ impl Step<'_> {
         let workspace = self.workspace().await;
         let keep = workspace
             .as_ref()
-            .map_or(spool_domain::session::TURN_RECORD_TTL_MS, |w| {
-                w.cleanup.turn_record_ms()
-            });
+            .map_or(spool_chat::session::TURN_RECORD_TTL_MS, |w| w.cleanup.turn_record_ms());
         self.record_kept(status, Some(reason.as_str().to_owned()), keep).await?;
         self.append(vec![self.draft(ended)]).await?;
         self.announce(|ws| FeedEvent::ProcessingFinished {
@@ -76,7 +74,7 @@ impl Step<'_> {
         }
     }
 
-    /// Tells the workspace's person about `kind`, as its settings ask ([`spool_domain::notifier`]).
+    /// Tells the workspace's person about `kind`, as its settings ask ([`spool_chat::notifier`]).
     pub(super) async fn notify(&self, workspace: &Workspace, kind: NotificationKind, detail: &str) {
         let (_, now) = self.now();
         let actor = self.agent_name();
@@ -85,7 +83,7 @@ impl Step<'_> {
             actor: &actor,
             detail,
         };
-        spool_domain::notifier::notify(
+        spool_chat::notifier::notify(
             self.engine.feeds.as_ref(),
             self.engine.notifier.as_ref(),
             &self.job.org,
@@ -109,7 +107,7 @@ impl Step<'_> {
 
     /// Records where the turn is, for `GET /v1/sessions/{id}/turns`.
     pub(super) async fn record(&self, status: TurnStatus, detail: Option<String>) -> Result<(), Error> {
-        self.record_kept(status, detail, spool_domain::session::TURN_RECORD_TTL_MS)
+        self.record_kept(status, detail, spool_chat::session::TURN_RECORD_TTL_MS)
             .await
     }
 
@@ -195,7 +193,7 @@ impl Step<'_> {
         }
         for (draft, seq) in drafts.into_iter().zip(appended.first..) {
             self.events.push(Event {
-                v: spool_domain::session::EVENT_VERSION,
+                v: spool_chat::session::EVENT_VERSION,
                 seq,
                 ts: now.clone(),
                 session_id: self.session.id.clone(),

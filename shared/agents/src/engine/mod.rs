@@ -42,22 +42,29 @@ use std::{
 };
 
 use serde_json::Value;
-pub use spool_domain::chat::event::EndReason;
-use spool_domain::{
-    Agent, ChatEvent, Clock, Error, Event, EventDraft, EventKind, FeedEvent, MAX_CONTINUATIONS, Metadata, Offset,
-    OpenRequest, ProducerClaim, RequestKind, Session, StreamLog, StreamPath, TurnJob, TurnRecord, TurnStatus,
-    WaitOutcome, Workspace, WorkspaceRoots,
+pub use spool_chat::event::EndReason;
+use spool_chat::{
     attachment::FileStore,
-    chat::event::{
-        AgentEnd, AgentStart, AskQuestion, AuthorType, ControlAction, Level, MessageEnd, MessageStart, MessageUpdate,
-        PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
+    confine::WorkspaceRoots,
+    event::{
+        AgentEnd, AgentStart, AskQuestion, AuthorType, ChatEvent, ControlAction, FeedEvent, Level, MessageEnd,
+        MessageStart, MessageUpdate, PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
     },
-    clock::rfc3339_ms,
     manage::announce,
     notifier::{About, LogNotifier, Notifier},
-    session::{append_events, preview, read_events},
+    session::{
+        Event, EventDraft, EventKind, OpenRequest, RequestKind, Session, TurnRecord, TurnStatus, append_events,
+        preview, read_events,
+    },
     settings::NotificationKind,
-    workspace::new_id,
+    turns::{MAX_CONTINUATIONS, TurnJob},
+    workspace::{Agent, Metadata, Workspace, new_id},
+};
+use spool_log::{
+    clock::{Clock, rfc3339_ms},
+    error::Error,
+    port::StreamLog,
+    stream::{Offset, ProducerClaim, StreamPath, WaitOutcome},
 };
 use tokio::sync::mpsc;
 
@@ -138,7 +145,7 @@ impl Default for Settings {
 pub struct Engine {
     log: Arc<dyn StreamLog>,
     /// Where workspaces' feed events are handed over.
-    feeds: Arc<dyn spool_domain::Aggregates>,
+    feeds: Arc<dyn spool_log::aggregate::Aggregates>,
     metadata: Arc<dyn Metadata>,
     runtimes: Arc<Runtimes>,
     clock: Arc<dyn Clock>,
@@ -148,9 +155,9 @@ pub struct Engine {
     /// How people are told when an agent needs them.
     notifier: Arc<dyn Notifier>,
     /// Where the models' token counts are recorded.
-    metrics: Arc<dyn spool_domain::Metrics>,
+    metrics: Arc<dyn spool_log::metrics::Metrics>,
     /// Workspaces' write side, for actions.
-    workspaces: spool_domain::service::WorkspaceService,
+    workspaces: spool_chat::service::WorkspaceService,
 }
 
 impl std::fmt::Debug for Engine {
@@ -170,10 +177,10 @@ impl Engine {
         clock: Arc<dyn Clock>,
         settings: Settings,
     ) -> Self {
-        let workspaces = spool_domain::service::WorkspaceService::new(metadata.clone(), log.clone(), clock.clone())
+        let workspaces = spool_chat::service::WorkspaceService::new(metadata.clone(), log.clone(), clock.clone())
             .with_workspace_roots(settings.workspace_roots.clone());
         Self {
-            feeds: Arc::new(spool_domain::aggregate::Direct(log.clone())),
+            feeds: Arc::new(spool_log::aggregate::Direct(log.clone())),
             workspaces,
             log,
             metadata,
@@ -182,20 +189,20 @@ impl Engine {
             settings,
             files: None,
             notifier: Arc::new(LogNotifier),
-            metrics: Arc::new(spool_domain::LogMetrics),
+            metrics: Arc::new(spool_log::metrics::LogMetrics),
         }
     }
 
     /// The same engine, recording the models' token counts in `metrics`.
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<dyn spool_domain::Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<dyn spool_log::metrics::Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
 
     /// The same engine, handing workspaces' feed events to `feeds` (appended at once otherwise).
     #[must_use]
-    pub fn with_feeds(mut self, feeds: Arc<dyn spool_domain::Aggregates>) -> Self {
+    pub fn with_feeds(mut self, feeds: Arc<dyn spool_log::aggregate::Aggregates>) -> Self {
         self.workspaces = self.workspaces.with_feeds(feeds.clone());
         self.feeds = feeds;
         self
@@ -217,7 +224,7 @@ impl Engine {
     }
 
     /// Counts a run of `job`'s step as it starts; how many there have been, this one included
-    /// ([`spool_domain::Sessions::count_run`]). The worker passes it to [`Self::run`].
+    /// ([`spool_chat::session::Sessions::count_run`]). The worker passes it to [`Self::run`].
     pub async fn count_run(&self, job: &TurnJob) -> Result<u32, Error> {
         self.metadata
             .count_run(&job.org, &job.session_id, &job.key(), self.clock.now_ms())

@@ -275,7 +275,7 @@ impl Step<'_> {
         };
         drafts.push(self.draft(ChatEvent::MessageEnd(end)));
         if let Some(usage) = reply.usage {
-            self.engine.metrics.record(spool_domain::Metric::ModelTokens {
+            self.engine.metrics.record(spool_log::metrics::Metric::ModelTokens {
                 input: usage.input_tokens,
                 output: usage.output_tokens,
             });

@@ -1,6 +1,6 @@
 //! # Appends: group commit into conditional puts
 //!
-//! Concurrent appends to one stream are merged ([`spool_domain::group_commit`]) and decided
+//! Concurrent appends to one stream are merged ([`spool_log::group_commit`]) and decided
 //! against the stream's state in order, as one writer would ([`apply_append`]); the decisions
 //! that write become batch items, put at the key after the tail on the condition that it is
 //! free (see [`crate::items`]). One small batch is one `PutItem`: a write unit. A taken key is
@@ -24,10 +24,11 @@ use aws_sdk_dynamodb::{
 };
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
-use spool_domain::{
-    Append, AppendAck, Error, Offset, SeqRange, StreamPath,
+use spool_log::{
+    error::Error,
     page::{encode_frames, frames_len},
     state::{ProducerState, StreamState, apply_append},
+    stream::{Append, AppendAck, Offset, SeqRange, StreamPath},
 };
 
 use super::{
@@ -369,7 +370,7 @@ impl Inner {
                     return answers;
                 }
                 Err(Conflict::Lost) => {
-                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
+                    self.opts.metrics.record(spool_log::metrics::Metric::AppendConflict);
                     match self.catch_up(&mut v).await {
                         Ok(true) => view = Some(v),
                         Ok(false) => self.forget_head(path),
@@ -379,7 +380,7 @@ impl Inner {
                 Err(Conflict::Producer) => {
                     // A producer's item moved (sealing brought it up to date, or another
                     // writer started an epoch): learn the round's producers again.
-                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
+                    self.opts.metrics.record(spool_log::metrics::Metric::AppendConflict);
                     for prep in round {
                         if let Some(claim) = &prep.req.producer {
                             v.producers.remove(&claim.id);
@@ -388,7 +389,7 @@ impl Inner {
                     view = Some(v);
                 }
                 Err(Conflict::Busy) => {
-                    self.opts.metrics.record(spool_domain::Metric::AppendConflict);
+                    self.opts.metrics.record(spool_log::metrics::Metric::AppendConflict);
                     view = Some(v);
                 }
                 Err(Conflict::Failed(e)) => return for_each(&e, round.len()),
@@ -396,7 +397,7 @@ impl Inner {
             if started.elapsed() > CONTENTION_BUDGET {
                 return for_each(&Error::Contention { path: path.clone() }, round.len());
             }
-            spool_domain::retry::backoff(attempt).await;
+            spool_log::retry::backoff(attempt).await;
             attempt += 1;
         }
     }
@@ -413,7 +414,7 @@ impl Inner {
         let table = &self.opts.table;
         let ttl = Some(batch_ttl(self.now(), state.expires_at_ms()));
         let producer_ttl = match state.expiry {
-            spool_domain::Expiry::At { .. } => ttl_attribute(state.expires_at_ms()),
+            spool_log::stream::Expiry::At { .. } => ttl_attribute(state.expires_at_ms()),
             _ => None,
         };
         if let ([batch], true) = (items, epochs.is_empty()) {

@@ -9,10 +9,11 @@
 use std::{collections::HashMap, time::Duration};
 
 use aws_sdk_dynamodb::error::SdkError;
-use spool_domain::{
-    Error, Offset, StreamPath,
+use spool_log::{
+    error::Error,
     notify::TailProbe,
     state::{ProducerState, StreamState},
+    stream::{Offset, StreamPath},
 };
 
 use super::{Inner, Remembered};

@@ -14,9 +14,10 @@ use aws_sdk_dynamodb::{
     operation::transact_write_items::TransactWriteItemsError,
     types::{AttributeValue, Delete, Put, TransactWriteItem, Update, WriteRequest},
 };
-use spool_domain::{
-    Append, CreateStream, Created, Error, SeqRange, StreamPath,
+use spool_log::{
+    error::Error,
     state::{ForkOrigin, StreamState},
+    stream::{Append, CreateStream, Created, SeqRange, StreamPath},
 };
 
 use super::{
@@ -185,7 +186,7 @@ impl Inner {
                     {
                         inner.delete_objects(vec![blob]).await;
                     }
-                    spool_domain::retry::backoff(attempt).await;
+                    spool_log::retry::backoff(attempt).await;
                 }
                 Err(e) => return Err(ddb("TransactWriteItems (create)", e)),
             }
@@ -234,7 +235,7 @@ impl Inner {
                     Err(SdkError::ServiceError(e))
                         if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
                     {
-                        spool_domain::retry::backoff(attempt).await;
+                        spool_log::retry::backoff(attempt).await;
                         continue;
                     }
                     Err(e) => return Err(ddb("TransactWriteItems (soft delete)", e)),
@@ -247,7 +248,7 @@ impl Inner {
                 return Ok(false);
             }
             // Deleted, replaced, forked or appended to meanwhile: look again.
-            spool_domain::retry::backoff(attempt).await;
+            spool_log::retry::backoff(attempt).await;
         }
         Err(Error::Contention { path: path.clone() })
     }

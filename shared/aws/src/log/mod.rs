@@ -35,9 +35,16 @@ use std::{
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_domain::{
-    Append, AppendAck, Clock, CreateStream, Created, Error, FailPoints, LogLimits, SealScheduler, SeqRange, StreamPath,
-    StreamWriter, SystemClock, group_commit::GroupCommit, notify::Notifier, page::page_name,
+use spool_log::{
+    clock::{Clock, SystemClock},
+    error::Error,
+    failpoint::FailPoints,
+    group_commit::GroupCommit,
+    limits::LogLimits,
+    notify::Notifier,
+    page::page_name,
+    port::{SealScheduler, StreamWriter},
+    stream::{Append, AppendAck, CreateStream, Created, SeqRange, StreamPath},
 };
 
 use crate::{AwsClients, items::Head};
@@ -62,7 +69,7 @@ pub struct AwsLogOptions {
     /// Where to ask for sealing when a page's worth of messages is waiting.
     pub scheduler: Option<Arc<dyn SealScheduler>>,
     /// Where append conflicts are counted.
-    pub metrics: Arc<dyn spool_domain::Metrics>,
+    pub metrics: Arc<dyn spool_log::metrics::Metrics>,
 }
 
 impl AwsLogOptions {
@@ -76,7 +83,7 @@ impl AwsLogOptions {
             fail_points: Arc::new(FailPoints::default()),
             poll_interval: Duration::from_millis(500),
             scheduler: None,
-            metrics: Arc::new(spool_domain::LogMetrics),
+            metrics: Arc::new(spool_log::metrics::LogMetrics),
         }
     }
 }
@@ -183,7 +190,7 @@ impl StreamWriter for AwsLog {
         // The forks of a deleted stream read its pages once its batches expire: seal it all
         // (with a maintenance queue, the delete armed a check before it committed).
         if kept_for_forks && self.inner.opts.scheduler.is_none() {
-            spool_domain::StreamSealer::seal(self, path, spool_domain::SealMode::Final).await?;
+            spool_log::port::StreamSealer::seal(self, path, spool_log::stream::SealMode::Final).await?;
         }
         Ok(())
     }

@@ -11,11 +11,13 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::{error::SdkError, types::AttributeValue};
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
-use spool_domain::{
-    Error, Offset, SealMode, SealReport, SeqRange, StreamPath, StreamSealer,
+use spool_log::{
+    error::Error,
     page::{page_name, parse_page_name},
+    port::StreamSealer,
     seal::{PageStore, seal_stream},
     state::StreamState,
+    stream::{Offset, SealMode, SealReport, SeqRange, StreamPath},
 };
 
 use super::{AwsLog, Inner, head::Arm};
@@ -332,7 +334,7 @@ impl PageStore for AwsLog {
                 // 409: a concurrent conditional write of the same key is under way; its outcome
                 // decides whether ours is needed.
                 Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 409 => {
-                    spool_domain::retry::backoff(attempt).await
+                    spool_log::retry::backoff(attempt).await
                 }
                 Err(e) => return Err(s3("PutObject (page)", e)),
             }

@@ -1,6 +1,6 @@
 //! # Reads: the domain's read path over batches and pages
 //!
-//! [`spool_domain::read::read_stored`] decides which run holds the next messages (a fork's
+//! [`spool_log::read::read_stored`] decides which run holds the next messages (a fork's
 //! inherited runs, the sealed pages, the batches after them); this part fetches them: batches
 //! with a strongly consistent `Query` (and a reverse one for the batch a read starts inside),
 //! pages with a `GetObject`.
@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use spool_domain::{
-    Chunk, Error, Offset, Position, StreamMeta, StreamPath, StreamReader, WaitOutcome,
+use spool_log::{
+    error::Error,
     notify::wait_for_data,
-    page::Page,
-    page::{decode_frames, decode_page},
+    page::{Page, decode_frames, decode_page},
+    port::StreamReader,
     read::{self, StoredRuns, read_stored},
     state::StreamState,
+    stream::{Chunk, Offset, Position, StreamMeta, StreamPath, WaitOutcome},
 };
 
 use super::{AwsLog, Inner, pages::page_key};

@@ -1,0 +1,499 @@
+//! # Workspaces and their agents
+//!
+//! A workspace groups an organization's chats, agents and tasks. Every workspace has the
+//! built-in Spool agent, made with it, which cannot be deleted; other agents are ordered by
+//! `position`. Everything here belongs to one organization: the [`Workspaces`] port takes the
+//! organization with every call, and adapters key every record by it, so one organization can
+//! never address another's records (they are missing, not forbidden).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::settings::{Cleanup, MAX_KEEP_DAYS, Notifications, WorkingDirMode, check_email};
+use spool_log::error::Error;
+
+/// The longest name of a workspace or an agent, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+/// The longest description or agent instruction, in characters.
+pub const MAX_TEXT_CHARS: usize = 20_000;
+/// The built-in agent's name.
+pub const BUILTIN_AGENT_NAME: &str = "Spool";
+
+/// A workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    /// Its id (`ws_…`).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// What it is for; given to agents as context.
+    #[serde(default)]
+    pub description: String,
+    /// Where CLI agents run for this workspace's chats (a per-chat temporary directory when
+    /// unset).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// How long what its chats leave behind is kept.
+    #[serde(default)]
+    pub cleanup: Cleanup,
+    /// Whom Spool tells when an agent needs a person.
+    #[serde(default)]
+    pub notifications: Notifications,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+}
+
+impl Workspace {
+    /// A new workspace named `name`, with the default settings: a folder of each chat's own,
+    /// things kept [`crate::settings::DEFAULT_KEEP_DAYS`] days, no notifications.
+    pub fn new(id: String, name: String, now_ms: i64) -> Self {
+        Self {
+            id,
+            name,
+            description: String::new(),
+            working_dir: None,
+            cleanup: Cleanup::default(),
+            notifications: Notifications::default(),
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Where its CLI agents run.
+    pub fn working_dir_mode(&self) -> WorkingDirMode {
+        if self.working_dir.is_some() {
+            WorkingDirMode::Static
+        } else {
+            WorkingDirMode::Temp
+        }
+    }
+}
+
+/// How an agent produces its answers.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// Deterministic replies from a script (demos and tests; needs no key).
+    Scripted,
+    /// An OpenAI-compatible chat-completions endpoint.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// A CLI agent run as a subprocess.
+    Cli,
+}
+
+/// The CLI agents Spool can run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CliType {
+    /// Anthropic's `claude`.
+    Claude,
+    /// Google's `gemini`.
+    Gemini,
+    /// OpenAI's `codex`.
+    Codex,
+    /// `opencode`.
+    Opencode,
+}
+
+impl CliType {
+    /// Every CLI, in the built-in agent's order of preference.
+    pub const ALL: [Self; 4] = [Self::Claude, Self::Gemini, Self::Codex, Self::Opencode];
+}
+
+/// An agent of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    /// Its id (`ag_…`).
+    pub id: String,
+    /// The workspace it belongs to.
+    pub workspace_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its instruction (system prompt).
+    #[serde(default)]
+    pub instruction: String,
+    /// Its runtime; `None` lets Spool choose (the built-in agent's default: a configured LLM,
+    /// else the first installed CLI, else the scripted runtime).
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// The model, for LLM runtimes.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The CLI, for the CLI runtime.
+    #[serde(default)]
+    pub cli_type: Option<CliType>,
+    /// Its place in the workspace's list, from 0.
+    pub position: u32,
+    /// Whether this is the workspace's built-in Spool agent.
+    #[serde(default)]
+    pub builtin: bool,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+}
+
+impl Agent {
+    /// The built-in Spool agent of workspace `workspace_id`.
+    pub fn builtin(id: String, workspace_id: String, now_ms: i64) -> Self {
+        Self {
+            id,
+            workspace_id,
+            name: BUILTIN_AGENT_NAME.to_owned(),
+            // Its instruction is Spool's, in the code; this is the workspace's extension of it.
+            instruction: String::new(),
+            runtime: None,
+            model: None,
+            cli_type: None,
+            position: 0,
+            builtin: true,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("agent name", &self.name)?;
+        check_text("agent instruction", &self.instruction)?;
+        if let Some(model) = &self.model {
+            check_model(model)?;
+        }
+        if self.runtime == Some(Runtime::Cli) && self.cli_type.is_none() {
+            return Err(Error::invalid("agent", "the cli runtime needs a cli_type"));
+        }
+        Ok(())
+    }
+}
+
+impl Workspace {
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("workspace name", &self.name)?;
+        check_text("workspace description", &self.description)?;
+        if let Some(dir) = &self.working_dir
+            && (dir.is_empty() || dir.len() > 4096 || dir.chars().any(char::is_control))
+        {
+            return Err(Error::invalid(
+                "working directory",
+                "give a path of 1 to 4096 bytes without control characters",
+            ));
+        }
+        for (what, days) in [
+            ("cleanup turn_record_days", self.cleanup.turn_record_days),
+            ("cleanup chat_folder_days", self.cleanup.chat_folder_days),
+        ] {
+            if !(1..=MAX_KEEP_DAYS).contains(&days) {
+                return Err(Error::invalid(
+                    what,
+                    format!("give a number of days from 1 to {MAX_KEEP_DAYS}"),
+                ));
+            }
+        }
+        if let Some(email) = &self.notifications.email {
+            check_email(email)?;
+        }
+        Ok(())
+    }
+}
+
+impl Workspace {
+    /// Confines a working directory that was just set to the roots `org` may use
+    /// ([`crate::confine`]) and keeps it resolved, so what is stored is the folder agents will
+    /// run in.
+    pub async fn confine_working_dir(
+        &mut self,
+        org: &str,
+        roots: &crate::confine::WorkspaceRoots,
+    ) -> Result<(), Error> {
+        if let Some(dir) = &self.working_dir {
+            let resolved = roots.confine(org, dir).await?;
+            self.working_dir = Some(resolved.to_string_lossy().into_owned());
+        }
+        Ok(())
+    }
+}
+
+/// A name: 1 to [`MAX_NAME_CHARS`] characters, not blank, no control or format characters.
+/// Where a name comes in it is [`crate::names::clean`]ed first, so a format character here is a
+/// path that forgot to, refused rather than stored.
+pub fn check_name(what: &'static str, name: &str) -> Result<(), Error> {
+    if name.trim().is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || name.chars().any(|c| c.is_control() || crate::names::is_format(c))
+    {
+        return Err(Error::invalid(
+            what,
+            format!("give 1 to {MAX_NAME_CHARS} characters, not blank, without control or invisible format characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest model name.
+pub const MAX_MODEL_CHARS: usize = 200;
+
+/// A model name, wherever one comes from (an agent's, a chat's `/model`, a command's `model`):
+/// 1 to [`MAX_MODEL_CHARS`] ASCII letters, digits and `. _ - : / @ +`, starting with a letter or
+/// a digit (`claude-sonnet-4-5`, `gemini-2.5-pro`, `anthropic/claude-sonnet-4-5`,
+/// `llama3:8b`). So a name is always one argument of a CLI's command line, never a flag of its
+/// own.
+pub fn check_model(name: &str) -> Result<(), Error> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/' | '@' | '+');
+    if name.is_empty()
+        || name.len() > MAX_MODEL_CHARS
+        || !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !name.chars().all(allowed)
+    {
+        return Err(Error::invalid(
+            "model",
+            format!(
+                "a model name is 1 to {MAX_MODEL_CHARS} letters, digits and `. _ - : / @ +`, starting with a letter or digit, as in `claude-sonnet-4-5` or `anthropic/claude-sonnet-4-5`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A text: at most [`MAX_TEXT_CHARS`] characters.
+pub fn check_text(what: &'static str, text: &str) -> Result<(), Error> {
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return Err(Error::invalid(
+            what,
+            format!("give at most {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// The positions `ids` gives the workspace's `agents`: `ids` must name each of them exactly
+/// once. Returns `(agent id, new position)` for the agents whose position changes.
+pub fn plan_reorder(agents: &[Agent], ids: &[String]) -> Result<Vec<(String, u32)>, Error> {
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = ids.iter().find(|id| !seen.insert(id.as_str())) {
+        return Err(Error::invalid("agent order", format!("`{dup}` is listed twice")));
+    }
+    if ids.len() != agents.len() || agents.iter().any(|a| !seen.contains(a.id.as_str())) {
+        return Err(Error::invalid(
+            "agent order",
+            format!(
+                "list each of the workspace's {} agents exactly once (the list changed? reload it)",
+                agents.len()
+            ),
+        ));
+    }
+    Ok(ids
+        .iter()
+        .enumerate()
+        .filter_map(|(i, id)| {
+            let position = u32::try_from(i).unwrap_or(u32::MAX);
+            let agent = agents.iter().find(|a| &a.id == id)?;
+            (agent.position != position).then(|| (id.clone(), position))
+        })
+        .collect())
+}
+
+/// A task of a workspace, made by an agent (the `create_task` action) or by hand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// Its id (`task_…`).
+    pub id: String,
+    /// The workspace it belongs to.
+    pub workspace_id: String,
+    /// The chat it came from.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Its title.
+    pub title: String,
+    /// What to do.
+    #[serde(default)]
+    pub description: String,
+    /// When it was made (ms since the Unix epoch).
+    pub created_ms: i64,
+}
+
+impl Task {
+    /// Checks the fields a client sets.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_name("task title", &self.title)?;
+        check_text("task description", &self.description)
+    }
+}
+
+/// Workspaces and their agents, per organization.
+#[async_trait]
+pub trait Workspaces: Send + Sync {
+    /// Stores a new workspace together with its built-in agent, atomically.
+    async fn create_workspace(&self, org: &str, workspace: &Workspace, builtin: &Agent) -> Result<(), Error>;
+
+    /// The workspace, if the organization has it.
+    async fn workspace(&self, org: &str, id: &str) -> Result<Option<Workspace>, Error>;
+
+    /// The organization's workspaces, oldest first.
+    async fn workspaces(&self, org: &str) -> Result<Vec<Workspace>, Error>;
+
+    /// Replaces a workspace's fields ([`Error::Missing`] if it does not exist).
+    async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error>;
+
+    /// Deletes a workspace, its agents, its tasks and its slash commands ([`Error::Missing`] if
+    /// it does not exist); the organization's command count loses the workspace's.
+    async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error>;
+
+    /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise);
+    /// [`Error::CapReached`] (and nothing stored) when the workspace has
+    /// [`crate::caps::Caps::agents_per_workspace`] agents already.
+    async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
+
+    /// The agent, if the organization has it.
+    async fn agent(&self, org: &str, id: &str) -> Result<Option<Agent>, Error>;
+
+    /// The workspace's agents by position.
+    async fn agents(&self, org: &str, workspace_id: &str) -> Result<Vec<Agent>, Error>;
+
+    /// Replaces an agent's fields ([`Error::Missing`] if it does not exist).
+    async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
+
+    /// Deletes an agent ([`Error::Missing`] if it does not exist). The caller refuses the
+    /// built-in agent.
+    async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error>;
+
+    /// Sets the positions of agents of a workspace, atomically.
+    async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
+
+    /// Stores a new task in an existing workspace ([`Error::Missing`] otherwise);
+    /// [`Error::CapReached`] (and nothing stored) when the workspace has
+    /// [`crate::caps::Caps::tasks_per_workspace`] tasks already.
+    async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error>;
+
+    /// The task, if the organization has it.
+    async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error>;
+
+    /// A page of a workspace's tasks, newest first (ties by id, descending).
+    async fn tasks(&self, org: &str, query: &crate::listing::TaskQuery) -> Result<crate::listing::Page<Task>, Error>;
+
+    /// Replaces an existing task's record ([`Error::Missing`] if it does not exist).
+    async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error>;
+
+    /// Deletes a task ([`Error::Missing`] if it does not exist).
+    async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error>;
+}
+
+/// Everything Spool keeps besides streams: [`Directory`](crate::directory::Directory), [`Workspaces`],
+/// [`Sessions`](crate::session::Sessions), slash commands, files, the protocol's subscriptions and chat
+/// webhooks, from one adapter.
+pub trait Metadata:
+    crate::directory::Directory
+    + Workspaces
+    + crate::session::Sessions
+    + crate::commands::Commands
+    + crate::attachment::Attachments
+    + spool_log::subscription::SubscriptionStore
+    + crate::webhook::HookStore
+{
+}
+
+impl<T> Metadata for T where
+    T: crate::directory::Directory
+        + Workspaces
+        + crate::session::Sessions
+        + crate::commands::Commands
+        + crate::attachment::Attachments
+        + spool_log::subscription::SubscriptionStore
+        + crate::webhook::HookStore
+{
+}
+
+/// A new id with a kind prefix, e.g. `ws_0192f…`: a UUIDv7 in hex, so ids sort by creation.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(id: &str, position: u32) -> Agent {
+        let mut a = Agent::builtin(id.to_owned(), "ws".to_owned(), 0);
+        a.builtin = false;
+        a.position = position;
+        a
+    }
+
+    #[test]
+    fn a_model_name_is_one_argument_never_a_flag() {
+        for good in [
+            "claude-sonnet-4-5",
+            "sonnet",
+            "gemini-2.5-pro",
+            "gpt-5-codex",
+            "anthropic/claude-sonnet-4-5",
+            "llama3:8b",
+            "claude-3@20240620",
+            "us.anthropic.claude-3-5-sonnet-20241022-v2:0",
+        ] {
+            assert!(check_model(good).is_ok(), "{good}");
+        }
+        let long = "m".repeat(MAX_MODEL_CHARS + 1);
+        for bad in [
+            "",
+            "-m",
+            "--dangerously-skip-permissions",
+            "+x",
+            "a b",
+            "a\nb",
+            "a;rm",
+            "a=b",
+            "$(id)",
+            "modèle",
+            long.as_str(),
+        ] {
+            assert!(
+                matches!(check_model(bad), Err(Error::Invalid { what: "model", .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reorder_names_every_agent_once_and_moves_only_what_changes() {
+        let agents = [agent("a", 0), agent("b", 1), agent("c", 2)];
+        let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            plan_reorder(&agents, &ids(&["a", "c", "b"])).unwrap(),
+            vec![("c".to_owned(), 1), ("b".to_owned(), 2)]
+        );
+        assert!(plan_reorder(&agents, &ids(&["a", "b", "c"])).unwrap().is_empty());
+        for bad in [
+            &["a", "b"][..],
+            &["a", "b", "c", "d"],
+            &["a", "a", "b"],
+            &["a", "b", "x"],
+        ] {
+            assert!(
+                matches!(plan_reorder(&agents, &ids(bad)), Err(Error::Invalid { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_and_texts_are_bounded() {
+        let mut a = agent("a", 0);
+        assert!(a.validate().is_ok());
+        for name in ["", "   ", "a\u{7}b", "\u{202e}a", &"x".repeat(MAX_NAME_CHARS + 1)] {
+            a.name = name.to_owned();
+            assert!(a.validate().is_err(), "{name:?}");
+        }
+        a.name = "ok".to_owned();
+        a.runtime = Some(Runtime::Cli);
+        assert!(a.validate().is_err(), "cli needs a cli_type");
+        a.cli_type = Some(CliType::Codex);
+        assert!(a.validate().is_ok());
+    }
+}
