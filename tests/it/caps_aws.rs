@@ -7,9 +7,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use spool_chat::{
     attachment::{Attachment, AttachmentStatus, Attachments},
     caps::{Capped, Caps},
-    commands::{CommandScope, Commands, StoredCommand},
     webhook::{Hook, HookEvent, HookStore},
 };
+use spool_commands::{CommandScope, Commands, StoredCommand};
 use spool_log::error::Error;
 use spool_tests::{AwsHarness, Harness, unique_id};
 

@@ -182,7 +182,7 @@ pub(crate) async fn agents_are_ordered_changed_and_deleted<H: Harness>(harness: 
 /// Commands are stored per organization and scope, replaced by name, and go with their
 /// workspace; another organization sees none of them.
 pub(crate) async fn slash_commands_are_stored_per_scope<H: Harness>(harness: &H) {
-    use spool_chat::commands::{CommandScope, Commands, StoredCommand};
+    use spool_commands::{CommandScope, Commands, StoredCommand};
     let store = harness.metadata().await;
     let (org, other) = (unique_id("org"), unique_id("org"));
     let ws = unique_id("ws");

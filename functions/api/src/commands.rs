@@ -16,12 +16,10 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::{Deserialize, Serialize};
-use spool_chat::{
-    commands::{
-        CommandAction, CommandKind, CommandScope, CommandSource, StoredCommand, check_name, markdown::SlashCommand,
-        registry::Entry,
-    },
-    service::{ActionDone, CommandRequest, Failure, Invoked, Preview, Resolution},
+use spool_chat::service::{ActionDone, CommandRequest, Failure, Invoked, Preview, Resolution};
+use spool_commands::{
+    CommandAction, CommandKind, CommandScope, CommandSource, StoredCommand, check_name, markdown::SlashCommand,
+    registry::Entry,
 };
 use utoipa::ToSchema;
 
@@ -459,7 +457,7 @@ pub(crate) async fn resolve(
     let found = found(api.chats.resolve(caller.org(), &session, &body.input).await?)?;
     Ok(Json(Resolved {
         name: found.command.name.clone(),
-        words: spool_chat::commands::args::split(&found.invocation.arguments),
+        words: spool_commands::args::split(&found.invocation.arguments),
         arguments: found.invocation.arguments,
         source: found.source,
         kind: found.command.kind(),

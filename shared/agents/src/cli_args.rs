@@ -32,7 +32,7 @@ pub fn program(cli: CliType) -> &'static str {
 /// The model goes in each CLI's own flag, the same `--model <name>` in all four (checked
 /// against claude 2.1.197 `--model`, gemini 0.61.0 `-m, --model`, codex 0.169.0 `exec -m,
 /// --model`, opencode 1.18.33 `run -m, --model provider/model`, the versions `tests/clis`
-/// pins). A name that is not a model name ([`spool_chat::workspace::check_model`]: one that
+/// pins). A name that is not a model name ([`spool_commands::model::check_model`]: one that
 /// could read as a flag, say) is refused here, whatever let it through, and opencode's must
 /// name its provider.
 pub fn arguments(cli: CliType, prompt: &str, model: Option<&str>) -> Result<Vec<String>, String> {
@@ -51,7 +51,7 @@ pub fn arguments(cli: CliType, prompt: &str, model: Option<&str>) -> Result<Vec<
         CliType::Opencode => &["run", "{model}", "{prompt}"],
     };
     if let Some(model) = model {
-        spool_chat::workspace::check_model(model).map_err(|e| {
+        spool_commands::model::check_model(model).map_err(|e| {
             format!(
                 "the model `{model}` cannot be given to `{}`: {e}; set another with /model",
                 program(cli)

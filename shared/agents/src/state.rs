@@ -9,10 +9,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use spool_chat::{
-    commands::CommandAction,
     event::{ChatEvent, ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
     session::Event,
 };
+use spool_commands::CommandAction;
 
 use crate::runtime::{Attached, Message, ToolCall};
 

@@ -407,7 +407,7 @@ impl AwsMetadata {
             } => Ok((self.count_where(pk, prefix, None).await?, 0)),
             Counts::Where { pk, attr, value } => Ok((self.count_where(pk, "", Some((attr, value))).await?, 0)),
             Counts::OrgCommands { org } => {
-                let mut scopes = vec![commands_pk(org, &spool_chat::commands::CommandScope::Global)];
+                let mut scopes = vec![commands_pk(org, &spool_commands::CommandScope::Global)];
                 for item in self.query_prefix(org_pk(org), "ws#").await? {
                     if let Some(ws) = item
                         .get("sk")

@@ -14,7 +14,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use spool_chat::commands::{CommandScope, Commands, StoredCommand};
+use spool_commands::{CommandScope, Commands, StoredCommand};
 use spool_log::error::Error;
 
 use crate::{

@@ -8,7 +8,7 @@
 //! organization's records starts with `o#{org}`, so a request can only ever address its own
 //! organization's records. (The streams table's keys are in [`crate::items`].)
 
-use spool_chat::commands::CommandScope;
+use spool_commands::CommandScope;
 
 /// An organization's partition: the organization, its workspaces, its counters of every
 /// command and of its subscriptions.

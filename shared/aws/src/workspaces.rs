@@ -27,10 +27,10 @@ use aws_sdk_dynamodb::{
 use serde::{Serialize, de::DeserializeOwned};
 use spool_chat::{
     caps::Capped,
-    commands::CommandScope,
     listing::{Page, TaskQuery},
     workspace::{Agent, Task, Workspace, Workspaces},
 };
+use spool_commands::CommandScope;
 use spool_log::error::Error;
 
 use crate::{
@@ -315,8 +315,8 @@ impl Workspaces for AwsMetadata {
         }
         // Its commands one by one, so the organization's command counter loses each.
         let scope = CommandScope::Workspace(id.to_owned());
-        for name in spool_chat::commands::Commands::command_names(self, org, &scope).await? {
-            spool_chat::commands::Commands::delete_command(self, org, &scope, &name).await?;
+        for name in spool_commands::Commands::command_names(self, org, &scope).await? {
+            spool_commands::Commands::delete_command(self, org, &scope, &name).await?;
         }
         let children = self.query_prefix(ws_pk(org, id), "").await?;
         let mut requests = Vec::with_capacity(children.len() * 2);

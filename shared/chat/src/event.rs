@@ -12,11 +12,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{
-    commands::{CommandAction, CommandKind, CommandSource},
-    global::AgentMeta,
-    session::EventKind,
-};
+use spool_commands::{CommandAction, CommandKind, CommandSource};
+
+use crate::{global::AgentMeta, session::EventKind};
 
 /// What happened in a chat.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

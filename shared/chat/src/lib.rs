@@ -32,7 +32,6 @@ pub mod attachment;
 pub mod caps;
 pub mod claim;
 pub mod clis;
-pub mod commands;
 pub mod confine;
 pub mod current_turn;
 pub mod directory;

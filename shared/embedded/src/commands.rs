@@ -5,10 +5,8 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use spool_chat::{
-    caps::Capped,
-    commands::{CommandScope, Commands, StoredCommand},
-};
+use spool_chat::caps::Capped;
+use spool_commands::{CommandScope, Commands, StoredCommand};
 use spool_log::error::Error;
 
 use crate::{

@@ -334,7 +334,7 @@ pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use spool_chat::commands::{CommandScope, Commands, StoredCommand};
+    use spool_commands::{CommandScope, Commands, StoredCommand};
 
     use super::*;
 

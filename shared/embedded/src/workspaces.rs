@@ -8,10 +8,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Serialize, de::DeserializeOwned};
 use spool_chat::{
     caps::Capped,
-    commands::CommandScope,
     listing::{Page, TaskQuery},
     workspace::{Agent, Task, Workspace, Workspaces},
 };
+use spool_commands::CommandScope;
 use spool_log::error::Error;
 
 use crate::{

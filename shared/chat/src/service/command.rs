@@ -13,16 +13,16 @@ use super::{
     command_checks::{Failure, check_action, effect, reason_of, unknown_reason},
 };
 use crate::{
-    commands::{
-        CommandAction, CommandScope, CommandSource,
-        args::{Invocation, render, wrap},
-        lookup,
-        markdown::SlashCommand,
-        registry::{Entry, Registry, closest, read_files},
-    },
     event::{ChatEvent, ControlAction, SlashCommandFailed, SlashCommandInvoked},
     session::{EventDraft, PendingTurn, Session},
     workspace::new_id,
+};
+use spool_commands::{
+    CommandAction, CommandScope, CommandSource,
+    args::{Invocation, render, wrap},
+    lookup,
+    markdown::SlashCommand,
+    registry::{Entry, Registry, closest, read_files},
 };
 use spool_log::error::Error;
 
@@ -240,7 +240,7 @@ impl ChatService {
             Some(ws) => self.command_dir(org, ws).await?,
             None => None,
         };
-        let store: &dyn crate::commands::Commands = self.metadata.as_ref();
+        let store: &dyn spool_commands::Commands = self.metadata.as_ref();
         Ok(
             match lookup::resolve(store, org, workspace, dir, &invocation.name).await? {
                 Ok(Entry {

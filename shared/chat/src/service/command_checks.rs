@@ -1,7 +1,9 @@
 //! What a command's action may do in a chat, and what a person is told about a command: why it
 //! cannot run, what it would do, what they probably meant.
 
-use crate::{commands::CommandAction, session::Session};
+use spool_commands::CommandAction;
+
+use crate::session::Session;
 use spool_log::error::Error;
 
 /// Why a command could not run: what the HTTP edge answers (404, 400 or 409).
@@ -40,7 +42,7 @@ pub(super) fn check_action(action: CommandAction, session: &Session, arguments: 
         // No name: back to the agent's model.
         CommandAction::SetModel if arguments.is_empty() => Ok(()),
         CommandAction::SetModel => {
-            crate::workspace::check_model(arguments).map_err(|e| (Failure::Invalid, reason_of(e)))
+            spool_commands::model::check_model(arguments).map_err(|e| (Failure::Invalid, reason_of(e)))
         }
         CommandAction::SwitchMode if arguments.is_empty() => {
             invalid("name a mode, as in `/mode plan` or `/mode act`".to_owned())

@@ -114,7 +114,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::commands::{StoredCommand, registry::closest};
+    use crate::{StoredCommand, registry::closest};
 
     /// A store of commands that counts what is read from it.
     #[derive(Default)]

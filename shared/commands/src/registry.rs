@@ -301,7 +301,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::CommandAction;
+    use crate::CommandAction;
 
     fn stored(name: &str, md: &str) -> StoredCommand {
         StoredCommand {

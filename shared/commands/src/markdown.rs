@@ -105,7 +105,7 @@ impl SlashCommand {
                 "model" => {
                     command.model = text();
                     if let Some(model) = &command.model {
-                        crate::workspace::check_model(model)?;
+                        crate::model::check_model(model)?;
                     }
                 }
                 "action" => {

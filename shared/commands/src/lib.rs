@@ -14,11 +14,13 @@
 //!
 //! Invariants: a stored command always parses (it is checked when saved); a name is one to
 //! three segments of letters, digits, `-` and `_`, joined by `:`; rendering never fails (a
-//! missing argument is empty).
+//! missing argument is empty). A model's name has one rule, here too ([`model`]), since a
+//! command may name one.
 
 pub mod args;
 pub mod lookup;
 pub mod markdown;
+pub mod model;
 pub mod registry;
 
 use async_trait::async_trait;
