@@ -21,7 +21,7 @@ use spool_domain::{
 
 use super::{
     Inner,
-    append::{Accepted, Conflict, Expected, batches, put},
+    batches::{Accepted, Conflict, Expected, batches, put},
     head::Arm,
     pages::page_key,
 };
