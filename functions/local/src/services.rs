@@ -1,7 +1,7 @@
 //! # What `spool serve` and `spool admin` run on
 //!
-//! The ports of the configured backend, each backend's built in one place
-//! ([`spool_embedded::Stores`], [`spool_aws::Stores`]).
+//! The configured backend's ports, as the backend builds them ([`spool_embedded::Stores`],
+//! [`spool_aws::Stores`]).
 
 use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 //! endpoints come from the standard variables (`AWS_ENDPOINT_URL`, …) through
 //! [`spool_platform::AwsSettings`]. See [`log`] for how order and sealing work, and
 //! [`metadata`] for organizations, keys, workspaces and agents in the metadata table.
+//! [`Stores`] builds every port a process runs on from its configuration, in one place.
 
 pub mod aggregate_queue;
 pub mod attachments;
