@@ -208,7 +208,7 @@ $(ELECTRIC):
 	cargo install --quiet durable-streams --version 0.1.5 --root target/bench-electric --target-dir target/bench-electric/build
 
 bench: deps nginx tests/bench/reference/node_modules/.installed $(ELECTRIC) ## Benchmarks: both backends, and spool serve beside the reference Durable Streams servers (Node, and Electric's Rust one)
-	cargo build --release -p spool-bench -p spool-local -p spool-api -p spool-stream -p spool-worker
+	cargo build --release -p spool-bench -p spool-local -p spool-lambda
 	@port=$$($(PYTHON) localstack/emulator.py free-port); \
 	export EMULATOR_PORT=$$port EMULATOR_STATE=.emulator/bench EMULATOR_ENV_FILE=.emulator/bench/env; \
 	trap '$(PYTHON) localstack/emulator.py down' EXIT; \
@@ -256,7 +256,7 @@ deploy: $(SAM) $(CARGO_LAMBDA) web ## Deploy to AWS: build, sam deploy (STAGE=de
 # LAMBDA_ARCH=--x86-64 builds for x86 (the template says arm64; used to check the build path
 # on a machine without the aarch64 target).
 LAMBDA_ARCH ?= --arm64
-LAMBDA_BUILD = PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda $(LAMBDA_ARCH) --locked -p spool-api -p spool-stream -p spool-worker
+LAMBDA_BUILD = PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda $(LAMBDA_ARCH) --locked -p spool-lambda
 build-ApiFunction:
 	$(LAMBDA_BUILD)
 	cp target/lambda/spool-api/bootstrap $(ARTIFACTS_DIR)/bootstrap
@@ -268,7 +268,7 @@ build-TurnsFunction build-WorkerFunction:
 	cp target/lambda/spool-worker/bootstrap $(ARTIFACTS_DIR)/bootstrap
 
 lambda-build: $(CARGO_LAMBDA) ## Build the Lambda functions for arm64, small (profile `lambda`: target/lambda/*/bootstrap)
-	PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 -p spool-api -p spool-stream -p spool-worker
+	PATH=$(VENV)/bin:$$PATH cargo lambda build --profile lambda --arm64 -p spool-lambda
 
 clean: emulator-down ## Remove build output and local data
 	cargo clean

@@ -306,9 +306,9 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
             ),
             commands::MAX_BODY_BYTES,
         ))
-        .routes(routes!(commands::resolve))
-        .routes(routes!(commands::preview))
-        .routes(routes!(commands::invoke))
+        .routes(routes!(commands::run::resolve))
+        .routes(routes!(commands::run::preview))
+        .routes(routes!(commands::run::invoke))
         .routes(routes!(global::agent_message))
         .routes(routes!(global::history))
         .routes(routes!(global::user_message))

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::{StoreArgs, now_ms, services};
+use crate::{StoreArgs, now_ms, services::services};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum AdminCommand {

@@ -19,16 +19,15 @@
 //! - `maintenance`: sealing, subscriptions' and webhooks' jobs, the folders' sweep;
 //! - `aggregates`: aggregate streams' events, a group appended at once;
 //! - `heartbeat`: running steps keep their turns' leases;
-//! - `outbound`: webhook requests, kept off the deployment's own network;
-//! - `lambda` (with the `lambda` feature): the worker function's wiring and entry point.
+//! - `outbound`: webhook requests, kept off the deployment's own network.
+//!
+//! The worker function's wiring and entry point on Lambda are `spool-lambda`'s.
 
 mod aggregates;
 mod batch;
 mod dispatch;
 mod error;
 mod heartbeat;
-#[cfg(feature = "lambda")]
-pub mod lambda;
 mod maintenance;
 mod outbound;
 mod poll;

@@ -26,6 +26,7 @@ mod pages;
 mod private;
 mod recent;
 mod sessions;
+mod stores;
 mod subscriptions;
 mod turn_queue;
 mod webhooks;
@@ -65,6 +66,7 @@ pub use crate::{
     files::LocalFiles,
     jobs::{LocalJobQueue, LocalJobs},
     metadata::EmbeddedMetadata,
+    stores::{OpenError, Stores},
     worker_slot::WorkerSlot,
 };
 use crate::{pages::PageFiles, writer::Job};

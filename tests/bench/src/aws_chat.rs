@@ -157,7 +157,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     let client = Client::sign_in(&base, &app.api_key).await?;
     let ws = client.workspace(&script()).await?;
     // The benchmark's own view of the chats, not counted.
-    let watcher = spool_aws::log_from_config(&config, None).await?;
+    let watcher = spool_aws::Stores::connect(&config, None).await?.log();
     let mut chats = Vec::new();
     for _ in 0..CHATS {
         let id = client.chat(&ws).await?;
@@ -189,7 +189,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         posting += started.elapsed();
         posts.push(started.elapsed());
         let turn = sent["turn_id"].as_str().context("no turn id")?.to_owned();
-        let seen = until_turn_ends(&watcher, &chat.path, chat.at, &turn).await?;
+        let seen = until_turn_ends(&*watcher, &chat.path, chat.at, &turn).await?;
         turning += seen.ran;
         runs.push(seen.ran);
         waiting += started.elapsed();

@@ -392,11 +392,10 @@ struct Outsider {
 }
 
 async fn outsider(config: &Config, base: &str) -> anyhow::Result<Outsider> {
-    let clients = spool_aws::AwsClients::new(&config.aws, None).await;
-    let directory = spool_aws::metadata_from_config(config, &clients)?;
+    let directory = spool_aws::Stores::connect(config, None).await?.metadata()?;
     let now = spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock);
-    let org = spool_api::admin::create_org(&directory, None, "Outsider", now).await?;
-    let (_, key) = spool_api::admin::create_api_key(&directory, &org.id, &[], now).await?;
+    let org = spool_api::admin::create_org(&*directory, None, "Outsider", now).await?;
+    let (_, key) = spool_api::admin::create_api_key(&*directory, &org.id, &[], now).await?;
     let http = reqwest::Client::new();
     let handshake: Value = http
         .post(format!("{base}/v1/handshake"))

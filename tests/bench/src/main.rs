@@ -644,7 +644,7 @@ async fn main() -> anyhow::Result<()> {
         let counter = RequestCounter::default();
         let mut config = config;
         config.aws.maintenance_queue_url = None; // seal explicitly, and count it apart
-        let aws: Arc<dyn StreamLog> = Arc::new(spool_aws::log_from_config(&config, Some(counter.clone())).await?);
+        let aws: Arc<dyn StreamLog> = spool_aws::Stores::connect(&config, Some(counter.clone())).await?.log();
         results.push(run("aws-emulator", aws, Some(&counter), &args).await?);
     }
     let (mut aws_chat, mut page_sizes) = (None, Vec::new());

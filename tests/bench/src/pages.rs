@@ -54,7 +54,7 @@ pub(crate) async fn run(config: &Config, messages: u64, resumes: usize) -> anyho
             ..config.limits
         };
         let counter = RequestCounter::default();
-        let log = spool_aws::log_from_config(&config, Some(counter.clone())).await?;
+        let log = spool_aws::Stores::connect(&config, Some(counter.clone())).await?.log();
         let path = crate::path(&format!("pages-{kib}"));
         log.create(&path, crate::json()).await?;
         let batch = 500;
@@ -76,8 +76,8 @@ pub(crate) async fn run(config: &Config, messages: u64, resumes: usize) -> anyho
 
         // A fresh log, as a new Lambda instance reads: nothing cached.
         let counter = RequestCounter::default();
-        let reader = spool_aws::log_from_config(&config, Some(counter.clone())).await?;
-        let catch_up_mb_per_s = crate::read_all(&reader, &path, messages).await?;
+        let reader = spool_aws::Stores::connect(&config, Some(counter.clone())).await?.log();
+        let catch_up_mb_per_s = crate::read_all(&*reader, &path, messages).await?;
         let gets = counter.total("S3", |op| op == "GetObject");
 
         counter.reset();

@@ -22,7 +22,7 @@ use spool_log::{
 
 use super::{
     Inner,
-    append::{Accepted, Conflict, Expected, batches, put},
+    batches::{Accepted, Conflict, Expected, batches, put},
     head::Arm,
     pages::page_key,
 };

@@ -22,6 +22,7 @@
 //! deleting streams, and collecting what a removed stream leaves).
 
 mod append;
+mod batches;
 mod head;
 mod lifecycle;
 mod pages;

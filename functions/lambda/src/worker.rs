@@ -1,4 +1,4 @@
-//! # The worker function on Lambda
+//! # The worker function
 //!
 //! Builds the [`Worker`] from the function's configuration (the AWS stores, the engine and its
 //! runtimes, the queues, push delivery) and serves the invocations of its SQS triggers.
@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
-
-use crate::Worker;
+use spool_worker::Worker;
 
 /// Serves the worker function's invocations, each a batch from the queues, until the runtime
 /// stops it.
@@ -33,46 +32,44 @@ pub async fn serve() -> Result<(), lambda_runtime::Error> {
 async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_runtime::Error> {
     // Turn steps, tokens, append conflicts and seal lag, as CloudWatch metrics (EMF).
     let metrics: Arc<dyn spool_log::metrics::Metrics> = Arc::new(spool_aws::EmfMetrics::for_this_function());
-    let log = Arc::new(spool_aws::log_with_metrics(config, None, metrics.clone()).await?);
-    let metadata = Arc::new(spool_aws::metadata_from_config(config, log.clients())?);
-    let sweep = Arc::new(crate::folder_sweep(config, metadata.clone()));
+    let aws = spool_aws::Stores::with_metrics(config, None, metrics.clone()).await?;
+    let log = aws.log();
+    let metadata = aws.metadata()?;
+    let sweep = Arc::new(spool_worker::folder_sweep(config, metadata.clone()));
     let engine = spool_agents::Engine::new(
         log.clone(),
         metadata.clone(),
-        Arc::new(crate::runtimes(config, metadata.clone())),
+        Arc::new(spool_worker::runtimes(config, metadata.clone())),
         Arc::new(spool_log::clock::SystemClock),
-        crate::engine_settings(config, metadata),
+        spool_worker::engine_settings(config, metadata),
     )
-    .with_files(Arc::new(spool_aws::files_from_config(config, log.clients())?))
-    .with_notifier(spool_aws::notifier_from_config(config).await)
-    .with_feeds(spool_aws::aggregates_from_config(config, log.clients(), log.clone()))
+    .with_files(aws.files()?)
+    .with_notifier(aws.notifier().await)
+    .with_feeds(aws.aggregates())
     .with_metrics(metrics.clone());
     let mut worker = Worker::new(log.clone())
-        .with_aggregates(log.clone())
+        .with_aggregates(log)
         .with_metrics(metrics)
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
         .with_max_deliveries(config.agents.turn_max_deliveries)
         .with_sweep(sweep);
     // The turns a batch holds stay leased while their steps run (the queue's visibility
     // timeout is the short lease).
-    if config.aws.turns_queue_url.is_some() {
-        let turns = spool_aws::turn_queue_from_config(config, log.clients())?;
-        worker = worker.with_heartbeats(Arc::new(turns), config.agents.turn_lease);
+    if aws.has_turns() {
+        worker = worker.with_heartbeats(aws.turns()?, config.agents.turn_lease);
     }
     // Push delivery, only to the public internet: subscriptions' wakes where the webhook
     // secret is given (the worker function, not the turns function), chat webhooks.
-    let webhooks = Arc::new(crate::Webhooks::new(spool_log::subscription::spec::UrlPolicy {
+    let webhooks = Arc::new(spool_worker::Webhooks::new(spool_log::subscription::spec::UrlPolicy {
         loopback_http: false,
     })?);
-    if let Some(subscriptions) =
-        spool_aws::subscriptions_from_config(config, log.clients(), log.clone(), Some(webhooks.clone()))?
-    {
+    if let Some(subscriptions) = aws.subscriptions(Some(webhooks.clone()))? {
         worker = worker.with_subscriptions(Arc::new(subscriptions));
     }
     // Chat webhooks (each endpoint has its own secret): the feed events this worker appends,
-    // and their deliveries' attempts.
-    if config.aws.maintenance_queue_url.is_some() {
-        worker = worker.with_hooks(Arc::new(spool_aws::hooks_from_config(config, log.clients(), webhooks)?));
+    // and their deliveries' attempts (with a maintenance queue).
+    if let Some(hooks) = aws.hooks(webhooks)? {
+        worker = worker.with_hooks(Arc::new(hooks));
     }
     Ok(worker)
 }

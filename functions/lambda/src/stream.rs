@@ -1,12 +1,15 @@
-//! The stream Lambda: the stream function's read-only Router with response streaming, behind a
-//! function URL in RESPONSE_STREAM mode (so SSE and long-polls stream instead of being
-//! buffered). Writes to streams go to the API function.
+//! # The stream function
+//!
+//! The stream function's read-only Router with response streaming, behind a function URL in
+//! RESPONSE_STREAM mode (so SSE and long-polls stream instead of being buffered). Writes to
+//! streams go to the API function.
 
 use std::sync::Arc;
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    lambda_http::tracing::init_default_subscriber();
+use spool_chat::revocation::Revocations;
+
+/// Serves the stream function's requests until the runtime stops it.
+pub async fn serve() -> Result<(), lambda_http::Error> {
     // The environment, with the secrets SPOOL_SECRET_ARNS names over it (nothing secret is in
     // the environment); the signing keys follow the secret's rotation.
     let configured = spool_aws::configure().await?;
@@ -14,11 +17,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     let keys = configured.token_keys()?;
     let origin = configured.origin_check();
     configured.keep_fresh(&keys, origin.as_ref());
-    let log: Arc<dyn spool_log::port::StreamLog> = Arc::new(spool_aws::log_from_config(config, None).await?);
-    let revocations = Arc::new(spool_chat::revocation::Revocations::new(
-        log.clone(),
-        config.revocation_check,
-    ));
+    let log: Arc<dyn spool_log::port::StreamLog> = spool_aws::Stores::connect(config, None).await?.log();
+    let revocations = Arc::new(Revocations::new(log.clone(), config.revocation_check));
     let api = spool_stream::StreamApi::new(log, spool_stream::Access::Tokens(Box::new(keys)), config.live)
         .with_rate_limiter(Arc::new(spool_auth::RateLimiter::new(config.rate_limits)))
         .with_revocations(revocations);

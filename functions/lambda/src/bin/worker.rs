@@ -3,5 +3,5 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    spool_worker::lambda::serve().await
+    spool_lambda::worker::serve().await
 }

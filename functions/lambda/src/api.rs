@@ -1,10 +1,16 @@
-//! The chat API Lambda: the API's Router behind API Gateway or a function URL.
+//! # The chat API function
+//!
+//! The API's Router behind API Gateway or a function URL. The stream protocol's writes (and
+//! reads, buffered) are served here too: the stream function, which faces the internet, only
+//! reads.
 
 use std::sync::Arc;
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    lambda_http::tracing::init_default_subscriber();
+use spool_chat::revocation::Revocations;
+use spool_log::port::StreamLog;
+
+/// Serves the API function's requests until the runtime stops it.
+pub async fn serve() -> Result<(), lambda_http::Error> {
     // The environment, with the secrets SPOOL_SECRET_ARNS names over it (nothing secret is in
     // the environment); the signing keys follow the secret's rotation.
     let configured = spool_aws::configure().await?;
@@ -14,31 +20,26 @@ async fn main() -> Result<(), lambda_http::Error> {
     configured.keep_fresh(&keys, origin.as_ref());
     // Append conflicts, as CloudWatch metrics (EMF).
     let metrics = Arc::new(spool_aws::EmfMetrics::for_this_function());
-    let log = spool_aws::log_with_metrics(config, None, metrics).await?;
-    let clients = log.clients().clone();
+    let aws = spool_aws::Stores::with_metrics(config, None, metrics).await?;
+    let log: Arc<dyn StreamLog> = aws.log();
     let stores = spool_api::Stores {
-        metadata: Arc::new(spool_aws::metadata_from_config(config, &clients)?),
-        turns: Arc::new(spool_aws::turn_queue_from_config(config, &clients)?),
-        files: Arc::new(spool_aws::files_from_config(config, &clients)?),
-        log: Arc::new(log),
+        metadata: aws.metadata()?,
+        turns: aws.turns()?,
+        files: aws.files()?,
+        log: log.clone(),
     };
     // Feed events and audit records go to the aggregates queue: no request contends at a
     // workspace's feed or an organization's audit stream.
-    let aggregates = spool_aws::aggregates_from_config(config, &clients, stores.log.clone());
-    let revocations = Arc::new(spool_chat::revocation::Revocations::new(
-        stores.log.clone(),
-        config.revocation_check,
-    ));
+    let aggregates = aws.aggregates();
+    let revocations = Arc::new(Revocations::new(log.clone(), config.revocation_check));
     let access = spool_auth::Access::Tokens(Box::new(keys.clone()));
     let limiter = Arc::new(spool_auth::RateLimiter::new(config.rate_limits));
-    // The stream protocol's writes (and reads, buffered) are served here too: the stream
-    // function, which faces the internet, only reads.
-    let mut streams = spool_stream::StreamApi::new(stores.log.clone(), access.clone(), config.live)
+    let mut streams = spool_stream::StreamApi::new(log, access.clone(), config.live)
         .with_rate_limiter(limiter.clone())
         .with_revocations(revocations.clone());
     // The protocol's subscriptions (CloudFront sends `/v1/stream/__ds/*` here); the worker
     // delivers their wakes.
-    if let Some(subscriptions) = spool_aws::subscriptions_from_config(config, &clients, stores.log.clone(), None)? {
+    if let Some(subscriptions) = aws.subscriptions(None)? {
         streams = streams.with_subscriptions(Arc::new(subscriptions));
     }
     let roots = config.workspace_roots(stores.metadata.clone());
@@ -48,7 +49,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
-        .with_notifier(spool_aws::notifier_from_config(config).await);
+        .with_notifier(aws.notifier().await);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     // Only through the deployment's CloudFront distribution (it adds the origin secret).
