@@ -15,9 +15,7 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
     // the environment); the signing keys follow the secret's rotation.
     let configured = spool_aws::configure().await?;
     let config = &configured.config;
-    let keys = configured.token_keys()?;
-    let origin = configured.origin_check();
-    configured.keep_fresh(&keys, origin.as_ref());
+    let (keys, origin) = configured.edge_keys()?;
     // Append conflicts, as CloudWatch metrics (EMF).
     let metrics = Arc::new(spool_aws::EmfMetrics::for_this_function());
     let aws = spool_aws::Stores::with_metrics(config, None, metrics).await?;

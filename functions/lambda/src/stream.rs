@@ -14,9 +14,7 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
     // the environment); the signing keys follow the secret's rotation.
     let configured = spool_aws::configure().await?;
     let config = &configured.config;
-    let keys = configured.token_keys()?;
-    let origin = configured.origin_check();
-    configured.keep_fresh(&keys, origin.as_ref());
+    let (keys, origin) = configured.edge_keys()?;
     let log: Arc<dyn spool_log::port::StreamLog> = spool_aws::Stores::connect(config, None).await?.log();
     let revocations = Arc::new(Revocations::new(log.clone(), config.revocation_check));
     let api = spool_stream::StreamApi::new(log, spool_stream::Access::Tokens(Box::new(keys)), config.live)

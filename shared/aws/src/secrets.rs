@@ -239,6 +239,15 @@ fn origin_of(config: &Config, values: &SecretValues) -> Option<OriginCheck> {
 }
 
 impl Configured {
+    /// What an HTTP function checks every request with: the token keys and the CDN origin
+    /// check, both kept fresh as the secrets rotate ([`Configured::keep_fresh`]).
+    pub fn edge_keys(&self) -> Result<(TokenKeys, Option<OriginCheck>), Error> {
+        let keys = self.token_keys()?;
+        let origin = self.origin_check();
+        self.keep_fresh(&keys, origin.as_ref());
+        Ok((keys, origin))
+    }
+
     /// The token keys: the signing secret, with its other stages as [`keys_of`] says.
     pub fn token_keys(&self) -> Result<TokenKeys, Error> {
         keys_of(&self.config, &self.values)
