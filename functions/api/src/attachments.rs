@@ -24,11 +24,11 @@ use spool_domain::{
     clock::rfc3339_ms,
     service::{Completion, NewUpload, Received},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf},
     sessions::SESSION_ID,
 };
@@ -175,7 +175,7 @@ pub(crate) async fn declare(
             let token = api
                 .keys
                 .issue_upload(&grant)
-                .map_err(|e| ApiError::Store(spool_domain::Error::unavailable("sign an upload URL", e)))?;
+                .map_err(|e| ApiError::Domain(spool_domain::Error::unavailable("sign an upload URL", e)))?;
             UploadRequest {
                 method: "PUT".to_owned(),
                 url: format!("/v1/uploads/{token}"),
@@ -276,7 +276,7 @@ pub(crate) async fn download(
         Transfer::Direct { url, .. } => {
             let mut response = StatusCode::FOUND.into_response();
             let location = HeaderValue::from_str(&url)
-                .map_err(|e| ApiError::Store(spool_domain::Error::unavailable("make a download URL", e)))?;
+                .map_err(|e| ApiError::Domain(spool_domain::Error::unavailable("make a download URL", e)))?;
             response.headers_mut().insert(header::LOCATION, location);
             response
         }

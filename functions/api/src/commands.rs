@@ -23,11 +23,11 @@ use spool_domain::{
     },
     service::{ActionDone, CommandRequest, Failure, Invoked, Preview, Resolution},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{BodyBytes, Caller, Id, JsonBody, PathOf},
     messages::{OnBusy, check_client_message_id},
     sessions::{SESSION_ID, SessionView},
@@ -316,7 +316,7 @@ impl ChatApi {
 }
 
 fn missing(name: &str) -> ApiError {
-    ApiError::Store(spool_domain::Error::Missing {
+    ApiError::Domain(spool_domain::Error::Missing {
         what: format!("slash command `{name}`"),
     })
 }

@@ -10,11 +10,11 @@ use std::{collections::HashMap, sync::Arc};
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_domain::{Agent, Session, listing::SessionQuery, service::NewChat, workspace::CliType};
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, Patch, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
 };
 

@@ -13,11 +13,11 @@ use spool_domain::{
     listing::TaskQuery,
     service::{TaskAuthor, TaskEdit},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
 };
 

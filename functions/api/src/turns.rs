@@ -15,11 +15,11 @@ use std::sync::Arc;
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use spool_domain::{Error, TurnRecord, TurnStatus, listing::TurnQuery};
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
     sessions::SESSION_ID,
 };
@@ -154,7 +154,7 @@ pub(crate) async fn get_turn(
         .into_iter()
         .find(|t| *t.turn_id == *turn_id)
         .ok_or_else(|| {
-            ApiError::Store(Error::Missing {
+            ApiError::Domain(Error::Missing {
                 what: format!("turn `{turn_id}`"),
             })
         })?;

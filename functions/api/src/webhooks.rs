@@ -18,11 +18,11 @@ use spool_domain::{
     webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, SHOWN_DELIVERIES},
     workspace::new_id,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
 
@@ -150,7 +150,7 @@ pub(crate) struct DeliveryList {
 impl ChatApi {
     async fn hook_of(&self, caller: &Caller, id: &str) -> Result<Hook, ApiError> {
         self.metadata.hook(caller.org(), id).await?.ok_or_else(|| {
-            ApiError::Store(Error::Missing {
+            ApiError::Domain(Error::Missing {
                 what: format!("webhook `{id}`"),
             })
         })

@@ -17,11 +17,11 @@ use spool_domain::{
     service::{AgentEdit, WorkspaceService},
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, Patch, PathOf, rfc3339_ms},
 };
 

@@ -14,9 +14,7 @@ mod ag_ui;
 mod ai_sdk;
 mod body;
 mod chat_stream;
-mod error;
 mod handlers;
-pub mod headers;
 mod openapi;
 pub mod protocol;
 mod sse;
@@ -33,13 +31,10 @@ use axum::{
     middleware,
     routing::get,
 };
-pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use openapi::openapi;
 pub use spool_domain::LiveSettings;
 use spool_domain::{StreamLog, StreamPath, directory::AUDIT_STREAM, subscription};
-
-/// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
-pub const STREAM_PREFIX: &str = "/v1/stream/";
+use spool_edge::{ApiError, STREAM_PREFIX};
 
 /// Room for JSON framing on top of the log's largest append, in a request body.
 pub const BODY_SLACK_BYTES: usize = 64 * 1024;
@@ -83,7 +78,7 @@ pub struct StreamApi {
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<spool_domain::revocation::Revocations>>,
     /// Where the AI SDK's routes post messages and answers.
-    chat_writes: Option<Arc<dyn writes::ChatWrites>>,
+    chat_writes: Option<Arc<dyn spool_edge::writes::ChatWrites>>,
     /// The protocol's subscriptions: their `__ds` routes, and the appends that wake them.
     subscriptions: Option<Arc<subscription::Subscriptions>>,
 }
@@ -134,10 +129,10 @@ impl StreamApi {
         Ok(())
     }
 
-    /// The same, posting the AI SDK routes' messages and answers through `writes` (the chat
-    /// API); without it, `POST /v1/ai-sdk/chat` answers `501`.
+    /// The same, posting the front ends' routes' messages and answers through `writes` (the
+    /// chat API, in process or over HTTPS); without it, `POST /v1/ai-sdk/chat` answers `501`.
     #[must_use]
-    pub fn with_chat_writes(mut self, writes: Arc<dyn writes::ChatWrites>) -> Self {
+    pub fn with_chat_writes(mut self, writes: Arc<dyn spool_edge::writes::ChatWrites>) -> Self {
         self.chat_writes = Some(writes);
         self
     }
@@ -361,4 +356,4 @@ fn with_routes(
         .with_state(Arc::new(api))
 }
 
-pub use spool_edge::{browser_headers, client_address, json_errors, limit_write};
+use spool_edge::{browser_headers, client_address, json_errors, limit_write};

@@ -25,12 +25,12 @@ use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
 use spool_domain::{Chunk, Event, Offset, Position, StreamPath, WaitOutcome, global::Message};
+use spool_edge::{ApiError, headers::STREAM_SSE_DATA_ENCODING};
 use tokio::time::Instant;
 
 use crate::{
-    ApiError, StreamApi,
+    StreamApi,
     body::{SseData, sse_data_event, sse_data_lines, sse_event},
-    headers::STREAM_SSE_DATA_ENCODING,
     protocol::{self, now_ms},
 };
 

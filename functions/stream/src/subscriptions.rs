@@ -17,8 +17,10 @@ use axum::{
 };
 use serde_json::Value;
 use spool_domain::subscription::{Refusal, Subscriptions};
+use spool_edge::STREAM_PREFIX;
 
-use crate::{ApiError, Intent, STREAM_PREFIX, StreamApi};
+use crate::{Intent, StreamApi};
+use spool_edge::ApiError;
 
 type Api = State<Arc<StreamApi>>;
 
@@ -43,7 +45,7 @@ fn wake_token(headers: &HeaderMap) -> Result<&str, ApiError> {
             )
             .into()
         })
-        .map_err(ApiError::Log)
+        .map_err(ApiError::Domain)
 }
 
 fn json(status: StatusCode, body: Value) -> Response {
@@ -57,7 +59,7 @@ fn no_content() -> Response {
 /// `GET {stream-url}/__ds/jwks.json`: the public keys that verify webhook signatures.
 #[utoipa::path(get, path = "/v1/stream/__ds/jwks.json", tag = "subscriptions", operation_id = "subscription_jwks",
     responses((status = 200, description = "The webhook signing keys as a JSON Web Key Set", content_type = "application/jwk-set+json", body = Value),
-        (status = 501, description = "Subscriptions are not enabled on this endpoint", body = crate::ErrorBody)))]
+        (status = 501, description = "Subscriptions are not enabled on this endpoint", body = spool_edge::ErrorBody)))]
 pub(crate) async fn jwks(State(api): Api) -> Result<Response, ApiError> {
     let keys = service(&api)?.jwks();
     Ok((
@@ -76,9 +78,9 @@ pub(crate) async fn jwks(State(api): Api) -> Result<Response, ApiError> {
     params(("id" = String, Path, description = "The client's id for the subscription")),
     request_body(content = Value, description = "`{type: webhook|pull-wake, pattern?, streams?, webhook?: {url}, wake_stream?, lease_ttl_ms?, description?}`"),
     responses((status = 201, description = "Created", body = Value), (status = 200, description = "It exists with this configuration", body = Value),
-        (status = 400, description = "A malformed body (`INVALID_REQUEST`) or a webhook URL that could reach a private network (`WEBHOOK_URL_REJECTED`)", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody),
-        (status = 409, description = "It exists with another configuration (`SUBSCRIPTION_ALREADY_EXISTS`), or the organization has as many subscriptions as it may (`limit_reached`)", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body (`INVALID_REQUEST`) or a webhook URL that could reach a private network (`WEBHOOK_URL_REJECTED`)", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody),
+        (status = 409, description = "It exists with another configuration (`SUBSCRIPTION_ALREADY_EXISTS`), or the organization has as many subscriptions as it may (`limit_reached`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn put(
     State(api): Api,
     Path(id): Path<String>,
@@ -99,7 +101,7 @@ pub(crate) async fn put(
 #[utoipa::path(get, path = "/v1/stream/__ds/subscriptions/{id}", tag = "subscriptions", operation_id = "subscription_get",
     params(("id" = String, Path, description = "The subscription")),
     responses((status = 200, description = "The subscription, its linked streams and their acked offsets", body = Value),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn get(
     State(api): Api,
     Path(id): Path<String>,
@@ -115,7 +117,7 @@ pub(crate) async fn get(
 #[utoipa::path(delete, path = "/v1/stream/__ds/subscriptions/{id}", tag = "subscriptions", operation_id = "subscription_delete",
     params(("id" = String, Path, description = "The subscription")),
     responses((status = 204, description = "Deleted: its wake's requests fail from now on"),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn delete(
     State(api): Api,
     Path(id): Path<String>,
@@ -133,8 +135,8 @@ pub(crate) async fn delete(
 #[utoipa::path(post, path = "/v1/stream/__ds/subscriptions/{id}/streams", tag = "subscriptions", operation_id = "subscription_add_streams",
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{streams: [path, …]}`"),
-    responses((status = 204, description = "Linked, each at its tail"), (status = 400, description = "A malformed body", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+    responses((status = 204, description = "Linked, each at its tail"), (status = 400, description = "A malformed body", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn add_streams(
     State(api): Api,
     Path(id): Path<String>,
@@ -153,7 +155,7 @@ pub(crate) async fn add_streams(
 #[utoipa::path(delete, path = "/v1/stream/__ds/subscriptions/{id}/streams/{path}", tag = "subscriptions", operation_id = "subscription_remove_stream",
     params(("id" = String, Path, description = "The subscription"), ("path" = String, Path, description = "The stream, URL-encoded")),
     responses((status = 204, description = "Unlinked (a stream the pattern matches stays linked by it)"),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn remove_stream(
     State(api): Api,
     Path((id, path)): Path<(String, String)>,
@@ -172,9 +174,9 @@ pub(crate) async fn remove_stream(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{worker: name}`"),
     responses((status = 200, description = "`{wake_id, generation, token, streams, lease_ttl_ms}`", body = Value),
-        (status = 400, description = "A malformed body, or not a pull-wake subscription", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "Another worker holds it (`ALREADY_CLAIMED`, with `current_holder`), or nothing is pending (`NO_PENDING_WORK`)", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body, or not a pull-wake subscription", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "Another worker holds it (`ALREADY_CLAIMED`, with `current_holder`), or nothing is pending (`NO_PENDING_WORK`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn claim(
     State(api): Api,
     Path(id): Path<String>,
@@ -192,8 +194,8 @@ pub(crate) async fn claim(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation, acks: [{stream, offset}], done}`, with the wake's `callback_token` as the bearer token"),
     responses((status = 200, description = "`{ok: true, next_wake}`", body = Value),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn callback(
     State(api): Api,
     Path(id): Path<String>,
@@ -209,8 +211,8 @@ pub(crate) async fn callback(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation, acks: [{stream, offset}], done}`, with the claim's `token` as the bearer token"),
     responses((status = 200, description = "`{ok: true, next_wake}`", body = Value),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn ack(
     State(api): Api,
     Path(id): Path<String>,
@@ -226,8 +228,8 @@ pub(crate) async fn ack(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation}`, with the claim's `token` as the bearer token"),
     responses((status = 204, description = "Released; pending work wakes again"),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn release(
     State(api): Api,
     Path(id): Path<String>,
