@@ -177,8 +177,7 @@ impl ChatApi {
             return Ok(Some(agent));
         }
         let Some(ws) = workspace_id else { return Ok(None) };
-        self.workspace_of(caller, ws).await?;
-        let agents = self.metadata.agents(caller.org(), ws).await?;
+        let agents = self.workspaces.agents(caller.org(), ws).await?;
         Ok(agents.into_iter().find(|a| a.builtin))
     }
 }
