@@ -789,8 +789,8 @@ fn both_functions_answer_a_domain_error_the_same_way() {
     for (api, stream) in errors().into_iter().zip(errors()) {
         let caller_error = api.is_client_error();
         let label = api.to_string();
-        let from_api = answer(spool_api::ApiError::Store(api).into_response());
-        let from_stream = answer(spool_stream::ApiError::Log(stream).into_response());
+        let from_api = answer(spool_edge::ApiError::Domain(api).into_response());
+        let from_stream = answer(spool_edge::ApiError::Domain(stream).into_response());
         assert_eq!(from_api, from_stream, "{label}");
         assert_eq!(from_api.0.is_client_error(), caller_error, "{label}: {from_api:?}");
     }

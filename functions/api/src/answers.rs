@@ -20,11 +20,11 @@ use spool_chat::{
     service::{self, Answered},
     session::RequestKind,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals, writes};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf},
 };
 
@@ -85,9 +85,9 @@ pub(crate) struct PlanResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Submitted {
     /// The submit event's sequence number.
-    seq: u64,
+    pub(crate) seq: u64,
     /// The turn the answer resumes, if a turn waits on it.
-    turn_id: Option<String>,
+    pub(crate) turn_id: Option<String>,
 }
 
 impl From<service::Submitted> for Submitted {
@@ -151,6 +151,82 @@ impl ChatApi {
             ))),
         }
     }
+
+    /// `answer` to the caller's session `session_id`, once its fields are checked: the same
+    /// whether it came by its own route or by a front end's ([`crate::writes`]).
+    pub(crate) async fn give(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        answer: writes::Answer,
+    ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+        let (kind, id, event) = match answer {
+            writes::Answer::ToolOutput {
+                tool,
+                tool_call_id,
+                output,
+            } => {
+                check_id("tool_call_id", &tool_call_id)?;
+                check_id("tool", &tool)?;
+                let (output, error) = match output {
+                    Ok(output) => (Some(output), None),
+                    Err(error) => (None, Some(error)),
+                };
+                if let Some(error) = &error {
+                    check_text("error", error)?;
+                }
+                if output.as_ref().is_some_and(|o| o.to_string().len() > MAX_OUTPUT_BYTES) {
+                    return Err(ApiError::BadRequest(format!(
+                        "`output` is larger than {MAX_OUTPUT_BYTES} bytes as JSON"
+                    )));
+                }
+                let event = ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {
+                    tool,
+                    tool_call_id: tool_call_id.clone(),
+                    output,
+                    error,
+                });
+                (RequestKind::ToolOutput, tool_call_id, event)
+            }
+            writes::Answer::Approval { tool_call_id, decision } => {
+                check_id("tool_call_id", &tool_call_id)?;
+                let event = ChatEvent::ApprovalSubmitted(ApprovalSubmitted {
+                    decision,
+                    tool_call_id: tool_call_id.clone(),
+                });
+                (RequestKind::Approval, tool_call_id, event)
+            }
+            writes::Answer::Question { question_id, answer } => {
+                check_id("question_id", &question_id)?;
+                if answer.trim().is_empty() {
+                    return Err(ApiError::BadRequest("`answer` is blank".to_owned()));
+                }
+                check_text("answer", &answer)?;
+                let event = ChatEvent::QuestionAnswered(QuestionAnswered {
+                    question_id: question_id.clone(),
+                    answer,
+                });
+                (RequestKind::Question, question_id, event)
+            }
+            writes::Answer::Plan {
+                plan_id,
+                action,
+                feedback,
+            } => {
+                check_id("plan_id", &plan_id)?;
+                if let Some(feedback) = &feedback {
+                    check_text("feedback", feedback)?;
+                }
+                let event = ChatEvent::PlanSubmitted(PlanSubmitted {
+                    plan_id: plan_id.clone(),
+                    action,
+                    feedback,
+                });
+                (RequestKind::Plan, plan_id, event)
+            }
+        };
+        self.answer(caller, session_id, kind, &id, event).await
+    }
 }
 
 /// `POST /v1/sessions/{id}/control` `{action: "abort"}`: `control_submitted`. The running turn
@@ -181,30 +257,17 @@ pub(crate) async fn tool_output(
 ) -> Result<impl IntoResponse, ApiError> {
     check_id("tool_call_id", &out.tool_call_id)?;
     check_id("tool", &out.tool)?;
-    if out.output.is_some() == out.error.is_some() {
-        return Err(ApiError::BadRequest("give either `output` or `error`".to_owned()));
-    }
-    if let Some(error) = &out.error {
-        check_text("error", error)?;
-    }
-    if out
-        .output
-        .as_ref()
-        .is_some_and(|o| o.to_string().len() > MAX_OUTPUT_BYTES)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "`output` is larger than {MAX_OUTPUT_BYTES} bytes as JSON"
-        )));
-    }
-    let id_of_call = out.tool_call_id.clone();
-    let answer = ChatEvent::ToolOutputSubmitted(ToolOutputSubmitted {
+    let output = match (out.output, out.error) {
+        (Some(output), None) => Ok(output),
+        (None, Some(error)) => Err(error),
+        _ => return Err(ApiError::BadRequest("give either `output` or `error`".to_owned())),
+    };
+    let answer = writes::Answer::ToolOutput {
         tool: out.tool,
         tool_call_id: out.tool_call_id,
-        output: out.output,
-        error: out.error,
-    });
-    api.answer(&caller, &id, RequestKind::ToolOutput, &id_of_call, answer)
-        .await
+        output,
+    };
+    api.give(&caller, &id, answer).await
 }
 
 /// `POST /v1/sessions/{id}/approval` `{decision: "approve" | "decline", tool_call_id}`.
@@ -217,13 +280,11 @@ pub(crate) async fn approval(
     PathOf(id): PathOf<Id>,
     JsonBody(approval): JsonBody<Approval>,
 ) -> Result<impl IntoResponse, ApiError> {
-    check_id("tool_call_id", &approval.tool_call_id)?;
-    let answer = ChatEvent::ApprovalSubmitted(ApprovalSubmitted {
+    let answer = writes::Answer::Approval {
+        tool_call_id: approval.tool_call_id,
         decision: approval.decision,
-        tool_call_id: approval.tool_call_id.clone(),
-    });
-    api.answer(&caller, &id, RequestKind::Approval, &approval.tool_call_id, answer)
-        .await
+    };
+    api.give(&caller, &id, answer).await
 }
 
 /// `POST /v1/sessions/{id}/question` `{question_id, answer}`.
@@ -236,18 +297,11 @@ pub(crate) async fn question(
     PathOf(id): PathOf<Id>,
     JsonBody(answer): JsonBody<Answer>,
 ) -> Result<impl IntoResponse, ApiError> {
-    check_id("question_id", &answer.question_id)?;
-    if answer.answer.trim().is_empty() {
-        return Err(ApiError::BadRequest("`answer` is blank".to_owned()));
-    }
-    check_text("answer", &answer.answer)?;
-    let question_id = answer.question_id.clone();
-    let answer = ChatEvent::QuestionAnswered(QuestionAnswered {
+    let answer = writes::Answer::Question {
         question_id: answer.question_id,
         answer: answer.answer,
-    });
-    api.answer(&caller, &id, RequestKind::Question, &question_id, answer)
-        .await
+    };
+    api.give(&caller, &id, answer).await
 }
 
 /// `POST /v1/sessions/{id}/plan` `{plan_id, action: "approve" | "reject", feedback?}`.
@@ -260,15 +314,10 @@ pub(crate) async fn plan(
     PathOf(id): PathOf<Id>,
     JsonBody(response): JsonBody<PlanResponse>,
 ) -> Result<impl IntoResponse, ApiError> {
-    check_id("plan_id", &response.plan_id)?;
-    if let Some(feedback) = &response.feedback {
-        check_text("feedback", feedback)?;
-    }
-    let answer = ChatEvent::PlanSubmitted(PlanSubmitted {
-        plan_id: response.plan_id.clone(),
+    let answer = writes::Answer::Plan {
+        plan_id: response.plan_id,
         action: response.action,
         feedback: response.feedback,
-    });
-    api.answer(&caller, &id, RequestKind::Plan, &response.plan_id, answer)
-        .await
+    };
+    api.give(&caller, &id, answer).await
 }

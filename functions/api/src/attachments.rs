@@ -23,12 +23,12 @@ use spool_chat::{
     attachment::{Attachment, AttachmentStatus, Transfer, content_disposition},
     service::{Completion, NewUpload, Received},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use spool_log::clock::rfc3339_ms;
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf},
     sessions::SESSION_ID,
 };
@@ -175,7 +175,7 @@ pub(crate) async fn declare(
             let token = api
                 .keys
                 .issue_upload(&grant)
-                .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("sign an upload URL", e)))?;
+                .map_err(|e| ApiError::Domain(spool_log::error::Error::unavailable("sign an upload URL", e)))?;
             UploadRequest {
                 method: "PUT".to_owned(),
                 url: format!("/v1/uploads/{token}"),
@@ -276,7 +276,7 @@ pub(crate) async fn download(
         Transfer::Direct { url, .. } => {
             let mut response = StatusCode::FOUND.into_response();
             let location = HeaderValue::from_str(&url)
-                .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("make a download URL", e)))?;
+                .map_err(|e| ApiError::Domain(spool_log::error::Error::unavailable("make a download URL", e)))?;
             response.headers_mut().insert(header::LOCATION, location);
             response
         }

@@ -20,11 +20,11 @@ use std::sync::Arc;
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody, audit,
-    error::Refusals,
+    ChatApi, audit,
     extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use axum::{Json, extract::State};
 use serde::Serialize;
 use spool_chat::clis::CliStatus;
+use spool_edge::{ApiError, Refusals};
 use utoipa::ToSchema;
 
-use crate::{ApiError, ChatApi, error::Refusals, extract::Caller};
+use crate::{ChatApi, extract::Caller};
 
 /// The CLIs, in the built-in agent's order of preference.
 #[derive(Debug, Serialize, ToSchema)]

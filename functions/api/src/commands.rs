@@ -19,11 +19,11 @@ use spool_commands::{
     CommandAction, CommandKind, CommandScope, CommandSource, StoredCommand, check_name, markdown::SlashCommand,
     registry::Entry,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{BodyBytes, Caller, Id, PathOf},
 };
 
@@ -218,7 +218,7 @@ impl ChatApi {
 }
 
 fn missing(name: &str) -> ApiError {
-    ApiError::Store(spool_log::error::Error::Missing {
+    ApiError::Domain(spool_log::error::Error::Missing {
         what: format!("slash command `{name}`"),
     })
 }

@@ -10,12 +10,10 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
+use spool_edge::{ApiError, ErrorBody};
 use utoipa::ToSchema;
 
-use crate::{
-    ApiError, ErrorBody,
-    extract::{Id, PathOf},
-};
+use crate::extract::{Id, PathOf};
 
 /// The documents: (name, title, markdown).
 pub(crate) const DOCS: [(&str, &str, &str); 3] = [

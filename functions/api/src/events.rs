@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
-use spool_chat::session::{Event, Session};
+use spool_chat::session::Event;
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, PathOf, QueryOf},
     sessions::SESSION_ID,
 };
@@ -55,12 +55,11 @@ pub(crate) async fn list_events(
     QueryOf(query): QueryOf<EventsQuery>,
 ) -> Result<Json<EventList>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let path = Session::stream(caller.org(), &session.id)?;
     let limit = query.limit.unwrap_or(DEFAULT_EVENTS).clamp(1, MAX_EVENTS);
     let after = match query.after {
         Some(after) => after,
         None => {
-            let tail = api.log.metadata(&path).await?.tail.seq();
+            let tail = api.chats.last_seq(caller.org(), &session).await?;
             tail.saturating_sub(limit as u64)
         }
     };

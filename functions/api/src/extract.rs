@@ -10,8 +10,9 @@ use axum::{
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use spool_auth::Claims;
 use spool_chat::listing;
+use spool_edge::ApiError;
 
-use crate::{ApiError, ChatApi};
+use crate::ChatApi;
 
 /// The verified caller of a request: its token's claims (or the open organization's, under
 /// `spool serve --no-auth`). A request without a valid token is refused with `401` before the
@@ -31,22 +32,36 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, api: &Arc<ChatApi>) -> Result<Self, ApiError> {
         let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        api.admit(authorization, &parts.extensions, !parts.method.is_safe())
+            .await
+    }
+}
+
+impl ChatApi {
+    /// The caller of a request with `authorization` and `extensions`: its token verified, not
+    /// revoked, and (a `write`) within the rate limits of writes.
+    pub(crate) async fn admit(
+        &self,
+        authorization: Option<&str>,
+        extensions: &axum::http::Extensions,
+        write: bool,
+    ) -> Result<Caller, ApiError> {
         // The chat API's routes take their token in the header only: tokens in URLs are for
         // the stream routes' EventSource readers.
-        let caller = api
+        let caller = self
             .access
-            .caller(authorization, None, api.clock.now_ms().div_euclid(1000))
+            .caller(authorization, None, self.clock.now_ms().div_euclid(1000))
             .map(Caller)
             .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-        if let Some(revocations) = &api.revocations
+        if let Some(revocations) = &self.revocations
             && revocations.is_revoked(&caller.0.sub).await
         {
             return Err(ApiError::Unauthorized(REVOKED.to_owned()));
         }
-        spool_edge::note_caller(&parts.extensions, caller.org());
-        if !parts.method.is_safe() {
-            let address = spool_edge::client_address(&parts.extensions);
-            spool_edge::limit_write(&api.limiter, caller.org(), address, false)?;
+        spool_edge::note_caller(extensions, caller.org());
+        if write {
+            let address = spool_edge::client_address(extensions);
+            spool_edge::limit_write(&self.limiter, caller.org(), address, false)?;
         }
         Ok(caller)
     }

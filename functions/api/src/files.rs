@@ -20,11 +20,11 @@ use nucleo_matcher::{
 };
 use serde::{Deserialize, Serialize};
 use spool_chat::attachment::Attachment;
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, PathOf, QueryOf},
 };
 
@@ -126,7 +126,7 @@ pub(crate) async fn search_files(
         Some(session_id) => {
             let session = api.session_of(&caller, session_id).await?;
             if session.workspace_id.as_deref() != Some(ws.id.as_str()) {
-                return Err(ApiError::Store(spool_log::error::Error::Missing {
+                return Err(ApiError::Domain(spool_log::error::Error::Missing {
                     what: format!("chat `{session_id}` in workspace `{}`", ws.id),
                 }));
             }
@@ -145,7 +145,7 @@ pub(crate) async fn search_files(
     };
     let found = tokio::task::spawn_blocking(move || search(root.as_deref(), &attachments, &q, limit))
         .await
-        .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("search files", e)))?;
+        .map_err(|e| ApiError::Domain(spool_log::error::Error::unavailable("search files", e)))?;
     Ok(Json(found))
 }
 

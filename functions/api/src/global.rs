@@ -18,11 +18,11 @@ use spool_chat::{
     service::{AgentPost, GLOBAL_SESSION},
     session::Session,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{BodyBytes, Caller, Id, JsonBody, PathOf, QueryOf, json_body},
     messages::{MAX_MESSAGE_CHARS, NewMessage},
 };

@@ -13,10 +13,11 @@ use axum::{Json, extract::State, http::header, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use spool_auth::{ApiKey, Claims, Limit};
+use spool_edge::{ApiError, ErrorBody};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody, audit,
+    ChatApi, audit,
     extract::{BodyBytes, json_body, rfc3339_ms},
 };
 
@@ -163,7 +164,7 @@ pub(crate) async fn handshake(
     let jwt = api
         .keys
         .issue(&claims)
-        .map_err(|e| ApiError::Store(spool_log::error::Error::unavailable("sign a token", e)))?;
+        .map_err(|e| ApiError::Domain(spool_log::error::Error::unavailable("sign a token", e)))?;
     tracing::info!(key_id = %record.key_id, org = %record.org_id, "handshake accepted");
     let response = HandshakeResponse {
         jwt,

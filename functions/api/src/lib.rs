@@ -4,7 +4,7 @@
 //! key for the token every other route verifies ([`extract::Caller`]); workspaces, agents and
 //! tasks; sessions, their messages and events; controls and answers; capabilities; the global
 //! agent-first chat; provisioning of organizations and keys ([`admin`]) and the audit stream
-//! ([`audit`]). Errors are the contract's JSON ([`ApiError`]). One axum [`Router`] runs on
+//! ([`audit`]). Errors are the contract's JSON ([`spool_edge::ApiError`]). One axum [`Router`] runs on
 //! Lambda through `lambda_http`, under `cargo lambda watch`, and inside `spool serve`; every
 //! route is declared once, with its OpenAPI operation ([`openapi`], `GET /v1/openapi.json`).
 
@@ -16,7 +16,6 @@ mod capabilities;
 mod clis;
 mod commands;
 mod docs;
-mod error;
 mod events;
 pub mod extract;
 mod files;
@@ -29,11 +28,11 @@ mod tasks;
 mod turns;
 mod webhooks;
 mod workspaces;
+mod writes;
 
 use std::sync::Arc;
 
 use axum::{Json, Router, extract::DefaultBodyLimit, http::header, response::IntoResponse};
-pub use error::{ApiError, ErrorBody};
 use serde::Serialize;
 use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
 use spool_chat::{
@@ -44,6 +43,7 @@ use spool_chat::{
     turns::TurnQueue,
     workspace::Metadata,
 };
+use spool_edge::ApiError;
 use spool_log::{clock::Clock, port::StreamLog};
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::{
@@ -217,6 +217,17 @@ impl ChatApi {
 
 /// The API's routes.
 pub fn router(api: ChatApi) -> Router {
+    routes_over(Arc::new(api))
+}
+
+/// The API's routes, and its writes for the front ends' routes of a stream function that runs
+/// beside it in this process (`spool serve`): the same chat service, checks and limits.
+pub fn router_with_writes(api: ChatApi) -> (Router, Arc<dyn spool_edge::writes::ChatWrites>) {
+    let api = Arc::new(api);
+    (routes_over(api.clone()), Arc::new(writes::InProcess(api)))
+}
+
+fn routes_over(api: Arc<ChatApi>) -> Router {
     let (router, _) = routes().split_for_parts();
     router
         .fallback(no_route)
@@ -225,7 +236,7 @@ pub fn router(api: ChatApi) -> Router {
         .layer(axum::middleware::from_fn(spool_edge::json_errors))
         .layer(axum::middleware::from_fn(spool_edge::browser_headers))
         .layer(axum::middleware::from_fn(spool_edge::trace_requests))
-        .with_state(Arc::new(api))
+        .with_state(api)
 }
 
 /// The OpenAPI document of the chat API's routes, generated from the handlers that serve them.

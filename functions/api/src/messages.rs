@@ -10,11 +10,11 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spool_chat::service::{Accepted, Message, Posted};
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf},
     sessions::SESSION_ID,
 };
@@ -82,6 +82,12 @@ impl NewMessage {
         }
     }
 
+    /// The same, declaring `client_tools` for its turn.
+    pub(crate) fn with_client_tools(mut self, client_tools: Vec<spool_chat::event::ClientTool>) -> Self {
+        self.client_tools = client_tools;
+        self
+    }
+
     /// The message the chat service takes, from `author`; `400` for what it may not be.
     fn checked(self, author: &str) -> Result<Message, ApiError> {
         if self.content.trim().is_empty() {
@@ -130,9 +136,9 @@ impl NewMessage {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct MessageAccepted {
     /// The `user_message_submitted` event's sequence number.
-    seq: u64,
+    pub(crate) seq: u64,
     /// The agent turn it queued; `null` when it answered an agent's question instead.
-    turn_id: Option<String>,
+    pub(crate) turn_id: Option<String>,
     /// Whether this was a retry of an earlier message (same `client_message_id`).
     duplicate: bool,
     /// The agent's question this message answered, if any.

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use spool_auth::ReadGrant;
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use spool_log::{clock::rfc3339_ms, stream::StreamPath};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, JsonBody},
 };
 
@@ -83,7 +83,7 @@ pub(crate) async fn read_token(
     Ok(Json(ReadToken {
         url: format!(
             "{}{}?read_token={read_token}",
-            spool_stream::STREAM_PREFIX,
+            spool_edge::STREAM_PREFIX,
             url_path(path.as_str())
         ),
         path: path.as_str().to_owned(),

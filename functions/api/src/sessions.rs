@@ -15,11 +15,11 @@ use spool_chat::{
     session::Session,
     workspace::{Agent, CliType},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, Patch, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
 };
 
@@ -182,8 +182,7 @@ impl ChatApi {
             return Ok(Some(agent));
         }
         let Some(ws) = workspace_id else { return Ok(None) };
-        self.workspace_of(caller, ws).await?;
-        let agents = self.metadata.agents(caller.org(), ws).await?;
+        let agents = self.workspaces.agents(caller.org(), ws).await?;
         Ok(agents.into_iter().find(|a| a.builtin))
     }
 }

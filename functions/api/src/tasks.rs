@@ -13,11 +13,11 @@ use spool_chat::{
     service::{TaskAuthor, TaskEdit},
     workspace::Task,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
 };
 

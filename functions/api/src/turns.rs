@@ -18,12 +18,12 @@ use spool_chat::{
     listing::TurnQuery,
     session::{TurnRecord, TurnStatus},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use spool_log::error::Error;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, PathOf, QueryOf, next_cursor, page_after, page_limit, rfc3339_ms},
     sessions::SESSION_ID,
 };
@@ -158,7 +158,7 @@ pub(crate) async fn get_turn(
         .into_iter()
         .find(|t| *t.turn_id == *turn_id)
         .ok_or_else(|| {
-            ApiError::Store(Error::Missing {
+            ApiError::Domain(Error::Missing {
                 what: format!("turn `{turn_id}`"),
             })
         })?;

@@ -16,6 +16,7 @@ use spool_chat::{
     webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, SHOWN_DELIVERIES},
     workspace::new_id,
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use spool_log::{
     error::Error,
     subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
@@ -23,8 +24,7 @@ use spool_log::{
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf, rfc3339_ms},
 };
 
@@ -152,7 +152,7 @@ pub(crate) struct DeliveryList {
 impl ChatApi {
     async fn hook_of(&self, caller: &Caller, id: &str) -> Result<Hook, ApiError> {
         self.metadata.hook(caller.org(), id).await?.ok_or_else(|| {
-            ApiError::Store(Error::Missing {
+            ApiError::Domain(Error::Missing {
                 what: format!("webhook `{id}`"),
             })
         })

@@ -17,11 +17,11 @@ use spool_chat::{
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
     workspace::{Agent, CliType, Runtime, Workspace},
 };
+use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::ToSchema;
 
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, Patch, PathOf, rfc3339_ms},
 };
 

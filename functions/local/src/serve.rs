@@ -103,9 +103,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .request_timeout
         .max(config.live.long_poll + Duration::from_secs(2));
     let upload_limit = config.attachments.limits().upload_ttl;
-    let chat_api = spool_api::router(api);
-    // The AI SDK's routes post through the chat API's own routes, in this process.
-    let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
+    // The front ends' routes write through the chat API's service, in this process.
+    let (chat_api, writes) = spool_api::router_with_writes(api);
+    let streams = streams.with_chat_writes(writes);
     let router = chat_api
         .merge(spool_stream::router(streams, max_body))
         .merge(web::router(&config.web_dir))

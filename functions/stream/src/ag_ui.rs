@@ -32,8 +32,14 @@ use crate::wire::{
     ui_message::Progress,
 };
 use crate::{
-    ApiError, StreamApi,
-    turn_stream::{self, Ask, Translate},
+    StreamApi,
+    turn_stream::{self, Translate},
+    writes::{self, Ask},
+};
+use spool_chat::event::{Decision, PlanAction};
+use spool_edge::{
+    ApiError,
+    writes::{Answer, NewMessage},
 };
 
 impl Translate for RunStream {
@@ -98,10 +104,10 @@ struct Resume {
 #[utoipa::path(post, path = "/v1/ag-ui/chat", tag = "ag-ui", operation_id = "ag_ui_run",
     request_body(content = Value, description = "An AG-UI `RunAgentInput`: `threadId` is the session; `resume` answers the last run's interrupts, else the last user message is posted"),
     responses((status = 200, description = "The turn as AG-UI events (`RUN_STARTED` … `RUN_FINISHED` or `RUN_ERROR`)", content_type = "text/event-stream"),
-        (status = 400, description = "A malformed body, or nothing to post", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody),
-        (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody),
-        (status = 409, description = "A turn is pending", body = crate::ErrorBody),
-        (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body, or nothing to post", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody),
+        (status = 404, description = "No such session in the caller's organization", body = spool_edge::ErrorBody),
+        (status = 409, description = "A turn is pending", body = spool_edge::ErrorBody),
+        (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) -> Result<Response, ApiError> {
     let (parts, input): (_, RunInput) = turn_stream::read_post(&api, request, "an AG-UI RunAgentInput").await?;
     let path = turn_stream::authorize(&api, &parts, Some(&input.thread_id)).await?;
@@ -117,7 +123,7 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
             ));
         }
     };
-    let (turn, after) = turn_stream::post(&api, &parts, &input.thread_id, &path, ask).await?;
+    let (turn, after) = writes::post(&api, &parts, &input.thread_id, &path, ask).await?;
     let run = RunStream::new(&input.thread_id, &input.run_id, turn.clone().unwrap_or_default());
     if turn.is_none() {
         // The message answered an agent's question (the global chat): no turn of Spool's.
@@ -139,9 +145,9 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
         ("after" = Option<u64>, Query, description = "The last `metadata.spool.seq` the client has: events up to it are not sent again")),
     responses((status = 200, description = "The chat's running or waiting turn as AG-UI events", content_type = "text/event-stream"),
         (status = 204, description = "No turn runs or waits"),
-        (status = 400, description = "A malformed query", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody),
-        (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed query", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such session in the caller's organization", body = spool_edge::ErrorBody),
+        (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn resume(
     State(api): State<Arc<StreamApi>>,
     Path(id): Path<String>,
@@ -198,11 +204,11 @@ fn message(messages: &[Message]) -> Result<Ask, ApiError> {
     if content.trim().is_empty() {
         return Err(ApiError::bad_request("the last user message has no text"));
     }
-    Ok(Ask::Message {
+    Ok(Ask::Message(NewMessage {
         content,
         client_message_id: turn_stream::client_message_id("ag-ui", &last.id),
         client_tools: Vec::new(),
-    })
+    }))
 }
 
 /// The answer a `resume` entry gives to what `asked` asks. An approval's payload is
@@ -235,20 +241,27 @@ fn answer(asked: spool_chat::session::Event, entry: &Resume) -> Result<Ask, ApiE
     let asked = Some(Box::new(asked));
     Ok(match kind {
         ChatEvent::ToolApprovalRequired(_) => Ask::Answer {
+            answer: Answer::Approval {
+                tool_call_id: call_id,
+                decision: if approved()? {
+                    Decision::Approve
+                } else {
+                    Decision::Decline
+                },
+            },
             asked,
-            route: "approval",
-            body: json!({ "tool_call_id": call_id, "decision": if approved()? { "approve" } else { "decline" } }),
-            call_id,
         },
         ChatEvent::PlanApprovalRequired(_) => Ask::Answer {
+            answer: Answer::Plan {
+                plan_id: call_id,
+                action: if approved()? {
+                    PlanAction::Approve
+                } else {
+                    PlanAction::Reject
+                },
+                feedback: entry.payload.get("feedback").and_then(Value::as_str).map(str::to_owned),
+            },
             asked,
-            route: "plan",
-            body: json!({
-                "plan_id": call_id,
-                "action": if approved()? { "approve" } else { "reject" },
-                "feedback": entry.payload.get("feedback").and_then(Value::as_str),
-            }),
-            call_id,
         },
         ChatEvent::AskQuestion(_) => {
             if !resolved {
@@ -265,10 +278,11 @@ fn answer(asked: spool_chat::session::Event, entry: &Resume) -> Result<Ask, ApiE
                     .ok_or_else(|| ApiError::bad_request("a question's resume payload is `{\"answer\": \"…\"}`"))?,
             };
             Ask::Answer {
+                answer: Answer::Question {
+                    question_id: call_id,
+                    answer,
+                },
                 asked,
-                route: "question",
-                body: json!({ "question_id": call_id, "answer": answer }),
-                call_id,
             }
         }
         _ => {

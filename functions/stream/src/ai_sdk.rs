@@ -25,13 +25,19 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use spool_chat::current_turn::{CurrentTurn, current_turn, find_back};
 
 use crate::wire::ui_message::{self, FinishReason, Progress, TurnStream, UiChunk};
 use crate::{
-    ApiError, StreamApi,
-    turn_stream::{self, Ask, Translate},
+    StreamApi,
+    turn_stream::{self, Translate},
+    writes::{self, Ask},
+};
+use spool_chat::event::{Decision, PlanAction};
+use spool_edge::{
+    ApiError,
+    writes::{Answer, NewMessage},
 };
 
 const HEADERS: &[(&str, &str)] = &[ui_message::STREAM_HEADER];
@@ -92,10 +98,10 @@ struct UiMessage {
 #[utoipa::path(post, path = "/v1/ai-sdk/chat", tag = "ai-sdk", operation_id = "ai_sdk_chat",
     request_body(content = Value, description = "The AI SDK transport's body: `{id, messages, trigger, messageId}`, `id` being the session"),
     responses((status = 200, description = "The turn as the AI SDK's UI message stream (`x-vercel-ai-ui-message-stream: v1`)", content_type = "text/event-stream"),
-        (status = 400, description = "A malformed body, or nothing to post", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody),
-        (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody),
-        (status = 409, description = "A turn is pending, or the request was answered already", body = crate::ErrorBody),
-        (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body, or nothing to post", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody),
+        (status = 404, description = "No such session in the caller's organization", body = spool_edge::ErrorBody),
+        (status = 409, description = "A turn is pending, or the request was answered already", body = spool_edge::ErrorBody),
+        (status = 503, description = "The store or the chat API is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) -> Result<Response, ApiError> {
     let (parts, chat): (_, ChatRequest) =
         turn_stream::read_post(&api, request, "the AI SDK transport's request").await?;
@@ -118,7 +124,7 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
     }
     let ask = ask(&chat)?;
     let answering = matches!(ask, Ask::Answer { .. });
-    match turn_stream::post(&api, &parts, &chat.id, &path, ask).await? {
+    match writes::post(&api, &parts, &chat.id, &path, ask).await? {
         (Some(turn), mut after) => {
             // A stream from an answer starts after the turn's message: it is told what the
             // message declared for the front end to run.
@@ -173,8 +179,8 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
     params(("id" = String, Path, description = "The session")),
     responses((status = 200, description = "The chat's running or waiting turn from its start, as a UI message stream", content_type = "text/event-stream"),
         (status = 204, description = "No turn runs or waits"),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody),
-        (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such session in the caller's organization", body = spool_edge::ErrorBody),
+        (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn resume(
     State(api): State<Arc<StreamApi>>,
     Path(id): Path<String>,
@@ -215,14 +221,14 @@ fn ask(chat: &ChatRequest) -> Result<Ask, ApiError> {
                     "the last message has no text part; send text (files go through /v1/sessions/{id}/attachments)",
                 ));
             }
-            Ok(Ask::Message {
+            Ok(Ask::Message(NewMessage {
                 content,
                 client_message_id: turn_stream::client_message_id("ai-sdk", &last.id),
                 client_tools: match &chat.tools {
                     Some(Value::Array(tools)) => tools.clone(),
                     _ => Vec::new(),
                 },
-            })
+            }))
         }
         "assistant" => answer_in(&last.parts).ok_or_else(|| {
             ApiError::bad_request(
@@ -254,23 +260,23 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                 let approval = part.get("approval")?;
                 let approved = approval.get("approved").and_then(Value::as_bool)?;
                 let reason = approval.get("reason").and_then(Value::as_str);
-                Some(if ui_message::is_plan(tool) {
-                    let action = if approved { "approve" } else { "reject" };
-                    Ask::Answer {
-                        asked: None,
-                        route: "plan",
-                        body: json!({ "plan_id": call_id, "action": action, "feedback": reason }),
-                        call_id,
+                let answer = if ui_message::is_plan(tool) {
+                    Answer::Plan {
+                        plan_id: call_id,
+                        action: if approved {
+                            PlanAction::Approve
+                        } else {
+                            PlanAction::Reject
+                        },
+                        feedback: reason.map(str::to_owned),
                     }
                 } else {
-                    let decision = if approved { "approve" } else { "decline" };
-                    Ask::Answer {
-                        asked: None,
-                        route: "approval",
-                        body: json!({ "tool_call_id": call_id, "decision": decision }),
-                        call_id,
+                    Answer::Approval {
+                        tool_call_id: call_id,
+                        decision: if approved { Decision::Approve } else { Decision::Decline },
                     }
-                })
+                };
+                Some(Ask::Answer { answer, asked: None })
             }
             "output-available"
                 if ui_message::is_question(tool) && part.get("providerExecuted") != Some(&Value::Bool(true)) =>
@@ -284,27 +290,33 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
                     other => other.to_string(),
                 };
                 Some(Ask::Answer {
+                    answer: Answer::Question {
+                        question_id: call_id,
+                        answer,
+                    },
                     asked: None,
-                    route: "question",
-                    body: json!({ "question_id": call_id, "answer": answer }),
-                    call_id,
                 })
             }
             // The output of a tool the front end ran (`addToolOutput`).
             state @ ("output-available" | "output-error")
                 if !ui_message::is_question(tool) && part.get("providerExecuted") != Some(&Value::Bool(true)) =>
             {
-                let body = if state == "output-error" {
-                    let error = part.get("errorText").and_then(Value::as_str).unwrap_or("the tool failed");
-                    json!({ "tool": tool, "tool_call_id": call_id, "error": error })
+                let output = if state == "output-error" {
+                    let error = part
+                        .get("errorText")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the tool failed");
+                    Err(error.to_owned())
                 } else {
-                    json!({ "tool": tool, "tool_call_id": call_id, "output": part.get("output").cloned().unwrap_or(Value::Null) })
+                    Ok(part.get("output").cloned().unwrap_or(Value::Null))
                 };
                 Some(Ask::Answer {
+                    answer: Answer::ToolOutput {
+                        tool: tool.to_owned(),
+                        tool_call_id: call_id,
+                        output,
+                    },
                     asked: None,
-                    route: "tool-output",
-                    body,
-                    call_id,
                 })
             }
             _ => None,
@@ -314,6 +326,8 @@ fn answer_in(parts: &[Value]) -> Option<Ask> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn request(messages: Value) -> ChatRequest {
@@ -325,11 +339,11 @@ mod tests {
         let chat = request(json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "hi" }] }]));
         assert_eq!(
             ask(&chat).unwrap(),
-            Ask::Message {
+            Ask::Message(NewMessage {
                 content: "hi".into(),
                 client_message_id: turn_stream::client_message_id("ai-sdk", "u1"),
                 client_tools: Vec::new(),
-            }
+            })
         );
         let empty = request(json!([{ "id": "u1", "role": "user", "parts": [] }]));
         assert!(matches!(ask(&empty), Err(ApiError::BadRequest(_))));
@@ -350,9 +364,10 @@ mod tests {
             ask(&chat).unwrap(),
             Ask::Answer {
                 asked: None,
-                call_id: "c1".into(),
-                route: "approval",
-                body: json!({ "tool_call_id": "c1", "decision": "approve" })
+                answer: Answer::Approval {
+                    tool_call_id: "c1".into(),
+                    decision: Decision::Approve
+                }
             }
         );
         let question = request(json!([{ "id": "a", "role": "assistant", "parts": [
@@ -362,9 +377,10 @@ mod tests {
             ask(&question).unwrap(),
             Ask::Answer {
                 asked: None,
-                call_id: "q".into(),
-                route: "question",
-                body: json!({ "question_id": "q", "answer": "Ada" })
+                answer: Answer::Question {
+                    question_id: "q".into(),
+                    answer: "Ada".into()
+                }
             }
         );
         let plan = request(json!([{ "id": "a", "role": "assistant", "parts": [
@@ -375,9 +391,11 @@ mod tests {
             ask(&plan).unwrap(),
             Ask::Answer {
                 asked: None,
-                call_id: "p".into(),
-                route: "plan",
-                body: json!({ "plan_id": "p", "action": "reject", "feedback": "shorter" })
+                answer: Answer::Plan {
+                    plan_id: "p".into(),
+                    action: PlanAction::Reject,
+                    feedback: Some("shorter".into())
+                }
             }
         );
         let nothing = request(json!([{ "id": "a", "role": "assistant", "parts": [{ "type": "text", "text": "hi" }] }]));

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::value::RawValue;
 use spool_log::stream::ContentType;
 
-use crate::error::ApiError;
+use spool_edge::ApiError;
 
 /// Whether a body is being appended (an empty JSON array is an error) or is a stream's initial
 /// content (an empty JSON array means no message).

@@ -15,9 +15,10 @@ use spool_chat::{
     global,
     service::{GLOBAL_SESSION, ensure_global_stream},
 };
+use spool_edge::ApiError;
 use spool_log::stream::StreamPath;
 
-use crate::{ApiError, Intent, StreamApi, handlers::Api, protocol, sse};
+use crate::{Intent, StreamApi, handlers::Api, protocol, sse};
 
 /// `GET /v1/sessions/{id}/stream`: a chat's events as server-sent events, `id: <seq>` each,
 /// from after `Last-Event-ID` (what a browser's `EventSource` sends when it reconnects), else
@@ -28,7 +29,7 @@ use crate::{ApiError, Intent, StreamApi, handlers::Api, protocol, sse};
         ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
         ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
     responses((status = 200, description = "Server-sent events, one per event, `id: <seq>`, `data:` the event's JSON", content_type = "text/event-stream"),
-        (status = 404, description = "No such session in the caller's organization", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 404, description = "No such session in the caller's organization", body = spool_edge::ErrorBody), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn chat_events(
     State(api): Api,
     Path(id): Path<String>,
@@ -52,7 +53,7 @@ const MAX_CHAT_STREAM_LAST: usize = 1000;
         ("limit" = Option<usize>, Query, description = "Without `after` or `Last-Event-ID`: how many of the last messages to start with (1 to 1000; 50 by default)"),
         ("Last-Event-ID" = Option<u64>, Header, description = "What `EventSource` sends when it reconnects; wins over `after`"),
         ("token" = Option<String>, Query, description = "The bearer token (`EventSource` cannot set headers)")),
-    responses((status = 200, description = "The global chat's messages as server-sent events: `id:` the message's `id`, `data:` the message `{id, ts, role, author, text, meta}`", content_type = "text/event-stream"), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+    responses((status = 200, description = "The global chat's messages as server-sent events: `id:` the message's `id`, `data:` the message `{id, ts, role, author, text, meta}`", content_type = "text/event-stream"), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn global_events(State(api): Api, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
     let (path, resume) = chat_stream_start(&api, GLOBAL_SESSION, &uri, &headers).await?;
     let after = match resume {

@@ -12,18 +12,21 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
+use spool_edge::{
+    ApiError,
+    headers::{
+        PRODUCER_EPOCH, PRODUCER_SEQ, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT, STREAM_NEXT_OFFSET, STREAM_TTL,
+        STREAM_UP_TO_DATE,
+    },
+};
 use spool_log::{
     follow::{End, Followed},
     stream::{Append, Chunk, ContentType, CreateStream, Created, Expiry, ForkRequest, Position},
 };
 
 use crate::{
-    ApiError, Intent, Sharing, StreamApi,
+    Intent, Sharing, StreamApi,
     body::{self, Use},
-    headers::{
-        PRODUCER_EPOCH, PRODUCER_SEQ, STREAM_CLOSED, STREAM_CURSOR, STREAM_EXPIRES_AT, STREAM_NEXT_OFFSET, STREAM_TTL,
-        STREAM_UP_TO_DATE,
-    },
     protocol::{self, Live, ReadQuery},
     sse,
 };
@@ -177,8 +180,8 @@ mod tests {
     request_body(description = "Optional first messages", content_type = "application/octet-stream"),
     responses((status = 201, description = "Created (headers: `Location`, `Stream-Next-Offset`)"),
         (status = 200, description = "It exists with this configuration"),
-        (status = 403, description = "A read-only stream", body = crate::ErrorBody),
-        (status = 409, description = "It exists with another configuration", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 403, description = "A read-only stream", body = spool_edge::ErrorBody),
+        (status = 409, description = "It exists with another configuration", body = spool_edge::ErrorBody), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn create(
     State(api): Api,
     Path(raw): Path<String>,
@@ -193,11 +196,11 @@ pub(crate) async fn create(
     let fork = match protocol::fork(&headers)? {
         None => None,
         Some(fork) => {
-            let raw_source = fork.source.strip_prefix(crate::STREAM_PREFIX).ok_or_else(|| {
+            let raw_source = fork.source.strip_prefix(spool_edge::STREAM_PREFIX).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "Stream-Forked-From `{}` must be a path on this server, like {}{{path}}",
                     fork.source,
-                    crate::STREAM_PREFIX
+                    spool_edge::STREAM_PREFIX
                 ))
             })?;
             Some(ForkRequest {
@@ -254,10 +257,10 @@ pub(crate) async fn create(
     request_body(description = "Messages; a JSON stream takes one value or an array of them", content_type = "application/octet-stream"),
     responses((status = 204, description = "Appended (header `Stream-Next-Offset`)"),
         (status = 200, description = "A retried idempotent-producer batch, already appended"),
-        (status = 403, description = "A read-only stream, or a stale producer epoch", body = crate::ErrorBody),
-        (status = 404, description = "No such stream", body = crate::ErrorBody),
-        (status = 409, description = "Closed, another content type, or a sequence conflict", body = crate::ErrorBody),
-        (status = 413, description = "Larger than the largest append", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 403, description = "A read-only stream, or a stale producer epoch", body = spool_edge::ErrorBody),
+        (status = 404, description = "No such stream", body = spool_edge::ErrorBody),
+        (status = 409, description = "Closed, another content type, or a sequence conflict", body = spool_edge::ErrorBody),
+        (status = 413, description = "Larger than the largest append", body = spool_edge::ErrorBody), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn append(
     State(api): Api,
     Path(raw): Path<String>,
@@ -322,8 +325,8 @@ pub(crate) async fn append(
 /// `DELETE`: remove the stream and its data.
 #[utoipa::path(delete, path = "/v1/stream/{path}", tag = "streams", params(("path" = String, Path, description = "The stream's path; it may contain `/`. `sessions/{id}`, `workspaces/{id}/feed` and `audit` are read-only.")),
     responses((status = 204, description = "Deleted"),
-        (status = 403, description = "A read-only stream", body = crate::ErrorBody),
-        (status = 404, description = "No such stream", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 403, description = "A read-only stream", body = spool_edge::ErrorBody),
+        (status = 404, description = "No such stream", body = spool_edge::ErrorBody), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn delete(
     State(api): Api,
     Path(raw): Path<String>,
@@ -380,8 +383,8 @@ pub(crate) async fn head(
     responses((status = 200, description = "Messages in the stream's content type, or `text/event-stream` with `live=sse` (headers: `Stream-Next-Offset`, `Stream-Up-To-Date`, `Stream-Closed`, `ETag`)", content_type = "application/octet-stream"),
         (status = 204, description = "A long-poll that saw nothing new"),
         (status = 304, description = "`If-None-Match` matched"),
-        (status = 404, description = "No such stream", body = crate::ErrorBody),
-        (status = 410, description = "Deleted while forks of it live", body = crate::ErrorBody), (status = 400, description = "A malformed header, query or body", body = crate::ErrorBody), (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = crate::ErrorBody)))]
+        (status = 404, description = "No such stream", body = spool_edge::ErrorBody),
+        (status = 410, description = "Deleted while forks of it live", body = spool_edge::ErrorBody), (status = 400, description = "A malformed header, query or body", body = spool_edge::ErrorBody), (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 503, description = "The store is unavailable for a moment; retry", body = spool_edge::ErrorBody)))]
 pub(crate) async fn read(
     State(api): Api,
     Path(raw): Path<String>,

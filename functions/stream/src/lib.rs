@@ -14,9 +14,7 @@ mod ag_ui;
 mod ai_sdk;
 mod body;
 mod chat_stream;
-mod error;
 mod handlers;
-pub mod headers;
 mod openapi;
 pub mod protocol;
 mod sse;
@@ -35,9 +33,9 @@ use axum::{
     middleware,
     routing::get,
 };
-pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use openapi::openapi;
 use spool_chat::directory::AUDIT_STREAM;
+use spool_edge::{ApiError, STREAM_PREFIX};
 pub use spool_log::limits::LiveSettings;
 use spool_log::{
     follow::Follow,
@@ -45,9 +43,6 @@ use spool_log::{
     stream::{Position, StreamPath},
     subscription,
 };
-
-/// Where the stream routes live: a stream `{path}` is at `/v1/stream/{path}`.
-pub const STREAM_PREFIX: &str = "/v1/stream/";
 
 /// Room for JSON framing on top of the log's largest append, in a request body.
 pub const BODY_SLACK_BYTES: usize = 64 * 1024;
@@ -91,7 +86,7 @@ pub struct StreamApi {
     /// Revoked API keys, whose tokens are refused.
     revocations: Option<Arc<spool_chat::revocation::Revocations>>,
     /// Where the AI SDK's routes post messages and answers.
-    chat_writes: Option<Arc<dyn writes::ChatWrites>>,
+    chat_writes: Option<Arc<dyn spool_edge::writes::ChatWrites>>,
     /// The protocol's subscriptions: their `__ds` routes, and the appends that wake them.
     subscriptions: Option<Arc<subscription::service::Subscriptions>>,
 }
@@ -142,10 +137,10 @@ impl StreamApi {
         Ok(())
     }
 
-    /// The same, posting the AI SDK routes' messages and answers through `writes` (the chat
-    /// API); without it, `POST /v1/ai-sdk/chat` answers `501`.
+    /// The same, posting the front ends' routes' messages and answers through `writes` (the
+    /// chat API, in process or over HTTPS); without it, `POST /v1/ai-sdk/chat` answers `501`.
     #[must_use]
-    pub fn with_chat_writes(mut self, writes: Arc<dyn writes::ChatWrites>) -> Self {
+    pub fn with_chat_writes(mut self, writes: Arc<dyn spool_edge::writes::ChatWrites>) -> Self {
         self.chat_writes = Some(writes);
         self
     }
@@ -372,4 +367,4 @@ fn with_routes(
         .with_state(Arc::new(api))
 }
 
-pub use spool_edge::{browser_headers, client_address, json_errors, limit_write};
+use spool_edge::{browser_headers, client_address, json_errors, limit_write};

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, header};
 use spool_log::stream::{ContentType, Expiry, Offset, Position, ProducerClaim};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
-use crate::{
-    error::ApiError,
+use spool_edge::{
+    ApiError,
     headers::{
         PRODUCER_EPOCH, PRODUCER_ID, PRODUCER_SEQ, STREAM_CLOSED, STREAM_EXPIRES_AT, STREAM_FORK_OFFSET,
         STREAM_FORK_SUB_OFFSET, STREAM_FORKED_FROM, STREAM_SEQ, STREAM_TTL,

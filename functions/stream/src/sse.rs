@@ -27,6 +27,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::stream;
 use serde_json::{Map, Value};
 use spool_chat::{global::Message, session::Event};
+use spool_edge::{ApiError, headers::STREAM_SSE_DATA_ENCODING};
 use spool_log::{
     follow::{End, Follow, Followed},
     stream::{Chunk, Offset, Position, StreamPath},
@@ -34,9 +35,8 @@ use spool_log::{
 use tokio::time::Instant;
 
 use crate::{
-    ApiError, StreamApi,
+    StreamApi,
     body::{SseData, sse_data_event, sse_data_lines, sse_event},
-    headers::STREAM_SSE_DATA_ENCODING,
     protocol::{self, now_ms},
 };
 

@@ -16,6 +16,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::Value;
+use spool_edge::{ApiError, STREAM_PREFIX};
 use spool_log::{
     error::Error,
     subscription::{
@@ -25,7 +26,7 @@ use spool_log::{
     },
 };
 
-use crate::{ApiError, Intent, STREAM_PREFIX, StreamApi, subscription_bodies as bodies};
+use crate::{Intent, StreamApi, subscription_bodies as bodies};
 
 type Api = State<Arc<StreamApi>>;
 
@@ -50,7 +51,7 @@ fn wake_token(headers: &HeaderMap) -> Result<&str, ApiError> {
             )
             .into()
         })
-        .map_err(ApiError::Log)
+        .map_err(ApiError::Domain)
 }
 
 /// The report a wake's request carries, once its token has the form of one (a request with
@@ -71,7 +72,7 @@ fn no_content() -> Response {
 /// `GET {stream-url}/__ds/jwks.json`: the public keys that verify webhook signatures.
 #[utoipa::path(get, path = "/v1/stream/__ds/jwks.json", tag = "subscriptions", operation_id = "subscription_jwks",
     responses((status = 200, description = "The webhook signing keys as a JSON Web Key Set", content_type = "application/jwk-set+json", body = Value),
-        (status = 501, description = "Subscriptions are not enabled on this endpoint", body = crate::ErrorBody)))]
+        (status = 501, description = "Subscriptions are not enabled on this endpoint", body = spool_edge::ErrorBody)))]
 pub(crate) async fn jwks(State(api): Api) -> Result<Response, ApiError> {
     let keys = service(&api)?.jwks();
     Ok((
@@ -90,9 +91,9 @@ pub(crate) async fn jwks(State(api): Api) -> Result<Response, ApiError> {
     params(("id" = String, Path, description = "The client's id for the subscription")),
     request_body(content = Value, description = "`{type: webhook|pull-wake, pattern?, streams?, webhook?: {url}, wake_stream?, lease_ttl_ms?, description?}`"),
     responses((status = 201, description = "Created", body = Value), (status = 200, description = "It exists with this configuration", body = Value),
-        (status = 400, description = "A malformed body (`INVALID_REQUEST`) or a webhook URL that could reach a private network (`WEBHOOK_URL_REJECTED`)", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody),
-        (status = 409, description = "It exists with another configuration (`SUBSCRIPTION_ALREADY_EXISTS`), or the organization has as many subscriptions as it may (`limit_reached`)", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body (`INVALID_REQUEST`) or a webhook URL that could reach a private network (`WEBHOOK_URL_REJECTED`)", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody),
+        (status = 409, description = "It exists with another configuration (`SUBSCRIPTION_ALREADY_EXISTS`), or the organization has as many subscriptions as it may (`limit_reached`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn put(
     State(api): Api,
     Path(id): Path<String>,
@@ -116,7 +117,7 @@ pub(crate) async fn put(
 #[utoipa::path(get, path = "/v1/stream/__ds/subscriptions/{id}", tag = "subscriptions", operation_id = "subscription_get",
     params(("id" = String, Path, description = "The subscription")),
     responses((status = 200, description = "The subscription, its linked streams and their acked offsets", body = Value),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn get(
     State(api): Api,
     Path(id): Path<String>,
@@ -134,7 +135,7 @@ pub(crate) async fn get(
 #[utoipa::path(delete, path = "/v1/stream/__ds/subscriptions/{id}", tag = "subscriptions", operation_id = "subscription_delete",
     params(("id" = String, Path, description = "The subscription")),
     responses((status = 204, description = "Deleted: its wake's requests fail from now on"),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn delete(
     State(api): Api,
     Path(id): Path<String>,
@@ -152,8 +153,8 @@ pub(crate) async fn delete(
 #[utoipa::path(post, path = "/v1/stream/__ds/subscriptions/{id}/streams", tag = "subscriptions", operation_id = "subscription_add_streams",
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{streams: [path, …]}`"),
-    responses((status = 204, description = "Linked, each at its tail"), (status = 400, description = "A malformed body", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+    responses((status = 204, description = "Linked, each at its tail"), (status = 400, description = "A malformed body", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn add_streams(
     State(api): Api,
     Path(id): Path<String>,
@@ -174,7 +175,7 @@ pub(crate) async fn add_streams(
 #[utoipa::path(delete, path = "/v1/stream/__ds/subscriptions/{id}/streams/{path}", tag = "subscriptions", operation_id = "subscription_remove_stream",
     params(("id" = String, Path, description = "The subscription"), ("path" = String, Path, description = "The stream, URL-encoded")),
     responses((status = 204, description = "Unlinked (a stream the pattern matches stays linked by it)"),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody)))]
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody)))]
 pub(crate) async fn remove_stream(
     State(api): Api,
     Path((id, path)): Path<(String, String)>,
@@ -193,9 +194,9 @@ pub(crate) async fn remove_stream(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{worker: name}`"),
     responses((status = 200, description = "`{wake_id, generation, token, streams, lease_ttl_ms}`", body = Value),
-        (status = 400, description = "A malformed body, or not a pull-wake subscription", body = crate::ErrorBody),
-        (status = 401, description = "No valid token", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "Another worker holds it (`ALREADY_CLAIMED`, with `current_holder`), or nothing is pending (`NO_PENDING_WORK`)", body = crate::ErrorBody)))]
+        (status = 400, description = "A malformed body, or not a pull-wake subscription", body = spool_edge::ErrorBody),
+        (status = 401, description = "No valid token", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "Another worker holds it (`ALREADY_CLAIMED`, with `current_holder`), or nothing is pending (`NO_PENDING_WORK`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn claim(
     State(api): Api,
     Path(id): Path<String>,
@@ -216,8 +217,8 @@ pub(crate) async fn claim(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation, acks: [{stream, offset}], done}`, with the wake's `callback_token` as the bearer token"),
     responses((status = 200, description = "`{ok: true, next_wake}`", body = Value),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn callback(
     State(api): Api,
     Path(id): Path<String>,
@@ -235,8 +236,8 @@ pub(crate) async fn callback(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation, acks: [{stream, offset}], done}`, with the claim's `token` as the bearer token"),
     responses((status = 200, description = "`{ok: true, next_wake}`", body = Value),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`) or an offset out of range (`INVALID_OFFSET`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn ack(
     State(api): Api,
     Path(id): Path<String>,
@@ -254,8 +255,8 @@ pub(crate) async fn ack(
     params(("id" = String, Path, description = "The subscription")),
     request_body(content = Value, description = "`{wake_id, generation}`, with the claim's `token` as the bearer token"),
     responses((status = 204, description = "Released; pending work wakes again"),
-        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = crate::ErrorBody), (status = 404, description = "No such subscription", body = crate::ErrorBody),
-        (status = 409, description = "A stale wake (`FENCED`)", body = crate::ErrorBody)))]
+        (status = 401, description = "Not this wake's token (`TOKEN_INVALID`)", body = spool_edge::ErrorBody), (status = 404, description = "No such subscription", body = spool_edge::ErrorBody),
+        (status = 409, description = "A stale wake (`FENCED`)", body = spool_edge::ErrorBody)))]
 pub(crate) async fn release(
     State(api): Api,
     Path(id): Path<String>,

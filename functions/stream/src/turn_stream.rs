@@ -1,23 +1,21 @@
 //! # A chat's turn as a front end's event stream
 //!
-//! What the AI SDK's routes and AG-UI's share: a request's write (a person's message, or an
-//! answer to what the turn waits on) posted through the chat API ([`Ask`], [`post`]); the
-//! turn to replay when a client comes back (the domain's `current_turn`); and the SSE
-//! response that follows the turn's durable events ([`Follow`], the one loop of every live
-//! reader) and hands each to a [`Translate`]r of the front end's vocabulary, until the turn
-//! ends or waits on a person ([`respond`]).
+//! What the AI SDK's routes and AG-UI's share (besides their writes, [`crate::writes`]): the
+//! caller and their request's body; the turn to replay when a client comes back (the domain's
+//! `current_turn`); and the SSE response that follows the turn's durable events ([`Follow`],
+//! the one loop of every live reader) and hands each to a [`Translate`]r of the front end's
+//! vocabulary, until the turn ends or waits on a person ([`respond`]).
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{HeaderValue, Method, StatusCode, header, request::Parts},
+    http::{HeaderValue, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
 };
 use futures_util::stream;
 use serde::Serialize;
-use serde_json::{Value, json};
 use spool_chat::{current_turn::find_back, session::Event};
 use spool_log::{
     follow::{End, Follow, Followed},
@@ -25,7 +23,9 @@ use spool_log::{
 };
 
 use crate::wire::ui_message::{self, Progress};
-use crate::{ApiError, Intent, StreamApi};
+use spool_edge::ApiError;
+
+use crate::{Intent, StreamApi};
 
 /// The longest a turn's stream stays open: under the stream function's 15-minute limit. A
 /// turn still running then is resumed by the client.
@@ -56,31 +56,6 @@ pub(crate) trait Translate: Send + 'static {
     fn done_line(&self) -> Option<&'static str> {
         None
     }
-}
-
-/// What a front end's request asks.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Ask {
-    /// Post a person's message.
-    Message {
-        /// Its text.
-        content: String,
-        /// The front end's id for it, so a retry posts nothing twice.
-        client_message_id: String,
-        /// Tools the front end declares and runs, for the turn (the chat API checks them).
-        client_tools: Vec<Value>,
-    },
-    /// Answer what the turn waits on (the call `call_id`), then continue its stream.
-    Answer {
-        /// The call asked about: an approval's, a question's or a plan's id.
-        call_id: String,
-        /// The answer route under `/v1/sessions/{id}/`.
-        route: &'static str,
-        /// Its body.
-        body: Value,
-        /// The request's event, when the caller has read it already (to know its kind).
-        asked: Option<Box<Event>>,
-    },
 }
 
 /// The caller's session stream `sessions/{id}`, once they are known (a `401` before anything
@@ -150,74 +125,6 @@ pub(crate) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     })
 }
 
-/// Posts `ask` to the session `session` (at `path`) as the caller of `parts`: the turn to
-/// stream and the seq its stream starts after.
-pub(crate) async fn post(
-    api: &StreamApi,
-    parts: &Parts,
-    session: &str,
-    path: &StreamPath,
-    ask: Ask,
-) -> Result<(Option<String>, u64), ApiError> {
-    let writes = api.chat_writes.clone().ok_or_else(|| {
-        ApiError::NotImplemented("this endpoint cannot post to the chat; use the deployment's URL".to_owned())
-    })?;
-    let forward = |route: String, body: Value| {
-        let mut request = Request::new(Body::from(body.to_string()));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = route.parse().unwrap_or_default();
-        if let Some(auth) = parts.headers.get(header::AUTHORIZATION) {
-            request.headers_mut().insert(header::AUTHORIZATION, auth.clone());
-        }
-        request
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        *request.extensions_mut() = parts.extensions.clone();
-        writes.call(request)
-    };
-    match ask {
-        Ask::Message {
-            content,
-            client_message_id,
-            client_tools,
-        } => {
-            let mut body = json!({ "content": content, "client_message_id": client_message_id });
-            if !client_tools.is_empty() {
-                body["client_tools"] = Value::Array(client_tools);
-            }
-            let posted = accepted(forward(format!("/v1/sessions/{session}/messages"), body).await).await?;
-            let seq = posted.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            let turn = posted.get("turn_id").and_then(Value::as_str).map(str::to_owned);
-            Ok((turn, seq.saturating_sub(1)))
-        }
-        Ask::Answer {
-            call_id,
-            route,
-            body,
-            asked,
-        } => {
-            let asked = match asked {
-                Some(asked) => *asked,
-                None => request_event(api, path, &call_id).await?,
-            };
-            match accepted(forward(format!("/v1/sessions/{session}/{route}"), body).await).await {
-                Ok(_) => {}
-                // Answered already, by this request's earlier try or by someone else: the
-                // stream shows what happened. (A refusal for any other reason is passed on.)
-                Err(ApiError::Upstream { status, .. })
-                    if status == StatusCode::CONFLICT
-                        && find_back(api.log.as_ref(), path, |e| {
-                            e.seq > asked.seq && ui_message::answers(&e.event, &call_id)
-                        })
-                        .await?
-                        .is_some() => {}
-                Err(e) => return Err(e),
-            }
-            Ok((asked.turn_id, asked.seq))
-        }
-    }
-}
-
 /// The event in which the chat asked a person about the call `call_id` (an approval, a
 /// question, a plan): `400` when it never did.
 pub(crate) async fn request_event(api: &StreamApi, path: &StreamPath, call_id: &str) -> Result<Event, ApiError> {
@@ -241,25 +148,6 @@ pub(crate) async fn read_post<T: serde::de::DeserializeOwned>(
     let parsed =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not {what}: {e}")))?;
     Ok((parts, parsed))
-}
-
-/// The chat API's `2xx` answer as JSON, or its refusal passed on.
-async fn accepted(response: Result<Response, String>) -> Result<Value, ApiError> {
-    let response = response.map_err(ApiError::Unavailable)?;
-    let status = response.status();
-    let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
-    let body = axum::body::to_bytes(response.into_body(), 1024 * 1024)
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("the chat API's answer was cut off: {e}")))?;
-    if status.is_success() {
-        Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
-    } else {
-        Err(ApiError::Upstream {
-            status,
-            body,
-            retry_after,
-        })
-    }
 }
 
 /// The turn `translate` follows, as SSE: its events after `after`, the frames of those up to

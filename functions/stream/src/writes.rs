@@ -1,43 +1,84 @@
-//! # Writing through the chat API
+//! # The front ends' writes
 //!
 //! The front ends' routes of the stream function (the AI SDK's, AG-UI's) post a person's
-//! messages and answers through the chat API's own routes, so a write is checked, limited and
-//! made idempotent in one place, whichever route it came by. [`ChatWrites`] is that port:
-//! [`InProcess`] calls the API's Router under `spool serve`; [`Remote`] calls the API function
-//! over HTTPS on AWS, where the stream function's role holds no write rights.
+//! messages and answers through the chat's one write port, [`ChatWrites`], so a write is
+//! checked, limited and made idempotent in one place, whichever route it came by: in process
+//! under `spool serve` (the chat API's adapter, `spool_api::router_with_writes`), or with
+//! [`Remote`], the one HTTP client to the API function across the AWS permission boundary,
+//! where the stream function's role holds no write rights.
 
 use std::time::Duration;
 
-use axum::{
-    extract::Request,
-    http::{HeaderValue, header},
-    response::{IntoResponse, Response},
+use crate::wire::ui_message;
+use axum::http::{HeaderValue, StatusCode, header, request::Parts};
+use serde_json::Value;
+use spool_chat::session::Event;
+use spool_edge::{
+    ApiError,
+    writes::{Answer, ChatWrites, Credentials, NewMessage, Posted, Written},
 };
-use futures_util::future::BoxFuture;
+use spool_log::stream::StreamPath;
 
-use crate::turn_stream::MAX_BODY_BYTES;
+use spool_chat::current_turn::find_back;
 
-/// The chat API's routes, as the front ends' routes reach them to write.
-pub trait ChatWrites: Send + Sync {
-    /// Sends `request` to the chat API and answers its response.
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>>;
+use crate::{StreamApi, turn_stream::request_event};
+
+/// What a front end's request asks.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Ask {
+    /// Post a person's message.
+    Message(NewMessage),
+    /// Answer what the turn waits on, then continue its stream.
+    Answer {
+        /// The answer.
+        answer: Answer,
+        /// The request's event, when the caller has read it already (to know its kind).
+        asked: Option<Box<Event>>,
+    },
 }
 
-/// The chat API's Router in the same process (`spool serve`).
-pub struct InProcess(axum::Router);
-
-impl InProcess {
-    /// Writes through `router`.
-    pub fn new(router: axum::Router) -> Self {
-        Self(router)
-    }
-}
-
-impl ChatWrites for InProcess {
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>> {
-        use tower::ServiceExt;
-        let router = self.0.clone();
-        Box::pin(async move { Ok(router.oneshot(request).await.into_response()) })
+/// Posts `ask` to the session `session` (at `path`) as the caller of `parts`: the turn to
+/// stream and the seq its stream starts after.
+pub(crate) async fn post(
+    api: &StreamApi,
+    parts: &Parts,
+    session: &str,
+    path: &StreamPath,
+    ask: Ask,
+) -> Result<(Option<String>, u64), ApiError> {
+    let writes = api.chat_writes.clone().ok_or_else(|| {
+        ApiError::NotImplemented("this endpoint cannot post to the chat; use the deployment's URL".to_owned())
+    })?;
+    let credentials = Credentials {
+        authorization: parts.headers.get(header::AUTHORIZATION).cloned(),
+        extensions: parts.extensions.clone(),
+    };
+    match ask {
+        Ask::Message(message) => {
+            let posted = writes.post_message(credentials, session, message).await?;
+            Ok((posted.turn_id, posted.seq.saturating_sub(1)))
+        }
+        Ask::Answer { answer, asked } => {
+            let call_id = answer.call_id().to_owned();
+            let asked = match asked {
+                Some(asked) => *asked,
+                None => request_event(api, path, &call_id).await?,
+            };
+            match writes.answer(credentials, session, answer).await {
+                Ok(_) => {}
+                // Answered already, by this request's earlier try or by someone else: the
+                // stream shows what happened. (A refusal for any other reason is passed on.)
+                Err(e)
+                    if e.status_and_code().0 == StatusCode::CONFLICT
+                        && find_back(api.log.as_ref(), path, |e| {
+                            e.seq > asked.seq && ui_message::answers(&e.event, &call_id)
+                        })
+                        .await?
+                        .is_some() => {}
+                Err(e) => return Err(e),
+            }
+            Ok((asked.turn_id, asked.seq))
+        }
     }
 }
 
@@ -62,40 +103,59 @@ impl Remote {
             origin: origin_secret.and_then(|s| HeaderValue::from_str(s).ok()),
         }
     }
-}
 
-impl ChatWrites for Remote {
-    fn call(&self, request: Request) -> BoxFuture<'static, Result<Response, String>> {
-        let (parts, body) = request.into_parts();
-        let url = format!(
-            "{}{}",
-            self.base,
-            parts.uri.path_and_query().map_or("/", |p| p.as_str())
-        );
-        let mut sent = self.http.request(parts.method, url);
-        for name in [header::AUTHORIZATION, header::CONTENT_TYPE] {
-            if let Some(value) = parts.headers.get(&name) {
-                sent = sent.header(name, value.clone());
-            }
+    /// Posts `body` to the API's route `path` as the caller of `credentials`: its `2xx`
+    /// answer, or its refusal passed on ([`ApiError::Upstream`]).
+    fn send(&self, credentials: Credentials, path: &str, body: &Value) -> Written<Posted> {
+        let mut sent = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if let Some(authorization) = credentials.authorization {
+            sent = sent.header(header::AUTHORIZATION, authorization);
         }
         if let Some(origin) = &self.origin {
             sent = sent.header(spool_edge::ORIGIN_HEADER, origin.clone());
         }
         Box::pin(async move {
-            let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-                .await
-                .map_err(|e| e.to_string())?;
             let answer = sent
-                .body(body)
                 .send()
                 .await
-                .map_err(|e| format!("the chat API could not be reached ({e}); retry"))?;
+                .map_err(|e| ApiError::Unavailable(format!("the chat API could not be reached ({e}); retry")))?;
             let status = answer.status();
-            let bytes = answer
+            let retry_after = answer.headers().get(header::RETRY_AFTER).cloned();
+            let body = answer
                 .bytes()
                 .await
-                .map_err(|e| format!("the chat API's answer was cut off ({e}); retry"))?;
-            Ok((status, bytes).into_response())
+                .map_err(|e| ApiError::Unavailable(format!("the chat API's answer was cut off ({e}); retry")))?;
+            if !status.is_success() {
+                return Err(ApiError::Upstream {
+                    status,
+                    body,
+                    retry_after,
+                });
+            }
+            let posted: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            Ok(Posted {
+                seq: posted.get("seq").and_then(Value::as_u64).unwrap_or(0),
+                turn_id: posted.get("turn_id").and_then(Value::as_str).map(str::to_owned),
+            })
         })
+    }
+}
+
+impl ChatWrites for Remote {
+    fn post_message(&self, credentials: Credentials, session: &str, message: NewMessage) -> Written<Posted> {
+        self.send(
+            credentials,
+            &format!("/v1/sessions/{session}/messages"),
+            &message.body(),
+        )
+    }
+
+    fn answer(&self, credentials: Credentials, session: &str, answer: Answer) -> Written<Posted> {
+        let (route, body) = answer.route_and_body();
+        self.send(credentials, &format!("/v1/sessions/{session}/{route}"), &body)
     }
 }

@@ -1,19 +1,23 @@
-//! # Errors at the edge: one body, one table
+//! # Errors at the edge: one type, one body, one table
 //!
-//! Every refusal of every route is `{"error": {"code", "message"}}` ([`ErrorBody`]), and a
-//! domain error gets the same status and code whichever function answers it ([`status_of`]):
-//! the statuses are the Durable Streams protocol's where it fixes them, and every error the
-//! caller can cause is a 4xx. A 5xx says nothing of its cause ([`respond`]): that goes to the
-//! log, under the request's id.
+//! Every handler of every function returns [`ApiError`], and every refusal is
+//! `{"error": {"code", "message"}}` ([`ErrorBody`]) from its one [`IntoResponse`]: a domain
+//! error gets the same status and code whichever function answers it ([`status_of`]), with the
+//! headers the Durable Streams protocol asks for on it ([`protocol_headers`]). The statuses are
+//! the protocol's where it fixes them, and every error the caller can cause is a 4xx. A 5xx
+//! says nothing of its cause ([`respond`]): that goes to the log, under the request's id.
 
 use axum::{
     Json,
+    body::Bytes,
     http::{HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
 use spool_log::error::Error;
-use utoipa::ToSchema;
+use utoipa::{IntoResponses, ToSchema};
+
+use crate::headers::{PRODUCER_EPOCH, PRODUCER_EXPECTED_SEQ, PRODUCER_RECEIVED_SEQ, STREAM_CLOSED, STREAM_NEXT_OFFSET};
 
 /// The contract's error body, `{"error": {"code", "message"}}`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -25,7 +29,8 @@ pub struct ErrorBody {
 /// What went wrong, for programs (`code`) and for people (`message`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// A stable, machine-readable code, e.g. `not_found`, `turn_pending`.
+    /// A stable, machine-readable code (one of [`CODES`]), e.g. `not_found`, `turn_pending`.
+    #[schema(schema_with = code_schema)]
     pub code: &'static str,
     /// What happened and what to do next.
     pub message: String,
@@ -38,6 +43,67 @@ pub struct ErrorDetail {
     /// With `ALREADY_CLAIMED`: the wake's generation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
+}
+
+/// Every error code of every route, once: Spool's own (lower case) and the Durable Streams
+/// subscription protocol's (upper case, as the protocol names them).
+pub const CODES: &[&str] = &[
+    "answered_already",
+    "bad_request",
+    "checksum_mismatch",
+    "closed",
+    "conflict",
+    "content_type_mismatch",
+    "empty_append",
+    "exists",
+    "forbidden",
+    "gone",
+    "internal",
+    "invalid",
+    "invalid_offset",
+    "invalid_producer_seq",
+    "limit_reached",
+    "method_not_allowed",
+    "no_route",
+    "no_working_directory",
+    "not_found",
+    "not_implemented",
+    "offset_beyond_tail",
+    "payload_too_large",
+    "producer_seq_gap",
+    "rate_limited",
+    "read_only",
+    "refused",
+    "request_timeout",
+    "stale_producer_epoch",
+    "stream_seq_conflict",
+    "turn_pending",
+    "unauthorized",
+    "unavailable",
+    "unknown_command",
+    "unsupported_media_type",
+    "upload_incomplete",
+    "ALREADY_CLAIMED",
+    "FENCED",
+    "INVALID_OFFSET",
+    "INVALID_REQUEST",
+    "NO_PENDING_WORK",
+    "SUBSCRIPTION_ALREADY_EXISTS",
+    "SUBSCRIPTION_NOT_FOUND",
+    "TOKEN_INVALID",
+    "TOO_MANY_STREAMS",
+    "WEBHOOK_URL_REJECTED",
+];
+
+/// The schema of `code`: one of [`CODES`].
+fn code_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(CODES.iter().copied()))
+        .description(Some(
+            "A stable, machine-readable code, e.g. `not_found`, `turn_pending`: the same for the same error on every route.",
+        ))
+        .build()
 }
 
 impl ErrorBody {
@@ -82,6 +148,196 @@ pub fn status_of(e: &Error) -> (StatusCode, &'static str) {
             StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
             r.code,
         ),
+    }
+}
+
+/// The headers the Durable Streams protocol asks for on a domain error: `Stream-Closed` and
+/// `Stream-Next-Offset` on an append to a closed stream, the producer's epoch on a stale one,
+/// the expected and received sequences on a producer's gap.
+pub fn protocol_headers(e: &Error) -> Vec<(HeaderName, String)> {
+    match e {
+        Error::Closed { tail, .. } => vec![
+            (HeaderName::from_static(STREAM_CLOSED), "true".to_owned()),
+            (HeaderName::from_static(STREAM_NEXT_OFFSET), tail.to_string()),
+        ],
+        Error::StaleProducerEpoch { current, .. } => {
+            vec![(HeaderName::from_static(PRODUCER_EPOCH), current.to_string())]
+        }
+        Error::ProducerSeqGap { expected, received } => vec![
+            (HeaderName::from_static(PRODUCER_EXPECTED_SEQ), expected.to_string()),
+            (HeaderName::from_static(PRODUCER_RECEIVED_SEQ), received.to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The refusals every authenticated route may answer, for the OpenAPI document.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // a description of answers, never built
+pub enum Refusals {
+    /// The request is malformed: a body, path or query the route does not take.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// No token, or an expired, tampered or wrongly signed one.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// Too many requests: over a rate limit; retry after `Retry-After` seconds.
+    #[response(status = 429)]
+    RateLimited(ErrorBody),
+    /// The store is unavailable for a moment; retry (`Retry-After`).
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// Why a request failed, on any route of any function.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The domain (a store, the stream log, the chat's rules) refused or failed the operation.
+    #[error(transparent)]
+    Domain(#[from] Error),
+    /// A malformed request: a bad header, query parameter, path or body.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Missing, expired, revoked or invalid credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Valid credentials that do not allow this operation.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A request that conflicts with the current state (e.g. deleting the built-in agent).
+    #[error("{0}")]
+    Conflict(String),
+    /// The chat is busy with another turn.
+    #[error("{message}")]
+    Busy {
+        /// The pending turn.
+        turn_id: String,
+        /// What to do.
+        message: String,
+    },
+    /// An answer to a request that another answer closed first.
+    #[error("{0}")]
+    AnsweredAlready(String),
+    /// A body larger than the route takes.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A body of a type the route does not take.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A slash command that does not exist (the message names the closest ones).
+    #[error("{0}")]
+    UnknownCommand(String),
+    /// A workspace without a working directory this process can read.
+    #[error("{0}")]
+    NoWorkingDirectory(String),
+    /// A file completed before all its bytes were uploaded.
+    #[error("{0}")]
+    UploadIncomplete(String),
+    /// A file whose uploaded bytes are not the ones declared.
+    #[error("{0}")]
+    ChecksumMismatch(String),
+    /// No route at this path.
+    #[error("{0}")]
+    NoRoute(String),
+    /// The route does not take this method.
+    #[error("{0}")]
+    NoMethod(String),
+    /// A write sent to a deployment's read-only stream function (`405` with `Allow`).
+    #[error("{0}")]
+    ReadOnly(String),
+    /// A protocol feature this endpoint does not serve.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// Over a rate limit (`429` with `Retry-After`).
+    #[error(transparent)]
+    RateLimited(#[from] spool_auth::Limited),
+    /// The chat API, called across the AWS permission boundary, refused a write made for the
+    /// caller: its answer, passed on as it is.
+    #[error("the chat API answered {status}")]
+    Upstream {
+        /// Its status.
+        status: StatusCode,
+        /// Its body (the contract's JSON error).
+        body: Bytes,
+        /// When to retry, if it said.
+        retry_after: Option<HeaderValue>,
+    },
+    /// A service this one calls could not be reached, or its answer was cut off.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl ApiError {
+    /// A [`ApiError::BadRequest`].
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::BadRequest(message.into())
+    }
+
+    /// The status and the code of this error.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::AnsweredAlready(_) => (StatusCode::CONFLICT, "answered_already"),
+            Self::Busy { .. } => (StatusCode::CONFLICT, "turn_pending"),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            Self::UnknownCommand(_) => (StatusCode::NOT_FOUND, "unknown_command"),
+            Self::NoWorkingDirectory(_) => (StatusCode::CONFLICT, "no_working_directory"),
+            Self::UploadIncomplete(_) => (StatusCode::CONFLICT, "upload_incomplete"),
+            Self::ChecksumMismatch(_) => (StatusCode::CONFLICT, "checksum_mismatch"),
+            Self::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            Self::NoMethod(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::ReadOnly(_) => (StatusCode::METHOD_NOT_ALLOWED, "read_only"),
+            Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
+            Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Upstream { status, .. } => (*status, "upstream"),
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Domain(e) => status_of(e),
+        }
+    }
+
+    /// The headers this error carries besides the body's: the protocol's on a domain error
+    /// ([`protocol_headers`]), `Retry-After` over a rate limit, `Allow` on a read-only route.
+    fn headers(&self) -> Vec<(HeaderName, String)> {
+        match self {
+            Self::Domain(e) => protocol_headers(e),
+            Self::RateLimited(limited) => vec![(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
+            Self::ReadOnly(_) => vec![(header::ALLOW, "GET, HEAD, OPTIONS".to_owned())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Upstream {
+            status,
+            body,
+            retry_after,
+        } = self
+        {
+            // Already the contract's answer, from the function that refused.
+            let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+            if let Some(retry_after) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, retry_after);
+            }
+            return response;
+        }
+        let (status, code) = self.status_and_code();
+        let headers = self.headers();
+        let mut body = ErrorBody::new(code, self.to_string());
+        match &self {
+            Self::Busy { turn_id, .. } => body.error.pending_turn_id = Some(turn_id.clone()),
+            Self::Domain(Error::Refused(refusal)) => {
+                body.error.current_holder.clone_from(&refusal.current_holder);
+                body.error.generation = refusal.generation;
+            }
+            _ => {}
+        }
+        respond(status, body, headers)
     }
 }
 
@@ -133,6 +389,39 @@ mod tests {
             let (status, code) = status_of(&e);
             assert_eq!(status.is_client_error(), e.is_client_error(), "{e}: {status} {code}");
             assert!(status.is_client_error() || status.is_server_error(), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_code_is_in_the_one_list() {
+        for e in Error::one_of_each() {
+            let (_, code) = status_of(&e);
+            assert!(CODES.contains(&code), "{e}: {code}");
+        }
+        for e in [
+            ApiError::bad_request(""),
+            ApiError::Unauthorized(String::new()),
+            ApiError::Forbidden(String::new()),
+            ApiError::Conflict(String::new()),
+            ApiError::Busy {
+                turn_id: String::new(),
+                message: String::new(),
+            },
+            ApiError::AnsweredAlready(String::new()),
+            ApiError::TooLarge(String::new()),
+            ApiError::UnsupportedMediaType(String::new()),
+            ApiError::UnknownCommand(String::new()),
+            ApiError::NoWorkingDirectory(String::new()),
+            ApiError::UploadIncomplete(String::new()),
+            ApiError::ChecksumMismatch(String::new()),
+            ApiError::NoRoute(String::new()),
+            ApiError::NoMethod(String::new()),
+            ApiError::ReadOnly(String::new()),
+            ApiError::NotImplemented(String::new()),
+            ApiError::Unavailable(String::new()),
+        ] {
+            let (_, code) = e.status_and_code();
+            assert!(CODES.contains(&code), "{e:?}: {code}");
         }
     }
 

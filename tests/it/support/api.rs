@@ -81,8 +81,8 @@ pub(crate) async fn serve_with(
         .with_webhook_urls(DEV_URLS)
         .with_fail_points(fail)
         .with_org_turn_concurrency(org_turns);
-    let chat_api = spool_api::router(api);
-    let streams = streams.with_chat_writes(Arc::new(spool_stream::writes::InProcess::new(chat_api.clone())));
+    let (chat_api, writes) = spool_api::router_with_writes(api);
+    let streams = streams.with_chat_writes(writes);
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }

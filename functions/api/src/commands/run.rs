@@ -12,9 +12,10 @@ use spool_commands::{CommandAction, CommandKind, CommandSource};
 use utoipa::ToSchema;
 
 use super::EntryView;
+use spool_edge::{ApiError, ErrorBody, Refusals};
+
 use crate::{
-    ApiError, ChatApi, ErrorBody,
-    error::Refusals,
+    ChatApi,
     extract::{Caller, Id, JsonBody, PathOf},
     messages::{OnBusy, check_client_message_id},
     sessions::{SESSION_ID, SessionView},
