@@ -99,7 +99,7 @@ pub struct ToolStart {
     pub tool: String,
     /// Its arguments.
     pub arguments: Value,
-    /// A tool the client runs ([`ClientTool`]): the turn waits for its output.
+    /// A tool the client runs ([`ClientTool`](super::ClientTool)): the turn waits for its output.
     #[serde(default, skip_serializing_if = "is_false")]
     pub client: bool,
 }
