@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+#[cfg(doc)]
+use super::ClientTool;
 use super::Uploaded;
 
 fn is_false(b: &bool) -> bool {
@@ -99,7 +101,7 @@ pub struct ToolStart {
     pub tool: String,
     /// Its arguments.
     pub arguments: Value,
-    /// A tool the client runs ([`ClientTool`](super::ClientTool)): the turn waits for its output.
+    /// A tool the client runs ([`ClientTool`]): the turn waits for its output.
     #[serde(default, skip_serializing_if = "is_false")]
     pub client: bool,
 }
