@@ -8,10 +8,10 @@ use bytes::Bytes;
 use spool_log::{
     error::Error,
     failpoint::{SEAL_AFTER_COMMIT, SEAL_AFTER_PAGE_WRITE},
+    notify::WaitOutcome,
     port::{StreamLog, StreamReader, StreamSealer, StreamWriter},
     stream::{
         Append, ContentType, CreateStream, Created, Expiry, Offset, Position, ProducerClaim, SealMode, StreamPath,
-        WaitOutcome,
     },
 };
 use spool_tests::{Harness, test_limits, unique_path};

@@ -4,8 +4,9 @@ use std::{process::Command, time::Duration};
 
 use bytes::Bytes;
 use spool_log::{
+    notify::WaitOutcome,
     port::{StreamReader, StreamWriter},
-    stream::{Append, ContentType, CreateStream, Offset, Position, WaitOutcome},
+    stream::{Append, ContentType, CreateStream, Offset, Position},
 };
 use spool_tests::{EmbeddedHarness, Harness, unique_path};
 

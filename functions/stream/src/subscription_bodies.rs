@@ -11,8 +11,8 @@ use spool_log::{
     error::Error,
     stream::Offset,
     subscription::{
-        Refusal,
         record::{Ack, Subscription},
+        refusal::Refusal,
         service::{Claimed, WakeReport},
         spec::Delivery,
     },

@@ -20,7 +20,7 @@ use spool_edge::{ApiError, STREAM_PREFIX};
 use spool_log::{
     error::Error,
     subscription::{
-        Refusal,
+        refusal::Refusal,
         service::{Subscriptions, WakeReport},
         spec::{self, Spec},
     },

@@ -5,12 +5,15 @@
 //! error gets the same status and code whichever function answers it ([`status_of`]), with the
 //! headers the Durable Streams protocol asks for on it ([`protocol_headers`]). The statuses are
 //! the protocol's where it fixes them, and every error the caller can cause is a 4xx. A 5xx
-//! says nothing of its cause ([`respond`]): that goes to the log, under the request's id.
+//! says nothing of its cause ([`respond`]): that goes to the log, under the request's id. Refusals
+//! axum makes before a handler runs get the same body ([`json_errors`]).
 
 use axum::{
     Json,
     body::Bytes,
-    http::{HeaderName, HeaderValue, StatusCode, header},
+    extract::Request,
+    http::{HeaderName, HeaderValue, Method, StatusCode, header},
+    middleware::Next,
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
@@ -377,6 +380,49 @@ pub fn respond(status: StatusCode, mut body: ErrorBody, headers: Vec<(HeaderName
         }
     }
     response
+}
+
+/// Refusals axum makes before a handler runs (a body over the limit, a path that is not
+/// UTF-8, a method a route does not take) answer in plain text or with no body; this puts them,
+/// and any other error without a JSON body, in the contract's JSON. Answers to `HEAD` keep their
+/// empty bodies.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let head = request.method() == Method::HEAD;
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if head || is_json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_owned();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        404 => "no_route",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        _ if status.is_server_error() => "internal",
+        _ => "refused",
+    };
+    let message = match (text.is_empty(), status.canonical_reason()) {
+        (false, _) => text,
+        (true, Some(reason)) => reason.to_owned(),
+        (true, None) => status.to_string(),
+    };
+    let kept = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| *name != header::CONTENT_LENGTH && *name != header::CONTENT_TYPE)
+        .filter_map(|(name, value)| Some((name.clone(), value.to_str().ok()?.to_owned())))
+        .collect();
+    respond(status, ErrorBody::new(code, message), kept)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! # The HTTP edge every Spool function shares
 //!
 //! The chat API and the stream function answer the same way: one error type, one error body and
-//! one table from domain errors to statuses and codes ([`error`]), the protocol's header names,
-//! the same CORS and browser headers and JSON for axum's own refusals ([`headers`]), the same
+//! one table from domain errors to statuses and codes, and JSON for axum's own refusals
+//! ([`error`]), the protocol's header names, the same CORS and browser headers ([`headers`]), the same
 //! caller checks ([`gate`]), the CDN-only check of a deployment ([`origin`]), and one log line
 //! and `x-request-id` per request ([`trace`]). The front ends' routes write to the chat through
 //! one port ([`writes`]), in process or across the AWS permission boundary.
@@ -14,9 +14,9 @@ pub mod origin;
 pub mod trace;
 pub mod writes;
 
-pub use error::{ApiError, ErrorBody, ErrorDetail, Refusals, protocol_headers, respond, status_of};
+pub use error::{ApiError, ErrorBody, ErrorDetail, Refusals, json_errors, protocol_headers, respond, status_of};
 pub use gate::{client_address, limit_write};
-pub use headers::{browser_headers, json_errors};
+pub use headers::browser_headers;
 pub use origin::{ORIGIN_HEADER, OriginCheck, only_through_cdn, require_origin};
 pub use trace::{CallerSlot, loggable_path, note_caller, redact, trace_requests};
 

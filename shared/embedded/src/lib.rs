@@ -48,6 +48,7 @@ use spool_log::{
     error::Error,
     failpoint::FailPoints,
     limits::LogLimits,
+    notify::WaitOutcome,
     notify::{Notifier, TailProbe, wait_for_data},
     page::Page,
     port::{StreamReader, StreamSealer, StreamWriter},
@@ -56,7 +57,7 @@ use spool_log::{
     state::StreamState,
     stream::{
         Append, AppendAck, Chunk, CreateStream, Created, Offset, Position, SealMode, SealReport, SeqRange, StreamMeta,
-        StreamPath, WaitOutcome,
+        StreamPath,
     },
 };
 use tokio::sync::{mpsc as tokio_mpsc, oneshot};

@@ -180,7 +180,7 @@ pub enum Error {
     /// A request refused with its own status and code: the subscription protocol's, or a rule's
     /// (the built-in agent cannot be deleted: `409 conflict`).
     #[error(transparent)]
-    Refused(Box<crate::subscription::Refusal>),
+    Refused(Box<crate::subscription::refusal::Refusal>),
     /// A test armed this fail point.
     #[error("fail point `{point}` was hit")]
     Injected {
@@ -274,7 +274,7 @@ impl Error {
             Self::Corrupt { what: "x".into() },
             Self::unavailable("x", "y"),
             Self::Injected { point: "p" },
-            crate::subscription::Refusal::fenced().into(),
+            crate::subscription::refusal::Refusal::fenced().into(),
         ]
     }
 
@@ -293,5 +293,11 @@ impl Error {
             self,
             Self::Unavailable { .. } | Self::Contention { .. } | Self::Corrupt { .. } | Self::Injected { .. }
         )
+    }
+}
+
+impl From<crate::subscription::refusal::Refusal> for Error {
+    fn from(refusal: crate::subscription::refusal::Refusal) -> Self {
+        Error::Refused(Box::new(refusal))
     }
 }

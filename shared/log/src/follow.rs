@@ -22,8 +22,9 @@ use tokio::{sync::watch, time::Instant};
 
 use crate::{
     error::Error,
+    notify::WaitOutcome,
     port::StreamReader,
-    stream::{Chunk, Position, StreamPath, WaitOutcome},
+    stream::{Chunk, Position, StreamPath},
 };
 
 /// What a live reader does next, as [`Follow::next`] says.

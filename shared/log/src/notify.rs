@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::{
     error::Error,
-    stream::{Chunk, ContentType, Offset, StreamMeta, StreamPath, WaitOutcome},
+    stream::{Chunk, ContentType, Offset, StreamMeta, StreamPath},
 };
 
 /// Messages an append committed to a stream left open, as its writer published them.
@@ -57,6 +57,26 @@ impl Delivered {
             immutable: false,
         })
     }
+}
+
+/// What waiting for data past an offset ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// There are messages past the offset, or the stream is closed.
+    Ready {
+        /// The stream's tail.
+        tail: Offset,
+        /// Whether it is closed.
+        closed: bool,
+        /// The messages right after the offset, as the append that woke the wait committed
+        /// them in this process: what a read from the offset would return, without one.
+        delivered: Option<Arc<Delivered>>,
+    },
+    /// Nothing happened before the timeout.
+    TimedOut {
+        /// The stream's tail.
+        tail: Offset,
+    },
 }
 
 /// What was last published of a stream: the highest tail (0: not known) and the messages of

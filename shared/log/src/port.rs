@@ -10,9 +10,9 @@ use async_trait::async_trait;
 
 use crate::{
     error::Error,
+    notify::WaitOutcome,
     stream::{
-        Append, AppendAck, Chunk, CreateStream, Created, Offset, Position, SealMode, SealReport, StreamMeta,
-        StreamPath, WaitOutcome,
+        Append, AppendAck, Chunk, CreateStream, Created, Offset, Position, SealMode, SealReport, StreamMeta, StreamPath,
     },
 };
 

@@ -63,8 +63,9 @@ use spool_chat::{
 use spool_log::{
     clock::{Clock, rfc3339_ms},
     error::Error,
+    notify::WaitOutcome,
     port::StreamLog,
-    stream::{Offset, ProducerClaim, StreamPath, WaitOutcome},
+    stream::{Offset, ProducerClaim, StreamPath},
 };
 use tokio::sync::mpsc;
 

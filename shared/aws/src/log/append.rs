@@ -31,7 +31,7 @@ use spool_log::{
 
 use super::{
     Inner,
-    batches::{Accepted, Conflict, Expected, batches, epoch_writes, put},
+    batches::{Accepted, Conflict, Expected, ITEM_DATA_MAX, Prepared, batches, epoch_writes, put},
     head::{Arm, Known},
 };
 use crate::{
@@ -42,21 +42,12 @@ use crate::{
     },
 };
 
-/// Frames larger than this go to S3 rather than into a DynamoDB item (whose limit is 400 KB,
-/// attribute names and the other attributes included).
-pub(super) const ITEM_DATA_MAX: usize = 350 * 1024;
 /// Inline bytes one transaction carries at most (DynamoDB's limit is 4 MB per transaction).
 const TRANSACTION_DATA_MAX: usize = 3 * 1024 * 1024;
 /// Appends merged into one transaction at most (DynamoDB allows 100 items per transaction).
 pub(super) const TRANSACTION_APPENDS_MAX: usize = 40;
 /// How long an append keeps retrying against concurrent writers before giving up.
 const CONTENTION_BUDGET: Duration = Duration::from_secs(60);
-
-/// An append on its way into a transaction; large ones already have their frames in S3.
-pub(super) struct Prepared {
-    pub(super) req: Append,
-    pub(super) blob: Option<String>,
-}
 
 /// The same error for each of `n` requests (errors are not `Clone`: their sources are boxed).
 fn for_each(e: &Error, n: usize) -> Vec<Result<AppendAck, Error>> {

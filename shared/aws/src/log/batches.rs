@@ -12,14 +12,21 @@ use spool_log::{
     error::Error,
     page::{encode_frames, frames_len},
     state::ProducerState,
-    stream::SeqRange,
+    stream::{Append, SeqRange},
 };
 
-use super::{
-    append::{ITEM_DATA_MAX, Prepared},
-    head::Known,
-};
+use super::head::Known;
 use crate::items::{Batch, Body, Item, StoredProducer, TailInfo, n};
+
+/// Frames larger than this go to S3 rather than into a DynamoDB item (whose limit is 400 KB,
+/// attribute names and the other attributes included).
+pub(super) const ITEM_DATA_MAX: usize = 350 * 1024;
+
+/// An append on its way into a transaction; large ones already have their frames in S3.
+pub(super) struct Prepared {
+    pub(super) req: Append,
+    pub(super) blob: Option<String>,
+}
 
 /// An accepted request: the messages it appends (none for a close), the stream's tail after
 /// it, and the producer state it leaves.

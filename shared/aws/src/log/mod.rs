@@ -49,7 +49,8 @@ use spool_log::{
 };
 
 use crate::{AwsClients, items::Head};
-use append::{Prepared, TRANSACTION_APPENDS_MAX};
+use append::TRANSACTION_APPENDS_MAX;
+use batches::Prepared;
 use pages::page_key;
 
 /// How an [`AwsLog`] is set up.

@@ -11,12 +11,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use spool_log::{
     error::Error,
+    notify::WaitOutcome,
     notify::wait_for_data,
     page::{Page, decode_frames, decode_page},
     port::StreamReader,
     read::{self, StoredRuns, read_stored},
     state::StreamState,
-    stream::{Chunk, Offset, Position, StreamMeta, StreamPath, WaitOutcome},
+    stream::{Chunk, Offset, Position, StreamMeta, StreamPath},
 };
 
 use super::{AwsLog, Inner, pages::page_key};

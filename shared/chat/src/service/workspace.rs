@@ -24,7 +24,7 @@ use spool_log::{
     error::Error,
     port::StreamLog,
     stream::{ContentType, CreateStream},
-    subscription::Refusal,
+    subscription::refusal::Refusal,
 };
 
 use super::ChatService;

@@ -514,26 +514,6 @@ pub struct Chunk {
     pub immutable: bool,
 }
 
-/// What waiting for data past an offset ended with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitOutcome {
-    /// There are messages past the offset, or the stream is closed.
-    Ready {
-        /// The stream's tail.
-        tail: Offset,
-        /// Whether it is closed.
-        closed: bool,
-        /// The messages right after the offset, as the append that woke the wait committed
-        /// them in this process: what a read from the offset would return, without one.
-        delivered: Option<std::sync::Arc<crate::notify::Delivered>>,
-    },
-    /// Nothing happened before the timeout.
-    TimedOut {
-        /// The stream's tail.
-        tail: Offset,
-    },
-}
-
 /// How much of a stream's hot tail sealing turns into pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SealMode {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Refusal, spec::Spec};
+use super::{refusal::Refusal, spec::Spec};
 use crate::stream::Offset;
 
 /// The linked streams' tails (message counts), by stream-root-relative path.

@@ -16,8 +16,9 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    JobKind, Outbound, Refusal, SubscriptionJob, SubscriptionStore, WebhookSigner,
+    JobKind, Outbound, SubscriptionJob, SubscriptionStore, WebhookSigner,
     record::{Ack, StreamInfo, Subscription, Tails},
+    refusal::Refusal,
     spec::{self, Delivery, Spec, UrlPolicy},
 };
 use crate::{

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Refusal, address::is_public};
+use super::{address::is_public, refusal::Refusal};
 
 /// The shortest and longest lease a subscription may ask for, and the default.
 pub const MIN_LEASE_MS: u64 = 1_000;
