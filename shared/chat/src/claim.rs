@@ -21,8 +21,9 @@
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{
+    event::EventKind,
     listing::TurnQuery,
-    session::{EventKind, PendingTurn, Session, Sessions, TurnRecord, TurnStatus, read_events},
+    session::{PendingTurn, Session, Sessions, TurnRecord, TurnStatus, read_events},
     turns::{TurnJob, TurnQueue},
 };
 use spool_log::{error::Error, port::StreamLog};

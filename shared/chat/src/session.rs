@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    event::ChatEvent,
+    event::{ChatEvent, EventKind},
     listing::{Page, SessionQuery, TurnQuery},
     workspace::{CliType, check_name},
 };
@@ -297,19 +297,6 @@ pub trait Sessions: Send + Sync {
 
     /// The session's open requests.
     async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error>;
-}
-
-/// Who wrote an event.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// A person's or a client's submission (a message, a control, an answer).
-    Submit,
-    /// What an agent runtime did.
-    Harness,
-    /// Spool itself (errors, notices).
-    System,
 }
 
 /// An event before it is written: everything but its `seq` and `ts`.

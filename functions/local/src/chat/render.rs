@@ -89,10 +89,7 @@ pub(crate) fn request(event: &Event) -> Option<Request> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spool_chat::{
-        event::{AgentEnd, AskQuestion, MessageUpdate},
-        session::EventKind,
-    };
+    use spool_chat::event::{AgentEnd, AskQuestion, EventKind, MessageUpdate};
 
     fn event(event: ChatEvent) -> Event {
         Event {

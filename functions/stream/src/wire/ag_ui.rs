@@ -397,9 +397,8 @@ fn result(call_id: &str, content: String, seq: u64) -> AgUiEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spool_chat::{
-        event::{AgentEnd, AskQuestion, MessageEnd, MessageStart, MessageUpdate, Role, ToolCall},
-        session::EventKind,
+    use spool_chat::event::{
+        AgentEnd, AskQuestion, EventKind, MessageEnd, MessageStart, MessageUpdate, Role, ToolCall,
     };
 
     fn event(seq: u64, event: ChatEvent) -> Event {

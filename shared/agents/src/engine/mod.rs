@@ -47,14 +47,14 @@ use spool_chat::{
     attachment::FileStore,
     confine::WorkspaceRoots,
     event::{
-        AgentEnd, AgentStart, AskQuestion, AuthorType, ChatEvent, ControlAction, FeedEvent, Level, MessageEnd,
-        MessageStart, MessageUpdate, PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
+        AgentEnd, AgentStart, AskQuestion, AuthorType, ChatEvent, ControlAction, EventKind, FeedEvent, Level,
+        MessageEnd, MessageStart, MessageUpdate, PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
     },
     manage::announce,
     notifier::{About, LogNotifier, Notifier},
     session::{
-        Event, EventDraft, EventKind, OpenRequest, RequestKind, Session, TurnRecord, TurnStatus, append_events,
-        preview, read_events,
+        Event, EventDraft, OpenRequest, RequestKind, Session, TurnRecord, TurnStatus, append_events, preview,
+        read_events,
     },
     settings::NotificationKind,
     turns::{MAX_CONTINUATIONS, TurnJob},

@@ -36,7 +36,18 @@ pub use turns::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::EventKind;
+/// Who wrote an event.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A person's or a client's submission (a message, a control, an answer).
+    Submit,
+    /// What an agent runtime did.
+    Harness,
+    /// Spool itself (errors, notices).
+    System,
+}
 
 /// What happened in a chat.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

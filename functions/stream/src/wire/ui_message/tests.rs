@@ -1,12 +1,9 @@
 //! Tests of the UI message stream: the chunks each turn's events become.
 
 use super::*;
-use spool_chat::{
-    event::{
-        AgentEnd, AgentStart, AskQuestion, MessageEnd, MessageStart, MessageUpdate, QuestionAnswered, Role,
-        ToolApprovalRequired, ToolCall, ToolEnd, UserMessage,
-    },
-    session::EventKind,
+use spool_chat::event::{
+    AgentEnd, AgentStart, AskQuestion, EventKind, MessageEnd, MessageStart, MessageUpdate, QuestionAnswered, Role,
+    ToolApprovalRequired, ToolCall, ToolEnd, UserMessage,
 };
 
 fn event(seq: u64, turn: &str, event: ChatEvent) -> Event {
