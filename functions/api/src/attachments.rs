@@ -203,7 +203,7 @@ pub(crate) async fn list(
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<AttachmentList>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let attachments = api.metadata.attachments(caller.org(), &session.id).await?;
+    let attachments = api.chats.attachments(caller.org(), &session.id).await?;
     Ok(Json(AttachmentList {
         attachments: attachments.iter().map(AttachmentView::from).collect(),
     }))

@@ -114,8 +114,9 @@ pub(crate) async fn put_capabilities(
         Ok(mut enabled) => {
             enabled.sort();
             enabled.dedup();
-            session.capabilities.clone_from(&enabled);
-            api.metadata.update_session(caller.org(), &session).await?;
+            api.records
+                .set_capabilities(caller.org(), &mut session, enabled.clone())
+                .await?;
             Ok(Json(CapabilityOutcome {
                 session_id: id.into(),
                 status: CapabilityStatus::Authenticated,
@@ -129,8 +130,9 @@ pub(crate) async fn put_capabilities(
             // it keeps working, without what a companion enables.
             tracing::warn!(security = true, org = %caller.org(), session = %id, library_id = %request.library_id, %reason, "companion token refused; the chat is in anonymous mode");
             if !session.capabilities.is_empty() {
-                session.capabilities.clear();
-                api.metadata.update_session(caller.org(), &session).await?;
+                api.records
+                    .set_capabilities(caller.org(), &mut session, Vec::new())
+                    .await?;
             }
             Ok(Json(CapabilityOutcome {
                 session_id: id.into(),

@@ -130,7 +130,7 @@ pub(crate) async fn search_files(
                     what: format!("chat `{session_id}` in workspace `{}`", ws.id),
                 }));
             }
-            let records = api.metadata.attachments(caller.org(), &session.id).await?;
+            let records = api.chats.attachments(caller.org(), &session.id).await?;
             spool_chat::service::current_files(records)
         }
         None => Vec::new(),

@@ -39,7 +39,7 @@ use spool_chat::{
     attachment::FileStore,
     confine::WorkspaceRoots,
     revocation::Revocations,
-    service::{AttachmentLimits, ChatService, WorkspaceService},
+    service::{AttachmentLimits, ChatRecords, ChatService, WorkspaceService},
     turns::TurnQueue,
     workspace::Metadata,
 };
@@ -70,6 +70,8 @@ pub struct Stores {
 pub struct ChatApi {
     /// The chat's write side.
     chats: ChatService,
+    /// Chats' records: listed, and changed.
+    records: ChatRecords,
     /// Workspaces' write side: their settings, agents and tasks.
     workspaces: WorkspaceService,
     /// Where workspaces' working directories may be (files are searched there).
@@ -110,6 +112,7 @@ impl ChatApi {
                 clock.clone(),
             ),
             workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
+            records: ChatRecords::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             metadata: stores.metadata,
             aggregates: Arc::new(spool_log::aggregate::Direct(stores.log.clone())),
             log: stores.log,
@@ -157,6 +160,7 @@ impl ChatApi {
     pub fn with_aggregates(mut self, aggregates: Arc<dyn spool_log::aggregate::Aggregates>) -> Self {
         self.chats = self.chats.with_feeds(aggregates.clone());
         self.workspaces = self.workspaces.with_feeds(aggregates.clone());
+        self.records = self.records.with_feeds(aggregates.clone());
         self.aggregates = aggregates;
         self
     }

@@ -5,13 +5,13 @@
 //! lists need. Its messages ([`crate::messages`]), answers ([`crate::answers`]), events
 //! ([`crate::events`]) and turns ([`crate::turns`]) have routes of their own.
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_chat::{
     listing::SessionQuery,
-    service::NewChat,
+    service::{ChatChange, NewChat},
     session::Session,
     workspace::{Agent, CliType},
 };
@@ -155,10 +155,7 @@ impl ChatApi {
     }
 
     pub(crate) async fn view(&self, caller: &Caller, session: Session) -> Result<SessionView, ApiError> {
-        let name = match &session.agent_id {
-            Some(id) => self.metadata.agent(caller.org(), id).await?.map(|a| a.name),
-            None => None,
-        };
+        let name = self.records.agent_name(caller.org(), &session).await?;
         Ok(SessionView::new(session, name))
     }
 
@@ -238,25 +235,12 @@ pub(crate) async fn list_sessions(
         after: None,
     };
     select.after = page_after(&select.scope(caller.org()), query.cursor.as_deref())?;
-    let page = api.metadata.sessions(caller.org(), &select).await?;
-    let names: HashMap<String, String> = match &select.workspace_id {
-        Some(ws) => api
-            .metadata
-            .agents(caller.org(), ws)
-            .await?
-            .into_iter()
-            .map(|a| (a.id, a.name))
-            .collect(),
-        None => HashMap::new(),
-    };
+    let page = api.records.list(caller.org(), &select).await?;
     let next_cursor = next_cursor(&select.scope(caller.org()), page.next.as_ref());
     let sessions: Vec<SessionView> = page
         .items
         .into_iter()
-        .map(|s| {
-            let name = s.agent_id.as_ref().and_then(|id| names.get(id).cloned());
-            SessionView::new(s, name)
-        })
+        .map(|c| SessionView::new(c.session, c.agent_name))
         .collect();
     Ok(Json(SessionList { sessions, next_cursor }))
 }
@@ -284,34 +268,20 @@ pub(crate) async fn update_session(
     PathOf(id): PathOf<Id>,
     JsonBody(change): JsonBody<SessionPatch>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let mut session = api.session_of(&caller, &id).await?;
-    let before = session.title.clone();
-    if let Some(title) = change.title {
-        session.title = spool_chat::names::clean(&title);
-    }
+    let session = api.session_of(&caller, &id).await?;
+    let mut edit = ChatChange {
+        title: change.title,
+        agent: None,
+        cli_type: change.cli_type,
+    };
     if let Some(agent_id) = change.agent_id
         && session.agent_id.as_deref() != Some(&*agent_id)
     {
-        let agent = api
+        edit.agent = api
             .pick_agent(&caller, session.workspace_id.as_deref(), Some(&agent_id))
             .await?;
-        session.agent_id = agent.map(|a| a.id);
-        session.cli_override = None;
     }
-    change.cli_type.apply(&mut session.cli_override);
-    session.validate()?;
-    session.updated_ms = api.clock.now_ms();
-    api.metadata.update_session(caller.org(), &session).await?;
-    if let Some(ws) = &session.workspace_id
-        && session.title != before
-    {
-        let event = spool_chat::event::FeedEvent::ChatRenamed {
-            chat_id: session.id.clone(),
-            chat_title: session.title.clone(),
-            workspace_id: ws.clone(),
-        };
-        api.announce(caller.org(), ws, event).await?;
-    }
+    let session = api.records.change(caller.org(), session, edit).await?;
     Ok(Json(api.view(&caller, session).await?))
 }
 
@@ -332,17 +302,4 @@ pub(crate) async fn delete_session(
     }
     api.chats.remove(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-impl ChatApi {
-    /// Announces `event` on the workspace's feed.
-    async fn announce(
-        &self,
-        org: &str,
-        workspace_id: &str,
-        event: spool_chat::event::FeedEvent,
-    ) -> Result<(), ApiError> {
-        let now = spool_log::clock::rfc3339_ms(self.clock.now_ms());
-        Ok(spool_chat::manage::announce(self.aggregates.as_ref(), org, workspace_id, &event, &now).await?)
-    }
 }

@@ -19,7 +19,6 @@ use spool_chat::{
     session::{TurnRecord, TurnStatus},
 };
 use spool_edge::{ApiError, ErrorBody, Refusals};
-use spool_log::error::Error;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
@@ -127,7 +126,7 @@ pub(crate) async fn list_turns(
         after: None,
     };
     select.after = page_after(&select.scope(caller.org()), query.cursor.as_deref())?;
-    let page = api.metadata.turns(caller.org(), &select).await?;
+    let page = api.chats.turns(caller.org(), &select).await?;
     let mut turns = Vec::with_capacity(page.items.len());
     for turn in page.items {
         turns.push(api.turn_view(caller.org(), &select.session_id, turn).await?);
@@ -149,18 +148,6 @@ pub(crate) async fn get_turn(
     PathOf((id, turn_id)): PathOf<(Id, Id)>,
 ) -> Result<Json<TurnView>, ApiError> {
     let session = api.session_of(&caller, &id).await?;
-    let turns = api
-        .metadata
-        .turns(caller.org(), &TurnQuery::all(&session.id, api.clock.now_ms()))
-        .await?;
-    let turn = turns
-        .items
-        .into_iter()
-        .find(|t| *t.turn_id == *turn_id)
-        .ok_or_else(|| {
-            ApiError::Domain(Error::Missing {
-                what: format!("turn `{turn_id}`"),
-            })
-        })?;
+    let turn = api.chats.turn(caller.org(), &session.id, &turn_id).await?;
     Ok(Json(api.turn_view(caller.org(), &session.id, turn).await?))
 }

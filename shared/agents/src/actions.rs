@@ -10,23 +10,18 @@
 
 use serde_json::{Value, json};
 use spool_chat::{
-    manage,
-    service::{AgentEdit, NewAgent, NewTask, TaskAuthor, WorkspaceService},
+    service::{AgentEdit, ChatChange, ChatRecords, NewAgent, NewTask, TaskAuthor, WorkspaceService},
     settings::{Patch, WorkspaceChange},
-    workspace::Metadata,
 };
-use spool_log::aggregate::Aggregates;
 
 use crate::tools::{self, Kind};
 
 /// Where an action runs.
 pub struct ActionContext<'a> {
-    /// The metadata store (a chat's record, for `rename_chat`).
-    pub metadata: &'a dyn Metadata,
+    /// Chats' records (the chat's title, for `rename_chat`).
+    pub chats: &'a ChatRecords,
     /// Workspaces' write side: every other action goes through it, as a person's request does.
     pub workspaces: &'a WorkspaceService,
-    /// Where the workspace's feed events are handed over.
-    pub feeds: &'a dyn Aggregates,
     /// The organization.
     pub org: &'a str,
     /// The chat the action comes from.
@@ -42,10 +37,6 @@ pub struct ActionContext<'a> {
     pub person: Option<&'a str>,
     /// The workspace's context, in a workspace's chat.
     pub workspace_context: Option<&'a str>,
-    /// Now, in ms since the Unix epoch.
-    pub now_ms: i64,
-    /// Now, as RFC 3339.
-    pub now_rfc3339: &'a str,
 }
 
 /// Why an action failed, for the person and the agent.
@@ -86,13 +77,6 @@ fn parse<T: serde::de::DeserializeOwned>(args: &Value, fields: &str) -> Result<O
 }
 
 impl ActionContext<'_> {
-    /// Announces `event` on the workspace's feed.
-    async fn announce(&self, event: spool_chat::event::FeedEvent) -> Result<(), Refusal> {
-        manage::announce(self.feeds, self.org, self.workspace()?, &event, self.now_rfc3339)
-            .await
-            .map_err(store)
-    }
-
     fn workspace(&self) -> Result<&str, Refusal> {
         self.workspace_id
             .ok_or_else(|| "this chat is not in a workspace".to_owned())
@@ -152,25 +136,17 @@ impl ActionContext<'_> {
     }
 
     async fn rename_chat(&self, args: &Value) -> Result<Value, Refusal> {
-        let title = spool_chat::names::clean(text(args, "title")?);
-        let mut session = self
-            .metadata
-            .session(self.org, self.session_id)
+        let change = ChatChange {
+            title: Some(text(args, "title")?.to_owned()),
+            ..ChatChange::default()
+        };
+        let session = self
+            .chats
+            .find(self.org, self.session_id)
             .await
             .map_err(store)?
             .ok_or_else(|| "the chat no longer exists".to_owned())?;
-        session.title = title;
-        session.updated_ms = self.now_ms;
-        session.validate().map_err(store)?;
-        self.metadata.update_session(self.org, &session).await.map_err(store)?;
-        if let Some(ws) = &session.workspace_id {
-            self.announce(spool_chat::event::FeedEvent::ChatRenamed {
-                chat_id: session.id.clone(),
-                chat_title: session.title.clone(),
-                workspace_id: ws.clone(),
-            })
-            .await?;
-        }
+        let session = self.chats.change(self.org, session, change).await.map_err(store)?;
         Ok(json!({ "title": session.title }))
     }
 

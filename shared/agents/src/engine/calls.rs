@@ -233,13 +233,11 @@ impl Step<'_> {
         });
         self.append(vec![self.draft(start)]).await?;
         let workspace_context = self.workspace_context().await?;
-        let (now_ms, now) = self.now();
         let actor = self.agent_name();
         let person = self.person();
         let context = ActionContext {
-            metadata: self.engine.metadata.as_ref(),
+            chats: &self.engine.chats,
             workspaces: &self.engine.workspaces,
-            feeds: self.engine.feeds.as_ref(),
             org: &self.job.org,
             session_id: &self.session.id,
             workspace_id: self.session.workspace_id.as_deref(),
@@ -247,8 +245,6 @@ impl Step<'_> {
             actor: &actor,
             person: person.as_deref(),
             workspace_context: workspace_context.as_deref(),
-            now_ms,
-            now_rfc3339: &now,
         };
         let outcome = context.run(&call.name, &call.arguments).await;
         let mut drafts = Vec::new();

@@ -159,6 +159,8 @@ pub struct Engine {
     metrics: Arc<dyn spool_log::metrics::Metrics>,
     /// Workspaces' write side, for actions.
     workspaces: spool_chat::service::WorkspaceService,
+    /// Chats' records, for actions (`rename_chat`).
+    chats: spool_chat::service::ChatRecords,
 }
 
 impl std::fmt::Debug for Engine {
@@ -180,9 +182,11 @@ impl Engine {
     ) -> Self {
         let workspaces = spool_chat::service::WorkspaceService::new(metadata.clone(), log.clone(), clock.clone())
             .with_workspace_roots(settings.workspace_roots.clone());
+        let chats = spool_chat::service::ChatRecords::new(metadata.clone(), log.clone(), clock.clone());
         Self {
             feeds: Arc::new(spool_log::aggregate::Direct(log.clone())),
             workspaces,
+            chats,
             log,
             metadata,
             runtimes,
@@ -205,6 +209,7 @@ impl Engine {
     #[must_use]
     pub fn with_feeds(mut self, feeds: Arc<dyn spool_log::aggregate::Aggregates>) -> Self {
         self.workspaces = self.workspaces.with_feeds(feeds.clone());
+        self.chats = self.chats.with_feeds(feeds.clone());
         self.feeds = feeds;
         self
     }

@@ -19,6 +19,8 @@
 
 mod answer;
 mod attachment;
+mod chat_reads;
+mod chat_record;
 mod command;
 mod command_checks;
 mod command_retry;
@@ -33,6 +35,7 @@ pub use answer::{Answered, Submitted};
 pub use attachment::{
     AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, current_files, file_ref, human_size,
 };
+pub use chat_record::{ChatChange, ChatRecords, ListedChat};
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
 pub use message::{Accepted, Message, Posted};
