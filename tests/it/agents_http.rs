@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_agents::{Outcome, Runtimes, Settings};
-use spool_chat::{turns::TurnJob, workspace::Metadata};
+use spool_chat::{metadata::Metadata, turns::TurnJob};
 use spool_log::port::StreamLog;
 use spool_tests::Harness;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
-use spool_chat::workspace::Metadata;
+use spool_chat::metadata::Metadata;
 use spool_log::{clock::SystemClock, limits::LiveSettings, port::StreamLog};
 use spool_stream::writes::Remote;
 use spool_tests::Harness;

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_chat::session::{OpenRequest, RequestKind, Sessions};
+use spool_chat::{
+    metadata::Sessions,
+    session::{OpenRequest, RequestKind},
+};
 use spool_tests::Harness;
 
 use crate::support::{Api, org_of, setup};

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use reqwest::{Method, StatusCode, header::HeaderMap};
 use serde_json::{Value, json};
-use spool_chat::{service::AttachmentLimits, workspace::Metadata};
+use spool_chat::{metadata::Metadata, service::AttachmentLimits};
 use spool_log::port::StreamLog;
 use spool_tests::Harness;
 

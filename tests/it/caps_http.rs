@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use spool_chat::{caps::Caps, workspace::Metadata};
+use spool_chat::{caps::Caps, metadata::Metadata};
 use spool_log::port::StreamLog;
 use spool_tests::Harness;
 

@@ -20,7 +20,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_agents::Runtimes;
 use spool_aws::{AwsClients, AwsLog, AwsMetadata, FaultInjector, FaultPlan, SqsTurnQueue};
-use spool_chat::{turns::TurnQueue, workspace::Metadata};
+use spool_chat::{metadata::Metadata, turns::TurnQueue};
 use spool_log::port::StreamLog;
 use spool_tests::{AwsHarness, Harness};
 

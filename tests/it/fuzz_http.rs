@@ -141,7 +141,7 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         turn_id: Some("turn_x".to_owned()),
         opened_seq: 1,
     };
-    use spool_chat::session::Sessions;
+    use spool_chat::metadata::Sessions;
     harness
         .metadata()
         .await

@@ -7,7 +7,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_chat::workspace::Workspaces;
+use spool_chat::metadata::Workspaces;
 use spool_tests::Harness;
 
 use crate::support::{

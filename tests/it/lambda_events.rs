@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use lambda_http::{Adapter, Context, LambdaEvent, Service, request::LambdaRequest};
 use serde_json::Value;
-use spool_chat::workspace::Metadata;
+use spool_chat::metadata::Metadata;
 use spool_log::{clock::SystemClock, port::StreamLog};
 use spool_tests::Harness;
 

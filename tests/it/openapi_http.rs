@@ -8,7 +8,10 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spool_chat::session::{OpenRequest, RequestKind, Sessions};
+use spool_chat::{
+    metadata::Sessions,
+    session::{OpenRequest, RequestKind},
+};
 use spool_tests::Harness;
 
 use crate::support::{
@@ -140,7 +143,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         description: String::new(),
         created_ms: 1,
     };
-    use spool_chat::workspace::Workspaces;
+    use spool_chat::metadata::Workspaces;
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     let clis = api.ok(Method::GET, "/v1/clis", None).await;
     assert_eq!(clis["clis"].as_array().unwrap().len(), 4, "{clis}");

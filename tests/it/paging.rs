@@ -8,7 +8,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use spool_chat::{
     listing::{After, SessionQuery, encode_cursor},
-    session::{Sessions, TurnRecord, TurnStatus},
+    metadata::Sessions,
+    session::{TurnRecord, TurnStatus},
 };
 use spool_tests::Harness;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};

@@ -99,7 +99,7 @@ async fn a_turn_held_by_its_organizations_bound_says_how_many_are_ahead_and_then
 /// the turns queue has no per-organization bound, the record carries no `queued_behind`.
 async fn a_queued_turn_with_nothing_ahead<H: Harness>(harness: &H, expected: Option<u64>) {
     let log: Arc<dyn spool_log::port::StreamLog> = Arc::new(harness.instance().await);
-    let metadata: Arc<dyn spool_chat::workspace::Metadata> = Arc::new(harness.metadata().await);
+    let metadata: Arc<dyn spool_chat::metadata::Metadata> = Arc::new(harness.metadata().await);
     let base = serve(log, metadata.clone(), harness.turns().await, harness.files().await).await;
     let (api, _, _) = setup_on(metadata.as_ref(), &base).await;
     let chat = api.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;

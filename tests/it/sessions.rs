@@ -2,7 +2,8 @@
 
 use spool_chat::{
     listing::{SessionQuery, TurnQuery},
-    session::{PendingTurn, Session, Sessions},
+    metadata::Sessions,
+    session::{PendingTurn, Session},
     workspace::CliType,
 };
 use spool_log::error::Error;

@@ -2,10 +2,7 @@
 //! (`by`, `ag`, `tl`) existed: the filters still find them, and page with the new ones.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use spool_chat::{
-    listing::SessionQuery,
-    session::{Session, Sessions},
-};
+use spool_chat::{listing::SessionQuery, metadata::Sessions, session::Session};
 use spool_tests::{AwsHarness, Harness, unique_id};
 
 fn chat(id: &str, ws: &str, at: i64, title: &str, by: &str, agent: &str) -> Session {

@@ -318,7 +318,7 @@ pub(crate) async fn chats_take_messages_as_numbered_events<H: Harness>(harness: 
     // WHEN the worker finishes the pending turn, the next message starts a new one
     let org = crate::support::org_of(&api);
     {
-        use spool_chat::session::Sessions;
+        use spool_chat::metadata::Sessions;
         let metadata = harness.metadata().await;
         let pending = sent["turn_id"].as_str().unwrap();
         assert!(metadata.release_turn(&org, &first, pending).await.unwrap());

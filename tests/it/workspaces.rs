@@ -1,6 +1,9 @@
 //! Workspaces and agents in the metadata store, one contract for both backends.
 
-use spool_chat::workspace::{Agent, Runtime, Workspace, Workspaces};
+use spool_chat::{
+    metadata::Workspaces,
+    workspace::{Agent, Runtime, Workspace},
+};
 use spool_log::error::Error;
 use spool_tests::{Harness, unique_id};
 

@@ -19,7 +19,7 @@ fn names(list: &Value) -> Vec<String> {
 
 /// A workspace with its built-in agent, agents added, changed, reordered and deleted.
 pub(crate) async fn workspaces_and_agents_over_http<H: Harness>(harness: &H) {
-    use spool_chat::workspace::Workspaces;
+    use spool_chat::metadata::Workspaces;
     let (api, _, _) = setup(harness).await;
 
     // WHEN a workspace is made

@@ -135,7 +135,7 @@ pub trait Harness: Send + Sync + 'static {
     /// The backend's log type.
     type Log: StreamLog + Clone + 'static;
     /// The backend's metadata store (organizations, keys, workspaces, agents).
-    type Metadata: spool_chat::workspace::Metadata + Clone + 'static;
+    type Metadata: spool_chat::metadata::Metadata + Clone + 'static;
 
     /// A new, independent instance over the shared storage.
     async fn instance(&self) -> Self::Log;

@@ -38,10 +38,10 @@ use spool_auth::{Access, RateLimiter, RateLimits, TokenKeys};
 use spool_chat::{
     attachment::FileStore,
     confine::WorkspaceRoots,
+    metadata::Metadata,
     revocation::Revocations,
     service::{AttachmentLimits, ChatRecords, ChatService, WorkspaceService},
     turns::TurnQueue,
-    workspace::Metadata,
 };
 use spool_edge::ApiError;
 use spool_log::{clock::Clock, port::StreamLog};

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use spool_chat::{attachment::FileStore, turns::TurnQueue, workspace::Metadata};
+use spool_chat::{attachment::FileStore, metadata::Metadata, turns::TurnQueue};
 use spool_log::{aggregate::Aggregates, port::StreamLog};
 use spool_platform::{Backend, Config};
 

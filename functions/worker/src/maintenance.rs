@@ -16,7 +16,7 @@ use crate::{Error, Worker};
 /// The daily sweep of the chats' folders under the CLI work directory.
 pub fn folder_sweep(
     config: &spool_platform::Config,
-    metadata: Arc<dyn spool_chat::workspace::Metadata>,
+    metadata: Arc<dyn spool_chat::metadata::Metadata>,
 ) -> spool_agents::sweep::FolderSweep {
     spool_agents::sweep::FolderSweep::new(config.cli_work_dir(), metadata)
 }

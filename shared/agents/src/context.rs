@@ -10,8 +10,9 @@
 
 use spool_chat::{
     clis::CliStatus,
+    metadata::Metadata,
     notifier::{DeliveryState, Notifier},
-    workspace::{Agent, Metadata},
+    workspace::Agent,
 };
 use spool_log::error::Error;
 

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use spool_chat::{confine::is_safe_segment, workspace::Metadata};
+use spool_chat::{confine::is_safe_segment, metadata::Metadata};
 use spool_log::error::Error;
 
 /// How often the sweep runs.

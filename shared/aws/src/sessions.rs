@@ -27,7 +27,8 @@ use aws_sdk_dynamodb::{
 };
 use spool_chat::{
     listing::{Page, SessionQuery, TurnQuery},
-    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, Sessions, TurnRecord},
+    metadata::Sessions,
+    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, TurnRecord},
 };
 use spool_log::error::Error;
 

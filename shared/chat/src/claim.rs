@@ -23,7 +23,8 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 use crate::{
     event::EventKind,
     listing::TurnQuery,
-    session::{PendingTurn, Session, Sessions, TurnRecord, TurnStatus, read_events},
+    metadata::Sessions,
+    session::{PendingTurn, Session, TurnRecord, TurnStatus, read_events},
     turns::{TurnJob, TurnQueue},
 };
 use spool_log::{error::Error, port::StreamLog};

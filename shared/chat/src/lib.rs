@@ -39,6 +39,7 @@ pub mod event;
 pub mod global;
 pub mod listing;
 pub mod manage;
+pub mod metadata;
 pub mod names;
 pub mod notifier;
 pub mod revocation;

@@ -8,13 +8,11 @@
 //! whose `seq` is the event's sequence number in the stream: writers append at the tail they
 //! expect ([`append_events`]), so the number written is the number given.
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     event::{ChatEvent, EventKind},
-    listing::{Page, SessionQuery, TurnQuery},
     workspace::{CliType, check_name},
 };
 use spool_log::{
@@ -235,68 +233,6 @@ pub struct OpenRequest {
     pub turn_id: Option<String>,
     /// The seq of the event that opened it.
     pub opened_seq: u64,
-}
-
-/// Sessions, per organization.
-#[async_trait]
-pub trait Sessions: Send + Sync {
-    /// Stores a new session ([`Error::Exists`] if its id is taken).
-    async fn create_session(&self, org: &str, session: &Session) -> Result<(), Error>;
-
-    /// The session, if the organization has it.
-    async fn session(&self, org: &str, id: &str) -> Result<Option<Session>, Error>;
-
-    /// Replaces the fields a client sets (title, agent, CLI override, capabilities), leaving the
-    /// activity fields alone ([`Error::Missing`] if it does not exist).
-    async fn update_session(&self, org: &str, session: &Session) -> Result<(), Error>;
-
-    /// Records activity: `last_active_ms` and `preview`, unless newer activity is recorded.
-    async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error>;
-
-    /// Deletes the session's record and open requests ([`Error::Missing`] if it does not exist).
-    async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error>;
-
-    /// A page of the chats `query` selects, most recently active first (ties by id, descending),
-    /// starting after its position ([`crate::listing`]).
-    async fn sessions(&self, org: &str, query: &SessionQuery) -> Result<Page<Session>, Error>;
-
-    /// Makes `turn` the session's pending turn unless another is: `Ok(Err(holder))` then
-    /// ([`Error::Missing`] if there is no such session). Claiming the turn that holds it already
-    /// succeeds, so a retried claim is harmless.
-    async fn claim_turn(&self, org: &str, id: &str, turn: &PendingTurn) -> Result<Result<(), PendingTurn>, Error>;
-
-    /// Clears the session's pending turn if it is `turn_id`; true if it was.
-    async fn release_turn(&self, org: &str, id: &str, turn_id: &str) -> Result<bool, Error>;
-
-    /// Records where a turn is, unless its record is already further along
-    /// ([`TurnStatus::rank`]): a late `queued` never hides `completed`.
-    async fn record_turn(&self, org: &str, session_id: &str, turn: &TurnRecord) -> Result<(), Error>;
-
-    /// Counts a real run of one step of a turn (`step`: the job's key, [`crate::turns::TurnJob::key`])
-    /// at `now_ms` and returns how many there have been, this one included. A delivery that
-    /// never ran (a throttled invocation) is not counted, so only runs use up a step's
-    /// attempts. A count is kept [`RUN_COUNT_TTL_MS`] after its last run.
-    async fn count_run(&self, org: &str, session_id: &str, step: &str, now_ms: i64) -> Result<u32, Error>;
-
-    /// A page of a session's turns, newest first (ties by id, descending); finished ones past
-    /// their [`TurnRecord::expires_ms`] are gone.
-    async fn turns(&self, org: &str, query: &TurnQuery) -> Result<Page<TurnRecord>, Error>;
-
-    /// Records a request the session waits on ([`Error::Exists`] if its id is open already).
-    async fn open_request(&self, org: &str, session_id: &str, request: &OpenRequest) -> Result<(), Error>;
-
-    /// Takes an open request (of `kind`, when given), atomically: of two answers to one request,
-    /// one gets it and the other `None`; a request of another kind stays open.
-    async fn take_request(
-        &self,
-        org: &str,
-        session_id: &str,
-        request_id: &str,
-        kind: Option<RequestKind>,
-    ) -> Result<Option<OpenRequest>, Error>;
-
-    /// The session's open requests.
-    async fn open_requests(&self, org: &str, session_id: &str) -> Result<Vec<OpenRequest>, Error>;
 }
 
 /// An event before it is written: everything but its `seq` and `ts`.

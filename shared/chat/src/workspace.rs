@@ -6,7 +6,6 @@
 //! organization with every call, and adapters key every record by it, so one organization can
 //! never address another's records (they are missing, not forbidden).
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::{Cleanup, MAX_KEEP_DAYS, Notifications, WorkingDirMode, check_email};
@@ -299,89 +298,6 @@ impl Task {
         check_name("task title", &self.title)?;
         check_text("task description", &self.description)
     }
-}
-
-/// Workspaces and their agents, per organization.
-#[async_trait]
-pub trait Workspaces: Send + Sync {
-    /// Stores a new workspace together with its built-in agent, atomically.
-    async fn create_workspace(&self, org: &str, workspace: &Workspace, builtin: &Agent) -> Result<(), Error>;
-
-    /// The workspace, if the organization has it.
-    async fn workspace(&self, org: &str, id: &str) -> Result<Option<Workspace>, Error>;
-
-    /// The organization's workspaces, oldest first.
-    async fn workspaces(&self, org: &str) -> Result<Vec<Workspace>, Error>;
-
-    /// Replaces a workspace's fields ([`Error::Missing`] if it does not exist).
-    async fn update_workspace(&self, org: &str, workspace: &Workspace) -> Result<(), Error>;
-
-    /// Deletes a workspace, its agents, its tasks and its slash commands ([`Error::Missing`] if
-    /// it does not exist); the organization's command count loses the workspace's.
-    async fn delete_workspace(&self, org: &str, id: &str) -> Result<(), Error>;
-
-    /// Stores a new agent in an existing workspace ([`Error::Missing`] otherwise);
-    /// [`Error::CapReached`] (and nothing stored) when the workspace has
-    /// [`crate::caps::Caps::agents_per_workspace`] agents already.
-    async fn create_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
-
-    /// The agent, if the organization has it.
-    async fn agent(&self, org: &str, id: &str) -> Result<Option<Agent>, Error>;
-
-    /// The workspace's agents by position.
-    async fn agents(&self, org: &str, workspace_id: &str) -> Result<Vec<Agent>, Error>;
-
-    /// Replaces an agent's fields ([`Error::Missing`] if it does not exist).
-    async fn update_agent(&self, org: &str, agent: &Agent) -> Result<(), Error>;
-
-    /// Deletes an agent ([`Error::Missing`] if it does not exist). The caller refuses the
-    /// built-in agent.
-    async fn delete_agent(&self, org: &str, id: &str) -> Result<(), Error>;
-
-    /// Sets the positions of agents of a workspace, atomically.
-    async fn set_positions(&self, org: &str, workspace_id: &str, positions: &[(String, u32)]) -> Result<(), Error>;
-
-    /// Stores a new task in an existing workspace ([`Error::Missing`] otherwise);
-    /// [`Error::CapReached`] (and nothing stored) when the workspace has
-    /// [`crate::caps::Caps::tasks_per_workspace`] tasks already.
-    async fn create_task(&self, org: &str, task: &Task) -> Result<(), Error>;
-
-    /// The task, if the organization has it.
-    async fn task(&self, org: &str, id: &str) -> Result<Option<Task>, Error>;
-
-    /// A page of a workspace's tasks, newest first (ties by id, descending).
-    async fn tasks(&self, org: &str, query: &crate::listing::TaskQuery) -> Result<crate::listing::Page<Task>, Error>;
-
-    /// Replaces an existing task's record ([`Error::Missing`] if it does not exist).
-    async fn update_task(&self, org: &str, task: &Task) -> Result<(), Error>;
-
-    /// Deletes a task ([`Error::Missing`] if it does not exist).
-    async fn delete_task(&self, org: &str, id: &str) -> Result<(), Error>;
-}
-
-/// Everything Spool keeps besides streams: [`Directory`](crate::directory::Directory), [`Workspaces`],
-/// [`Sessions`](crate::session::Sessions), slash commands, files, the protocol's subscriptions and chat
-/// webhooks, from one adapter.
-pub trait Metadata:
-    crate::directory::Directory
-    + Workspaces
-    + crate::session::Sessions
-    + spool_commands::Commands
-    + crate::attachment::Attachments
-    + spool_log::subscription::SubscriptionStore
-    + crate::webhook::HookStore
-{
-}
-
-impl<T> Metadata for T where
-    T: crate::directory::Directory
-        + Workspaces
-        + crate::session::Sessions
-        + spool_commands::Commands
-        + crate::attachment::Attachments
-        + spool_log::subscription::SubscriptionStore
-        + crate::webhook::HookStore
-{
 }
 
 /// A new id with a kind prefix, e.g. `ws_0192f…`: a UUIDv7 in hex, so ids sort by creation.

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use spool_chat::{
     listing::{Page, SessionQuery, TurnQuery},
-    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, Sessions, TurnRecord},
+    metadata::Sessions,
+    session::{OpenRequest, PendingTurn, RUN_COUNT_TTL_MS, RequestKind, Session, TurnRecord},
 };
 use spool_log::error::Error;
 

@@ -9,7 +9,8 @@ use serde::{Serialize, de::DeserializeOwned};
 use spool_chat::{
     caps::Capped,
     listing::{Page, TaskQuery},
-    workspace::{Agent, Task, Workspace, Workspaces},
+    metadata::Workspaces,
+    workspace::{Agent, Task, Workspace},
 };
 use spool_commands::CommandScope;
 use spool_log::error::Error;

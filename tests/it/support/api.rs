@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_auth::TokenKeys;
 use spool_chat::{
-    attachment::FileStore, directory::Directory, service::AttachmentLimits, turns::TurnQueue, workspace::Metadata,
+    attachment::FileStore, directory::Directory, metadata::Metadata, service::AttachmentLimits, turns::TurnQueue,
 };
 use spool_log::{
     clock::{Clock, SystemClock},

@@ -5,8 +5,8 @@ use std::{sync::Arc, time::Duration};
 
 use spool_agents::{Engine, Runtimes, Settings};
 use spool_chat::{
+    metadata::Metadata,
     notifier::{LogNotifier, Notifier},
-    workspace::Metadata,
 };
 use spool_log::{clock::SystemClock, port::StreamLog};
 use spool_tests::Harness;

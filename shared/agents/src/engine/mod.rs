@@ -51,6 +51,7 @@ use spool_chat::{
         MessageEnd, MessageStart, MessageUpdate, PlanApprovalRequired, Role, ToolApprovalRequired, ToolEnd, ToolStart,
     },
     manage::announce,
+    metadata::Metadata,
     notifier::{About, LogNotifier, Notifier},
     session::{
         Event, EventDraft, OpenRequest, RequestKind, Session, TurnRecord, TurnStatus, append_events, preview,
@@ -58,7 +59,7 @@ use spool_chat::{
     },
     settings::NotificationKind,
     turns::{MAX_CONTINUATIONS, TurnJob},
-    workspace::{Agent, Metadata, Workspace, new_id},
+    workspace::{Agent, Workspace, new_id},
 };
 use spool_log::{
     clock::{Clock, rfc3339_ms},
@@ -230,7 +231,7 @@ impl Engine {
     }
 
     /// Counts a run of `job`'s step as it starts; how many there have been, this one included
-    /// ([`spool_chat::session::Sessions::count_run`]). The worker passes it to [`Self::run`].
+    /// ([`spool_chat::metadata::Sessions::count_run`]). The worker passes it to [`Self::run`].
     pub async fn count_run(&self, job: &TurnJob) -> Result<u32, Error> {
         self.metadata
             .count_run(&job.org, &job.session_id, &job.key(), self.clock.now_ms())

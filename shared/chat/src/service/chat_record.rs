@@ -11,10 +11,12 @@ use std::{collections::HashMap, sync::Arc};
 use crate::{
     event::FeedEvent,
     listing::{Page, SessionQuery},
-    manage, names,
+    manage,
+    metadata::Metadata,
+    names,
     session::Session,
     settings::Patch,
-    workspace::{Agent, CliType, Metadata},
+    workspace::{Agent, CliType},
 };
 use spool_log::{
     aggregate::{Aggregates, Direct},

@@ -47,12 +47,13 @@ use crate::{
     claim::{self, ClaimStores, Reconciled},
     event::{AgentMessage, ChatEvent, ControlAction, ControlSubmitted, FeedEvent},
     global::AgentMeta,
+    metadata::Metadata,
     session::{
         Event, EventDraft, EventPage, OpenRequest, PendingTurn, RequestKind, Session, TurnRecord, TurnStatus,
         append_events, preview,
     },
     turns::{TurnJob, TurnQueue},
-    workspace::{Agent, Metadata, new_id},
+    workspace::{Agent, new_id},
 };
 use spool_log::{
     aggregate::{Aggregates, Direct},

@@ -14,9 +14,10 @@ use crate::{
     event::FeedEvent,
     listing::{self, SessionQuery},
     manage::{self, AgentChange},
+    metadata::Metadata,
     notifier::{LogNotifier, NotificationStatus, Notifier},
     settings::{Patch, WorkspaceChange},
-    workspace::{Agent, CliType, Metadata, Runtime, Workspace, new_id, plan_reorder},
+    workspace::{Agent, CliType, Runtime, Workspace, new_id, plan_reorder},
 };
 use spool_log::{
     aggregate::{Aggregates, Direct},
