@@ -8,7 +8,6 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::{confine::WorkspaceRoots, workspace::Workspace};
 use spool_log::error::Error;
 
 /// The most days a cleanup setting may keep something.
@@ -236,71 +235,10 @@ pub struct WorkspaceChange {
     pub notifications: Option<NotificationsChange>,
 }
 
-impl WorkspaceChange {
-    /// Applies the change to `workspace` of `org`, checking every field; a folder newly set is
-    /// confined to the organization's `roots` and stored resolved. On an error `workspace` may
-    /// be half changed: drop it.
-    pub async fn apply(self, org: &str, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
-        if let Some(title) = self.title {
-            workspace.name = crate::names::clean(&title);
-        }
-        if let Some(description) = self.description {
-            workspace.description = description;
-        }
-        let before = workspace.working_dir.clone();
-        match (self.working_directory_mode, self.working_directory_path) {
-            (Some(WorkingDirMode::Temp), Patch::Set(_)) => {
-                return Err(Error::invalid(
-                    "working directory",
-                    "a `temp` working directory has no `working_directory_path`",
-                ));
-            }
-            (Some(WorkingDirMode::Temp), _) | (None, Patch::Clear) => workspace.working_dir = None,
-            (Some(WorkingDirMode::Static), Patch::Clear) => {
-                return Err(Error::invalid(
-                    "working directory",
-                    "a `static` working directory needs its `working_directory_path`",
-                ));
-            }
-            (_, Patch::Set(path)) => workspace.working_dir = Some(path),
-            (Some(WorkingDirMode::Static), Patch::Keep) if workspace.working_dir.is_none() => {
-                return Err(Error::invalid(
-                    "working directory",
-                    "a `static` working directory needs its `working_directory_path`",
-                ));
-            }
-            (_, Patch::Keep) => {}
-        }
-        if let Some(cleanup) = self.cleanup {
-            if let Some(days) = cleanup.turn_record_days {
-                workspace.cleanup.turn_record_days = days;
-            }
-            if let Some(days) = cleanup.chat_folder_days {
-                workspace.cleanup.chat_folder_days = days;
-            }
-        }
-        if let Some(change) = self.notifications {
-            let settings = &mut workspace.notifications;
-            match change.email {
-                Patch::Set(email) if !email.trim().is_empty() => settings.email = Some(email.trim().to_owned()),
-                Patch::Set(_) | Patch::Clear => settings.email = None,
-                Patch::Keep => {}
-            }
-            settings.on_question = change.on_question.unwrap_or(settings.on_question);
-            settings.on_failure = change.on_failure.unwrap_or(settings.on_failure);
-            settings.on_task = change.on_task.unwrap_or(settings.on_task);
-        }
-        workspace.validate()?;
-        if workspace.working_dir != before {
-            workspace.confine_working_dir(org, roots).await?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{confine::WorkspaceRoots, workspace::Workspace};
 
     fn workspace() -> Workspace {
         Workspace::new("ws_1".to_owned(), "Docs".to_owned(), 1)
