@@ -14,9 +14,8 @@ use std::sync::Arc;
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_chat::{
-    global::{self, AgentMeta, Message},
+    global::{AgentMeta, Message},
     service::{AgentPost, GLOBAL_SESSION},
-    session::Session,
 };
 use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
@@ -174,12 +173,7 @@ pub(crate) async fn history(
     if !(1..=MAX_HISTORY_LIMIT).contains(&limit) {
         return Err(ApiError::BadRequest(format!("`limit` is 1 to {MAX_HISTORY_LIMIT}")));
     }
-    let session = api.session_of(&caller, GLOBAL_SESSION).await?;
-    let path = Session::stream(caller.org(), &session.id)?;
-    let messages = match query.after {
-        Some(after) => global::messages_after(api.log.as_ref(), &path, after, limit).await?,
-        None => global::last_messages(api.log.as_ref(), &path, limit).await?,
-    };
+    let messages = api.chats.global_history(caller.org(), query.after, limit).await?;
     Ok(Json(messages))
 }
 

@@ -114,7 +114,7 @@ pub(crate) async fn handshake(
 
     let key = ApiKey::parse(&request.api_key).map_err(|_| refused())?;
     api.limiter.check(Limit::HandshakeWithKey, key.key_id())?;
-    let found = api.metadata.api_key(key.key_id()).await?;
+    let found = api.api_keys.key(key.key_id()).await?;
     if let Some(record) = &found {
         spool_edge::note_caller(&extensions, &record.org_id);
     }

@@ -40,8 +40,9 @@ use spool_chat::{
     confine::WorkspaceRoots,
     metadata::Metadata,
     revocation::Revocations,
-    service::{AttachmentLimits, ChatRecords, ChatService, WorkspaceService},
+    service::{AttachmentLimits, ChatRecords, ChatService, KeyDirectory, WorkspaceService},
     turns::TurnQueue,
+    webhook::endpoints::HookEndpoints,
 };
 use spool_edge::ApiError;
 use spool_log::{clock::Clock, port::StreamLog};
@@ -74,10 +75,13 @@ pub struct ChatApi {
     records: ChatRecords,
     /// Workspaces' write side: their settings, agents and tasks.
     workspaces: WorkspaceService,
+    /// Workspaces' chat webhook endpoints.
+    hooks: HookEndpoints,
+    /// The directory's API keys, for the handshake.
+    api_keys: KeyDirectory,
     /// Where workspaces' working directories may be (files are searched there).
     workspace_roots: WorkspaceRoots,
     metadata: Arc<dyn Metadata>,
-    log: Arc<dyn StreamLog>,
     /// Where workspaces' feed events and audit records are handed over.
     aggregates: Arc<dyn spool_log::aggregate::Aggregates>,
     keys: TokenKeys,
@@ -91,8 +95,6 @@ pub struct ChatApi {
     revocations: Option<Arc<Revocations>>,
     /// The CLIs where agents run, when they run in this process's reach (`spool serve`).
     clis: Option<Arc<dyn spool_chat::clis::CliProbe>>,
-    /// Which webhook URLs endpoints may have.
-    webhook_urls: spool_log::subscription::spec::UrlPolicy,
     /// The turn queue, asked where a queued turn stands.
     turns: Arc<dyn TurnQueue>,
     /// How many turns of one organization the worker runs at once.
@@ -113,9 +115,10 @@ impl ChatApi {
             ),
             workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             records: ChatRecords::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
+            hooks: HookEndpoints::new(stores.metadata.clone(), clock.clone()),
+            api_keys: KeyDirectory::new(stores.metadata.clone()),
             metadata: stores.metadata,
-            aggregates: Arc::new(spool_log::aggregate::Direct(stores.log.clone())),
-            log: stores.log,
+            aggregates: Arc::new(spool_log::aggregate::Direct(stores.log)),
             keys,
             access,
             clock,
@@ -124,7 +127,6 @@ impl ChatApi {
             refusals: audit::Refusals::default(),
             revocations: None,
             clis: None,
-            webhook_urls: spool_log::subscription::spec::UrlPolicy { loopback_http: false },
             turns: stores.turns,
             org_turn_concurrency: spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
         }
@@ -142,7 +144,7 @@ impl ChatApi {
     /// addresses by default; `spool serve` allows the developer's loopback).
     #[must_use]
     pub fn with_webhook_urls(mut self, urls: spool_log::subscription::spec::UrlPolicy) -> Self {
-        self.webhook_urls = urls;
+        self.hooks = self.hooks.with_urls(urls);
         self
     }
 

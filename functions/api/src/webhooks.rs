@@ -4,23 +4,20 @@
 //! `turn.failed`, `input.required` and `task.created` (all by default) and answers its signing
 //! secret, once. `GET`/`PATCH`/`DELETE /v1/webhooks/{id}` read, change (its URL, events,
 //! description; `enabled: false` turns it off) and delete it; `GET /v1/webhooks/{id}/deliveries`
-//! shows its newest deliveries with every attempt. What is delivered and how is
-//! [`spool_chat::webhook`]'s.
+//! shows its newest deliveries with every attempt. The endpoints' rules are
+//! [`spool_chat::webhook::endpoints`]'s; what is delivered and how is [`spool_chat::webhook`]'s.
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use spool_chat::{
-    webhook::{Attempt, Delivery, DeliveryStatus, Hook, HookEvent, SHOWN_DELIVERIES},
-    workspace::new_id,
+use spool_chat::webhook::{
+    Attempt, Delivery, DeliveryStatus, Hook, HookEvent,
+    endpoints::{EndpointEdit, NewEndpoint},
 };
 use spool_edge::{ApiError, ErrorBody, Refusals};
-use spool_log::{
-    error::Error,
-    subscription::spec::{MAX_DESCRIPTION_CHARS, check_webhook_url},
-};
+use spool_log::error::Error;
 use utoipa::ToSchema;
 
 use crate::{
@@ -149,45 +146,6 @@ pub(crate) struct DeliveryList {
     deliveries: Vec<DeliveryView>,
 }
 
-impl ChatApi {
-    async fn hook_of(&self, caller: &Caller, id: &str) -> Result<Hook, ApiError> {
-        self.metadata.hook(caller.org(), id).await?.ok_or_else(|| {
-            ApiError::Domain(Error::Missing {
-                what: format!("webhook `{id}`"),
-            })
-        })
-    }
-
-    fn check_hook(&self, hook: &Hook) -> Result<(), ApiError> {
-        check_webhook_url(&hook.url, self.webhook_urls).map_err(Error::from)?;
-        if hook.events.is_empty() {
-            return Err(ApiError::BadRequest(
-                "`events` names none; leave it out for every kind".to_owned(),
-            ));
-        }
-        if hook
-            .description
-            .as_ref()
-            .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION_CHARS)
-        {
-            return Err(ApiError::BadRequest(format!(
-                "`description` is longer than {MAX_DESCRIPTION_CHARS} characters"
-            )));
-        }
-        Ok(())
-    }
-}
-
-fn distinct(mut events: Vec<HookEvent>) -> Vec<HookEvent> {
-    let mut seen = Vec::with_capacity(events.len());
-    events.retain(|e| {
-        let new = !seen.contains(e);
-        seen.push(*e);
-        new
-    });
-    events
-}
-
 /// `POST /v1/workspaces/{id}/webhooks`: a new endpoint, and its signing secret (shown once).
 #[utoipa::path(post, path = "/v1/workspaces/{id}/webhooks", tag = "webhooks", params(("id" = String, Path, description = "The workspace")),
     request_body = NewHook,
@@ -201,21 +159,14 @@ pub(crate) async fn create_hook(
     JsonBody(new): JsonBody<NewHook>,
 ) -> Result<impl IntoResponse, ApiError> {
     api.limit_create(&caller)?;
-    api.workspace_of(&caller, &workspace_id).await?;
-    let hook = Hook {
-        id: new_id("wh"),
-        workspace_id: workspace_id.to_string(),
+    let new = NewEndpoint {
         url: new.url,
-        events: distinct(new.events.unwrap_or_else(|| HookEvent::ALL.to_vec())),
-        enabled: new.enabled.unwrap_or(true),
+        events: new.events,
         description: new.description,
+        enabled: new.enabled,
         secret: spool_auth::standard_webhook_secret().map_err(|e| Error::unavailable("make a webhook secret", e))?,
-        created_ms: api.clock.now_ms(),
     };
-    api.check_hook(&hook)?;
-    // The store refuses it past the workspace's cap, atomically (`409 limit_reached`).
-    api.metadata.create_hook(caller.org(), &hook).await?;
-    tracing::info!(org = %caller.org(), workspace = %workspace_id, webhook = %hook.id, "webhook made");
+    let hook = api.hooks.create(caller.org(), &workspace_id, new).await?;
     Ok((StatusCode::CREATED, Json(HookView::new(hook, true))))
 }
 
@@ -228,8 +179,7 @@ pub(crate) async fn list_hooks(
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
 ) -> Result<Json<HookList>, ApiError> {
-    api.workspace_of(&caller, &workspace_id).await?;
-    let hooks = api.metadata.hooks(caller.org(), &workspace_id).await?;
+    let hooks = api.hooks.hooks(caller.org(), &workspace_id).await?;
     Ok(Json(HookList {
         webhooks: hooks.into_iter().map(|h| HookView::new(h, false)).collect(),
     }))
@@ -244,7 +194,7 @@ pub(crate) async fn get_hook(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<HookView>, ApiError> {
-    Ok(Json(HookView::new(api.hook_of(&caller, &id).await?, false)))
+    Ok(Json(HookView::new(api.hooks.hook(caller.org(), &id).await?, false)))
 }
 
 /// `PATCH /v1/webhooks/{id}`: its URL, events, description, or on and off.
@@ -258,21 +208,13 @@ pub(crate) async fn update_hook(
     PathOf(id): PathOf<Id>,
     JsonBody(change): JsonBody<HookPatch>,
 ) -> Result<Json<HookView>, ApiError> {
-    let mut hook = api.hook_of(&caller, &id).await?;
-    if let Some(url) = change.url {
-        hook.url = url;
-    }
-    if let Some(events) = change.events {
-        hook.events = distinct(events);
-    }
-    if let Some(description) = change.description {
-        hook.description = Some(description).filter(|d| !d.is_empty());
-    }
-    if let Some(enabled) = change.enabled {
-        hook.enabled = enabled;
-    }
-    api.check_hook(&hook)?;
-    api.metadata.update_hook(caller.org(), &hook).await?;
+    let edit = EndpointEdit {
+        url: change.url,
+        events: change.events,
+        description: change.description,
+        enabled: change.enabled,
+    };
+    let hook = api.hooks.update(caller.org(), &id, edit).await?;
     Ok(Json(HookView::new(hook, false)))
 }
 
@@ -285,7 +227,7 @@ pub(crate) async fn delete_hook(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
-    api.metadata.delete_hook(caller.org(), &id).await?;
+    api.hooks.remove(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -298,8 +240,7 @@ pub(crate) async fn list_deliveries(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<DeliveryList>, ApiError> {
-    api.hook_of(&caller, &id).await?;
-    let deliveries = api.metadata.deliveries(caller.org(), &id, SHOWN_DELIVERIES).await?;
+    let deliveries = api.hooks.deliveries(caller.org(), &id).await?;
     Ok(Json(DeliveryList {
         deliveries: deliveries.into_iter().map(DeliveryView::from).collect(),
     }))

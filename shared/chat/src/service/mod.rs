@@ -24,8 +24,10 @@ mod chat_record;
 mod command;
 mod command_checks;
 mod command_retry;
+mod keys;
 mod message;
 mod question;
+mod reads;
 mod task;
 mod workspace;
 
@@ -38,6 +40,7 @@ pub use attachment::{
 pub use chat_record::{ChatChange, ChatRecords, ListedChat};
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
+pub use keys::KeyDirectory;
 pub use message::{Accepted, Message, Posted};
 pub use task::{NewTask, TaskAuthor, TaskEdit};
 pub use workspace::{AgentEdit, NewAgent, WorkspaceService};

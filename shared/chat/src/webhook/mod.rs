@@ -10,8 +10,10 @@
 //! and retried on the schedule [`RETRY_SCHEDULE`] by a job ([`spool_log::jobs::MaintenanceJob`])
 //! until the endpoint answers 2xx, every attempt recorded where the API shows it.
 //!
+//! - [`endpoints`]: [`endpoints::HookEndpoints`], a workspace's endpoints as callers manage them.
 //! - [`service`]: [`service::ChatHooks`], which turns feed events into deliveries and runs them.
 
+pub mod endpoints;
 pub mod service;
 
 use std::time::Duration;
