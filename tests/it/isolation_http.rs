@@ -98,6 +98,15 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
             .unwrap();
         assert!(response.status().is_success(), "{}", response.status());
     }
+    // The append wakes A's subscription, whose wake event lands in the same stream a moment
+    // later (where a worker delivers wakes): A's data is compared only once it has settled.
+    for _ in 0..100 {
+        let notes = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
+        if notes.contains(r#""type":"wake""#) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for path in [
         "/v1/slash-commands/a-secret".to_owned(),
         format!("/v1/workspaces/{ws}/slash-commands/a-cmd"),
