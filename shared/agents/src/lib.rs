@@ -16,6 +16,7 @@ pub mod engine;
 pub mod files;
 pub mod http;
 pub mod openai;
+pub mod runner;
 pub mod runtime;
 pub mod runtimes;
 pub mod scripted;

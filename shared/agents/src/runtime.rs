@@ -52,7 +52,7 @@ pub enum Message {
 }
 
 /// A tool a runtime may call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// Its name.
     pub name: String,
@@ -90,7 +90,7 @@ pub struct Request {
 }
 
 /// Facts about the chat a turn runs in.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnContext {
     /// The organization.
     pub org: String,
@@ -161,6 +161,13 @@ pub trait Runtime: Send + Sync {
     /// ([`Request::workspace_context`]), which other runtimes are spared reading.
     fn works_on_disk(&self) -> bool {
         false
+    }
+
+    /// The CLI a runner runs for it, when it is a CLI of a workspace whose CLI agents run on
+    /// runners ([`spool_chat::runner`]): the engine then offers the reply to runners instead
+    /// of calling [`Self::respond`].
+    fn runner_cli(&self) -> Option<spool_chat::workspace::CliType> {
+        None
     }
 
     /// Answers the conversation, streaming its text into `sink`. Dropping the future stops it

@@ -23,6 +23,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod notifier;
+pub mod runners;
 pub mod sdk;
 pub mod seal_queue;
 pub mod secrets;

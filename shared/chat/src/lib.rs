@@ -21,7 +21,8 @@
 //! - [`confine`]: where agents may run (working directories under configured roots);
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`caps`]: how much one workspace, chat or organization may hold, enforced by the stores;
-//! - [`revocation`]: revoked API keys, whose tokens stop working within a bound.
+//! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
+//! - [`runner`]: CLI turns offered to runners, the machines that hold the code.
 //!
 //! Invariants: every write is an event in the chat's stream before anything acts on it; a chat
 //! has at most one pending turn (its claim), and a claim a crash left behind is released or its
@@ -43,6 +44,7 @@ pub mod metadata;
 pub mod names;
 pub mod notifier;
 pub mod revocation;
+pub mod runner;
 pub mod service;
 pub mod session;
 pub mod settings;

@@ -145,6 +145,7 @@ pub trait Metadata:
     + crate::attachment::Attachments
     + spool_log::subscription::SubscriptionStore
     + crate::webhook::HookStore
+    + crate::runner::RunnerStore
 {
 }
 
@@ -156,5 +157,6 @@ impl<T> Metadata for T where
         + crate::attachment::Attachments
         + spool_log::subscription::SubscriptionStore
         + crate::webhook::HookStore
+        + crate::runner::RunnerStore
 {
 }

@@ -41,6 +41,10 @@ pub struct Workspace {
     /// Whom Spool tells when an agent needs a person.
     #[serde(default)]
     pub notifications: Notifications,
+    /// Where its CLI agents run; `None`: the deployment's default (`SPOOL_CLI_HOST`: the
+    /// worker under `spool serve`, runners on AWS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_host: Option<crate::runner::CliHost>,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
     /// When it last changed.
@@ -58,6 +62,7 @@ impl Workspace {
             working_dir: None,
             cleanup: Cleanup::default(),
             notifications: Notifications::default(),
+            cli_host: None,
             created_ms: now_ms,
             updated_ms: now_ms,
         }

@@ -25,6 +25,7 @@ mod metadata;
 mod pages;
 mod private;
 mod recent;
+mod runners;
 mod sessions;
 mod stores;
 mod subscriptions;

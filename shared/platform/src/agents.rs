@@ -77,6 +77,13 @@ pub struct AgentSettings {
     /// calls, a CLI, a script's pauses) before it is stopped and the turn fails (default
     /// 600000; the CLI's own limit cannot exceed it).
     pub turn_timeout: Duration,
+    /// `SPOOL_CLI_HOST` (`server` or `runners`): where the CLI agents of a workspace that does
+    /// not say run; unset, the composition's default (the worker under `spool serve`, runners
+    /// on Lambda).
+    pub cli_host: Option<spool_chat::runner::CliHost>,
+    /// `SPOOL_RUNNER_WAIT_MS`: how long a turn of a `runners` workspace waits for a runner to
+    /// take it (again, after one was lost) before it fails (default 600000).
+    pub runner_wait: Duration,
 }
 
 /// Variables a CLI agent keeps from Spool's environment: `PATH`, and the locale, so its output

@@ -276,6 +276,17 @@ impl Config {
                 workspace_roots: workspace_roots(&vars)?,
                 turn_timeout: millis(&vars, "SPOOL_TURN_TIMEOUT_MS", Duration::from_secs(600))?,
                 knowledge_base_url: get("SPOOL_KNOWLEDGE_BASE_URL").unwrap_or_else(|| "/v1/docs".to_owned()),
+                cli_host: get("SPOOL_CLI_HOST")
+                    .map(|v| {
+                        v.parse().map_err(|reason: String| Error::Invalid {
+                            var: "SPOOL_CLI_HOST",
+                            value: v.clone(),
+                            reason,
+                        })
+                    })
+                    .transpose()?,
+                runner_wait: millis(&vars, "SPOOL_RUNNER_WAIT_MS", Duration::from_secs(600))?
+                    .max(Duration::from_secs(1)),
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),
