@@ -15,6 +15,7 @@ mod admin;
 pub mod chat;
 pub mod companion;
 mod keys;
+pub mod runner;
 mod serve;
 pub mod server;
 mod services;
@@ -43,6 +44,9 @@ enum Command {
     /// Talk in a chat from the terminal: messages, streamed answers, questions, approvals,
     /// `/` commands; Ctrl-C stops the running turn.
     Chat(chat::ChatArgs),
+    /// Run a deployment's CLI turns on this machine: claude, gemini, codex or opencode where
+    /// the code is, for the workspaces whose CLI agents run on runners.
+    Runner(runner::RunnerArgs),
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -92,6 +96,7 @@ impl Cli {
             Command::Admin(command) => admin::run(command).await,
             Command::Companion(args) => companion::run(args).await,
             Command::Chat(args) => chat::run(args).await,
+            Command::Runner(args) => runner::run(args).await,
         }
     }
 }

@@ -90,6 +90,8 @@ pub struct WorkspaceRoots {
     roots: Vec<Root>,
     forbidden: Vec<PathBuf>,
     claims: Option<Arc<dyn Directory>>,
+    /// Only one organization ever asks (a runner's, its key's): shared roots need no claims.
+    one_org: bool,
 }
 
 impl std::fmt::Debug for WorkspaceRoots {
@@ -154,6 +156,21 @@ impl WorkspaceRoots {
                 .map(|p| resolve(p).unwrap_or_else(|_| lexical(p)))
                 .collect(),
             claims: Some(claims),
+            one_org: false,
+        }
+    }
+
+    /// Roots for a process that serves one organization only (a runner, whose key is of one):
+    /// a shared root needs no claim, since no other organization ever uses it here.
+    pub fn for_one_org(roots: &[PathBuf], forbidden: &[PathBuf]) -> Self {
+        Self {
+            roots: roots.iter().map(|root| Root::parse(root)).collect(),
+            forbidden: forbidden
+                .iter()
+                .map(|p| resolve(p).unwrap_or_else(|_| lexical(p)))
+                .collect(),
+            claims: None,
+            one_org: true,
         }
     }
 
@@ -234,7 +251,9 @@ impl WorkspaceRoots {
                 "it overlaps Spool's own folders (data, CLI work directory, web UI)",
             ));
         }
-        if let Root::Shared { .. } = root {
+        if let Root::Shared { .. } = root
+            && !self.one_org
+        {
             let claims = self
                 .claims
                 .as_ref()

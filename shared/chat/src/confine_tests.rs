@@ -154,6 +154,23 @@ async fn a_shared_root_belongs_to_the_first_organization_that_uses_it() {
 }
 
 #[tokio::test]
+async fn a_process_of_one_organization_uses_a_shared_root_without_claims() {
+    // GIVEN a runner's roots: one shared root, its CLI work directory kept out
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("shared");
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    std::fs::create_dir_all(root.join("work")).unwrap();
+    let roots = WorkspaceRoots::for_one_org(std::slice::from_ref(&root), &[root.join("work")]);
+    // THEN a folder under it is used with no store of claims
+    assert!(roots.confine("org-a", s(&root.join("a"))).await.is_ok());
+    // AND the folders kept out and those outside the root are still refused
+    for dir in [root.join("work"), base.path().to_path_buf()] {
+        let reason = refusal(roots.confine("org-a", s(&dir)).await);
+        assert!(is_outside(&reason, s(&dir)), "{reason}");
+    }
+}
+
+#[tokio::test]
 async fn an_org_root_is_each_organizations_own() {
     // GIVEN `{org}` roots with folders of A and of B
     let base = tempfile::tempdir().unwrap();

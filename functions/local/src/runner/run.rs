@@ -1,0 +1,308 @@
+//! # One job: the CLI run, its heartbeats, its settle
+//!
+//! A claimed job's request is rebuilt with the chat's files read through the deployment, and
+//! the CLI runtime answers it on this machine. Meanwhile the claim is heartbeated: each
+//! heartbeat long-polls, and one answering `cancel` (an abort, or the run was superseded)
+//! drops the CLI's future at once, which kills its process group; nothing is settled then,
+//! since the engine ends the turn. An answer is settled as the CLI's message and actions, a
+//! failure as its reason; a settle is retried on transient failures with the same epoch (the
+//! deployment accepts a claim's settle once, so a retry is never recorded twice).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use spool_agents::{
+    runner::RunnerRequest,
+    runtime::{Error as RuntimeError, FileAccess, Reply, Sink, ToolCall},
+    runtimes::CliRuntimes,
+};
+use spool_chat::runner::{
+    MAX_OUTCOME_BYTES, RunnerOutcome,
+    wire::{Assignment, Heartbeat, Settle},
+};
+
+use super::{
+    Backoff, Fatal, Shared,
+    client::{CallError, Settled},
+    files::TurnFiles,
+};
+
+/// How long a heartbeat waits for an abort (under the deployment's own bound and API
+/// Gateway's 29 s).
+const HEARTBEAT_WAIT_MS: u64 = 15_000;
+/// How many times a settle is tried before the run's outcome is given up (the lease then runs
+/// out and the job is offered again).
+const SETTLE_ATTEMPTS: u32 = 8;
+
+/// Why a run ended before its CLI answered.
+enum Stopped {
+    /// The deployment said stop: an abort, or the run was superseded.
+    Cancelled,
+    /// The key was refused: the runner stops.
+    Fatal(Fatal),
+}
+
+/// A sink that keeps nothing: a CLI's reply travels whole, in the settle.
+struct Discard;
+
+#[async_trait::async_trait]
+impl Sink for Discard {
+    async fn text(&mut self, _: &str) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+}
+
+/// Runs the job `assignment` to its end; an error only when the runner must stop.
+pub(crate) async fn run(shared: &Shared, assignment: Assignment) -> Result<(), Fatal> {
+    let turn = assignment.turn_id.clone();
+    let started = std::time::Instant::now();
+    tracing::info!(
+        turn = %turn,
+        session = %assignment.session_id,
+        cli = spool_agents::cli::program(assignment.cli),
+        epoch = assignment.epoch,
+        "took a turn"
+    );
+    let answer = tokio::select! {
+        outcome = answer(shared, &assignment) => outcome,
+        stopped = heartbeats(shared, &assignment) => match stopped {
+            Stopped::Cancelled => {
+                tracing::info!(turn = %turn, "the turn was aborted or taken elsewhere; its CLI was stopped");
+                return Ok(());
+            }
+            Stopped::Fatal(fatal) => return Err(fatal),
+        },
+    };
+    let outcome = bounded(answer);
+    let failed = match &outcome {
+        RunnerOutcome::Failed { reason } => Some(reason.clone()),
+        RunnerOutcome::Reply { .. } => None,
+    };
+    let settle = Settle {
+        epoch: assignment.epoch,
+        outcome,
+    };
+    match settle_retrying(shared, &turn, &settle).await? {
+        Some(Settled::Accepted) => tracing::info!(
+            turn = %turn,
+            seconds = started.elapsed().as_secs(),
+            failed = failed.as_deref().unwrap_or("no"),
+            "finished a turn"
+        ),
+        Some(Settled::Superseded) => tracing::info!(
+            turn = %turn,
+            "the turn's run was superseded (its lease was lost, or the turn ended); its answer was dropped"
+        ),
+        None => {}
+    }
+    Ok(())
+}
+
+/// The CLI's answer to the job, as the outcome to settle.
+async fn answer(shared: &Shared, assignment: &Assignment) -> RunnerOutcome {
+    let failed = |reason: String| RunnerOutcome::Failed { reason };
+    let request: RunnerRequest = match serde_json::from_value(assignment.request.clone()) {
+        Ok(request) => request,
+        Err(e) => {
+            return failed(format!(
+                "the runner could not read the turn's request ({e}); is the runner's version the deployment's?"
+            ));
+        }
+    };
+    let org = request.context.org.clone();
+    let files = TurnFiles::new(
+        shared.client.clone(),
+        org.clone(),
+        assignment.session_id.clone(),
+        assignment.turn_id.clone(),
+        assignment.epoch,
+    );
+    let request = request.into_request(Some(FileAccess {
+        store: Arc::new(files),
+        org,
+        session_id: assignment.session_id.clone(),
+    }));
+    let runtime = match shared.agents.runtime(assignment.cli) {
+        Ok(runtime) => runtime,
+        Err(reason) => return failed(format!("on runner `{}`: {reason}", shared.name)),
+    };
+    match runtime.respond(&request, &mut Discard).await {
+        Ok(reply) => outcome_of(reply),
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+/// A CLI's reply as a runner settles it: the message, and each action back as
+/// `{"type": name, ...arguments}`.
+pub(crate) fn outcome_of(reply: Reply) -> RunnerOutcome {
+    let message = Some(reply.text).filter(|m| !m.is_empty());
+    let actions = reply.tool_calls.into_iter().map(action_of).collect();
+    RunnerOutcome::Reply { message, actions }
+}
+
+/// A tool call back as the action the CLI wrote.
+fn action_of(call: ToolCall) -> Value {
+    let mut action = Map::new();
+    action.insert("type".to_owned(), Value::String(call.name));
+    if let Value::Object(fields) = call.arguments {
+        for (key, value) in fields {
+            if key != "type" {
+                action.insert(key, value);
+            }
+        }
+    }
+    Value::Object(action)
+}
+
+/// `outcome`, or a failure saying it is too large to settle.
+fn bounded(outcome: RunnerOutcome) -> RunnerOutcome {
+    let size = serde_json::to_vec(&outcome).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MAX_OUTCOME_BYTES {
+        return outcome;
+    }
+    RunnerOutcome::Failed {
+        reason: format!(
+            "the CLI's answer is {} KiB, more than the {} KiB a reply may be",
+            size / 1024,
+            MAX_OUTCOME_BYTES / 1024
+        ),
+    }
+}
+
+/// Heartbeats the claim until the deployment says stop (or the key is refused): each
+/// heartbeat is sent as soon as the last answered; a failed one is retried with backoff,
+/// without stopping the CLI (a lost lease shows in the settle).
+async fn heartbeats(shared: &Shared, assignment: &Assignment) -> Stopped {
+    let beat = Heartbeat {
+        epoch: assignment.epoch,
+        wait_ms: Some(HEARTBEAT_WAIT_MS),
+    };
+    let mut backoff = Backoff::default();
+    loop {
+        match shared.client.heartbeat(&assignment.turn_id, &beat).await {
+            Ok(answer) if answer.cancel => return Stopped::Cancelled,
+            Ok(_) => backoff.reset(),
+            // The job is gone or claimed again: this run is no longer wanted.
+            Err(e) if matches!(e.status(), Some(404 | 409)) => return Stopped::Cancelled,
+            Err(e) if e.is_refused_key() => return Stopped::Fatal(Fatal::refused_key(&e)),
+            Err(e) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(
+                    turn = %assignment.turn_id,
+                    error = %e,
+                    retry_in_ms = delay.as_millis(),
+                    "cannot heartbeat the turn; the CLI goes on. Check the network and the deployment's URL"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Settles, retrying transient failures; `None` when it was given up.
+async fn settle_retrying(shared: &Shared, turn: &str, settle: &Settle) -> Result<Option<Settled>, Fatal> {
+    let mut backoff = Backoff::default();
+    for attempt in 1..=SETTLE_ATTEMPTS {
+        match shared.client.settle(turn, settle).await {
+            Ok(settled) => return Ok(Some(settled)),
+            Err(e) if e.is_refused_key() => return Err(Fatal::refused_key(&e)),
+            Err(e) if e.is_transient() && attempt < SETTLE_ATTEMPTS => {
+                let delay = backoff.next_delay();
+                tracing::warn!(turn, error = %e, attempt, retry_in_ms = delay.as_millis(), "cannot settle the turn; trying again");
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => {
+                give_up(turn, &e);
+                return Ok(None);
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn give_up(turn: &str, e: &CallError) {
+    tracing::error!(
+        turn,
+        error = %e,
+        "gave up settling the turn; once its lease runs out it is offered to a runner again"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_replys_actions_travel_as_the_cli_wrote_them() {
+        // GIVEN a CLI reply whose actions became tool calls (the type taken out)
+        let written = [
+            json!({"type": "rename_chat", "title": "New"}),
+            json!({"type": "ask_user", "question": "Which?", "options": ["a", "b"]}),
+            json!({"type": "launch_rockets"}),
+        ];
+        let tool_calls = written
+            .iter()
+            .map(|action| {
+                let mut arguments = action.clone();
+                let name = arguments["type"].as_str().unwrap().to_owned();
+                arguments.as_object_mut().unwrap().remove("type");
+                ToolCall {
+                    id: "act_1".into(),
+                    name,
+                    arguments,
+                }
+            })
+            .collect();
+        let reply = Reply {
+            text: "Done".into(),
+            tool_calls,
+            usage: None,
+            one_shot: true,
+        };
+        // WHEN it is settled
+        let outcome = outcome_of(reply);
+        // THEN the message and the actions are as written
+        assert_eq!(
+            outcome,
+            RunnerOutcome::Reply {
+                message: Some("Done".into()),
+                actions: written.to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn an_empty_message_is_none_and_odd_arguments_keep_the_type() {
+        let reply = Reply {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "act_1".into(),
+                name: "rename_chat".into(),
+                arguments: json!(["not", "an", "object"]),
+            }],
+            usage: None,
+            one_shot: true,
+        };
+        assert_eq!(
+            outcome_of(reply),
+            RunnerOutcome::Reply {
+                message: None,
+                actions: vec![json!({"type": "rename_chat"})]
+            }
+        );
+    }
+
+    #[test]
+    fn an_answer_too_large_to_settle_fails_with_why() {
+        let outcome = bounded(RunnerOutcome::Reply {
+            message: Some("x".repeat(MAX_OUTCOME_BYTES + 1)),
+            actions: Vec::new(),
+        });
+        let RunnerOutcome::Failed { reason } = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(reason.contains("more than the 256 KiB"), "{reason}");
+    }
+}
