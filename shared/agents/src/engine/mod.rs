@@ -293,7 +293,7 @@ impl Engine {
             None => None,
         };
         let read = events.last().map_or(0, |e| e.seq);
-        let (runtimes, on_runners) = self.runtimes_for(&job.org, &session).await?;
+        let (runtimes, on_runners) = self.runtimes_for(&job.org, &session, agent.as_ref()).await?;
         let mut turn = Step {
             engine: self,
             runtimes,

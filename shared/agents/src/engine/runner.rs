@@ -17,9 +17,20 @@ use crate::runner::{RunnerClis, RunnerRequest};
 const MAX_CHECK_DELAY: Duration = Duration::from_secs(900);
 
 impl Engine {
-    /// The runtimes a step of `session` may use, and whether its CLI agents run on runners:
-    /// its workspace's `cli_host`, else the deployment's.
-    pub(super) async fn runtimes_for(&self, org: &str, session: &Session) -> Result<(Arc<Runtimes>, bool), Error> {
+    /// The runtimes a step of `session` with `agent` may use, and whether its CLI agents run
+    /// on runners: its workspace's `cli_host`, else the deployment's. An agent that names a
+    /// model runtime, in a chat without a CLI override, needs neither read.
+    pub(super) async fn runtimes_for(
+        &self,
+        org: &str,
+        session: &Session,
+        agent: Option<&Agent>,
+    ) -> Result<(Arc<Runtimes>, bool), Error> {
+        let model_only = session.cli_override.is_none()
+            && agent.is_some_and(|a| !a.builtin && a.runtime.is_some_and(|r| r != spool_chat::workspace::Runtime::Cli));
+        if model_only {
+            return Ok((self.runtimes.clone(), false));
+        }
         let workspace = match &session.workspace_id {
             Some(ws) => self.metadata.workspace(org, ws).await?,
             None => None,
