@@ -64,6 +64,7 @@ mod processes;
 mod queued_http;
 mod read_tokens_http;
 mod runner_turns;
+mod runners_http;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;

@@ -72,6 +72,10 @@ impl FileStore for TurnFiles {
         Err(refused("write"))
     }
 
+    async fn put(&self, _: &str, _: Vec<u8>) -> Result<(), Error> {
+        Err(refused("put"))
+    }
+
     async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
         let Some(file_id) = self.file_id(key) else {
             return Err(Error::invalid("file", format!("`{key}` is not a file of this chat")));
