@@ -63,8 +63,8 @@ mod paging;
 mod processes;
 mod queued_http;
 mod read_tokens_http;
+mod runner_process;
 mod runner_turns;
-mod runners_http;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;

@@ -17,7 +17,7 @@ use spool_tests::Harness;
 
 use crate::support::{Stack, abort, all_events, one, org_of, send, stack_configured, test_settings, until};
 
-on_both_backends!(runners_http:
+on_both_backends!(runner_process:
     a_runner_answers_once_in_order_and_its_actions_run,
     a_question_from_a_cli_on_a_runner_waits_for_its_answer,
     an_abort_reaches_the_runner_and_kills_its_cli_within_a_second,
