@@ -20,6 +20,7 @@ use crate::support::{Stack, abort, all_events, one, org_of, send, stack_configur
 on_both_backends!(runner_process:
     a_runner_answers_once_in_order_and_its_actions_run,
     a_question_from_a_cli_on_a_runner_waits_for_its_answer,
+    a_runner_places_the_chats_files_fetched_from_the_deployment,
     an_abort_reaches_the_runner_and_kills_its_cli_within_a_second,
     two_runners_answer_fifty_turns_each_exactly_once,
 );
@@ -42,6 +43,11 @@ case "$last" in
     echo '{"message": "woke up"}' > "$SPOOL_OUTPUT_FILE" ;;
   ask*)
     echo '{"message": "One question.", "actions": [{"type": "ask_user", "question": "Which color?"}]}' > "$SPOOL_OUTPUT_FILE" ;;
+  read*)
+    files=$(sed -n 's/^- `\(.*\/attachments\/[^`]*\)`.*/\1/p' "$SPOOL_INPUT_FILE")
+    out=""
+    for f in $files; do out="$out[$(basename "$f")=$(cat "$f")]"; done
+    echo "{\"message\": \"$out\"}" > "$SPOOL_OUTPUT_FILE" ;;
   rename*)
     echo '{"message": "Renamed.", "actions": [{"type": "rename_chat", "title": "Named on the runner"}]}' > "$SPOOL_OUTPUT_FILE" ;;
   *)
@@ -252,6 +258,32 @@ pub(crate) async fn a_question_from_a_cli_on_a_runner_waits_for_its_answer<H: Ha
     assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
     assert_eq!(one(&events, &turn, "message_end")["payload"]["text"], "One question.");
     assert_eq!(s.runs().len(), 1, "{:?}", s.runs());
+}
+
+pub(crate) async fn a_runner_places_the_chats_files_fetched_from_the_deployment<H: Harness>(harness: &H) {
+    let s = setup(harness).await;
+    let _runner = s.runner("box", 2);
+    let chat = s.chat().await;
+    let api = &s.stack.api;
+    // GIVEN two files in the chat, the server's only
+    crate::attachments_http::upload(api, &chat, "a.txt", "text/plain", b"first").await;
+    crate::attachments_http::upload(api, &chat, "b.csv", "text/csv", b"x,y").await;
+    // WHEN the CLI on the runner reads them where its input file says
+    let turn = send(api, &chat, "read them").await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    // THEN they were there, fetched from the deployment
+    assert_eq!(
+        one(&events, &turn, "message_end")["payload"]["text"],
+        "[a.txt=first][b.csv=x,y]"
+    );
+    let placed = s
+        .work
+        .path()
+        .join("box")
+        .join(org_of(api))
+        .join(&chat)
+        .join("attachments/a.txt");
+    assert_eq!(std::fs::read_to_string(placed).unwrap(), "first");
 }
 
 pub(crate) async fn an_abort_reaches_the_runner_and_kills_its_cli_within_a_second<H: Harness>(harness: &H) {

@@ -13,8 +13,10 @@ use serde_json::{Value, json};
 use spool_chat::runner::wire::{Assignment, Beat, Claim, Heartbeat, Settle};
 use tokio::sync::Mutex;
 
-/// A token is replaced this long before it expires.
+/// A token is replaced this long before it expires (or halfway through a shorter life).
 const REFRESH_BEFORE_MS: i64 = 3600 * 1000;
+/// How long a token whose expiry the handshake did not say is used.
+const UNSAID_LIFE_MS: i64 = 3600 * 1000;
 /// How long a call that does not wait for work (handshake, settle, file) may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much longer than its own wait a long-poll (claim, heartbeat) may take to answer.
@@ -74,7 +76,16 @@ impl CallError {
 struct Token {
     jwt: String,
     org: String,
-    expires_ms: i64,
+    /// When it is replaced: well before it expires.
+    renew_at_ms: i64,
+}
+
+/// When a token got at `now_ms` that expires at `expires_ms` is replaced: an hour before, or
+/// halfway through a shorter life.
+fn renew_at(now_ms: i64, expires_ms: Option<i64>) -> i64 {
+    let expires_ms = expires_ms.unwrap_or(now_ms + UNSAID_LIFE_MS);
+    let life = expires_ms.saturating_sub(now_ms).max(0);
+    expires_ms - REFRESH_BEFORE_MS.min(life / 2)
 }
 
 /// How a settle was answered.
@@ -147,13 +158,13 @@ impl Client {
         Ok(self.token(false).await?.org)
     }
 
-    /// A token valid for at least [`REFRESH_BEFORE_MS`] more: the one held, or a new one
-    /// (always a new one when `renew`, after a `401`).
+    /// A token that is not due for renewal ([`renew_at`]): the one held, or a new one (always
+    /// a new one when `renew`, after a `401`).
     async fn token(&self, renew: bool) -> Result<Token, CallError> {
         let mut held = self.token.lock().await;
         if !renew
             && let Some(token) = held.as_ref()
-            && token.expires_ms - now_ms() > REFRESH_BEFORE_MS
+            && now_ms() < token.renew_at_ms
         {
             return Ok(token.clone());
         }
@@ -172,11 +183,11 @@ impl Client {
         let expires_ms = answer["expires_at"]
             .as_str()
             .and_then(|at| time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok())
-            .map_or(0, |t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
+            .and_then(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok());
         let token = Token {
             jwt: answer["jwt"].as_str().unwrap_or_default().to_owned(),
             org: answer["org_id"].as_str().unwrap_or_default().to_owned(),
-            expires_ms,
+            renew_at_ms: renew_at(now_ms(), expires_ms),
         };
         *held = Some(token.clone());
         Ok(token)
@@ -241,9 +252,14 @@ impl Client {
         }
     }
 
-    /// The bytes of the chat's file `file_id`, for claim `epoch` of `turn_id`; `None` when the
-    /// deployment has no such file.
-    pub(crate) async fn file(&self, turn_id: &str, file_id: &str, epoch: u64) -> Result<Option<Vec<u8>>, CallError> {
+    /// The chat's file `file_id`, for claim `epoch` of `turn_id`, as the deployment answered
+    /// it (its bytes to read); `None` when it has no such file.
+    pub(crate) async fn file(
+        &self,
+        turn_id: &str,
+        file_id: &str,
+        epoch: u64,
+    ) -> Result<Option<reqwest::Response>, CallError> {
         let url = join(
             &self.base,
             &format!("/v1/runner/turns/{turn_id}/files/{file_id}?epoch={epoch}"),
@@ -252,10 +268,7 @@ impl Client {
             .send(&url, |jwt| self.http.get(&url).bearer_auth(jwt).timeout(FILE_TIMEOUT))
             .await;
         match response {
-            Ok(response) => {
-                let bytes = response.bytes().await.map_err(|e| unreachable(&url, &e))?;
-                Ok(Some(bytes.to_vec()))
-            }
+            Ok(response) => Ok(Some(response)),
             Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(e),
         }
@@ -325,6 +338,18 @@ mod tests {
             join("http://127.0.0.1:8080/spool", "v1/x"),
             "http://127.0.0.1:8080/spool/v1/x"
         );
+    }
+
+    #[test]
+    fn a_token_is_renewed_well_before_it_expires() {
+        let hour = 3600 * 1000;
+        // A day's token: an hour before it expires.
+        assert_eq!(renew_at(0, Some(24 * hour)), 23 * hour);
+        // A ten-minute token: halfway.
+        assert_eq!(renew_at(0, Some(hour / 6)), hour / 12);
+        // No expiry said: within the hour; an expired one at once.
+        assert!(renew_at(0, None) <= hour);
+        assert!(renew_at(10, Some(5)) <= 10);
     }
 
     #[test]

@@ -43,6 +43,20 @@ impl TurnFiles {
     }
 }
 
+/// The response's body as it comes (a file may be 100 MiB): a failure midway is the reader's
+/// error, so a cut-off download is never placed as if it were the whole file.
+fn reader(response: reqwest::Response) -> FileReader {
+    let chunks = futures_util::stream::unfold(Some(response), |response| async move {
+        let mut response = response?;
+        match response.chunk().await {
+            Ok(Some(chunk)) => Some((Ok(chunk), Some(response))),
+            Ok(None) => None,
+            Err(e) => Some((Err(std::io::Error::other(e)), None)),
+        }
+    });
+    Box::pin(tokio_util::io::StreamReader::new(chunks))
+}
+
 fn refused(what: &'static str) -> Error {
     Error::invalid(what, "a runner only reads the chat's files")
 }
@@ -80,9 +94,8 @@ impl FileStore for TurnFiles {
         let Some(file_id) = self.file_id(key) else {
             return Err(Error::invalid("file", format!("`{key}` is not a file of this chat")));
         };
-        // The whole file in memory: attachments are capped, and a CLI's turn places a few.
         match self.client.file(&self.turn_id, file_id, self.epoch).await {
-            Ok(Some(bytes)) => Ok(Some(Box::pin(std::io::Cursor::new(bytes)))),
+            Ok(Some(response)) => Ok(Some(reader(response))),
             Ok(None) => Ok(None),
             Err(e) => Err(Error::unavailable("fetch a chat's file from the deployment", e)),
         }

@@ -18,7 +18,7 @@
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use spool_agents::cli::{CliAgents, program};
 use spool_chat::{
     clis::{CliProbe, CliStatus},
@@ -90,12 +90,15 @@ pub async fn run_with(args: RunnerArgs, config: &Config) -> anyhow::Result<()> {
     if !clis.iter().any(|c| c.healthy) {
         anyhow::bail!("{}", no_cli(config, &clis));
     }
-    let name = args
-        .name
-        .clone()
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(host_name);
-    let client = Arc::new(Client::new(base, args.api_key.clone()));
+    let name = args.name.clone().unwrap_or_else(host_name);
+    check_name(&name).map_err(anyhow::Error::msg)?;
+    let key = args.api_key.expose_secret().trim();
+    if key.is_empty() {
+        anyhow::bail!(
+            "give a runner key in --api-key or SPOOL_API_KEY (make one with `spool admin create-api-key ORG --capability runner`)"
+        );
+    }
+    let client = Arc::new(Client::new(base, key.to_owned().into()));
     let org = connect(&client).await?;
     tracing::info!(
         "runner `{name}` connected to {} as {org}; runs: {}",
@@ -189,7 +192,6 @@ impl Backoff {
 /// The CLIs as the worker has them (functions/worker's `cli_agents`), but with chats' folders
 /// under `.spool/runner` by default, and the workspace roots of one organization, the key's.
 fn cli_agents(config: &Config) -> CliAgents {
-    use secrecy::ExposeSecret;
     let settings = &config.agents;
     let env = settings
         .cli_inherited
@@ -269,6 +271,17 @@ fn describe(clis: &[CliStatus]) -> String {
         text.push_str(&format!(" ({})", notes.join("; ")));
     }
     text
+}
+
+/// A runner's name as the deployment takes it: 1 to 64 letters, digits, `.`, `_` or `-`.
+fn check_name(name: &str) -> Result<(), String> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(fits) {
+        return Err(format!(
+            "`{name}` cannot name a runner: give --name 1 to 64 letters, digits, `.`, `_` or `-`"
+        ));
+    }
+    Ok(())
 }
 
 /// This machine's host name, or `runner`.
@@ -365,6 +378,14 @@ mod tests {
         assert!(later[10..].iter().all(|d| *d >= Duration::from_secs(15)));
         backoff.reset();
         assert!(backoff.next_delay() <= Duration::from_millis(500));
+    }
+
+    #[test]
+    fn names_are_those_the_deployment_takes() {
+        assert!(check_name("build-box_2.example").is_ok());
+        for bad in ["", "my laptop", "ä", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
