@@ -225,24 +225,7 @@ async fn a_runner_killed_mid_turn_then_restarted_ends_the_turn_once() {
     let (_server, url, local_key) = serve(&data, &empty);
     let key = runner_key(&data);
     let api = Client::new(&url, &local_key).await;
-    let ws = api
-        .call(reqwest::Method::POST, "/v1/workspaces", Some(json!({ "name": "Repo" })))
-        .await;
-    assert_eq!(ws["cli_host"], "runners", "{ws}");
-    let chat = api
-        .call(
-            reqwest::Method::POST,
-            "/v1/sessions",
-            Some(json!({ "workspace_id": ws["id"] })),
-        )
-        .await;
-    let chat = chat["id"].as_str().unwrap().to_owned();
-    api.call(
-        reqwest::Method::PATCH,
-        &format!("/v1/sessions/{chat}"),
-        Some(json!({ "cli_type": "claude" })),
-    )
-    .await;
+    let chat = chat(&api).await;
     let bin = dir.path().join("runner-bin");
     write_cli(&bin);
     let _orphan = Group(bin.join("pid"));
@@ -250,15 +233,7 @@ async fn a_runner_killed_mid_turn_then_restarted_ends_the_turn_once() {
     let mut first = runner(&url, &key, &bin, &work, &log);
     // WHEN the runner takes a turn, and is killed with `kill -9` while its CLI runs
     let turn = api.send(&chat, "first").await;
-    let start = Instant::now();
-    while !bin.join("pid").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the runner never ran the CLI: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cli_running(&bin, &log).await;
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     // AND it is started again
@@ -289,6 +264,94 @@ async fn a_runner_killed_mid_turn_then_restarted_ends_the_turn_once() {
         2,
         "no reply twice: {events:?}"
     );
+}
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// A chat of a new workspace (on runners, the server's default here), answered by `claude`.
+async fn chat(api: &Client) -> String {
+    let ws = api
+        .call(reqwest::Method::POST, "/v1/workspaces", Some(json!({ "name": "Repo" })))
+        .await;
+    assert_eq!(ws["cli_host"], "runners", "{ws}");
+    let chat = api
+        .call(
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({ "workspace_id": ws["id"] })),
+        )
+        .await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    api.call(
+        reqwest::Method::PATCH,
+        &format!("/v1/sessions/{chat}"),
+        Some(json!({ "cli_type": "claude" })),
+    )
+    .await;
+    chat
+}
+
+/// Waits until the fake CLI runs (it wrote its pid): the pid.
+async fn cli_running(bin: &Path, log: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(pid) = std::fs::read_to_string(bin.join("pid"))
+            && !pid.trim().is_empty()
+        {
+            return pid.trim().to_owned();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the runner never ran the CLI: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_runner_stopped_with_sigterm_takes_its_clis_with_it() {
+    // GIVEN a runner whose CLI runs a turn
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let empty = dir.path().join("server-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (_server, url, local_key) = serve(&data, &empty);
+    let key = runner_key(&data);
+    let api = Client::new(&url, &local_key).await;
+    let chat = chat(&api).await;
+    let bin = dir.path().join("runner-bin");
+    write_cli(&bin);
+    let _orphan = Group(bin.join("pid"));
+    let (work, log) = (dir.path().join("runner-work"), dir.path().join("runner.log"));
+    let mut runner = runner(&url, &key, &bin, &work, &log);
+    api.send(&chat, "first").await;
+    let pid = cli_running(&bin, &log).await;
+    // WHEN it is stopped as a container or systemd stops it
+    let status = Command::new("kill")
+        .args(["-TERM", &runner.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // THEN it exits, and its CLI is gone with it
+    let start = Instant::now();
+    while runner.0.try_wait().unwrap().is_none() || !gone(&pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the runner or its CLI still runs: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(runner.0.wait().unwrap().success());
 }
 
 #[tokio::test]

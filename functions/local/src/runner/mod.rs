@@ -68,17 +68,29 @@ pub struct RunnerArgs {
     pub concurrency: u16,
 }
 
-/// Runs the runner with the configuration of the environment until Ctrl-C, or until the
-/// deployment refuses its key.
+/// Runs the runner with the configuration of the environment until Ctrl-C or SIGTERM (a
+/// container's stop), or until the deployment refuses its key. Stopping kills the CLIs it
+/// runs; their turns are offered again once their leases run out.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     let config = Config::from_env().context("invalid configuration")?;
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
         result = run_with(args, &config) => result,
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("stopped; the turns it ran are offered again once their leases run out");
-            Ok(())
-        }
+        _ = tokio::signal::ctrl_c() => stopped(),
+        () = terminate => stopped(),
     }
+}
+
+fn stopped() -> anyhow::Result<()> {
+    tracing::info!("stopped; the turns it ran are offered again once their leases run out");
+    Ok(())
 }
 
 /// Runs the runner with `config`'s CLI settings until the deployment refuses its key.
