@@ -322,6 +322,11 @@ async fn json_of<T: DeserializeOwned>(url: &str, response: reqwest::Response) ->
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
     use super::*;
 
     #[test]
@@ -358,6 +363,52 @@ mod tests {
         for bad in ["x.example", "ftp://x.example", "https://x.example/?a=1", "http://"] {
             assert!(check_url(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A deployment under the stage `/prod` whose first token is refused by the claim route.
+    async fn deployment(handshakes: Arc<AtomicUsize>) -> String {
+        use axum::{Json, http::HeaderMap, http::StatusCode, routing::post};
+        let handshake = move || {
+            let n = handshakes.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Json(json!({ "jwt": format!("t{n}"), "org_id": "acme", "expires_at": "2999-01-01T00:00:00Z" })) }
+        };
+        let claim = |headers: HeaderMap| async move {
+            match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                Some("Bearer t1") => StatusCode::UNAUTHORIZED,
+                Some(_) => StatusCode::NO_CONTENT,
+                None => StatusCode::FORBIDDEN,
+            }
+        };
+        let app = axum::Router::new()
+            .route("/prod/v1/handshake", post(handshake))
+            .route("/prod/v1/runner/claim", post(claim));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/prod/")
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_renewed_once_and_routes_sit_under_the_urls_path() {
+        // GIVEN a deployment under a stage, whose first token stops working
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let url = deployment(handshakes.clone()).await;
+        let client = Client::new(check_url(&url).unwrap(), String::from("spool_k_s").into());
+        // WHEN the runner connects and claims
+        assert_eq!(client.org().await.unwrap(), "acme");
+        let claim = Claim {
+            name: "box".into(),
+            version: None,
+            clis: Vec::new(),
+            workspaces: Vec::new(),
+            wait_ms: Some(0),
+        };
+        // THEN the claim's 401 renews the token once, and the claim goes through
+        assert!(client.claim(&claim).await.unwrap().is_none());
+        assert_eq!(handshakes.load(Ordering::SeqCst), 2);
+        // AND the renewed token is kept
+        assert!(client.claim(&claim).await.unwrap().is_none());
+        assert_eq!(handshakes.load(Ordering::SeqCst), 2);
     }
 
     #[test]
