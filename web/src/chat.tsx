@@ -276,7 +276,13 @@ function ChatHeader(props: {
             options={CLI_TYPES}
             describe={choice ? (cli) => choice.options[cli] : undefined}
             describedBy={noRunner ? "chat-no-runner" : undefined}
-            none={agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}
+            none={
+              agent?.cli_type
+                ? choice?.options[agent.cli_type].disabled
+                  ? `${agent.cli_type} (agent's, unavailable)`
+                  : `${agent.cli_type} (agent's)`
+                : "Agent's runtime"
+            }
             onChange={(cli_type) => void save({ cli_type })}
           />
         </div>

@@ -124,8 +124,11 @@ function seen(runner: Runner, now: number): string {
   return `last seen ${relative(new Date(runner.last_seen_ms).toISOString(), now)}`;
 }
 
-/** The runners that serve workspace `ws`, asked again every [`RUNNERS_REFRESH_MS`] while shown. */
-export function RunnersList({ client, ws }: { client: Client; ws: string }) {
+/**
+ * The runners that serve workspace `ws`, asked again every [`RUNNERS_REFRESH_MS`] while shown;
+ * with none, how to start one when they are `wanted` (the workspace's CLI agents run on them).
+ */
+export function RunnersList({ client, ws, wanted }: { client: Client; ws: string; wanted: boolean }) {
   const [runners, setRunners] = useState<Runner[] | null>(null);
   const [failed, setFailed] = useState<string | null>(null);
   const now = useTick(RUNNERS_REFRESH_MS);
@@ -157,7 +160,13 @@ export function RunnersList({ client, ws }: { client: Client; ws: string }) {
         <p aria-busy="true">Loading…</p>
       ) : runners.length === 0 ? (
         <p class="empty">
-          No runner serves this workspace yet. Start one with <RunnerCommand client={client} />
+          No runner serves this workspace.
+          {wanted && (
+            <>
+              {" "}
+              Start one with <RunnerCommand client={client} />
+            </>
+          )}
         </p>
       ) : (
         <ul class="runner-list" aria-label="Runners of this workspace">

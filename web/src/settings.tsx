@@ -28,6 +28,7 @@ export function SettingsTab(props: {
       <h2 id="settings-heading">Workspace settings</h2>
       <SettingsForm
         key={workspace.updated_at}
+        client={client}
         workspace={workspace}
         onSave={async (change) => {
           try {
@@ -39,7 +40,6 @@ export function SettingsTab(props: {
           }
         }}
       />
-      <RunnersList client={client} ws={ws} />
       <DeleteWorkspace
         title={workspace.title}
         onDelete={async () => {
@@ -56,7 +56,15 @@ export function SettingsTab(props: {
   );
 }
 
-function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (change: WorkspaceChange) => Promise<void> }) {
+function SettingsForm({
+  client,
+  workspace,
+  onSave,
+}: {
+  client: Client;
+  workspace: Workspace;
+  onSave: (change: WorkspaceChange) => Promise<void>;
+}) {
   const [title, setTitle] = useState(workspace.title);
   const [description, setDescription] = useState(workspace.description);
   const [host, setHost] = useState<CliHost>(workspace.cli_host ?? "server");
@@ -133,6 +141,7 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
             ? "Runners (spool runner, on the machines that hold the code) take the chats' CLI turns; the list below shows them."
             : "The server runs the CLI agents (claude, gemini, codex, opencode) itself, as it runs the others."}
         </small>
+        <RunnersList client={client} ws={workspace.id} wanted={host === "runners"} />
       </fieldset>
       <fieldset>
         <legend>Working directory</legend>
