@@ -77,15 +77,17 @@ export function useCliChoice(client: Client, ws: string | undefined): CliChoice 
     let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const look = async () => {
-      let host: CliHost = "server";
+      /** Whether to ask again: runners come and go (and a failed look is tried again). */
+      let again = true;
       try {
         const [workspace, available] = await Promise.all([ws ? client.workspace(ws) : null, client.clis()]);
-        host = workspace?.cli_host ?? "server";
+        const host: CliHost = workspace?.cli_host ?? "server";
+        again = host === "runners";
         if (live) setChoice(cliChoice(host, available, ws));
       } catch {
-        // An older server, or the network blinked: the choice stays as it was.
+        // The network blinked: the choice stays as it was.
       }
-      if (live && host === "runners") timer = setTimeout(() => void look(), RUNNERS_REFRESH_MS);
+      if (live && again) timer = setTimeout(() => void look(), RUNNERS_REFRESH_MS);
     };
     void look();
     return () => {

@@ -126,23 +126,26 @@ function SettingsForm({
           <small>Agents read it as the workspace's context.</small>
         </label>
       </fieldset>
-      <fieldset>
-        <legend>Where CLI agents run</legend>
-        <label class="choice">
-          <input type="radio" name="cli-host" checked={host === "server"} onChange={() => setHost("server")} />
-          This server
-        </label>
-        <label class="choice">
-          <input type="radio" name="cli-host" checked={host === "runners"} onChange={() => setHost("runners")} />
-          Runners
-        </label>
-        <small>
-          {host === "runners"
-            ? "Runners (spool runner, on the machines that hold the code) take the chats' CLI turns; the list below shows them."
-            : "The server runs the CLI agents (claude, gemini, codex, opencode) itself, as it runs the others."}
-        </small>
-        <RunnersList client={client} ws={workspace.id} wanted={host === "runners"} />
-      </fieldset>
+      {/* A server without runners says nothing of where CLI agents run. */}
+      {workspace.cli_host && (
+        <fieldset>
+          <legend>Where CLI agents run</legend>
+          <label class="choice">
+            <input type="radio" name="cli-host" checked={host === "server"} onChange={() => setHost("server")} />
+            This server
+          </label>
+          <label class="choice">
+            <input type="radio" name="cli-host" checked={host === "runners"} onChange={() => setHost("runners")} />
+            Runners
+          </label>
+          <small>
+            {host === "runners"
+              ? "Runners (spool runner, on the machines that hold the code) take the chats' CLI turns; the list below shows them."
+              : "The server runs the CLI agents (claude, gemini, codex, opencode) itself, as it runs the others."}
+          </small>
+          <RunnersList client={client} ws={workspace.id} wanted={host === "runners"} />
+        </fieldset>
+      )}
       <fieldset>
         <legend>Working directory</legend>
         <label class="choice">
