@@ -11,8 +11,12 @@ export const CLI_TYPES: CliType[] = ["claude", "gemini", "codex", "opencode"];
 export const RUNTIMES: Runtime[] = ["scripted", "openai", "anthropic", "cli"];
 /** Where a workspace's CLI agents run: the server's worker, or runners (`spool runner`). */
 export type CliHost = "server" | "runners";
-/** A workspace, with where its CLI agents run (`cli_host`, the effective one). */
-export type Workspace = Schemas["WorkspaceView"] & { cli_host?: CliHost };
+export type Workspace = Schemas["WorkspaceView"];
+/**
+ * Where a workspace's CLI agents run (its effective `cli_host`); `undefined` from a server
+ * without runners.
+ */
+export const cliHostOf = (workspace: Workspace): CliHost | undefined => (workspace as { cli_host?: CliHost }).cli_host;
 export type Notifications = Schemas["Notifications"];
 /** A change to a workspace's settings (`PATCH /v1/workspaces/{id}`): only what it names. */
 export type WorkspaceChange = Schemas["WorkspaceChange"] & { cli_host?: CliHost | null };

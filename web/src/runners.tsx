@@ -3,7 +3,7 @@
 // how to start a runner when none is online, and the workspace's list of runners in settings.
 
 import { useEffect, useState } from "preact/hooks";
-import { CLI_TYPES, type CliAvailability, type CliHost, type CliType, type Client, type Runner } from "./api";
+import { CLI_TYPES, type CliAvailability, type CliHost, type CliType, type Client, cliHostOf, type Runner } from "./api";
 import type { OptionView } from "./fields";
 import { relative, useTick } from "./time";
 
@@ -81,7 +81,7 @@ export function useCliChoice(client: Client, ws: string | undefined): CliChoice 
       let again = true;
       try {
         const [workspace, available] = await Promise.all([ws ? client.workspace(ws) : null, client.clis()]);
-        const host: CliHost = workspace?.cli_host ?? "server";
+        const host: CliHost = (workspace ? cliHostOf(workspace) : undefined) ?? "server";
         again = host === "runners";
         if (live) setChoice(cliChoice(host, available, ws));
       } catch {

@@ -4,7 +4,7 @@
 // on this server), and deleting the workspace, which asks for its title first.
 
 import { useEffect, useState } from "preact/hooks";
-import type { CliHost, Client, Workspace, WorkspaceChange } from "./api";
+import { type CliHost, type Client, cliHostOf, type Workspace, type WorkspaceChange } from "./api";
 import { RunnersList } from "./runners";
 import type { Notify } from "./toasts";
 
@@ -67,7 +67,7 @@ function SettingsForm({
 }) {
   const [title, setTitle] = useState(workspace.title);
   const [description, setDescription] = useState(workspace.description);
-  const [host, setHost] = useState<CliHost>(workspace.cli_host ?? "server");
+  const [host, setHost] = useState<CliHost>(cliHostOf(workspace) ?? "server");
   const [mode, setMode] = useState(workspace.working_directory_mode);
   const [path, setPath] = useState(workspace.working_directory_path ?? "");
   const [turnDays, setTurnDays] = useState(String(workspace.cleanup.turn_record_days));
@@ -86,7 +86,7 @@ function SettingsForm({
     const change: WorkspaceChange = {};
     if (title.trim() !== workspace.title) change.title = title.trim();
     if (description !== workspace.description) change.description = description;
-    if (host !== (workspace.cli_host ?? "server")) change.cli_host = host;
+    if (host !== (cliHostOf(workspace) ?? "server")) change.cli_host = host;
     if (mode !== workspace.working_directory_mode) change.working_directory_mode = mode;
     // A folder is sent only when it changed: setting one is checked against the server's roots.
     if (mode === "static" && path.trim() !== (workspace.working_directory_path ?? "")) {
@@ -127,7 +127,7 @@ function SettingsForm({
         </label>
       </fieldset>
       {/* A server without runners says nothing of where CLI agents run. */}
-      {workspace.cli_host && (
+      {cliHostOf(workspace) && (
         <fieldset>
           <legend>Where CLI agents run</legend>
           <label class="choice">
