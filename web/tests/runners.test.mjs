@@ -277,3 +277,55 @@ test("a chat whose turn waits for a runner says so, then which runner runs it, u
   await eventually(async () => assert.equal(await notice.count(), 0));
   assert.deepEqual(page.errors, [], "the page logged errors");
 });
+
+/** A handshake with `apiKey`; its answer. */
+async function handshake(apiKey) {
+  const r = await fetch(`${spool.origin}/v1/handshake`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ version: "1", user_agent: "web-tests", api_key: apiKey }),
+  });
+  if (!r.ok) throw new Error(`handshake: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+
+test("a runner that claims is listed in settings and offers its CLIs (a real server with runners, nothing faked)", async (t) => {
+  const { org_id } = await handshake(spool.apiKey);
+  let runnerKey;
+  try {
+    runnerKey = (await spool.admin("create-api-key", org_id, "--capability", "runner")).api_key;
+  } catch (e) {
+    return t.skip(`this server makes no runner keys: ${e.message}`);
+  }
+  const { jwt } = await handshake(runnerKey);
+  const ws = await call("POST", "/v1/workspaces", { name: "Real runners" });
+  // GIVEN a runner for the workspace that asked for work (and got none)
+  const claim = await fetch(`${spool.origin}/v1/runner/claim`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "build-box", version: "0.9.0", clis: [cli("claude", "2.0.1")], workspaces: [ws.id], wait_ms: 0 }),
+  });
+  if (claim.status === 404) return t.skip("this server has no runner routes");
+  assert.equal(claim.status, 204, await claim.text());
+  await call("PATCH", `/v1/workspaces/${ws.id}`, { cli_host: "runners" });
+  const page = await signedInPage(browser, spool);
+  // THEN the settings list it, online, with its CLI
+  await page.goto(`${spool.origin}/#/w/${ws.id}/settings`);
+  await eventually(async () => assert.equal(await page.getByRole("radio", { name: "Runners" }).isChecked(), true));
+  const runner = page.getByRole("listitem", { name: "Runner build-box" });
+  await runner.getByText("online", { exact: true }).waitFor();
+  await runner.getByText("claude 2.0.1").waitFor();
+  // AND the agent editor offers its CLI, and only that one
+  await page.getByRole("link", { name: "Agents" }).click();
+  await page.getByRole("button", { name: "New agent" }).click();
+  const choice = page.getByRole("combobox", { name: "CLI" });
+  await eventually(async () => {
+    const options = await optionsOf(choice);
+    assert.deepEqual(
+      options.filter((o) => o.value && !o.disabled).map((o) => o.label),
+      ["claude 2.0.1 — on build-box"],
+    );
+  });
+  await cannotPick(choice, "gemini");
+  assert.deepEqual(page.errors, [], "the page logged errors");
+});
