@@ -237,8 +237,8 @@ export class Client {
   // Workspaces, agents, tasks
   workspaces = async () => (await this.call(this.spool.api.GET("/v1/workspaces"))).workspaces;
   createWorkspace = (title: string) => this.call(this.spool.api.POST("/v1/workspaces", { body: { title } }));
-  workspace = (ws: string): Promise<Workspace> => this.call(this.spool.api.GET("/v1/workspaces/{id}", { params: { path: { id: ws } } }));
-  updateWorkspace = (ws: string, change: WorkspaceChange): Promise<Workspace> =>
+  workspace = (ws: string) => this.call(this.spool.api.GET("/v1/workspaces/{id}", { params: { path: { id: ws } } }));
+  updateWorkspace = (ws: string, change: WorkspaceChange) =>
     this.call(this.spool.api.PATCH("/v1/workspaces/{id}", { params: { path: { id: ws } }, body: change }));
   deleteWorkspace = (ws: string) =>
     this.call(this.spool.api.DELETE("/v1/workspaces/{id}", { params: { path: { id: ws } } }));
@@ -334,7 +334,7 @@ export class Client {
     const answer: { clis: CliStatus[]; runners?: Runner[] } = await this.call(this.spool.api.GET("/v1/clis"));
     return { clis: answer.clis, runners: answer.runners ?? [] };
   };
-  /** The runners that serve a workspace (`GET /v1/runners?workspace_id=`), online first. */
+  /** The runners that serve a workspace (`GET /v1/runners?workspace_id=`). */
   runners = async (ws: string): Promise<Runner[]> => {
     const url = `${this.endpoints.api}/v1/runners?workspace_id=${encodeURIComponent(ws)}`;
     const answer = (await (await this.checked(url, {})).json()) as { runners?: Runner[] };

@@ -51,8 +51,8 @@ export interface Timeline {
   /** The last turn whose `agent_start` arrived: the pending turn runs when it is this one. */
   startedTurn?: string | null;
   /**
-   * The seq since which the pending turn waits for its agent's next words (a message, or an
-   * answer to a question or approval, asked it to go on); `null` once they start.
+   * The seq since which the pending turn waits for its agent's next words (the message that
+   * started it, or a person's answer to a question, approval or plan); `null` once they start.
    */
   awaiting?: number | null;
   /** The agent answering now (from `agent_start`). */
