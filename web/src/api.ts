@@ -89,7 +89,8 @@ export interface Runner {
   name: string;
   version?: string | null;
   clis: CliStatus[];
-  workspaces: string[];
+  /** None (or absent): every workspace of its organization. */
+  workspaces?: string[];
   last_seen_ms: number;
   online: boolean;
 }

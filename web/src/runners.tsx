@@ -20,7 +20,7 @@ export interface CliChoice {
 
 /** Whether `runner` takes the turns of workspace `ws` (it names none: all of them). */
 export const serves = (runner: Runner, ws: string | undefined): boolean =>
-  runner.workspaces.length === 0 || (ws !== undefined && runner.workspaces.includes(ws));
+  !runner.workspaces?.length || (ws !== undefined && runner.workspaces.includes(ws));
 
 const listed = (names: string[]) => names.join(", ");
 
@@ -181,7 +181,7 @@ export function RunnersList({ client, ws, wanted }: { client: Client; ws: string
                   {seen(r, now)}
                 </span>
                 {r.version && <span class="badge">spool {r.version}</span>}
-                {r.workspaces.length === 0 && <span class="badge">every workspace</span>}
+                {!r.workspaces?.length && <span class="badge">every workspace</span>}
               </div>
               <ul class="runner-clis" aria-label={`CLIs on ${r.name}`}>
                 {r.clis.length === 0 && <li class="empty">No CLI found</li>}
