@@ -63,6 +63,9 @@ mod paging;
 mod processes;
 mod queued_http;
 mod read_tokens_http;
+mod runners;
+#[cfg(feature = "emulator")]
+mod runners_aws;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;
