@@ -1,5 +1,7 @@
 //! Runner jobs and runners in the metadata store, one contract for both backends.
 
+use std::sync::LazyLock;
+
 use serde_json::json;
 use spool_chat::{
     clis::CliStatus,
@@ -9,14 +11,17 @@ use spool_chat::{
 use spool_log::clock::{Clock, SystemClock};
 use spool_tests::{Harness, unique_id};
 
-fn job(turn_id: &str, offered_ms: i64) -> RunnerJob {
+/// When the tests' jobs are offered, `at` ms after (a store removes jobs a week old).
+static OFFERS_FROM: LazyLock<i64> = LazyLock::new(|| SystemClock.now_ms());
+
+fn job(turn_id: &str, at: i64) -> RunnerJob {
     RunnerJob {
         turn_id: turn_id.to_owned(),
         session_id: unique_id("ses"),
         workspace_id: Some(unique_id("ws")),
         cli: CliType::Codex,
         offered_seq: 12,
-        offered_ms,
+        offered_ms: *OFFERS_FROM + at,
         wait_ms: 600_000,
         epoch: 0,
         runner: None,

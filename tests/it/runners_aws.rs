@@ -2,7 +2,10 @@
 //! record whose `ttl` has passed is left out of the list before DynamoDB removes it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use spool_chat::runner::{RunnerRecord, RunnerStore};
+use spool_chat::{
+    runner::{JOB_TTL_MS, RunnerJob, RunnerRecord, RunnerStore},
+    workspace::CliType,
+};
 use spool_log::clock::{Clock, SystemClock};
 use spool_tests::{AwsHarness, Harness, unique_id};
 
@@ -60,4 +63,46 @@ async fn a_runner_whose_ttl_has_passed_is_not_listed() {
     // THEN it is not listed, and the other is
     let names: Vec<String> = store.runners(&org).await.unwrap().into_iter().map(|r| r.name).collect();
     assert_eq!(names, ["b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runner_job_expires_through_the_ttl_attribute_a_week_after_its_offer() {
+    let harness = AwsHarness::new();
+    let store = harness.metadata().await;
+    let (org, turn) = (unique_id("org"), unique_id("turn"));
+    let now = SystemClock.now_ms();
+    let job = RunnerJob {
+        turn_id: turn.clone(),
+        session_id: unique_id("ses"),
+        workspace_id: None,
+        cli: CliType::Claude,
+        offered_seq: 3,
+        offered_ms: now,
+        wait_ms: 600_000,
+        epoch: 0,
+        runner: None,
+        lease_until_ms: 0,
+        outcome: None,
+    };
+    // WHEN a job is offered, claimed and settled
+    store.offer_job(&org, &job).await.unwrap();
+    assert!(store.claim_job(&org, &turn, 0, "box", now + 60_000).await.unwrap());
+    let outcome = spool_chat::runner::RunnerOutcome::Failed { reason: "x".to_owned() };
+    assert!(store.settle_job(&org, &turn, 1, &outcome).await.unwrap());
+    // THEN its item keeps the TTL attribute of its offer: a job its turn's end left behind goes
+    let item = harness
+        .clients()
+        .await
+        .dynamodb
+        .get_item()
+        .table_name(harness.config().aws.metadata_table.clone().unwrap())
+        .key("pk", AttributeValue::S(format!("o#{org}#rjobs")))
+        .key("sk", AttributeValue::S(turn.clone()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let ttl: i64 = item["ttl"].as_n().unwrap().parse().unwrap();
+    assert_eq!(ttl, (now + JOB_TTL_MS) / 1000);
 }

@@ -2,7 +2,7 @@
 //!
 //! | item | `pk` | `sk` | holds |
 //! | --- | --- | --- | --- |
-//! | runner job | `o#{org}#rjobs` | `{turn id}` | `data` (the job as offered, JSON), `off` (its offer time), `ep` (its epoch), `lease`, `rn` (the runner), `out` (the outcome, JSON, once settled) |
+//! | runner job | `o#{org}#rjobs` | `{turn id}` | `data` (the job as offered, JSON), `off` (its offer time), `ep` (its epoch), `lease`, `rn` (the runner), `out` (the outcome, JSON, once settled), `ttl` |
 //! | runner | `o#{org}#runners` | `{name}` | `data` (the record, JSON), `seen`, `ttl` |
 //!
 //! A job is offered with a `PutItem` on `attribute_not_exists(pk)`. A claim, a renewal and a
@@ -12,7 +12,8 @@
 //! a renewal or a settle of it is refused. An organization's jobs are one consistent `Query`
 //! of its partition (so a claim sees a job the moment it is offered), sorted by offer time
 //! afterwards: the partition holds only the organization's CLI turns in progress, each
-//! removed when its turn ends, so it is small.
+//! removed when its turn ends, so it is small. A job its turn's end left behind (a crash
+//! between the two) goes through the table's TTL attribute, [`JOB_TTL_MS`] after its offer.
 //!
 //! A runner's record carries the table's TTL attribute, [`RUNNER_RECORD_TTL_MS`] after it was
 //! last seen; DynamoDB deletes such items late (within days), so [`RunnerStore::runners`]
@@ -20,7 +21,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use spool_chat::runner::{RUNNER_RECORD_TTL_MS, RunnerJob, RunnerOutcome, RunnerRecord, RunnerStore};
+use spool_chat::runner::{JOB_TTL_MS, RUNNER_RECORD_TTL_MS, RunnerJob, RunnerOutcome, RunnerRecord, RunnerStore};
 use spool_log::{
     clock::{Clock, SystemClock},
     error::Error,
@@ -68,6 +69,10 @@ fn job_item(org: &str, job: &RunnerJob) -> Result<Item, Error> {
         ("off".to_owned(), n(job.offered_ms)),
         ("ep".to_owned(), n(job.epoch)),
         ("lease".to_owned(), n(job.lease_until_ms)),
+        (
+            "ttl".to_owned(),
+            n(job.offered_ms.saturating_add(JOB_TTL_MS).div_euclid(1000)),
+        ),
     ]);
     if let Some(runner) = &job.runner {
         item.insert("rn".to_owned(), s(runner));

@@ -245,6 +245,10 @@ pub trait RunnerStore: Send + Sync {
 /// How long a runner's record is kept after it was last seen.
 pub const RUNNER_RECORD_TTL_MS: i64 = 24 * 3600 * 1000;
 
+/// How long after its offer a job is removed, if its turn's end left it behind (a crash
+/// between the end and the removal): far longer than any turn waits for its runners.
+pub const JOB_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// The runner routes' bodies: what `spool runner` sends and gets.
 pub mod wire {
     use super::*;

@@ -5,7 +5,8 @@
 //! `lease_until_ms`, `outcome`), which are the truth for those fields. Each of those writes is
 //! one `UPDATE … WHERE epoch = ? AND outcome IS NULL`, atomic in SQLite whichever process
 //! writes, so of two claims naming one epoch exactly one changes the row. Epoch 0 names no
-//! claim: a renewal or a settle of it is refused.
+//! claim: a renewal or a settle of it is refused. A job offered more than [`JOB_TTL_MS`] ago
+//! (one its turn's end left behind) is deleted when its organization next offers one.
 //!
 //! One `runners` row per runner, keyed by its organization and name: the record as JSON and
 //! when it was last seen. A record not seen for [`RUNNER_RECORD_TTL_MS`] is no longer listed,
@@ -14,7 +15,7 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Serialize, de::DeserializeOwned};
-use spool_chat::runner::{RUNNER_RECORD_TTL_MS, RunnerJob, RunnerOutcome, RunnerRecord, RunnerStore};
+use spool_chat::runner::{JOB_TTL_MS, RUNNER_RECORD_TTL_MS, RunnerJob, RunnerOutcome, RunnerRecord, RunnerStore};
 use spool_log::{
     clock::{Clock, SystemClock},
     error::Error,
@@ -88,8 +89,14 @@ impl RunnerStore for EmbeddedMetadata {
             .map(|o| encode("a runner job's outcome", o))
             .transpose()?;
         let job = job.clone();
-        self.with(move |conn| {
-            let stored = conn
+        let left_before = SystemClock.now_ms().saturating_sub(JOB_TTL_MS);
+        self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM runner_jobs WHERE org = ?1 AND offered_ms < ?2",
+                params![org, left_before],
+            )
+            .map_err(|e| sql("remove runner jobs left behind", e))?;
+            let stored = tx
                 .execute(
                     "INSERT INTO runner_jobs (org, turn_id, offered_ms, epoch, runner, lease_until_ms, outcome, data)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (org, turn_id) DO NOTHING",
@@ -252,5 +259,51 @@ impl RunnerStore for EmbeddedMetadata {
             rows.iter().map(|data| decode("a runner", data)).collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spool_chat::workspace::CliType;
+
+    use super::*;
+
+    fn job(turn_id: &str, offered_ms: i64) -> RunnerJob {
+        RunnerJob {
+            turn_id: turn_id.to_owned(),
+            session_id: "s1".to_owned(),
+            workspace_id: None,
+            cli: CliType::Claude,
+            offered_seq: 1,
+            offered_ms,
+            wait_ms: 60_000,
+            epoch: 0,
+            runner: None,
+            lease_until_ms: 0,
+            outcome: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_left_behind_for_a_week_goes_at_its_organizations_next_offer() {
+        // GIVEN a job offered more than a week ago, one just under, and another organization's
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedMetadata::open(dir.path()).unwrap();
+        let now = SystemClock.now_ms();
+        let old = now - JOB_TTL_MS - 60_000;
+        store.offer_job("o", &job("t-old", old)).await.unwrap();
+        store
+            .offer_job("o", &job("t-kept", now - JOB_TTL_MS + 600_000))
+            .await
+            .unwrap();
+        store.offer_job("p", &job("t-old", old)).await.unwrap();
+
+        // WHEN the organization offers another
+        store.offer_job("o", &job("t-new", now)).await.unwrap();
+
+        // THEN the one left behind is gone, and the others stay
+        let turns = |jobs: Vec<RunnerJob>| jobs.into_iter().map(|j| j.turn_id).collect::<Vec<_>>();
+        assert_eq!(turns(store.runner_jobs("o", 10).await.unwrap()), ["t-kept", "t-new"]);
+        assert_eq!(turns(store.runner_jobs("p", 10).await.unwrap()), ["t-old"]);
     }
 }
