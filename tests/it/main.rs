@@ -64,6 +64,9 @@ mod processes;
 mod queued_http;
 mod read_tokens_http;
 mod runner_turns;
+mod runners;
+#[cfg(feature = "emulator")]
+mod runners_aws;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;
