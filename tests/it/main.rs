@@ -63,6 +63,7 @@ mod paging;
 mod processes;
 mod queued_http;
 mod read_tokens_http;
+mod runner_turns;
 mod runners_http;
 mod sealing;
 #[cfg(feature = "emulator")]

@@ -45,7 +45,8 @@ pub(crate) async fn offer<H: Harness>(harness: &H, person: &Api, chat: &str, tur
         .as_array()
         .map_or(0, Vec::len) as u64;
     let request = json!({ "instruction": "be brief", "messages": [], "context": {} }).to_string();
-    put_file(harness, &request_key(&org, turn), request.into_bytes()).await;
+    let files = harness.files().await;
+    files.put(&request_key(&org, turn), request.into_bytes()).await.unwrap();
     let job = RunnerJob {
         turn_id: turn.to_owned(),
         session_id: chat.to_owned(),
@@ -60,29 +61,6 @@ pub(crate) async fn offer<H: Harness>(harness: &H, person: &Api, chat: &str, tur
         outcome: None,
     };
     assert!(harness.metadata().await.offer_job(&org, &job).await.unwrap());
-}
-
-/// Stores `bytes` at `key` of the chats' file store: through its pre-signed URL on S3 (which
-/// takes no write from a function), written on the embedded store.
-async fn put_file<H: Harness>(harness: &H, key: &str, bytes: Vec<u8>) {
-    use spool_chat::attachment::{FileReader, Transfer};
-    let files = harness.files().await;
-    let size = bytes.len() as u64;
-    let ttl = std::time::Duration::from_secs(300);
-    match files.upload(key, "application/json", size, None, ttl).await.unwrap() {
-        Transfer::Direct { method, url, headers } => {
-            let mut put = reqwest::Client::new().request(method.parse().unwrap(), url).body(bytes);
-            for (name, value) in headers {
-                put = put.header(name, value);
-            }
-            let response = put.send().await.unwrap();
-            assert!(response.status().is_success(), "{}", response.status());
-        }
-        Transfer::ThroughSpool => {
-            let reader: FileReader = Box::pin(std::io::Cursor::new(bytes));
-            files.write(key, size, reader).await.unwrap();
-        }
-    }
 }
 
 /// A claim of a runner named `name` that runs claude, for every workspace.

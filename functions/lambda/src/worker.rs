@@ -41,12 +41,17 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
         metadata.clone(),
         Arc::new(spool_worker::runtimes(config, metadata.clone())),
         Arc::new(spool_log::clock::SystemClock),
-        spool_worker::engine_settings(config, metadata),
+        // On Lambda the worker has no CLIs: they run on runners unless SPOOL_CLI_HOST says.
+        spool_worker::engine_settings(config, metadata.clone(), spool_chat::runner::CliHost::Runners),
     )
     .with_files(aws.files()?)
     .with_notifier(aws.notifier().await)
     .with_feeds(aws.aggregates())
     .with_metrics(metrics.clone());
+    let engine = match aws.maintenance_jobs() {
+        Some(jobs) => engine.with_jobs(jobs),
+        None => engine,
+    };
     let mut worker = Worker::new(log.clone())
         .with_aggregates(log)
         .with_metrics(metrics)
@@ -56,7 +61,9 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
     // The turns a batch holds stay leased while their steps run (the queue's visibility
     // timeout is the short lease).
     if aws.has_turns() {
-        worker = worker.with_heartbeats(aws.turns()?, config.agents.turn_lease);
+        worker = worker
+            .with_heartbeats(aws.turns()?, config.agents.turn_lease)
+            .with_runner_checks(metadata, aws.log(), aws.turns()?);
     }
     // Push delivery, only to the public internet: subscriptions' wakes where the webhook
     // secret is given (the worker function, not the turns function), chat webhooks.

@@ -149,6 +149,10 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     );
     if !no_auth {
         banner.push_str(&format!("Open the web UI, signed in: http://{addr}/#key={api_key}\n"));
+        banner.push_str(&format!(
+            "CLI agents of a workspace set to run on runners: spool runner --url http://{addr} --api-key KEY \
+             (KEY from `spool admin create-api-key {LOCAL_ORG} --capability runner`)\n"
+        ));
     }
     // Whoever started the server may have stopped reading its output: that must not stop it.
     {

@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use spool_chat::{attachment::FileStore, webhook::service::ChatHooks};
+use spool_chat::{attachment::FileStore, runner::CliHost, webhook::service::ChatHooks};
 use spool_log::{
     clock::SystemClock,
     jobs::Deferred,
@@ -33,6 +33,8 @@ pub(crate) fn webhook_urls(config: &Config) -> UrlPolicy {
 pub(crate) struct Push {
     pub(crate) subscriptions: Arc<Subscriptions>,
     pub(crate) hooks: Arc<ChatHooks>,
+    /// Where jobs to run later go: the maintenance queue, or this process's own.
+    pub(crate) jobs: Arc<dyn Deferred>,
     /// This process's jobs, when there is no maintenance queue.
     local: Option<(spool_embedded::LocalJobs, spool_embedded::LocalJobQueue)>,
 }
@@ -61,10 +63,12 @@ pub(crate) fn push(config: &Config, services: &Services) -> anyhow::Result<Push>
         urls,
     )
     .with_outbound(outbound.clone());
-    let hooks = ChatHooks::new(services.metadata.clone(), jobs, Arc::new(SystemClock), urls).with_outbound(outbound);
+    let hooks =
+        ChatHooks::new(services.metadata.clone(), jobs.clone(), Arc::new(SystemClock), urls).with_outbound(outbound);
     Ok(Push {
         subscriptions: Arc::new(subscriptions),
         hooks: Arc::new(hooks),
+        jobs,
         local,
     })
 }
@@ -101,13 +105,24 @@ pub(crate) fn spawn_worker(
         services.metadata.clone(),
         Arc::new(spool_worker::runtimes(config, services.metadata.clone())),
         Arc::new(SystemClock),
-        spool_worker::engine_settings(config, services.metadata.clone()),
+        spool_agents::Settings {
+            public_url: Some(
+                config
+                    .agents
+                    .public_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{}", config.addr)),
+            ),
+            ..spool_worker::engine_settings(config, services.metadata.clone(), CliHost::Server)
+        },
     )
     .with_files(services.files.clone())
     .with_notifier(notifier)
-    .with_feeds(services.aggregates.clone());
+    .with_feeds(services.aggregates.clone())
+    .with_jobs(push.jobs.clone());
     let worker = spool_worker::Worker::new(services.log.clone())
         .with_aggregates(services.log.clone())
+        .with_runner_checks(services.metadata.clone(), services.log.clone(), services.turns.clone())
         .with_turns(Arc::new(engine), config.agents.turn_max_attempts)
         .with_subscriptions(push.subscriptions)
         .with_hooks(push.hooks);

@@ -1,7 +1,8 @@
 //! # Maintenance jobs
 //!
 //! The maintenance queue's jobs: sealing streams' pages (full ones as they fill, the short
-//! last one once a chat is idle), subscriptions' wakes and chat webhooks' deliveries; and the
+//! last one once a chat is idle), subscriptions' wakes, chat webhooks' deliveries and the
+//! checks of turns that wait for a runner; and the
 //! daily sweep of chats' folders on the worker's disk.
 
 use std::sync::Arc;
@@ -33,6 +34,26 @@ impl Worker {
             } => {
                 let hooks = self.hooks.as_ref().ok_or(Error::NoSubscriptions)?;
                 Ok(hooks.deliver(&org, &hook_id, &delivery_id, attempt).await?)
+            }
+            MaintenanceJob::RunnerCheck {
+                org,
+                session_id,
+                turn_id,
+            } => {
+                let checks = self.runner_checks.as_ref().ok_or(Error::NoTurns)?;
+                let job = spool_agents::runner_check(
+                    checks.metadata.as_ref(),
+                    checks.log.as_ref(),
+                    &org,
+                    &session_id,
+                    &turn_id,
+                )
+                .await?;
+                if let Some(job) = job {
+                    tracing::info!(%org, session = %session_id, turn = %turn_id, "a turn waits for a runner: queued again for the engine to look at");
+                    checks.turns.enqueue(&job).await?;
+                }
+                Ok(())
             }
             MaintenanceJob::Subscription(job) => {
                 let subscriptions = self.subscriptions.as_ref().ok_or(Error::NoSubscriptions)?;

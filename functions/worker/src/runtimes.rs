@@ -57,12 +57,17 @@ pub fn cli_agents(
     .with_roots(config.workspace_roots(claims))
 }
 
-/// The engine's settings from configuration: the turn's time limit.
+/// The engine's settings from configuration: the turn's time limit, where CLI agents run
+/// (`default_host` unless `SPOOL_CLI_HOST` says) and how long a turn waits for a runner.
 pub fn engine_settings(
     config: &spool_platform::Config,
     claims: Arc<dyn spool_chat::directory::Directory>,
+    default_host: spool_chat::runner::CliHost,
 ) -> spool_agents::Settings {
     spool_agents::Settings {
+        cli_host: config.agents.cli_host.unwrap_or(default_host),
+        runner_wait: config.agents.runner_wait,
+        public_url: config.agents.public_url.clone(),
         step_timeout: config.agents.turn_timeout,
         workspace_roots: config.workspace_roots(claims),
         knowledge_base_url: config.agents.knowledge_base_url.clone(),

@@ -36,6 +36,16 @@ pub struct Worker {
     pub(crate) subscriptions: Option<Arc<spool_log::subscription::service::Subscriptions>>,
     /// Hears feed events once appended and runs chat webhooks' deliveries.
     pub(crate) hooks: Option<Arc<spool_chat::webhook::service::ChatHooks>>,
+    /// Queues again the turns that wait for a runner, when their check is due.
+    pub(crate) runner_checks: Option<RunnerChecks>,
+}
+
+/// What a check of a turn that waits for a runner reads and where it queues the turn.
+#[derive(Clone)]
+pub(crate) struct RunnerChecks {
+    pub(crate) metadata: Arc<dyn spool_chat::metadata::Metadata>,
+    pub(crate) log: Arc<dyn StreamLog>,
+    pub(crate) turns: Arc<dyn TurnQueue>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -61,7 +71,21 @@ impl Worker {
             metrics: Arc::new(spool_log::metrics::LogMetrics),
             subscriptions: None,
             hooks: None,
+            runner_checks: None,
         }
+    }
+
+    /// The same worker, running the checks of turns that wait for a runner: such a turn, still
+    /// waiting, is queued again on `turns`, for the engine to fail it if no runner took it.
+    #[must_use]
+    pub fn with_runner_checks(
+        mut self,
+        metadata: Arc<dyn spool_chat::metadata::Metadata>,
+        log: Arc<dyn StreamLog>,
+        turns: Arc<dyn TurnQueue>,
+    ) -> Self {
+        self.runner_checks = Some(RunnerChecks { metadata, log, turns });
+        self
     }
 
     /// The same worker, recording turn steps' times and seal requests' waits in `metrics`.

@@ -538,31 +538,37 @@ impl Runtime for Cli {
             let _ = tokio::fs::remove_file(context).await;
         }
         let out = result?;
-        let message = out.message.unwrap_or_default();
-        if !message.is_empty() {
-            sink.text(&message).await?;
+        let reply = reply_of(out.message, out.actions);
+        if !reply.text.is_empty() {
+            sink.text(&reply.text).await?;
         }
-        let tool_calls = out
-            .actions
-            .into_iter()
-            .map(|action| {
-                let name = action["type"].as_str().unwrap_or("(no type)").to_owned();
-                let mut arguments = action;
-                if let Some(fields) = arguments.as_object_mut() {
-                    fields.remove("type");
-                }
-                ToolCall {
-                    id: new_id("act"),
-                    name,
-                    arguments,
-                }
-            })
-            .collect();
-        Ok(Reply {
-            text: message,
-            tool_calls,
-            usage: None,
-            one_shot: true,
+        Ok(reply)
+    }
+}
+
+/// The reply a CLI's output makes (its `message` and `actions`, the third source design's
+/// format): the message is the text, each action a call of the tool its `type` names, to run
+/// at once. A runner's settled output is read the same way.
+pub fn reply_of(message: Option<String>, actions: Vec<Value>) -> Reply {
+    let tool_calls = actions
+        .into_iter()
+        .map(|action| {
+            let name = action["type"].as_str().unwrap_or("(no type)").to_owned();
+            let mut arguments = action;
+            if let Some(fields) = arguments.as_object_mut() {
+                fields.remove("type");
+            }
+            ToolCall {
+                id: new_id("act"),
+                name,
+                arguments,
+            }
         })
+        .collect();
+    Reply {
+        text: message.unwrap_or_default(),
+        tool_calls,
+        usage: None,
+        one_shot: true,
     }
 }

@@ -24,5 +24,5 @@ pub mod state;
 pub mod sweep;
 pub mod tools;
 
-pub use engine::{EndReason, Engine, Outcome, Settings};
+pub use engine::{EndReason, Engine, Outcome, Settings, runner_check};
 pub use runtimes::Runtimes;

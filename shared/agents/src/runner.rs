@@ -5,9 +5,20 @@
 //! the files are read from), a runner claims it, rebuilds the request with its own way of
 //! fetching the chat's files and runs the CLI runtime ([`crate::cli`]) on its machine.
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
-use crate::runtime::{Attached, FileAccess, Message, Request, ToolSpec, TurnContext};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use spool_chat::{
+    clis::{CliProbe, CliStatus},
+    runner::RunnerRecord,
+    workspace::CliType,
+};
+
+use crate::{
+    runtime::{Attached, Error, FileAccess, Message, Reply, Request, Runtime, Sink, ToolSpec, TurnContext},
+    runtimes::CliRuntimes,
+};
 
 /// A reply's request as it travels to a runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,5 +79,89 @@ impl RunnerRequest {
             files: self.files,
             file_access,
         }
+    }
+}
+
+/// A CLI of a workspace whose CLI agents run on runners: the engine offers its replies to
+/// runners ([`crate::runtime::Runtime::runner_cli`]) and never calls it.
+#[derive(Debug)]
+struct OnRunner {
+    cli: CliType,
+}
+
+#[async_trait]
+impl Runtime for OnRunner {
+    fn describe(&self, _: &Request) -> String {
+        format!("cli:{}", crate::cli::program(self.cli))
+    }
+
+    fn works_on_disk(&self) -> bool {
+        true
+    }
+
+    fn runner_cli(&self) -> Option<CliType> {
+        Some(self.cli)
+    }
+
+    async fn respond(&self, _: &Request, _: &mut dyn Sink) -> Result<Reply, Error> {
+        Err(Error::Failed(format!(
+            "`{}` runs on a runner, not here",
+            crate::cli::program(self.cli)
+        )))
+    }
+}
+
+/// The CLIs the online runners serving a workspace offer, as the engine picks among them.
+#[derive(Debug, Clone)]
+pub struct RunnerClis {
+    offered: Vec<CliStatus>,
+}
+
+impl RunnerClis {
+    /// What `runners` (the organization's, as recorded) offer a chat of `workspace` at `now_ms`:
+    /// each CLI once, healthy if an online runner serving it runs it.
+    pub fn offered(runners: &[RunnerRecord], workspace: Option<&str>, now_ms: i64) -> Self {
+        let serving: Vec<&RunnerRecord> = runners
+            .iter()
+            .filter(|r| r.online(now_ms) && r.serves(workspace))
+            .collect();
+        let offered = CliType::ALL
+            .into_iter()
+            .map(|cli| {
+                let healthy = serving
+                    .iter()
+                    .find_map(|r| r.clis.iter().find(|c| c.cli == cli && c.healthy).map(|c| (r, c)));
+                match healthy {
+                    Some((runner, status)) => CliStatus {
+                        reason: Some(format!("on the runner `{}`", runner.name)),
+                        ..status.clone()
+                    },
+                    None => CliStatus::unavailable(cli, "no runner online for this workspace runs it"),
+                }
+            })
+            .collect();
+        Self { offered }
+    }
+}
+
+#[async_trait]
+impl CliProbe for RunnerClis {
+    async fn clis(&self) -> Vec<CliStatus> {
+        self.offered.clone()
+    }
+}
+
+impl CliRuntimes for RunnerClis {
+    fn known_clis(&self) -> Vec<CliStatus> {
+        self.offered.clone()
+    }
+
+    /// Any CLI: a turn for one no runner offers yet waits for a runner that does.
+    fn runtime(&self, cli: CliType) -> Result<Arc<dyn Runtime>, String> {
+        Ok(Arc::new(OnRunner { cli }))
+    }
+
+    fn first_installed(&self) -> Option<CliType> {
+        self.offered.iter().find(|c| c.healthy).map(|c| c.cli)
     }
 }

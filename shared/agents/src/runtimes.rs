@@ -16,6 +16,7 @@ use spool_chat::{
 use crate::{runtime::Runtime, scripted::Scripted};
 
 /// The runtimes this process can run.
+#[derive(Clone)]
 pub struct Runtimes {
     scripted: Arc<dyn Runtime>,
     openai: Option<Arc<dyn Runtime>>,
@@ -92,6 +93,15 @@ impl Runtimes {
         }
         let clis = self.cli.as_ref().map(|cli| cli.known_clis()).unwrap_or_default();
         crate::context::Capabilities { clis, providers }
+    }
+
+    /// The same runtimes, with the CLIs runners offer in place of this process's own: for a
+    /// chat of a workspace whose CLI agents run on runners.
+    #[must_use]
+    pub fn on_runners(&self, offered: crate::runner::RunnerClis) -> Self {
+        let mut runtimes = self.clone();
+        runtimes.cli = Some(Arc::new(offered));
+        runtimes
     }
 
     /// With CLI runtimes.

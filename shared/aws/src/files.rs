@@ -165,6 +165,19 @@ impl FileStore for S3Files {
         ))
     }
 
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/json")
+            .body(bytes.into())
+            .send()
+            .await
+            .map_err(|e| s3("PutObject (Spool's file)", e))?;
+        Ok(())
+    }
+
     async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
         match self.client.get_object().bucket(&self.bucket).key(key).send().await {
             Ok(out) => Ok(Some(Box::pin(out.body.into_async_read()))),

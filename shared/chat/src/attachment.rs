@@ -151,6 +151,10 @@ pub trait FileStore: Send + Sync {
     /// leaves nothing, a second upload is [`Error::Exists`].
     async fn write(&self, key: &str, size: u64, body: FileReader) -> Result<(), Error>;
 
+    /// Stores `bytes` Spool itself made (not a client's upload) as `key`, replacing what is
+    /// there: a runner job's request ([`crate::runner::request_key`]).
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error>;
+
     /// The bytes stored at `key`, if any.
     async fn read(&self, key: &str) -> Result<Option<FileReader>, Error>;
 

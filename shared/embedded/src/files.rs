@@ -67,6 +67,31 @@ impl FileStore for LocalFiles {
         Ok(Transfer::ThroughSpool)
     }
 
+    /// Writes `bytes` as `key` through a temporary file renamed into place, replacing it.
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
+        let path = self.path(key)?;
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let io = |e: std::io::Error| Error::unavailable("write a file of Spool's", e);
+        tokio::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .await
+            .map_err(io)?;
+        let temporary = dir.join(format!(".{}.part", uuid_like()));
+        let _temporary = RemoveOnDrop(temporary.clone());
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .await
+            .map_err(io)?;
+        file.write_all(&bytes).await.map_err(io)?;
+        file.sync_all().await.map_err(io)?;
+        tokio::fs::rename(&temporary, &path).await.map_err(io)
+    }
+
     /// Writes exactly `size` bytes from `body` as `key`; more or fewer is refused and nothing
     /// is kept. An object already there is refused ([`Error::Exists`]): an upload happens once.
     async fn write(&self, key: &str, size: u64, mut body: FileReader) -> Result<(), Error> {

@@ -74,6 +74,16 @@ pub enum MaintenanceJob {
     },
     /// Deliver or expire a subscription's wake ([`crate::subscription`]), after a delay.
     Subscription(crate::subscription::SubscriptionJob),
+    /// Look at a turn that waits for a runner (`spool_chat::runner`): queue it again, so the
+    /// engine fails it if no runner took it in time or its runner was lost too often.
+    RunnerCheck {
+        /// The organization.
+        org: String,
+        /// The chat.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+    },
     /// Attempt a webhook endpoint's delivery (the endpoints' owner runs it: the worker).
     Webhook {
         /// The organization.

@@ -84,6 +84,10 @@ pub struct AgentSettings {
     /// `SPOOL_RUNNER_WAIT_MS`: how long a turn of a `runners` workspace waits for a runner to
     /// take it (again, after one was lost) before it fails (default 600000).
     pub runner_wait: Duration,
+    /// `SPOOL_PUBLIC_URL`: where people and runners reach this deployment (the CDN's address on
+    /// AWS), for the `spool runner` command line Spool tells people to run; unset under `spool
+    /// serve`, its own address.
+    pub public_url: Option<String>,
 }
 
 /// Variables a CLI agent keeps from Spool's environment: `PATH`, and the locale, so its output

@@ -287,6 +287,7 @@ impl Config {
                     .transpose()?,
                 runner_wait: millis(&vars, "SPOOL_RUNNER_WAIT_MS", Duration::from_secs(600))?
                     .max(Duration::from_secs(1)),
+                public_url: get("SPOOL_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),

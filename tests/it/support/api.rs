@@ -95,6 +95,11 @@ pub(crate) const DEV_URLS: spool_log::subscription::spec::UrlPolicy =
 pub(crate) struct Push {
     pub(crate) subscriptions: Arc<spool_log::subscription::service::Subscriptions>,
     pub(crate) hooks: Arc<spool_chat::webhook::service::ChatHooks>,
+    /// Where jobs run later go (this process's task).
+    pub(crate) jobs: Arc<dyn spool_log::jobs::Deferred>,
+    /// The turn queue the checks of turns that wait for a runner queue them on, once a worker
+    /// runs them.
+    pub(crate) runner_turns: Arc<std::sync::OnceLock<Arc<dyn spool_chat::turns::TurnQueue>>>,
 }
 
 impl Push {
@@ -114,24 +119,49 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
     let outbound = Arc::new(spool_worker::Webhooks::new(DEV_URLS).unwrap());
     let subscriptions = spool_log::subscription::service::Subscriptions::new(
         metadata.clone(),
-        log,
+        log.clone(),
         Arc::new(jobs.clone()),
         Arc::new(spool_auth::WebhookKeys::derive(SECRET).unwrap()),
         Arc::new(SystemClock),
         DEV_URLS,
     )
     .with_outbound(outbound.clone());
-    let hooks = spool_chat::webhook::service::ChatHooks::new(metadata, Arc::new(jobs), Arc::new(SystemClock), DEV_URLS)
-        .with_outbound(outbound);
+    let hooks = spool_chat::webhook::service::ChatHooks::new(
+        metadata.clone(),
+        Arc::new(jobs.clone()),
+        Arc::new(SystemClock),
+        DEV_URLS,
+    )
+    .with_outbound(outbound);
     let push = Push {
         subscriptions: Arc::new(subscriptions),
         hooks: Arc::new(hooks),
+        jobs: Arc::new(jobs),
+        runner_turns: Arc::default(),
     };
     let (subscriptions, hooks) = (push.subscriptions.clone(), push.hooks.clone());
+    let runner_turns = push.runner_turns.clone();
     tokio::spawn(spool_embedded::LocalJobs::run(queue, move |job| {
         let (subscriptions, hooks) = (subscriptions.clone(), hooks.clone());
+        let (metadata, log, runner_turns) = (metadata.clone(), log.clone(), runner_turns.clone());
         async move {
             match job {
+                MaintenanceJob::RunnerCheck {
+                    org,
+                    session_id,
+                    turn_id,
+                } => match runner_turns.get() {
+                    Some(turns) => {
+                        match spool_agents::runner_check(metadata.as_ref(), log.as_ref(), &org, &session_id, &turn_id)
+                            .await
+                        {
+                            Ok(Some(job)) => turns.enqueue(&job).await,
+                            Ok(None) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    None => Ok(()),
+                },
                 MaintenanceJob::Subscription(job) => subscriptions.run(&job).await,
                 MaintenanceJob::Webhook {
                     org,

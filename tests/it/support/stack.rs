@@ -66,6 +66,8 @@ pub(crate) struct Stack {
     pub(crate) other: Api,
     pub(crate) metadata: Arc<dyn Metadata>,
     pub(crate) log: Arc<dyn StreamLog>,
+    /// The turn queue the worker drains.
+    pub(crate) turns: Arc<dyn spool_chat::turns::TurnQueue>,
 }
 
 pub(crate) async fn stack<H: Harness>(harness: &H) -> Stack {
@@ -151,14 +153,16 @@ async fn stack_over<H: Harness>(
     )
     .with_files(files.clone())
     .with_notifier(notifier)
-    .with_feeds(push.feeds(log.clone()));
+    .with_feeds(push.feeds(log.clone()))
+    .with_jobs(push.jobs.clone());
+    let _ = push.runner_turns.set(turns.clone());
     let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
     let org_turns = poll.per_org;
     tokio::spawn(spool_worker::poll_turns(Arc::new(worker), turns.clone(), poll));
     let base = super::serve_with(
         log.clone(),
         metadata.clone(),
-        turns,
+        turns.clone(),
         files,
         spool_chat::service::AttachmentLimits::default(),
         &push,
@@ -172,5 +176,6 @@ async fn stack_over<H: Harness>(
         other,
         metadata,
         log,
+        turns,
     }
 }

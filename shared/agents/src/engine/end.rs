@@ -30,6 +30,9 @@ impl Step<'_> {
             }
         }
         self.release().await?;
+        if self.on_runners {
+            self.drop_runner_job().await;
+        }
         // A cancelled turn is a failed one, as the third source design records it ("cancel
         // changes the chat queue item to failed"); its detail says `aborted`.
         let status = match reason {

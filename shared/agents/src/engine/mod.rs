@@ -32,6 +32,9 @@
 mod calls;
 mod end;
 mod reply;
+mod runner;
+
+pub use runner::runner_check;
 
 use std::{
     sync::{
@@ -43,6 +46,7 @@ use std::{
 
 use serde_json::Value;
 pub use spool_chat::event::EndReason;
+use spool_chat::runner::CliHost;
 use spool_chat::{
     attachment::FileStore,
     confine::WorkspaceRoots,
@@ -64,6 +68,7 @@ use spool_chat::{
 use spool_log::{
     clock::{Clock, rfc3339_ms},
     error::Error,
+    jobs::Deferred,
     notify::WaitOutcome,
     port::StreamLog,
     stream::{Offset, ProducerClaim, StreamPath},
@@ -126,6 +131,13 @@ pub struct Settings {
     /// to append it. Past it the message never came (its request died first), and the step
     /// does nothing.
     pub message_wait: Duration,
+    /// Where the CLI agents of a workspace that does not say run (`SPOOL_CLI_HOST`).
+    pub cli_host: CliHost,
+    /// How long a turn waits for a runner to take it (again) before it fails
+    /// (`SPOOL_RUNNER_WAIT_MS`).
+    pub runner_wait: Duration,
+    /// This deployment's URL, for the `spool runner` command line a person is told to run.
+    pub public_url: Option<String>,
 }
 
 impl Default for Settings {
@@ -139,6 +151,9 @@ impl Default for Settings {
             inline: InlineLimits::default(),
             knowledge_base_url: "/v1/docs".to_owned(),
             message_wait: Duration::from_secs(60),
+            cli_host: CliHost::Server,
+            runner_wait: Duration::from_millis(spool_chat::runner::DEFAULT_WAIT_MS.unsigned_abs()),
+            public_url: None,
         }
     }
 }
@@ -162,6 +177,8 @@ pub struct Engine {
     workspaces: spool_chat::service::WorkspaceService,
     /// Chats' records, for actions (`rename_chat`).
     chats: spool_chat::service::ChatRecords,
+    /// Where checks of turns that wait for a runner are scheduled.
+    jobs: Option<Arc<dyn Deferred>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -196,7 +213,16 @@ impl Engine {
             files: None,
             notifier: Arc::new(LogNotifier),
             metrics: Arc::new(spool_log::metrics::LogMetrics),
+            jobs: None,
         }
+    }
+
+    /// The same engine, scheduling the checks of turns that wait for a runner with `jobs`
+    /// (without, such a turn fails only when something else queues it again).
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: Arc<dyn Deferred>) -> Self {
+        self.jobs = Some(jobs);
+        self
     }
 
     /// The same engine, recording the models' token counts in `metrics`.
@@ -267,8 +293,11 @@ impl Engine {
             None => None,
         };
         let read = events.last().map_or(0, |e| e.seq);
+        let (runtimes, on_runners) = self.runtimes_for(&job.org, &session, agent.as_ref()).await?;
         let mut turn = Step {
             engine: self,
+            runtimes,
+            on_runners,
             job,
             writer: Writer {
                 producer: format!("turn:{}", job.turn_id),
@@ -362,6 +391,9 @@ impl Engine {
         let read = events.last().map_or(0, |e| e.seq);
         let mut step = Step {
             engine: self,
+            runtimes: self.runtimes.clone(),
+            // Whatever ran it, a job a runner may hold goes with the turn.
+            on_runners: true,
             job,
             writer: Writer {
                 producer: format!("turn:{}", job.turn_id),
@@ -420,11 +452,17 @@ enum Replied {
     Failed(String),
     /// Stopped before the host's deadline.
     CarriedOver,
+    /// Offered to runners: the turn waits for one to answer.
+    Waiting,
 }
 
 /// One step of one turn.
 struct Step<'a> {
     engine: &'a Engine,
+    /// The runtimes the chat may use: with its workspace's runners' CLIs, when they run there.
+    runtimes: Arc<Runtimes>,
+    /// Whether the chat's CLI agents run on runners (its turn may have a runner job).
+    on_runners: bool,
     job: &'a TurnJob,
     writer: Writer,
     session: Session,
@@ -471,7 +509,7 @@ impl Step<'_> {
             return self.finish(EndReason::Aborted, None).await;
         }
         self.record(TurnStatus::InProgress, None).await?;
-        let runtime = self.engine.runtimes.pick(self.agent.as_ref(), &self.session);
+        let runtime = self.runtimes.pick(self.agent.as_ref(), &self.session);
         if !state.started {
             let trigger = self.events.iter().find(|e| e.seq == start_seq);
             let blank = !trigger.is_some_and(
@@ -537,8 +575,13 @@ impl Step<'_> {
                 self.system(Level::Error, &reason).await?;
                 return self.finish(EndReason::Error, Some(&reason)).await;
             }
-            match self.reply(runtime.as_ref()).await? {
+            let replied = match runtime.runner_cli() {
+                Some(cli) => self.by_runner(runtime.as_ref(), cli).await?,
+                None => self.reply(runtime.as_ref()).await?,
+            };
+            match replied {
                 Replied::Done => {}
+                Replied::Waiting => return Ok(Outcome::Waiting),
                 Replied::Aborted => return self.finish(EndReason::Aborted, None).await,
                 Replied::CarriedOver => {
                     let detail = "carried over to a new invocation".to_owned();

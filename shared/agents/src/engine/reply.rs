@@ -64,7 +64,7 @@ impl Step<'_> {
             return Ok(None);
         };
         if self.context.is_none() {
-            let capabilities = self.engine.runtimes.capabilities();
+            let capabilities = self.runtimes.capabilities();
             let text = crate::context::workspace_context(
                 self.engine.metadata.as_ref(),
                 self.engine.notifier.as_ref(),
@@ -78,11 +78,12 @@ impl Step<'_> {
         Ok(self.context.clone())
     }
 
-    /// One reply of the runtime, streamed into events, raced against an abort.
-    pub(super) async fn reply(&mut self, runtime: &dyn Runtime) -> Result<Replied, Error> {
+    /// What the runtime is asked for its next reply: the chat as it was when this turn's
+    /// message came and what this turn added since, with what a runtime that works on disk
+    /// needs (the workspace's context, the chat's files).
+    pub(super) async fn request_for(&mut self, runtime: &dyn Runtime) -> Result<Request, Error> {
         let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
-        // The chat as it was when this turn's message came, and what this turn added since: a
-        // message queued behind it (`on_busy: enqueue`) is the next turn's to answer.
+        // A message queued behind this turn (`on_busy: enqueue`) is the next turn's to answer.
         let start = self.state().start_seq.unwrap_or(0);
         let seen: Vec<Event> = self
             .events
@@ -123,6 +124,12 @@ impl Step<'_> {
                 request.file_access = Some(access);
             }
         }
+        Ok(request)
+    }
+
+    /// One reply of the runtime, streamed into events, raced against an abort.
+    pub(super) async fn reply(&mut self, runtime: &dyn Runtime) -> Result<Replied, Error> {
+        let request = self.request_for(runtime).await?;
         let message_id = new_id("msg");
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let mut sink = ChannelSink(tx);

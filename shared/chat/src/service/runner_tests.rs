@@ -307,6 +307,10 @@ impl FileStore for Files {
     async fn write(&self, _: &str, _: u64, _: FileReader) -> Result<(), Error> {
         unimplemented!()
     }
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
+        self.0.lock().unwrap().insert(key.to_owned(), bytes);
+        Ok(())
+    }
     async fn read(&self, key: &str) -> Result<Option<FileReader>, Error> {
         let bytes = self.0.lock().unwrap().get(key).cloned();
         Ok(bytes.map(|b| Box::pin(std::io::Cursor::new(b)) as FileReader))

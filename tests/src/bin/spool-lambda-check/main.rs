@@ -19,7 +19,11 @@
 //!    over; the worker appends them);
 //! 4. the answer is read back through the stream function: the long-poll wakes with it, and a
 //!    catch-up read holds the whole turn, in order, once;
-//! 5. a malformed job is reported failed in the batch response (so SQS keeps it for its
+//! 5. the stream function only reads, and the aggregates reach the feed and audit streams once;
+//! 6. a CLI turn of a workspace whose CLI agents run on runners (Lambda's default) is taken by a
+//!    real `spool runner` process with a runner key, through a proxy that adds the origin
+//!    secret as CloudFront does ([`runner`]), and its reply and action land once;
+//! 7. a malformed job is reported failed in the batch response (so SQS keeps it for its
 //!    dead-letter queue), never acknowledged.
 //!
 //! Usage: `spool-lambda-check` (after `make emulator-up` or inside `make test`); exits non-zero on
@@ -41,6 +45,8 @@ use anyhow::{Context, Result, ensure};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
+
+mod runner;
 
 /// How long the whole chat may take before the check gives up.
 const CHAT_DEADLINE: Duration = Duration::from_secs(120);
@@ -696,7 +702,132 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         "the worker appended the feed events and the audit record the functions handed to the aggregates queue, once each, in order",
     );
 
-    // 6. A malformed job is reported failed, never deleted as done.
+    // 6. A CLI turn through a runner: Lambda's worker has no CLIs, so a chat with `claude` in a
+    //    workspace (whose CLI agents run on runners by default here) is offered to runners; a
+    //    `spool runner` process with a runner key, reaching the API only through the "CDN",
+    //    takes it, runs the CLI on its machine and settles it; the worker records the reply.
+    let runner_key = admin(&api_env, &["create-api-key", &org, "--capability", "runner"]).await?;
+    let runner_key = runner_key["api_key"]
+        .as_str()
+        .context("the runner's api_key")?
+        .to_owned();
+    let cdn = runner::cdn(api.url(), origin.clone()).await?;
+    let bin = tempfile::tempdir()?;
+    runner::fake_claude(bin.path())?;
+    let _runner = runner::start(&cdn, &runner_key, bin.path(), logs)?;
+    let runners_ws = call(
+        &http,
+        api,
+        &token,
+        Method::POST,
+        "/v1/workspaces",
+        Some(json!({ "name": "Repo" })),
+    )
+    .await?;
+    let runners_ws = runners_ws["id"].as_str().context("workspace id")?.to_owned();
+    ensure!(
+        call(
+            &http,
+            api,
+            &token,
+            Method::GET,
+            &format!("/v1/workspaces/{runners_ws}"),
+            None
+        )
+        .await?["cli_host"]
+            == "runners",
+        "a workspace on Lambda does not run its CLI agents on runners by default"
+    );
+    let cli_chat = call(
+        &http,
+        api,
+        &token,
+        Method::POST,
+        "/v1/sessions",
+        Some(json!({ "workspace_id": runners_ws })),
+    )
+    .await?;
+    let cli_chat = cli_chat["id"].as_str().context("chat id")?.to_owned();
+    call(
+        &http,
+        api,
+        &token,
+        Method::PATCH,
+        &format!("/v1/sessions/{cli_chat}"),
+        Some(json!({ "cli_type": "claude" })),
+    )
+    .await?;
+    let sent = call(
+        &http,
+        api,
+        &token,
+        Method::POST,
+        &format!("/v1/sessions/{cli_chat}/messages"),
+        Some(json!({ "content": "hello runner" })),
+    )
+    .await?;
+    let cli_turn = sent["turn_id"].as_str().context("turn_id")?.to_owned();
+    let started = Instant::now();
+    let events = loop {
+        ensure!(
+            started.elapsed() < CHAT_DEADLINE,
+            "the runner's turn did not end in {CHAT_DEADLINE:?} (see spool-runner.log)"
+        );
+        for queue in [&turns, &maintenance, &aggregates] {
+            let (_, failed) = deliver(worker, &http, &sqs, queue, &region).await?;
+            ensure!(failed.is_empty(), "the worker reported jobs failed: {failed:?}");
+        }
+        let page = call(
+            &http,
+            api,
+            &token,
+            Method::GET,
+            &format!("/v1/sessions/{cli_chat}/events?after=0&limit=1000"),
+            None,
+        )
+        .await?;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        if events
+            .iter()
+            .any(|e| e["type"] == "agent_end" && e["turn_id"] == cli_turn.as_str())
+        {
+            break events;
+        }
+    };
+    let of_turn: Vec<&Value> = events.iter().filter(|e| e["turn_id"] == cli_turn.as_str()).collect();
+    let kind = |t: &str| of_turn.iter().filter(|e| e["type"] == t).count();
+    ensure!(
+        kind("message_end") == 1 && kind("agent_end") == 1,
+        "the runner's turn: {of_turn:?}"
+    );
+    let end = of_turn.iter().find(|e| e["type"] == "agent_end").context("agent_end")?;
+    ensure!(end["payload"]["reason"] == "complete", "the runner's turn ended {end}");
+    let reply = of_turn
+        .iter()
+        .find(|e| e["type"] == "message_end")
+        .context("message_end")?;
+    ensure!(
+        reply["payload"]["text"] == runner::ANSWER,
+        "the runner's reply: {reply}"
+    );
+    let session = call(
+        &http,
+        api,
+        &token,
+        Method::GET,
+        &format!("/v1/sessions/{cli_chat}"),
+        None,
+    )
+    .await?;
+    ensure!(
+        session["title"] == "Run on a runner",
+        "the CLI's action did not run: {session}"
+    );
+    say(
+        "a spool runner took the CLI turn through the API function, and the worker recorded its reply and ran its action",
+    );
+
+    // 7. A malformed job is reported failed, never deleted as done.
     sqs.send_message()
         .queue_url(&maintenance)
         .message_body("{\"not\": \"a job\"}")
