@@ -229,7 +229,7 @@ impl RunnerService {
                         reason: LOST_REQUEST.to_owned(),
                     };
                     if self.jobs.settle_job(org, &job.turn_id, epoch, &lost).await? {
-                        self.queue_again(org, &job.session_id, &job.turn_id).await?;
+                        self.queue_again(org, &job.session_id, &job.turn_id, epoch).await?;
                     }
                 }
             }
@@ -367,15 +367,15 @@ impl RunnerService {
             }
         }
         tracing::info!(org, turn = turn_id, epoch = settle.epoch, "a runner settled its turn");
-        self.queue_again(org, &job.session_id, turn_id).await
+        self.queue_again(org, &job.session_id, turn_id, settle.epoch).await
     }
 
-    /// Queues `turn_id` of chat `session_id` again, at the chat's tail, as
-    /// [`super::ChatService::enqueue_turn`] does: recorded as queued (unless it is further
-    /// along), then queued.
-    async fn queue_again(&self, org: &str, session_id: &str, turn_id: &str) -> Result<(), Error> {
+    /// Queues `turn_id` of chat `session_id` again after the settle of claim `epoch`, at the
+    /// chat's tail, as [`super::ChatService::enqueue_turn`] does: recorded as queued (unless it
+    /// is further along), then queued ([`TurnJob::settled`]: a key of its own).
+    async fn queue_again(&self, org: &str, session_id: &str, turn_id: &str, epoch: u64) -> Result<(), Error> {
         let tail = self.log.metadata(&Session::stream(org, session_id)?).await?.tail.seq();
-        let job = TurnJob::new(org, session_id, turn_id, tail);
+        let job = TurnJob::new(org, session_id, turn_id, tail).settled(epoch);
         let record = TurnRecord::at(turn_id, tail, TurnStatus::Queued, None, self.clock.now_ms());
         self.sessions.record_turn(org, session_id, &record).await?;
         self.turns.enqueue(&job).await
