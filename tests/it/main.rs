@@ -67,6 +67,7 @@ mod runner_turns;
 mod runners;
 #[cfg(feature = "emulator")]
 mod runners_aws;
+mod runners_http;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;

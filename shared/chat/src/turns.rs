@@ -41,6 +41,12 @@ pub struct TurnJob {
     /// finding none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_message_ms: Option<i64>,
+    /// The claim epoch of a runner's settle that queued this step ([`TurnJob::settled`]): part
+    /// of its key, since a runner's settle appends nothing, so the chat's tail may be the one
+    /// an earlier job of the turn (its offer, a check of its job) was keyed by, and that job's
+    /// key would deduplicate it away (SQS keeps a deduplication id five minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_epoch: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -92,14 +98,28 @@ impl TurnJob {
             continuation: 0,
             step_started_ms: None,
             before_message_ms: None,
+            settled_epoch: None,
         }
     }
 
-    /// The job's deduplication key: one job per turn step (and per carry-over of it).
+    /// The job that has the engine record what a runner settled with claim `epoch` of the
+    /// turn's runner job.
+    #[must_use]
+    pub fn settled(mut self, epoch: u64) -> Self {
+        self.settled_epoch = Some(epoch);
+        self
+    }
+
+    /// The job's deduplication key: one job per turn step (and per carry-over of it, and per
+    /// runner's settle).
     pub fn key(&self) -> String {
-        match self.continuation {
+        let step = match self.continuation {
             0 => format!("{}.{}", self.turn_id, self.trigger_seq),
             n => format!("{}.{}.c{n}", self.turn_id, self.trigger_seq),
+        };
+        match self.settled_epoch {
+            None => step,
+            Some(epoch) => format!("{step}.r{epoch}"),
         }
     }
 
