@@ -47,6 +47,11 @@ pub struct TurnJob {
     /// key would deduplicate it away (SQS keeps a deduplication id five minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_epoch: Option<u64>,
+    /// When the check of the turn's runner job that queued this step ran ([`TurnJob::checked`]):
+    /// part of its key for the same reason (a check appends nothing), and so that each check's
+    /// run is counted as a run of its own, not as another attempt of the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_ms: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -99,7 +104,15 @@ impl TurnJob {
             step_started_ms: None,
             before_message_ms: None,
             settled_epoch: None,
+            checked_ms: None,
         }
+    }
+
+    /// The job a check of the turn's runner job at `now_ms` queues.
+    #[must_use]
+    pub fn checked(mut self, now_ms: i64) -> Self {
+        self.checked_ms = Some(now_ms);
+        self
     }
 
     /// The job that has the engine record what a runner settled with claim `epoch` of the
@@ -117,9 +130,13 @@ impl TurnJob {
             0 => format!("{}.{}", self.turn_id, self.trigger_seq),
             n => format!("{}.{}.c{n}", self.turn_id, self.trigger_seq),
         };
-        match self.settled_epoch {
+        let step = match self.settled_epoch {
             None => step,
             Some(epoch) => format!("{step}.r{epoch}"),
+        };
+        match self.checked_ms {
+            None => step,
+            Some(ms) => format!("{step}.k{ms}"),
         }
     }
 
