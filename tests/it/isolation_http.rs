@@ -203,12 +203,13 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             ("/v1/slash-commands/{name}", "name") => "a-secret".to_owned(),
             (_, "name") => "a-cmd".to_owned(),
             (_, "turn_id") => mine.turn.clone(),
-            (_, "attachment_id") => mine.attachment.clone(),
+            (_, "attachment_id" | "file_id") => mine.attachment.clone(),
             (t, p) => panic!("{t}: no value for `{{{p}}}`"),
         });
         let path = match template {
             "/v1/sessions" if op.method == "get" => format!("{path}?workspace_id={}", mine.ws),
             "/v1/stream/{path}" if op.method == "get" => format!("{path}?offset=-1"),
+            "/v1/runner/turns/{turn_id}/files/{file_id}" => format!("{path}?epoch=1"),
             _ => path,
         };
         let body = valid_body(&op, &fill);
@@ -253,8 +254,12 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         // A wake's routes take the wake's own token, which B's is not.
         let wake_route =
             template.ends_with("/callback") || template.ends_with("/ack") || template.ends_with("/release");
+        // The runner routes take only runners' tokens (B's runner: `another_organizations_runner_never_takes_a_turn`).
+        let runner_route = template.starts_with("/v1/runner/");
         if wake_route {
             assert_eq!(status, 401, "{op} with B's token: {text}");
+        } else if runner_route {
+            assert_eq!(status, 403, "{op} with B's person's token: {text}");
         } else if names_a && !own_stream {
             assert_eq!(status, 404, "{op} as B on A's {path}: {text}");
         } else {
@@ -389,7 +394,75 @@ pub(crate) async fn a_working_directory_belongs_to_one_organization<H: Harness>(
     std::fs::remove_dir_all(&elsewhere).unwrap();
 }
 
+/// Runners, two organizations: B's runner never claims A's job, and its heartbeats, file
+/// fetches and settles of A's turn are refused as if the turn were not there; A's runner takes
+/// it, and B's list of runners does not show A's.
+pub(crate) async fn another_organizations_runner_never_takes_a_turn<H: Harness>(harness: &H) {
+    use crate::runners_http::{claim, offer, runner_client};
+    let (a, b, _) = setup(harness).await;
+    let (runner_a, runner_b) = (runner_client(harness, &a).await, runner_client(harness, &b).await);
+    let chat = a.ok(Method::POST, "/v1/sessions", Some(json!({}))).await;
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let file = crate::attachments_http::upload(&a, &chat, "a.txt", "text/plain", b"A's file").await;
+    let file = file["attachment"]["id"].as_str().unwrap().to_owned();
+    offer(harness, &a, &chat, "turn_a").await;
+    // WHEN B's runner claims, waiting a moment
+    let (status, body) = runner_b
+        .call(Method::POST, "/v1/runner/claim", Some(claim("box-b", 300)))
+        .await;
+    // THEN it gets nothing
+    assert_eq!(status, 204, "{body}");
+    // AND for A's turn, whatever epoch it names, it is told to stop, and refused
+    for epoch in [0, 1] {
+        let beat = runner_b
+            .ok(
+                Method::POST,
+                "/v1/runner/turns/turn_a/heartbeat",
+                Some(json!({ "epoch": epoch, "wait_ms": 0 })),
+            )
+            .await;
+        assert_eq!(beat["cancel"], true, "{beat}");
+        let (status, body) = runner_b
+            .call(
+                Method::GET,
+                &format!("/v1/runner/turns/turn_a/files/{file}?epoch={epoch}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 409, "{body}");
+        let settle = json!({ "epoch": epoch, "outcome": { "status": "reply", "message": "B's answer" } });
+        let (status, body) = runner_b
+            .call(Method::POST, "/v1/runner/turns/turn_a/result", Some(settle))
+            .await;
+        assert_eq!(status, 409, "{body}");
+    }
+    // AND A's runner takes it, untouched
+    let got = runner_a
+        .ok(Method::POST, "/v1/runner/claim", Some(claim("box-a", 0)))
+        .await;
+    assert_eq!(
+        (got["turn_id"].as_str(), got["epoch"].as_u64()),
+        (Some("turn_a"), Some(1))
+    );
+    let job = harness.metadata().await;
+    let job = spool_chat::runner::RunnerStore::runner_job(&job, &org_of(&a), "turn_a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((job.outcome, job.runner.as_deref()), (None, Some("box-a")));
+    // AND each organization's people see only their own runners
+    let listed_b = b.ok(Method::GET, "/v1/runners", None).await;
+    let names: Vec<&str> = listed_b["runners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(names, ["box-b"], "{listed_b}");
+}
+
 on_both_backends!(isolation_http:
     another_organization_gets_404_on_every_route_and_changes_nothing,
     a_working_directory_belongs_to_one_organization,
+    another_organizations_runner_never_takes_a_turn,
 );

@@ -65,6 +65,10 @@ mod queued_http;
 mod read_tokens_http;
 mod runner_process;
 mod runner_turns;
+mod runners;
+#[cfg(feature = "emulator")]
+mod runners_aws;
+mod runners_http;
 mod sealing;
 #[cfg(feature = "emulator")]
 mod secrets_aws;

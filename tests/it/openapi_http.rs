@@ -539,6 +539,9 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.refused(404, Method::GET, &format!("{files}/att_missing"), None)
         .await;
 
+    // Runners: a claim (none, then a job), a heartbeat, a file and a settle; the list.
+    runners(harness, &a, &spec, &chat, file).await;
+
     // Deletes last.
     api.ok(Method::DELETE, &format!("/v1/agents/{helper}"), None).await;
     api.refused(404, Method::DELETE, &format!("/v1/agents/{helper}"), None)
@@ -694,6 +697,65 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     assert!(never.is_empty(), "operations never exercised with success: {never:?}");
     let answers: usize = seen.values().map(|s| s.len()).sum();
     assert!(answers >= 60, "{answers} distinct (operation, status) answers checked");
+}
+
+/// The runner routes' answers, with a runner's token, and the list of runners.
+async fn runners<H: Harness>(harness: &H, a: &Api, spec: &Spec, chat: &str, file: &str) {
+    use crate::runners_http::{claim, offer, runner_client};
+    let runner = runner_client(harness, a).await;
+    let bot = Checked { api: &runner, spec };
+    let person = Checked { api: a, spec };
+    person
+        .refused(403, Method::POST, "/v1/runner/claim", Some(claim("box-1", 0)))
+        .await;
+    let (status, _) = bot
+        .call(Method::POST, "/v1/runner/claim", Some(claim("box-1", 0)))
+        .await;
+    assert_eq!(status, 204);
+    bot.refused(400, Method::POST, "/v1/runner/claim", Some(claim("a b", 0)))
+        .await;
+    offer(harness, a, chat, "turn_doc").await;
+    let got = bot.ok(Method::POST, "/v1/runner/claim", Some(claim("box-1", 0))).await;
+    assert_eq!(got["turn_id"], "turn_doc", "{got}");
+    let beat = bot
+        .ok(
+            Method::POST,
+            "/v1/runner/turns/turn_doc/heartbeat",
+            Some(json!({ "epoch": 1, "wait_ms": 0 })),
+        )
+        .await;
+    assert_eq!(beat["cancel"], false);
+    let path = format!("/v1/runner/turns/turn_doc/files/{file}?epoch=1");
+    let (status, headers, bytes) = bot
+        .raw(runner.http.get(format!("{}{path}", runner.base)), Method::GET, &path)
+        .await;
+    assert_eq!((status.as_u16(), bytes.as_ref()), (200, b"hello".as_ref()));
+    assert_eq!(headers["content-type"], "text/plain");
+    bot.refused(
+        409,
+        Method::GET,
+        &format!("/v1/runner/turns/turn_doc/files/{file}?epoch=2"),
+        None,
+    )
+    .await;
+    bot.refused(
+        404,
+        Method::GET,
+        "/v1/runner/turns/turn_doc/files/att_missing?epoch=1",
+        None,
+    )
+    .await;
+    let reply = json!({ "epoch": 1, "outcome": { "status": "reply", "message": "Done.", "actions": [] } });
+    bot.ok(Method::POST, "/v1/runner/turns/turn_doc/result", Some(reply))
+        .await;
+    let late = json!({ "epoch": 1, "outcome": { "status": "failed", "reason": "late" } });
+    bot.refused(409, Method::POST, "/v1/runner/turns/turn_doc/result", Some(late))
+        .await;
+    let listed = person.ok(Method::GET, "/v1/runners", None).await;
+    assert_eq!(listed["runners"][0]["name"], "box-1", "{listed}");
+    person
+        .refused(404, Method::GET, "/v1/runners?workspace_id=ws_missing", None)
+        .await;
 }
 
 on_both_backends!(openapi_http: every_answer_is_one_the_document_promises);

@@ -1,8 +1,9 @@
 // A workspace's agents, in the order chats offer them: create, edit, delete, reorder.
 
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useId, useState } from "preact/hooks";
 import { type Agent, type AgentFields, CLI_TYPES, type Client, RUNTIMES } from "./api";
 import { OptionalSelect } from "./fields";
+import { type CliChoice, NoRunnerNote, useCliChoice } from "./runners";
 import type { Notify } from "./toasts";
 
 const BLANK: AgentFields = { name: "", instruction: "", runtime: null, model: null, cli_type: null };
@@ -11,6 +12,7 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
   const [agents, setAgents] = useState<Agent[] | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
+  const choice = useCliChoice(client, ws);
 
   const reload = useCallback(async () => {
     try {
@@ -55,6 +57,8 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
         <AgentForm
           legend="New agent"
           initial={BLANK}
+          client={client}
+          choice={choice}
           onCancel={() => setCreating(false)}
           onSave={(fields) =>
             act(async () => {
@@ -73,6 +77,8 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
               {editing === agent.id ? (
                 <AgentForm
                   legend={`Edit ${agent.name}`}
+                  client={client}
+                  choice={choice}
                   initial={{
                     name: agent.name,
                     instruction: agent.instruction,
@@ -143,11 +149,16 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
 function AgentForm({
   legend,
   initial,
+  client,
+  choice,
   onSave,
   onCancel,
 }: {
   legend: string;
   initial: AgentFields;
+  client: Client;
+  /** What each CLI can do where the workspace's CLI agents run. */
+  choice: CliChoice | null;
   onSave: (fields: AgentFields) => void;
   onCancel: () => void;
 }) {
@@ -159,6 +170,9 @@ function AgentForm({
     cli_type: initial.cli_type,
   });
   const set = <K extends keyof AgentFields>(k: K, v: AgentFields[K]) => setF((old) => ({ ...old, [k]: v }));
+  // It answers with a CLI, and no runner could run one.
+  const noRunner = Boolean(choice?.noRunner && (f.cli_type || f.runtime === "cli"));
+  const noteId = `${useId()}-no-runner`;
   return (
     <form
       class="agent-form"
@@ -184,8 +198,17 @@ function AgentForm({
             Model
             <input value={f.model ?? ""} placeholder="provider default" onInput={(e) => set("model", e.currentTarget.value)} />
           </label>
-          <OptionalSelect label="CLI" value={f.cli_type} options={CLI_TYPES} none="none" onChange={(v) => set("cli_type", v)} />
+          <OptionalSelect
+            label="CLI"
+            value={f.cli_type}
+            options={CLI_TYPES}
+            none="none"
+            describe={choice ? (cli) => choice.options[cli] : undefined}
+            describedBy={noRunner ? noteId : undefined}
+            onChange={(v) => set("cli_type", v)}
+          />
         </div>
+        {noRunner && <NoRunnerNote client={client} id={noteId} />}
         <div class="buttons">
           <button type="submit" class="primary" disabled={!f.name.trim()}>
             Save

@@ -9,10 +9,17 @@ export type Runtime = Schemas["Runtime"];
 export type CliType = Schemas["CliType"];
 export const CLI_TYPES: CliType[] = ["claude", "gemini", "codex", "opencode"];
 export const RUNTIMES: Runtime[] = ["scripted", "openai", "anthropic", "cli"];
+/** Where a workspace's CLI agents run: the server's worker, or runners (`spool runner`). */
+export type CliHost = "server" | "runners";
 export type Workspace = Schemas["WorkspaceView"];
+/**
+ * Where a workspace's CLI agents run (its effective `cli_host`); `undefined` from a server
+ * without runners.
+ */
+export const cliHostOf = (workspace: Workspace): CliHost | undefined => (workspace as { cli_host?: CliHost }).cli_host;
 export type Notifications = Schemas["Notifications"];
 /** A change to a workspace's settings (`PATCH /v1/workspaces/{id}`): only what it names. */
-export type WorkspaceChange = Schemas["WorkspaceChange"];
+export type WorkspaceChange = Schemas["WorkspaceChange"] & { cli_host?: CliHost | null };
 export type Agent = Schemas["AgentView"];
 export type Session = Schemas["SessionView"];
 export type Task = Schemas["TaskView"];
@@ -74,6 +81,24 @@ export type Turn = Schemas["TurnView"];
 export type Handshake = Schemas["HandshakeResponse"];
 /** A CLI agent as the deployment has it (`GET /v1/clis`). */
 export type CliStatus = Schemas["CliStatus"];
+/**
+ * A runner (`spool runner`) as it last reported itself: the CLIs it runs, the workspaces it
+ * serves (none named: all of them), when it was last seen and whether that makes it online.
+ */
+export interface Runner {
+  name: string;
+  version?: string | null;
+  clis: CliStatus[];
+  /** None (or absent): every workspace of its organization. */
+  workspaces?: string[];
+  last_seen_ms: number;
+  online: boolean;
+}
+/** The CLI agents where agents can run (`GET /v1/clis`): the server's, and each runner's. */
+export interface CliAvailability {
+  clis: CliStatus[];
+  runners: Runner[];
+}
 /** A chat's file, as events and the attachments routes name it. */
 export type FileRef = Schemas["FileRef"];
 /** A file an `@` mention may name: the working directory's, or the chat's own (`attachment`). */
@@ -302,8 +327,20 @@ export class Client {
   plan = (id: string, plan_id: string, action: "approve" | "reject", feedback?: string) =>
     this.call(this.spool.api.POST("/v1/sessions/{id}/plan", { params: { path: { id } }, body: { plan_id, action, feedback } }));
 
-  /** The CLI agents where agents run: installed, version, healthy or why not. */
-  clis = async () => (await this.call(this.spool.api.GET("/v1/clis"))).clis;
+  /**
+   * The CLI agents where agents run: the server's (installed, version, healthy or why not),
+   * and the runners' beside them (none from a server that has no runners).
+   */
+  clis = async (): Promise<CliAvailability> => {
+    const answer: { clis: CliStatus[]; runners?: Runner[] } = await this.call(this.spool.api.GET("/v1/clis"));
+    return { clis: answer.clis, runners: answer.runners ?? [] };
+  };
+  /** The runners that serve a workspace (`GET /v1/runners?workspace_id=`). */
+  runners = async (ws: string): Promise<Runner[]> => {
+    const url = `${this.endpoints.api}/v1/runners?workspace_id=${encodeURIComponent(ws)}`;
+    const answer = (await (await this.checked(url, {})).json()) as { runners?: Runner[] };
+    return answer.runners ?? [];
+  };
 
   // Files
   /**
@@ -384,11 +421,6 @@ async function refusal(response: Response): Promise<ApiError> {
     // not the contract's JSON (a proxy's page): keep the status line
   }
   return new ApiError(response.status, code, message);
-}
-
-/** The CLIs that cannot run, with why, for a CLI dropdown. */
-export function unavailableClis(clis: CliStatus[]): Partial<Record<CliType, string>> {
-  return Object.fromEntries(clis.filter((c) => !c.healthy).map((c) => [c.cli, c.reason ?? "cannot run"]));
 }
 
 /**

@@ -2,7 +2,7 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type CliType, type FileRef, type Session, unavailableClis } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
 import { Composer, humanSize } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
@@ -12,7 +12,8 @@ import { renderMarkdown } from "./markdown";
 import { relative, useTick } from "./time";
 import { ACTION_LABELS, ActionCard } from "./actions";
 import { CaptureDecision, SaveToNotes } from "./notes";
-import { QueuedNotice } from "./queued";
+import { TurnNotice } from "./turn-notice";
+import { NoRunnerNote, useCliChoice } from "./runners";
 import { apply, EMPTY, type Item, type Timeline } from "./timeline";
 import { type Notify, Toasts } from "./toasts";
 
@@ -117,6 +118,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
       <ChatHeader
         client={client}
         session={session}
+        workspaceId={workspaceId}
         agents={agents}
         connection={connection}
         notify={notify}
@@ -166,19 +168,17 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
 function ChatHeader(props: {
   client: Client;
   session: Session | null;
+  workspaceId?: string;
   agents: Agent[];
   connection: Connection;
   notify: Notify;
   onChanged: (s: Session) => void;
   onClose?: () => void;
 }) {
-  const { client, session, agents, connection, notify, onChanged, onClose } = props;
+  const { client, session, workspaceId, agents, connection, notify, onChanged, onClose } = props;
   const [editing, setEditing] = useState(false);
-  /** The CLIs that cannot run where agents run, marked in the CLI choice. */
-  const [unavailable, setUnavailable] = useState<Partial<Record<CliType, string>>>({});
-  useEffect(() => {
-    client.clis().then((clis) => setUnavailable(unavailableClis(clis)), () => setUnavailable({}));
-  }, [client]);
+  /** What each CLI can do where the workspace's CLI agents run, for the CLI choice. */
+  const choice = useCliChoice(client, workspaceId ?? session?.workspace_id ?? undefined);
   const [title, setTitle] = useState("");
   const titleButton = useRef<HTMLButtonElement>(null);
   const wasEditing = useRef(false);
@@ -196,6 +196,9 @@ function ChatHeader(props: {
     }
   };
   const agent = agents.find((a) => a.id === session?.agent_id);
+  // The chat answers with a CLI (its own choice, or its agent's) and no runner could run it.
+  const usesCli = Boolean(session?.cli_type || agent?.cli_type || agent?.runtime === "cli");
+  const noRunner = Boolean(choice?.noRunner && usesCli);
   return (
     <header class="chat-header">
       {editing && session ? (
@@ -271,12 +274,20 @@ function ChatHeader(props: {
             hideLabel
             value={session.cli_type ?? null}
             options={CLI_TYPES}
-            unavailable={unavailable}
-            none={agent?.cli_type ? `${agent.cli_type} (agent's)` : "Agent's runtime"}
+            describe={choice ? (cli) => choice.options[cli] : undefined}
+            describedBy={noRunner ? "chat-no-runner" : undefined}
+            none={
+              agent?.cli_type
+                ? choice?.options[agent.cli_type].disabled
+                  ? `${agent.cli_type} (agent's, unavailable)`
+                  : `${agent.cli_type} (agent's)`
+                : "Agent's runtime"
+            }
             onChange={(cli_type) => void save({ cli_type })}
           />
         </div>
       )}
+      {noRunner && <NoRunnerNote client={client} id="chat-no-runner" />}
       <span class={`connection ${connection}`} role="status">
         {connection === "live" ? "Live" : connection === "connecting" ? "Connecting…" : "Offline, retrying…"}
       </span>
@@ -315,7 +326,7 @@ function TimelineView({ client, sessionId, timeline, notify }: { client: Client;
       {timeline.items.map((item) => (
         <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} />
       ))}
-      <QueuedNotice client={client} sessionId={sessionId} timeline={timeline} />
+      <TurnNotice client={client} sessionId={sessionId} timeline={timeline} />
     </ol>
   );
 }

@@ -1,9 +1,11 @@
-// A workspace's settings page: its title and description, where its CLI agents run, how long
-// what its chats leave behind is kept, whom Spool tells when an agent needs a person (with
-// what that does on this server), and deleting the workspace, which asks for its title first.
+// A workspace's settings page: its title and description, where its CLI agents run (this
+// server, or runners, with the runners that serve it), its working directory, how long what its
+// chats leave behind is kept, whom Spool tells when an agent needs a person (with what that does
+// on this server), and deleting the workspace, which asks for its title first.
 
 import { useEffect, useState } from "preact/hooks";
-import type { Client, Workspace, WorkspaceChange } from "./api";
+import { type CliHost, type Client, cliHostOf, type Workspace, type WorkspaceChange } from "./api";
+import { RunnersList } from "./runners";
 import type { Notify } from "./toasts";
 
 export function SettingsTab(props: {
@@ -26,6 +28,7 @@ export function SettingsTab(props: {
       <h2 id="settings-heading">Workspace settings</h2>
       <SettingsForm
         key={workspace.updated_at}
+        client={client}
         workspace={workspace}
         onSave={async (change) => {
           try {
@@ -53,9 +56,18 @@ export function SettingsTab(props: {
   );
 }
 
-function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (change: WorkspaceChange) => Promise<void> }) {
+function SettingsForm({
+  client,
+  workspace,
+  onSave,
+}: {
+  client: Client;
+  workspace: Workspace;
+  onSave: (change: WorkspaceChange) => Promise<void>;
+}) {
   const [title, setTitle] = useState(workspace.title);
   const [description, setDescription] = useState(workspace.description);
+  const [host, setHost] = useState<CliHost>(cliHostOf(workspace) ?? "server");
   const [mode, setMode] = useState(workspace.working_directory_mode);
   const [path, setPath] = useState(workspace.working_directory_path ?? "");
   const [turnDays, setTurnDays] = useState(String(workspace.cleanup.turn_record_days));
@@ -74,6 +86,7 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
     const change: WorkspaceChange = {};
     if (title.trim() !== workspace.title) change.title = title.trim();
     if (description !== workspace.description) change.description = description;
+    if (host !== (cliHostOf(workspace) ?? "server")) change.cli_host = host;
     if (mode !== workspace.working_directory_mode) change.working_directory_mode = mode;
     // A folder is sent only when it changed: setting one is checked against the server's roots.
     if (mode === "static" && path.trim() !== (workspace.working_directory_path ?? "")) {
@@ -113,6 +126,26 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
           <small>Agents read it as the workspace's context.</small>
         </label>
       </fieldset>
+      {/* A server without runners says nothing of where CLI agents run. */}
+      {cliHostOf(workspace) && (
+        <fieldset>
+          <legend>Where CLI agents run</legend>
+          <label class="choice">
+            <input type="radio" name="cli-host" checked={host === "server"} onChange={() => setHost("server")} />
+            This server
+          </label>
+          <label class="choice">
+            <input type="radio" name="cli-host" checked={host === "runners"} onChange={() => setHost("runners")} />
+            Runners
+          </label>
+          <small>
+            {host === "runners"
+              ? "Runners (spool runner, on the machines that hold the code) take the chats' CLI turns; the list below shows them."
+              : "The server runs the CLI agents (claude, gemini, codex, opencode) itself, as it runs the others."}
+          </small>
+          <RunnersList client={client} ws={workspace.id} wanted={host === "runners"} />
+        </fieldset>
+      )}
       <fieldset>
         <legend>Working directory</legend>
         <label class="choice">
@@ -127,7 +160,11 @@ function SettingsForm({ workspace, onSave }: { workspace: Workspace; onSave: (ch
           <label>
             Folder
             <input required value={path} placeholder="/srv/projects/docs" onInput={(e) => setPath(e.currentTarget.value)} />
-            <small>It must exist on the server, under a root the operator allowed.</small>
+            <small>
+              {host === "runners"
+                ? "It must exist on the runners' machines, under a root each runner allows (SPOOL_WORKSPACE_ROOTS)."
+                : "It must exist on the server, under a root the operator allowed."}
+            </small>
           </label>
         )}
       </fieldset>

@@ -50,6 +50,11 @@ export interface Timeline {
   pendingTurn: string | null;
   /** The last turn whose `agent_start` arrived: the pending turn runs when it is this one. */
   startedTurn?: string | null;
+  /**
+   * The seq since which the pending turn waits for its agent's next words (the message that
+   * started it, or a person's answer to a question, approval or plan); `null` once they start.
+   */
+  awaiting?: number | null;
   /** The agent answering now (from `agent_start`). */
   agentName: string;
 }
@@ -123,7 +128,10 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           turnId: e.turn_id ?? undefined,
           ts: e.ts,
         });
-        if (e.turn_id) t.pendingTurn = e.turn_id;
+        if (e.turn_id) {
+          t.pendingTurn = e.turn_id;
+          t.awaiting = e.seq;
+        }
         break;
       case "slash_command_failed":
         push({ kind: "command_failed", key: `cf:${e.seq}`, invokedAs: text(p.invoked_as), reason: text(p.reason), ts: e.ts });
@@ -136,14 +144,19 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           t.items.some((i) => i.kind === "command" && i.key === `c:${e.seq - 1}` && i.commandKind === "prompt" && i.turnId === e.turn_id)
         ) {
           t.pendingTurn = e.turn_id;
+          t.awaiting = e.seq;
           break;
         }
         push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, ...(files(p.files).length > 0 ? { files: files(p.files) } : {}) });
         // In the global chat a plain message answers the agent's open question.
         if (typeof p.answers === "string") update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
-        if (e.turn_id) t.pendingTurn = e.turn_id;
+        if (e.turn_id) {
+          t.pendingTurn = e.turn_id;
+          t.awaiting = e.seq;
+        }
         break;
       case "agent_message":
+        if (!e.turn_id || e.turn_id === t.pendingTurn) t.awaiting = null;
         push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [] });
         if (p.ask === true && typeof p.question_id === "string")
           push({ kind: "question", key: `q:${p.question_id}`, id: p.question_id, question: text(p.text), author: text(p.author) });
@@ -153,12 +166,14 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         if (e.turn_id) t.pendingTurn = t.startedTurn = e.turn_id;
         break;
       case "message_start":
+        if (!e.turn_id || e.turn_id === t.pendingTurn) t.awaiting = null;
         push({ kind: "agent", key: msgKey, author: t.agentName, text: "", ts: e.ts, state: "streaming", actions: [], toolCallIds: [] });
         break;
       case "message_update":
         update(msgKey, "agent", (m) => ({ ...m, text: m.text + text(p.delta) }));
         break;
       case "message_end": {
+        if (!e.turn_id || e.turn_id === t.pendingTurn) t.awaiting = null;
         const calls = Array.isArray(p.tool_calls) ? (p.tool_calls as { id: string }[]) : [];
         const state = p.aborted === true ? "aborted" : p.interrupted === true ? "interrupted" : "done";
         if (!index.has(msgKey))
@@ -189,12 +204,14 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         push({ kind: "approval", key: `ap:${text(p.tool_call_id)}`, id: text(p.tool_call_id), author: t.agentName, tool: text(p.tool), arguments: p.arguments });
         break;
       case "approval_submitted":
+        if (t.pendingTurn) t.awaiting = e.seq;
         update(`ap:${text(p.tool_call_id)}`, "approval", (a) => ({ ...a, decision: text(p.decision) }));
         break;
       case "ask_question":
         push({ kind: "question", key: `q:${text(p.question_id)}`, id: text(p.question_id), question: text(p.question), author: t.agentName });
         break;
       case "question_answered":
+        if (t.pendingTurn) t.awaiting = e.seq;
         update(`q:${text(p.question_id)}`, "question", (q) => ({ ...q, answer: text(p.answer) }));
         push({ kind: "user", key: `u:${e.seq}`, text: text(p.answer), ts: e.ts });
         break;
@@ -202,13 +219,14 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         push({ kind: "plan", key: `p:${text(p.plan_id)}`, id: text(p.plan_id), plan: text(p.plan) });
         break;
       case "plan_submitted":
+        if (t.pendingTurn) t.awaiting = e.seq;
         update(`p:${text(p.plan_id)}`, "plan", (q) => ({ ...q, action: text(p.action), feedback: text(p.feedback) }));
         break;
       case "control_submitted":
         if (p.action === "abort") push({ kind: "note", key: `c:${e.seq}`, text: "You stopped the agent.", ts: e.ts });
         break;
       case "agent_end":
-        if (!e.turn_id || e.turn_id === t.pendingTurn) t.pendingTurn = null;
+        if (!e.turn_id || e.turn_id === t.pendingTurn) t.pendingTurn = t.awaiting = null;
         for (let i = 0; i < t.items.length; i++) {
           const item = t.items[i];
           if (item?.kind === "agent" && item.state === "streaming") t.items[i] = { ...item, state: "interrupted" };
@@ -238,4 +256,15 @@ export const open = (t: Timeline): Item[] =>
   );
 
 /** The pending turn, while it waits for the worker (no `agent_start` yet). */
-export const waitingTurn = (t: Timeline): string | null => (t.pendingTurn !== null && t.startedTurn !== t.pendingTurn ? t.pendingTurn : null);
+const waitingTurn = (t: Timeline): string | null => (t.pendingTurn !== null && t.startedTurn !== t.pendingTurn ? t.pendingTurn : null);
+
+/**
+ * The pending turn while its agent's next words have not started (it waits for the worker, or
+ * for a runner to take and run it), as `turn@seq` (the seq since which it waits), so a wait
+ * after an answer is a new one.
+ */
+export const silentTurn = (t: Timeline): string | null => {
+  if (t.pendingTurn === null) return null;
+  if (t.awaiting != null) return `${t.pendingTurn}@${t.awaiting}`;
+  return waitingTurn(t);
+};

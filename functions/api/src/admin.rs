@@ -76,6 +76,15 @@ pub async fn create_api_key(
     let mut capabilities = capabilities.to_vec();
     capabilities.sort();
     capabilities.dedup();
+    let runner = spool_auth::Capability::Runner.as_str();
+    if capabilities.len() > 1 && capabilities.iter().any(|c| c == runner) {
+        return Err(Error::invalid(
+            "capability",
+            format!(
+                "a runner's key carries `{runner}` alone (its tokens reach only the runner routes); make another key for the rest"
+            ),
+        ));
+    }
     let key = ApiKey::generate().map_err(auth_error)?;
     let record = ApiKeyRecord {
         key_id: key.key_id().to_owned(),

@@ -2,28 +2,32 @@
 //!
 //! Where agents run, each of claude, gemini, codex and opencode: installed or not, its version,
 //! and whether it answers `--version`, or why not. The UI marks the ones that cannot run; the
-//! agents' context lists them.
+//! agents' context lists them. Beside them, the organization's runners (`spool runner`) and
+//! what each offers: a workspace whose CLI agents run on runners uses theirs.
 
 use std::sync::Arc;
 
 use axum::{Json, extract::State};
 use serde::Serialize;
-use spool_chat::clis::CliStatus;
+use spool_chat::{clis::CliStatus, service::RunnerView};
 use spool_edge::{ApiError, Refusals};
 use utoipa::ToSchema;
 
 use crate::{ChatApi, extract::Caller};
 
-/// The CLIs, in the built-in agent's order of preference.
+/// The CLIs, in the built-in agent's order of preference, and the organization's runners.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CliList {
+    /// Where the worker runs agents (this process, under `spool serve`).
     clis: Vec<CliStatus>,
+    /// The organization's runners and the CLIs each offers, online ones first.
+    runners: Vec<RunnerView>,
 }
 
 /// `GET /v1/clis`.
 #[utoipa::path(get, path = "/v1/clis", tag = "workspaces",
-    responses((status = 200, description = "Each CLI: installed, version, healthy, or why not", body = CliList), Refusals))]
-pub(crate) async fn list_clis(State(api): State<Arc<ChatApi>>, _caller: Caller) -> Result<Json<CliList>, ApiError> {
+    responses((status = 200, description = "Each CLI: installed, version, healthy, or why not; and what each runner offers", body = CliList), Refusals))]
+pub(crate) async fn list_clis(State(api): State<Arc<ChatApi>>, caller: Caller) -> Result<Json<CliList>, ApiError> {
     let clis = match &api.clis {
         Some(probe) => probe.clis().await,
         None => spool_chat::workspace::CliType::ALL
@@ -31,5 +35,7 @@ pub(crate) async fn list_clis(State(api): State<Arc<ChatApi>>, _caller: Caller) 
             .map(|cli| CliStatus::unavailable(cli, "CLI agents do not run in this deployment"))
             .collect(),
     };
-    Ok(Json(CliList { clis }))
+    let mut runners = api.runners.runners(caller.org(), None).await?;
+    runners.sort_by_key(|r| !r.online);
+    Ok(Json(CliList { clis, runners }))
 }

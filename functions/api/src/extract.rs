@@ -39,12 +39,30 @@ impl FromRequestParts<Arc<ChatApi>> for Caller {
 
 impl ChatApi {
     /// The caller of a request with `authorization` and `extensions`: its token verified, not
-    /// revoked, and (a `write`) within the rate limits of writes.
+    /// revoked, not a runner's (those reach only the runner routes, [`RunnerCaller`]), and (a
+    /// `write`) within the rate limits of writes.
     pub(crate) async fn admit(
         &self,
         authorization: Option<&str>,
         extensions: &axum::http::Extensions,
         write: bool,
+    ) -> Result<Caller, ApiError> {
+        let caller = self.verified(authorization, extensions).await?;
+        if caller.0.is_runner() {
+            return Err(ApiError::Forbidden(spool_auth::RUNNER_ONLY.to_owned()));
+        }
+        if write {
+            let address = spool_edge::client_address(extensions);
+            spool_edge::limit_write(&self.limiter, caller.org(), address, false)?;
+        }
+        Ok(caller)
+    }
+
+    /// The caller of a request with `authorization`: its token verified and not revoked.
+    async fn verified(
+        &self,
+        authorization: Option<&str>,
+        extensions: &axum::http::Extensions,
     ) -> Result<Caller, ApiError> {
         // The chat API's routes take their token in the header only: tokens in URLs are for
         // the stream routes' EventSource readers.
@@ -59,11 +77,33 @@ impl ChatApi {
             return Err(ApiError::Unauthorized(REVOKED.to_owned()));
         }
         spool_edge::note_caller(extensions, caller.org());
-        if write {
-            let address = spool_edge::client_address(extensions);
-            spool_edge::limit_write(&self.limiter, caller.org(), address, false)?;
-        }
         Ok(caller)
+    }
+}
+
+/// The verified caller of a runner route: a runner's token ([`spool_auth::Capability::Runner`]),
+/// or anyone under `spool serve --no-auth`. Any other token is refused with `403`, as a
+/// runner's token is everywhere else.
+#[derive(Debug, Clone)]
+pub struct RunnerCaller(pub Claims);
+
+impl RunnerCaller {
+    /// The organization the runner serves.
+    pub fn org(&self) -> &str {
+        &self.0.org
+    }
+}
+
+impl FromRequestParts<Arc<ChatApi>> for RunnerCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Arc<ChatApi>) -> Result<Self, ApiError> {
+        let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let Caller(claims) = api.verified(authorization, &parts.extensions).await?;
+        if !claims.is_runner() && !matches!(api.access, spool_auth::Access::Open { .. }) {
+            return Err(ApiError::Forbidden(spool_auth::RUNNERS_ONLY.to_owned()));
+        }
+        Ok(Self(claims))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod global;
 mod handshake;
 mod messages;
 mod reads;
+mod runner;
 mod sessions;
 mod tasks;
 mod turns;
@@ -40,7 +41,7 @@ use spool_chat::{
     confine::WorkspaceRoots,
     metadata::Metadata,
     revocation::Revocations,
-    service::{AttachmentLimits, ChatRecords, ChatService, KeyDirectory, WorkspaceService},
+    service::{AttachmentLimits, ChatRecords, ChatService, KeyDirectory, RunnerService, WorkspaceService},
     turns::TurnQueue,
     webhook::endpoints::HookEndpoints,
 };
@@ -75,6 +76,8 @@ pub struct ChatApi {
     records: ChatRecords,
     /// Workspaces' write side: their settings, agents and tasks.
     workspaces: WorkspaceService,
+    /// Runners' claims, heartbeats, files and settles.
+    runners: RunnerService,
     /// Workspaces' chat webhook endpoints.
     hooks: HookEndpoints,
     /// The directory's API keys, for the handshake.
@@ -105,7 +108,15 @@ impl ChatApi {
     /// The API over `stores`. It signs tokens with `keys` and lets callers in by `access` (tokens
     /// verified with the same keys, or `--no-auth`'s open organization).
     pub fn new(stores: Stores, keys: TokenKeys, access: Access, clock: Arc<dyn Clock>) -> Self {
+        let runners = RunnerService::new(
+            stores.metadata.clone(),
+            stores.log.clone(),
+            Some(stores.files.clone()),
+            stores.turns.clone(),
+            clock.clone(),
+        );
         Self {
+            runners,
             chats: ChatService::new(
                 stores.metadata.clone(),
                 stores.log.clone(),
@@ -164,6 +175,21 @@ impl ChatApi {
         self.workspaces = self.workspaces.with_feeds(aggregates.clone());
         self.records = self.records.with_feeds(aggregates.clone());
         self.aggregates = aggregates;
+        self
+    }
+
+    /// The same API, serving runners with `runners` (by default one over the API's own stores).
+    #[must_use]
+    pub fn with_runners(mut self, runners: RunnerService) -> Self {
+        self.runners = runners;
+        self
+    }
+
+    /// The same API, making workspaces whose CLI agents run on `host` unless they say
+    /// otherwise (`SPOOL_CLI_HOST`; the worker's by default).
+    #[must_use]
+    pub fn with_default_cli_host(mut self, host: spool_chat::runner::CliHost) -> Self {
+        self.workspaces = self.workspaces.with_default_cli_host(host);
         self
     }
 
@@ -283,6 +309,11 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(files::search_files))
         .routes(routes!(clis::list_clis))
+        .routes(routes!(runner::list_runners))
+        .routes(routes!(runner::claim))
+        .routes(routes!(runner::heartbeat))
+        .routes(routes!(runner::file))
+        .routes(limited(routes!(runner::settle), runner::MAX_RESULT_BODY_BYTES))
         .routes(routes!(tasks::get_task, tasks::update_task, tasks::delete_task))
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(
@@ -359,6 +390,7 @@ fn limited(
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),
+        (name = "runners", description = "Runners: the machines that run a deployment's CLI turns (`spool runner`)"),
         (name = "commands", description = "Slash commands: stored, listed, resolved, previewed and invoked"),
         (name = "streams", description = "Reads (and, outside sessions, writes) of streams"),
         (name = "meta", description = "Health and this document"),

@@ -13,6 +13,7 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_chat::{
     notifier::NotificationStatus,
+    runner::CliHost,
     service::{AgentEdit, WorkspaceService},
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
     workspace::{Agent, CliType, Runtime, Workspace},
@@ -42,6 +43,8 @@ pub(crate) struct WorkspaceView {
     working_dir: Option<String>,
     cleanup: Cleanup,
     notifications: NotificationsView,
+    /// Where its CLI agents run: its own setting, or the deployment's default.
+    cli_host: CliHost,
     #[schema(format = DateTime)]
     created_at: String,
     #[schema(format = DateTime)]
@@ -60,6 +63,7 @@ impl WorkspaceView {
     pub(crate) fn new(w: Workspace, service: &WorkspaceService) -> Self {
         let status = service.notification_status(&w);
         Self {
+            cli_host: service.cli_host(&w),
             created_at: rfc3339_ms(w.created_ms),
             updated_at: rfc3339_ms(w.updated_ms),
             working_directory_mode: w.working_dir_mode(),
@@ -132,6 +136,9 @@ pub(crate) struct NewWorkspace {
     cleanup: Option<CleanupChange>,
     #[serde(default)]
     notifications: Option<NotificationsChange>,
+    /// `server` or `runners`; the deployment's default when absent.
+    #[serde(default)]
+    cli_host: Option<CliHost>,
 }
 
 impl NewWorkspace {
@@ -144,6 +151,7 @@ impl NewWorkspace {
             working_directory_path: self.working_directory_path.map_or(Patch::Keep, Patch::Set),
             cleanup: self.cleanup,
             notifications: self.notifications,
+            cli_host: self.cli_host.map_or(Patch::Keep, Patch::Set),
         }
     }
 }

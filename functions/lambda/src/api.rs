@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use spool_chat::revocation::Revocations;
+use spool_chat::{revocation::Revocations, runner::CliHost};
 use spool_log::port::StreamLog;
 
 /// Serves the API function's requests until the runtime stops it.
@@ -47,7 +47,9 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
         .with_rate_limiter(limiter)
         .with_revocations(revocations)
         .with_attachment_limits(config.attachments.limits())
-        .with_notifier(aws.notifier().await);
+        .with_notifier(aws.notifier().await)
+        // The worker function has no CLIs: workspaces' CLI agents run on runners by default.
+        .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Runners));
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     // Only through the deployment's CloudFront distribution (it adds the origin secret).

@@ -6,6 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
+use spool_chat::runner::CliHost;
 use spool_log::clock::SystemClock;
 use spool_platform::Config;
 use tokio::net::TcpListener;
@@ -94,6 +95,7 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(notifier)
         .with_org_turn_concurrency(config.agents.org_turn_concurrency)
+        .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Server))
         // The worker runs in this process: the API answers for its CLIs.
         .with_clis(Arc::new(clis))
         .with_webhook_urls(webhook_urls(config));

@@ -253,6 +253,23 @@ async fn admin_makes_organizations_and_keys_that_the_handshake_accepts() {
     );
     let (ok, _, err) = admin(&["create-org", "Bad id", "--id", "a/b"], &data);
     assert!(!ok && err.contains("organization id"), "{err}");
+    // A runner's key carries `runner` alone.
+    let (ok, out, err) = admin(&["create-api-key", "acme", "--capability", "runner"], &data);
+    assert!(ok, "{err}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["capabilities"],
+        serde_json::json!(["runner"])
+    );
+    let mixed = [
+        "create-api-key",
+        "acme",
+        "--capability",
+        "runner",
+        "--capability",
+        "agent",
+    ];
+    let (ok, _, err) = admin(&mixed, &data);
+    assert!(!ok && err.contains("runner") && err.contains("alone"), "{err}");
 
     // WHEN spool serve runs on that data
     let server = Server::start(&["--data-dir", data.to_str().unwrap()], dir.path());

@@ -272,6 +272,9 @@ impl StreamApi {
             ));
         }
         spool_edge::note_caller(extensions, &caller.org);
+        if caller.is_runner() {
+            return Err(ApiError::Forbidden(spool_auth::RUNNER_ONLY.to_owned()));
+        }
         Ok(caller.org)
     }
 }

@@ -44,6 +44,7 @@ impl Worker {
                 let job = spool_agents::runner_check(
                     checks.metadata.as_ref(),
                     checks.log.as_ref(),
+                    spool_log::clock::Clock::now_ms(&spool_log::clock::SystemClock),
                     &org,
                     &session_id,
                     &turn_id,

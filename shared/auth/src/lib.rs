@@ -114,7 +114,20 @@ impl Claims {
     pub fn can(&self, capability: &str) -> bool {
         self.capabilities.iter().any(|c| c == capability)
     }
+
+    /// True when the token is a runner's ([`Capability::Runner`]): it reaches the runner routes
+    /// and nothing else ([`RUNNER_ONLY`]).
+    pub fn is_runner(&self) -> bool {
+        self.can(Capability::Runner.as_str())
+    }
 }
+
+/// The refusal of a runner's token on every route but the runner routes.
+pub const RUNNER_ONLY: &str = "this token is a runner's: it can only take and run turns at /v1/runner/…";
+
+/// The refusal of any other token on the runner routes.
+pub const RUNNERS_ONLY: &str = "only runners take and run turns here: run `spool runner` with a key made by \
+     `spool admin create-api-key ORG --capability runner`";
 
 /// Checks that an organization id is safe to use as one segment of a storage key.
 pub fn check_org(org: &str) -> Result<(), AuthError> {
@@ -138,11 +151,15 @@ pub enum Capability {
     /// Notes are captured into the person's companion library: "Save to notes" on a message,
     /// and an agent's proposed capture once the person approves it (`capture_ingest`).
     CaptureIngest,
+    /// Take and run the organization's CLI turns as a runner (`spool runner`), and nothing
+    /// else: a key with it carries no other capability, and its tokens reach only the runner
+    /// routes (`/v1/runner/…`).
+    Runner,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Self; 3] = [Self::Agent, Self::ContextForQuery, Self::CaptureIngest];
+    pub const ALL: [Self; 4] = [Self::Agent, Self::ContextForQuery, Self::CaptureIngest, Self::Runner];
 
     /// Its name.
     pub const fn as_str(self) -> &'static str {
@@ -150,6 +167,7 @@ impl Capability {
             Self::Agent => "agent",
             Self::ContextForQuery => "context_for_query",
             Self::CaptureIngest => "capture_ingest",
+            Self::Runner => "runner",
         }
     }
 
@@ -165,7 +183,8 @@ impl std::fmt::Display for Capability {
     }
 }
 
-/// What a caller may do under [`Access::Open`]: everything.
+/// What a caller may do under [`Access::Open`]: everything a person may (the runner routes
+/// take an open caller as it is).
 pub const OPEN_CAPABILITIES: &[&str] = &[
     Capability::Agent.as_str(),
     Capability::ContextForQuery.as_str(),

@@ -3,7 +3,7 @@
 //! Every partition key of the metadata table, and the keys of its indexes, in one place: the
 //! modules that store the items ([`crate::directory`], [`crate::workspaces`],
 //! [`crate::commands`], [`crate::sessions`], [`crate::attachments`], [`crate::subscriptions`],
-//! [`crate::webhooks`]) and the counters that hold the caps ([`crate::caps`]) build their keys
+//! [`crate::webhooks`], [`crate::runners`]) and the counters that hold the caps ([`crate::caps`]) build their keys
 //! here, and their tables say what each item holds under which `sk`. Every key of an
 //! organization's records starts with `o#{org}`, so a request can only ever address its own
 //! organization's records. (The streams table's keys are in [`crate::items`].)
@@ -85,6 +85,16 @@ pub(crate) fn hooks_pk(org: &str) -> String {
     format!("o#{org}#hooks")
 }
 
+/// An organization's runner jobs, one per turn (`sk`: the turn id).
+pub(crate) fn runner_jobs_pk(org: &str) -> String {
+    format!("o#{org}#rjobs")
+}
+
+/// An organization's runners, one per name (`sk`: the runner's name).
+pub(crate) fn runners_pk(org: &str) -> String {
+    format!("o#{org}#runners")
+}
+
 /// One webhook endpoint's deliveries.
 pub(crate) fn deliveries_pk(org: &str, hook_id: &str) -> String {
     format!("o#{org}#hook#{hook_id}")
@@ -119,5 +129,7 @@ mod tests {
         assert_eq!(subscriptions_pk("o1"), "o#o1#subs");
         assert_eq!(hooks_pk("o1"), "o#o1#hooks");
         assert_eq!(deliveries_pk("o1", "h1"), "o#o1#hook#h1");
+        assert_eq!(runner_jobs_pk("o1"), "o#o1#rjobs");
+        assert_eq!(runners_pk("o1"), "o#o1#runners");
     }
 }

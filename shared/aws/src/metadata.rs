@@ -6,7 +6,11 @@
 //! See [`crate::directory`] and [`crate::workspaces`] for the items, [`crate::keys`] for how
 //! every item is keyed, and [`crate::caps`] for the counters that hold the caps.
 
-use aws_sdk_dynamodb::{Client, error::SdkError, operation::put_item::PutItemError};
+use aws_sdk_dynamodb::{
+    Client,
+    error::SdkError,
+    operation::{put_item::PutItemError, update_item::UpdateItemError},
+};
 use spool_chat::caps::Caps;
 use spool_log::error::Error;
 
@@ -72,6 +76,20 @@ impl AwsMetadata {
             .await
             .map_err(|e| ddb(what, e))?;
         Ok(out.item)
+    }
+}
+
+/// Whether a conditional `UpdateItem` applied (`false`: its condition failed).
+pub(crate) fn applied<T>(
+    result: Result<T, SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>>,
+    what: &str,
+) -> Result<bool, Error> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e)) if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {
+            Ok(false)
+        }
+        Err(e) => Err(ddb(what, e)),
     }
 }
 

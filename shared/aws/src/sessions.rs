@@ -36,7 +36,7 @@ use crate::{
     errors::ddb,
     items::{Item, n, s},
     keys::{activity_key, chats_key, session_pk},
-    metadata::{AwsMetadata, number, string},
+    metadata::{AwsMetadata, applied, number, string},
 };
 
 fn missing(id: &str) -> Error {
@@ -79,20 +79,6 @@ impl AwsMetadata {
             .table_name(&self.table)
             .key("pk", s(session_pk(org, id)))
             .key("sk", s("session"))
-    }
-}
-
-/// Whether a conditional `UpdateItem` applied (`false`: its condition failed).
-fn applied<T>(
-    result: Result<T, SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>>,
-    what: &str,
-) -> Result<bool, Error> {
-    match result {
-        Ok(_) => Ok(true),
-        Err(SdkError::ServiceError(e)) if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {
-            Ok(false)
-        }
-        Err(e) => Err(ddb(what, e)),
     }
 }
 

@@ -245,6 +245,10 @@ pub trait RunnerStore: Send + Sync {
 /// How long a runner's record is kept after it was last seen.
 pub const RUNNER_RECORD_TTL_MS: i64 = 24 * 3600 * 1000;
 
+/// How long after its offer a job is removed, if its turn's end left it behind (a crash
+/// between the end and the removal): far longer than any turn waits for its runners.
+pub const JOB_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// The runner routes' bodies: what `spool runner` sends and gets.
 pub mod wire {
     use super::*;
@@ -322,5 +326,123 @@ pub mod wire {
         pub epoch: u64,
         /// What the CLI answered.
         pub outcome: RunnerOutcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFFERED: i64 = 1_000_000;
+    const WAIT: i64 = 600_000;
+
+    fn job() -> RunnerJob {
+        RunnerJob {
+            turn_id: "t1".to_owned(),
+            session_id: "s1".to_owned(),
+            workspace_id: Some("w1".to_owned()),
+            cli: CliType::Claude,
+            offered_seq: 7,
+            offered_ms: OFFERED,
+            wait_ms: WAIT,
+            epoch: 0,
+            runner: None,
+            lease_until_ms: 0,
+            outcome: None,
+        }
+    }
+
+    /// The job after `epoch` claims, the last one's lease holding until `lease_until_ms`.
+    fn claimed(epoch: u64, lease_until_ms: i64) -> RunnerJob {
+        RunnerJob {
+            epoch,
+            runner: Some("box".to_owned()),
+            lease_until_ms,
+            ..job()
+        }
+    }
+
+    fn settled(mut job: RunnerJob) -> RunnerJob {
+        job.outcome = Some(RunnerOutcome::Failed {
+            reason: "exit 1".to_owned(),
+        });
+        job
+    }
+
+    #[test]
+    fn a_job_never_claimed_is_claimable_until_settled() {
+        assert!(job().claimable(OFFERED));
+        assert!(job().claimable(OFFERED + 10 * WAIT));
+        assert!(!settled(job()).claimable(OFFERED));
+    }
+
+    #[test]
+    fn a_claimed_job_is_claimable_again_once_its_lease_ran_out() {
+        let lease = OFFERED + LEASE_MS;
+        let job = claimed(1, lease);
+        assert!(!job.claimable(lease - 1));
+        assert!(job.claimable(lease));
+        assert!(job.claimable(lease + 1));
+        assert!(!settled(job).claimable(lease + 1));
+    }
+
+    #[test]
+    fn a_job_claimed_max_attempts_times_is_never_claimable_again() {
+        let lease = OFFERED + LEASE_MS;
+        assert!(claimed(MAX_ATTEMPTS - 1, lease).claimable(lease));
+        assert!(!claimed(MAX_ATTEMPTS, lease).claimable(lease));
+        assert!(!claimed(MAX_ATTEMPTS, lease).claimable(lease + 10 * WAIT));
+    }
+
+    #[test]
+    fn a_job_is_given_up_its_wait_after_its_offer_or_its_last_lease() {
+        // Never claimed: its wait from its offer
+        assert_eq!(job().gives_up_at(), Some(OFFERED + WAIT));
+        // Claimed with attempts left: its wait from when the lease runs out
+        let lease = OFFERED + LEASE_MS;
+        assert_eq!(claimed(1, lease).gives_up_at(), Some(lease + WAIT));
+        // Claimed its last time: when that lease runs out, with no wait after it
+        assert_eq!(claimed(MAX_ATTEMPTS, lease).gives_up_at(), Some(lease));
+        // Settled: never
+        assert_eq!(settled(job()).gives_up_at(), None);
+        assert_eq!(settled(claimed(1, lease)).gives_up_at(), None);
+    }
+
+    #[test]
+    fn giving_up_never_overflows() {
+        let job = RunnerJob {
+            wait_ms: i64::MAX,
+            ..job()
+        };
+        assert_eq!(job.gives_up_at(), Some(i64::MAX));
+        assert_eq!(claimed(1, i64::MAX).gives_up_at(), Some(i64::MAX));
+    }
+
+    #[test]
+    fn the_next_check_is_a_live_leases_end_then_the_give_up() {
+        let lease = OFFERED + LEASE_MS;
+        // Never claimed: when it is given up
+        assert_eq!(job().next_check_ms(OFFERED), Some(OFFERED + WAIT));
+        // A live lease: when it runs out (the runner may have died)
+        assert_eq!(claimed(1, lease).next_check_ms(lease - 1), Some(lease));
+        // A lease run out: when the job is given up
+        assert_eq!(claimed(1, lease).next_check_ms(lease), Some(lease + WAIT));
+        assert_eq!(claimed(1, lease).next_check_ms(lease + 5), Some(lease + WAIT));
+        // The last claim's live lease: its end, which is also the give-up
+        assert_eq!(claimed(MAX_ATTEMPTS, lease).next_check_ms(lease - 1), Some(lease));
+        assert_eq!(claimed(MAX_ATTEMPTS, lease).next_check_ms(lease + 1), Some(lease));
+        // Settled: never
+        assert_eq!(settled(claimed(1, lease)).next_check_ms(lease - 1), None);
+    }
+
+    #[test]
+    fn a_wait_shorter_than_the_lease_still_checks_at_the_leases_end_first() {
+        let lease = OFFERED + LEASE_MS;
+        let job = RunnerJob {
+            wait_ms: 0,
+            ..claimed(1, lease)
+        };
+        assert_eq!(job.next_check_ms(OFFERED), Some(lease));
+        assert_eq!(job.next_check_ms(lease), Some(lease));
     }
 }

@@ -399,7 +399,12 @@ pub struct EventPage {
 }
 
 /// Up to `limit` events of a session stream after `after` (a seq), oldest first.
-pub async fn read_events(log: &dyn StreamLog, path: &StreamPath, after: u64, limit: usize) -> Result<EventPage, Error> {
+pub async fn read_events(
+    log: &dyn spool_log::port::StreamReader,
+    path: &StreamPath,
+    after: u64,
+    limit: usize,
+) -> Result<EventPage, Error> {
     let tail = log.metadata(path).await?.tail.seq();
     let mut page = EventPage {
         events: Vec::new(),

@@ -233,12 +233,17 @@ pub struct WorkspaceChange {
     /// Notification settings.
     #[serde(default)]
     pub notifications: Option<NotificationsChange>,
+    /// Where its CLI agents run: `server` (the worker) or `runners` (`spool runner`); `null`:
+    /// the deployment's default (`SPOOL_CLI_HOST`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::runner::CliHost>))]
+    pub cli_host: Patch<crate::runner::CliHost>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{confine::WorkspaceRoots, workspace::Workspace};
+    use crate::{confine::WorkspaceRoots, runner::CliHost, workspace::Workspace};
 
     fn workspace() -> Workspace {
         Workspace::new("ws_1".to_owned(), "Docs".to_owned(), 1)
@@ -253,7 +258,7 @@ mod tests {
         let mut ws = workspace();
         let roots = WorkspaceRoots::none();
         change(r#"{"title":" Research ","cleanup":{"chat_folder_days":30},"notifications":{"email":"a@b.io","on_task":false}}"#)
-            .apply("acme", &mut ws, &roots)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
             .await
             .unwrap();
         assert_eq!(ws.name, "Research");
@@ -264,7 +269,7 @@ mod tests {
         assert_eq!(ws.notifications.recipient(NotificationKind::Task), None);
         assert_eq!(ws.notifications.recipient(NotificationKind::Failure), Some("a@b.io"));
         change(r#"{"notifications":{"email":""}}"#)
-            .apply("acme", &mut ws, &roots)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
             .await
             .unwrap();
         assert_eq!(ws.notifications.email, None);
@@ -285,7 +290,10 @@ mod tests {
         ] {
             let mut ws = workspace();
             assert!(
-                change(bad).apply("acme", &mut ws, &roots).await.is_err(),
+                change(bad)
+                    .apply("acme", &mut ws, &roots, CliHost::Server)
+                    .await
+                    .is_err(),
                 "{bad} was accepted"
             );
         }
@@ -301,28 +309,88 @@ mod tests {
         std::fs::create_dir(&inside).unwrap();
         let mut ws = workspace();
         let set = format!(r#"{{"working_directory_mode":"static","working_directory_path":{inside:?}}}"#);
-        change(&set).apply("acme", &mut ws, &roots).await.unwrap();
+        change(&set)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
+            .await
+            .unwrap();
         assert_eq!(ws.working_dir_mode(), WorkingDirMode::Static);
         // `static` alone keeps the folder set; `temp` clears it.
         change(r#"{"working_directory_mode":"static"}"#)
-            .apply("acme", &mut ws, &roots)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
             .await
             .unwrap();
         assert!(ws.working_dir.is_some());
         change(r#"{"working_directory_mode":"temp"}"#)
-            .apply("acme", &mut ws, &roots)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
             .await
             .unwrap();
         assert_eq!(ws.working_dir_mode(), WorkingDirMode::Temp);
         // A folder that does not exist, or lies outside the roots, is refused.
         let missing = format!(r#"{{"working_dir":{:?}}}"#, dir.path().join("nope"));
-        assert!(change(&missing).apply("acme", &mut workspace(), &roots).await.is_err());
         assert!(
-            change(r#"{"working_dir":"/etc"}"#)
-                .apply("acme", &mut workspace(), &roots)
+            change(&missing)
+                .apply("acme", &mut workspace(), &roots, CliHost::Server)
                 .await
                 .is_err()
         );
+        assert!(
+            change(r#"{"working_dir":"/etc"}"#)
+                .apply("acme", &mut workspace(), &roots, CliHost::Server)
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_folder_on_runners_is_not_confined_here_but_must_be_absolute_and_normalized() {
+        let roots = WorkspaceRoots::none();
+        // On a deployment whose default is runners, a folder the server does not have is kept.
+        let mut ws = workspace();
+        change(r#"{"working_dir":"/home/dev/repo"}"#)
+            .apply("acme", &mut ws, &roots, CliHost::Runners)
+            .await
+            .unwrap();
+        assert_eq!(ws.working_dir.as_deref(), Some("/home/dev/repo"));
+        assert_eq!(ws.cli_host, None);
+        for bad in [
+            "repo",
+            "./repo",
+            "/home/dev/../etc",
+            "/home/./dev",
+            "/home//dev",
+            "/home/dev/",
+        ] {
+            let set = format!(r#"{{"working_dir":{bad:?}}}"#);
+            assert!(
+                change(&set)
+                    .apply("acme", &mut workspace(), &roots, CliHost::Runners)
+                    .await
+                    .is_err(),
+                "{bad} was accepted"
+            );
+        }
+        // On the server's default, a workspace that says `runners` is the same.
+        let mut ws = workspace();
+        change(r#"{"cli_host":"runners","working_dir":"/srv/code"}"#)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
+            .await
+            .unwrap();
+        assert_eq!(ws.cli_host, Some(CliHost::Runners));
+        // Back to the server: the folder is confined to the server's roots now (none here).
+        let mut back = ws.clone();
+        assert!(
+            change(r#"{"cli_host":"server"}"#)
+                .apply("acme", &mut back, &roots, CliHost::Server)
+                .await
+                .is_err()
+        );
+        // `null` is the deployment's default again; with a `temp` folder nothing is confined.
+        change(r#"{"cli_host":null,"working_directory_mode":"temp"}"#)
+            .apply("acme", &mut ws, &roots, CliHost::Server)
+            .await
+            .unwrap();
+        assert_eq!((ws.cli_host, ws.working_dir.as_deref()), (None, None));
+        assert!(serde_json::from_str::<WorkspaceChange>(r#"{"cli_host":"laptop"}"#).is_err());
     }
 
     #[test]

@@ -41,6 +41,17 @@ pub struct TurnJob {
     /// finding none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_message_ms: Option<i64>,
+    /// The claim epoch of a runner's settle that queued this step ([`TurnJob::settled`]): part
+    /// of its key, since a runner's settle appends nothing, so the chat's tail may be the one
+    /// an earlier job of the turn (its offer, a check of its job) was keyed by, and that job's
+    /// key would deduplicate it away (SQS keeps a deduplication id five minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_epoch: Option<u64>,
+    /// When the check of the turn's runner job that queued this step ran ([`TurnJob::checked`]):
+    /// part of its key for the same reason (a check appends nothing), and so that each check's
+    /// run is counted as a run of its own, not as another attempt of the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_ms: Option<i64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -92,14 +103,40 @@ impl TurnJob {
             continuation: 0,
             step_started_ms: None,
             before_message_ms: None,
+            settled_epoch: None,
+            checked_ms: None,
         }
     }
 
-    /// The job's deduplication key: one job per turn step (and per carry-over of it).
+    /// The job a check of the turn's runner job at `now_ms` queues.
+    #[must_use]
+    pub fn checked(mut self, now_ms: i64) -> Self {
+        self.checked_ms = Some(now_ms);
+        self
+    }
+
+    /// The job that has the engine record what a runner settled with claim `epoch` of the
+    /// turn's runner job.
+    #[must_use]
+    pub fn settled(mut self, epoch: u64) -> Self {
+        self.settled_epoch = Some(epoch);
+        self
+    }
+
+    /// The job's deduplication key: one job per turn step (and per carry-over of it, and per
+    /// runner's settle).
     pub fn key(&self) -> String {
-        match self.continuation {
+        let step = match self.continuation {
             0 => format!("{}.{}", self.turn_id, self.trigger_seq),
             n => format!("{}.{}.c{n}", self.turn_id, self.trigger_seq),
+        };
+        let step = match self.settled_epoch {
+            None => step,
+            Some(epoch) => format!("{step}.r{epoch}"),
+        };
+        match self.checked_ms {
+            None => step,
+            Some(ms) => format!("{step}.k{ms}"),
         }
     }
 

@@ -6,10 +6,13 @@
 //! organization with every call, and adapters key every record by it, so one organization can
 //! never address another's records (they are missing, not forbidden).
 
+use std::path::Component;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{
     confine::WorkspaceRoots,
+    runner::CliHost,
     settings::{Cleanup, MAX_KEEP_DAYS, Notifications, Patch, WorkingDirMode, WorkspaceChange, check_email},
 };
 use spool_log::error::Error;
@@ -310,9 +313,20 @@ impl Task {
 
 impl WorkspaceChange {
     /// Applies the change to `workspace` of `org`, checking every field; a folder newly set is
-    /// confined to the organization's `roots` and stored resolved. On an error `workspace` may
-    /// be half changed: drop it.
-    pub async fn apply(self, org: &str, workspace: &mut Workspace, roots: &WorkspaceRoots) -> Result<(), Error> {
+    /// confined to the organization's `roots` and stored resolved. A workspace whose CLI agents
+    /// run on runners (its `cli_host`, or the deployment's `default_host`) keeps its folder on
+    /// the runners' machines instead: the server does not confine it (each runner confines it
+    /// to its own roots when it runs), it only checks that it is an absolute, normalized path.
+    /// On an error `workspace` may be half changed: drop it.
+    pub async fn apply(
+        self,
+        org: &str,
+        workspace: &mut Workspace,
+        roots: &WorkspaceRoots,
+        default_host: CliHost,
+    ) -> Result<(), Error> {
+        let host_before = workspace.cli_host.unwrap_or(default_host);
+        self.cli_host.apply(&mut workspace.cli_host);
         if let Some(title) = self.title {
             workspace.name = crate::names::clean(&title);
         }
@@ -363,11 +377,38 @@ impl WorkspaceChange {
             settings.on_task = change.on_task.unwrap_or(settings.on_task);
         }
         workspace.validate()?;
-        if workspace.working_dir != before {
-            workspace.confine_working_dir(org, roots).await?;
+        let host = workspace.cli_host.unwrap_or(default_host);
+        match host {
+            CliHost::Server if workspace.working_dir != before || host_before != host => {
+                workspace.confine_working_dir(org, roots).await?;
+            }
+            CliHost::Runners if workspace.working_dir != before => {
+                if let Some(dir) = &workspace.working_dir {
+                    check_runner_dir(dir)?;
+                }
+            }
+            CliHost::Server | CliHost::Runners => {}
         }
         Ok(())
     }
+}
+
+/// Checks a working directory that lives on runners' machines: an absolute path, written
+/// normalized (no `.` or `..`, no empty or trailing separators), which each runner confines to
+/// its own roots when it runs.
+fn check_runner_dir(dir: &str) -> Result<(), Error> {
+    let path = std::path::Path::new(dir);
+    let normal = path
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_) | Component::Prefix(_)));
+    let rebuilt: std::path::PathBuf = path.components().collect();
+    if !path.is_absolute() || !normal || rebuilt.as_os_str() != path.as_os_str() {
+        return Err(Error::invalid(
+            "working directory",
+            "on runners, give an absolute path without `.` or `..` parts, like /home/dev/repo (each runner finds it under its own SPOOL_WORKSPACE_ROOTS)",
+        ));
+    }
+    Ok(())
 }
 
 /// A new id with a kind prefix, e.g. `ws_0192f…`: a UUIDv7 in hex, so ids sort by creation.

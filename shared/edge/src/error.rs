@@ -80,6 +80,7 @@ pub const CODES: &[&str] = &[
     "request_timeout",
     "stale_producer_epoch",
     "stream_seq_conflict",
+    "superseded",
     "turn_pending",
     "unauthorized",
     "unavailable",

@@ -1,7 +1,7 @@
 //! # The embedded metadata store: `metadata.db`
 //!
-//! Organizations, API keys, workspaces, agents, slash commands, session records and the turn
-//! queue, in a SQLite
+//! Organizations, API keys, workspaces, agents, slash commands, session records, the turn
+//! queue and runners' jobs, in a SQLite
 //! file beside `spool.db`, apart from
 //! the stream log's because its writes are few and small: one connection behind a mutex, each
 //! call in a blocking task. Several processes may share it, like the log (SQLite's locks, a
@@ -23,7 +23,7 @@ use spool_log::error::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = 9;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -193,6 +193,27 @@ CREATE TABLE IF NOT EXISTS root_claims (
     org        TEXT NOT NULL,
     claimed_ms INTEGER NOT NULL
 );";
+/// Version 9: runner jobs and runners ([`crate::runners`]).
+const MIGRATION_9: &str = "
+CREATE TABLE IF NOT EXISTS runner_jobs (
+    org            TEXT NOT NULL,
+    turn_id        TEXT NOT NULL,
+    offered_ms     INTEGER NOT NULL,
+    epoch          INTEGER NOT NULL,
+    runner         TEXT,
+    lease_until_ms INTEGER NOT NULL,
+    outcome        TEXT,
+    data           TEXT NOT NULL,
+    PRIMARY KEY (org, turn_id)
+);
+CREATE INDEX IF NOT EXISTS runner_jobs_by_offer ON runner_jobs (org, offered_ms, turn_id);
+CREATE TABLE IF NOT EXISTS runners (
+    org          TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    last_seen_ms INTEGER NOT NULL,
+    data         TEXT NOT NULL,
+    PRIMARY KEY (org, name)
+);";
 
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
@@ -296,6 +317,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 8 {
             conn.execute_batch(MIGRATION_8)?;
+        }
+        if version < 9 {
+            conn.execute_batch(MIGRATION_9)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

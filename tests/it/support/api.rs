@@ -152,8 +152,15 @@ pub(crate) fn push(metadata: Arc<dyn Metadata>, log: Arc<dyn StreamLog>) -> Push
                     turn_id,
                 } => match runner_turns.get() {
                     Some(turns) => {
-                        match spool_agents::runner_check(metadata.as_ref(), log.as_ref(), &org, &session_id, &turn_id)
-                            .await
+                        match spool_agents::runner_check(
+                            metadata.as_ref(),
+                            log.as_ref(),
+                            SystemClock.now_ms(),
+                            &org,
+                            &session_id,
+                            &turn_id,
+                        )
+                        .await
                         {
                             Ok(Some(job)) => turns.enqueue(&job).await,
                             Ok(None) => Ok(()),

@@ -345,6 +345,11 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("post", "/v1/sessions/{id}/attachments") => {
             json!({ "filename": "notes.txt", "content_type": "text/plain", "size": 5 })
         }
+        ("post", "/v1/runner/claim") => json!({ "name": "box-1", "clis": [], "wait_ms": 0 }),
+        ("post", "/v1/runner/turns/{turn_id}/heartbeat") => json!({ "epoch": 1, "wait_ms": 0 }),
+        ("post", "/v1/runner/turns/{turn_id}/result") => {
+            json!({ "epoch": 1, "outcome": { "status": "failed", "reason": "no CLI" } })
+        }
         _ => return None,
     };
     Some(body)

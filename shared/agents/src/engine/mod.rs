@@ -199,7 +199,8 @@ impl Engine {
         settings: Settings,
     ) -> Self {
         let workspaces = spool_chat::service::WorkspaceService::new(metadata.clone(), log.clone(), clock.clone())
-            .with_workspace_roots(settings.workspace_roots.clone());
+            .with_workspace_roots(settings.workspace_roots.clone())
+            .with_default_cli_host(settings.cli_host);
         let chats = spool_chat::service::ChatRecords::new(metadata.clone(), log.clone(), clock.clone());
         Self {
             feeds: Arc::new(spool_log::aggregate::Direct(log.clone())),

@@ -201,6 +201,7 @@ impl Step<'_> {
 pub async fn runner_check(
     metadata: &dyn spool_chat::metadata::Metadata,
     log: &dyn StreamLog,
+    now_ms: i64,
     org: &str,
     session_id: &str,
     turn_id: &str,
@@ -214,5 +215,5 @@ pub async fn runner_check(
         Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    Ok(Some(TurnJob::new(org, session_id, turn_id, tail)))
+    Ok(Some(TurnJob::new(org, session_id, turn_id, tail).checked(now_ms)))
 }

@@ -16,6 +16,7 @@ use crate::{
     manage::{self, AgentChange},
     metadata::Metadata,
     notifier::{LogNotifier, NotificationStatus, Notifier},
+    runner::CliHost,
     settings::{Patch, WorkspaceChange},
     workspace::{Agent, CliType, Runtime, Workspace, new_id, plan_reorder},
 };
@@ -42,6 +43,8 @@ pub struct WorkspaceService {
     roots: WorkspaceRoots,
     /// How people are told what happened (a task made).
     pub(super) notifier: Arc<dyn Notifier>,
+    /// Where a workspace's CLI agents run unless it says otherwise.
+    default_cli_host: CliHost,
 }
 
 /// What a new agent is made of.
@@ -86,7 +89,21 @@ impl WorkspaceService {
             clock,
             roots: WorkspaceRoots::none(),
             notifier: Arc::new(LogNotifier),
+            default_cli_host: CliHost::Server,
         }
+    }
+
+    /// The service, where workspaces' CLI agents run on `host` unless they say otherwise (the
+    /// deployment's `SPOOL_CLI_HOST`; the worker by default).
+    #[must_use]
+    pub fn with_default_cli_host(mut self, host: CliHost) -> Self {
+        self.default_cli_host = host;
+        self
+    }
+
+    /// Where `workspace`'s CLI agents run: its own setting, or the deployment's default.
+    pub fn cli_host(&self, workspace: &Workspace) -> CliHost {
+        workspace.cli_host.unwrap_or(self.default_cli_host)
     }
 
     /// The service, handing feed events to `feeds` (appended at once otherwise).
@@ -133,7 +150,9 @@ impl WorkspaceService {
     pub async fn create(&self, org: &str, change: WorkspaceChange) -> Result<Workspace, Error> {
         let now = self.clock.now_ms();
         let mut workspace = Workspace::new(new_id("ws"), String::new(), now);
-        change.apply(org, &mut workspace, &self.roots).await?;
+        change
+            .apply(org, &mut workspace, &self.roots, self.default_cli_host)
+            .await?;
         let builtin = Agent::builtin(new_id("ag"), workspace.id.clone(), now);
         let json = ContentType::parse("application/json")?;
         self.log
@@ -147,7 +166,9 @@ impl WorkspaceService {
     /// Changes a workspace's settings by `change`; a bad one changes nothing.
     pub async fn update(&self, org: &str, id: &str, change: WorkspaceChange) -> Result<Workspace, Error> {
         let mut workspace = self.workspace(org, id).await?;
-        change.apply(org, &mut workspace, &self.roots).await?;
+        change
+            .apply(org, &mut workspace, &self.roots, self.default_cli_host)
+            .await?;
         workspace.updated_ms = self.clock.now_ms();
         self.metadata.update_workspace(org, &workspace).await?;
         Ok(workspace)
