@@ -100,6 +100,11 @@ pub(crate) fn spawn_worker(
     notifier: Arc<dyn spool_chat::notifier::Notifier>,
     push: Push,
 ) -> anyhow::Result<()> {
+    // CLIs a killed predecessor of this process left running stop before turns start again.
+    let reaped = spool_worker::cli_agents(config, services.metadata.clone()).reap_orphans();
+    if reaped > 0 {
+        tracing::warn!(clis = reaped, "stopped the CLIs a stopped server left running");
+    }
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),

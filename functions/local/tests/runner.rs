@@ -233,11 +233,24 @@ async fn a_runner_killed_mid_turn_then_restarted_ends_the_turn_once() {
     let mut first = runner(&url, &key, &bin, &work, &log);
     // WHEN the runner takes a turn, and is killed with `kill -9` while its CLI runs
     let turn = api.send(&chat, "first").await;
-    cli_running(&bin, &log).await;
+    let orphan = cli_running(&bin, &log).await;
     first.0.kill().unwrap();
     first.0.wait().unwrap();
+    assert!(
+        !gone(&orphan),
+        "a CLI outlives its runner's kill -9 (its own process group)"
+    );
     // AND it is started again
     let _second = runner(&url, &key, &bin, &work, &log);
+    // THEN the restarted runner stops the CLI its dead predecessor left running
+    let since = std::time::Instant::now();
+    while !gone(&orphan) {
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the orphaned CLI {orphan} still runs after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // THEN once the lost lease runs out the turn runs again and ends once, completed
     let events = api.ended(&chat, &turn, Duration::from_secs(150)).await;
     let runner_log = std::fs::read_to_string(&log).unwrap_or_default();

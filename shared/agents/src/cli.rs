@@ -49,6 +49,7 @@ use crate::{
 pub use crate::cli_args::{arguments, program};
 
 mod probe;
+mod reap;
 
 /// The built-in agent's order of preference.
 pub const ORDER: [CliType; 4] = CliType::ALL;
@@ -112,6 +113,12 @@ impl CliAgents {
     pub fn with_roots(mut self, roots: WorkspaceRoots) -> Self {
         self.roots = roots;
         self
+    }
+
+    /// Stops the CLIs a previous run of this process left running when it died (recorded under
+    /// the work root); how many. Call it at start, before any turn runs.
+    pub fn reap_orphans(&self) -> usize {
+        reap::reap(&self.work_root)
     }
 
     fn find(&self, cli: CliType) -> Option<PathBuf> {
@@ -430,6 +437,10 @@ impl Cli {
             .spawn()
             .map_err(|e| Error::Failed(format!("cannot start `{}`: {e}", self.path.display())))?;
         let mut guard = GroupGuard { pid: child.id() };
+        // Recorded while it runs, so that if this process dies the next start stops it.
+        let _running = child
+            .id()
+            .map(|group| reap::Running::record(&self.agents.work_root, group, input));
         // What it prints is read as it comes (so a full pipe never stalls it), up to a bound:
         // only a failure's last words are shown. The run ends when the CLI exits, not when its
         // pipes close: a process it left running may hold them open.

@@ -98,6 +98,10 @@ fn stopped() -> anyhow::Result<()> {
 pub async fn run_with(args: RunnerArgs, config: &Config) -> anyhow::Result<()> {
     let base = client::check_url(&args.url).map_err(anyhow::Error::msg)?;
     let agents = cli_agents(config);
+    let reaped = agents.reap_orphans();
+    if reaped > 0 {
+        tracing::warn!(clis = reaped, "stopped the CLIs a runner that died here left running");
+    }
     let clis = agents.clis().await;
     if !clis.iter().any(|c| c.healthy) {
         anyhow::bail!("{}", no_cli(config, &clis));
