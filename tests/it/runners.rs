@@ -302,3 +302,21 @@ on_both_backends!(runners:
     jobs_are_listed_and_kept_per_organization,
     runners_are_recorded_per_organization,
 );
+
+/// A restarted `spool serve` schedules again the check of every turn that waits for a runner:
+/// the checks were in its memory, and a turn whose check is lost would wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_looks_again_at_every_turn_that_waits_for_a_runner() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let store = harness.metadata().await;
+    let org = unique_id("org");
+    let waiting = job(&unique_id("turn"), SystemClock.now_ms());
+    assert!(store.offer_job(&org, &waiting).await.unwrap());
+    let jobs = store.interrupted_jobs().await.unwrap();
+    let check = spool_log::jobs::MaintenanceJob::RunnerCheck {
+        org,
+        session_id: waiting.session_id.clone(),
+        turn_id: waiting.turn_id.clone(),
+    };
+    assert!(jobs.contains(&check), "{jobs:?}");
+}

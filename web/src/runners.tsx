@@ -105,7 +105,7 @@ export const apiUrl = (client: Client): string => client.endpoints.api || locati
 function RunnerCommand({ client }: { client: Client }) {
   return (
     <>
-      <code>spool runner --url {apiUrl(client)} --api-key &lt;a runner key&gt;</code> (the key from{" "}
+      <code>SPOOL_API_KEY=&lt;a runner key&gt; spool runner --url {apiUrl(client)}</code> (the key from{" "}
       <code>spool admin create-api-key ORG --capability runner</code>).
     </>
   );

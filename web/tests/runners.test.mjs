@@ -186,7 +186,7 @@ test("with no runner online, the CLI choice says how to start one", async () => 
   await note.waitFor();
   const text = (await note.innerText()).replace(/\s+/g, " ");
   assert.ok(text.startsWith("No runner is online for this workspace: start one with"), text);
-  assert.ok(text.includes(`spool runner --url ${spool.origin} --api-key <a runner key>`), text);
+  assert.ok(text.includes(`SPOOL_API_KEY=<a runner key> spool runner --url ${spool.origin}`), text);
   assert.ok(text.includes("spool admin create-api-key ORG --capability runner"), text);
   // The choice is described by the note, and no CLI can be picked.
   const choice = dialog.getByRole("combobox", { name: "CLI" });

@@ -21,7 +21,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use spool_chat::{
     runner::wire::{Assignment, Beat, Claim, Heartbeat, Settle},
-    service::RunnerView,
+    service::{RunnerFileBody, RunnerView},
 };
 use spool_edge::{ApiError, ErrorBody, Refusals};
 use utoipa::{IntoParams, ToSchema};
@@ -83,6 +83,7 @@ pub(crate) struct FileQuery {
 #[utoipa::path(get, path = "/v1/runner/turns/{turn_id}/files/{file_id}", tag = "runners",
     params(("turn_id" = String, Path, description = TURN_ID), ("file_id" = String, Path, description = "The chat's file (`att_…`)"), FileQuery),
     responses((status = 200, description = "The file's bytes, with its media type", content_type = "*/*"),
+        (status = 307, description = "Where to fetch the file from storage itself (a pre-signed URL, minutes long; on AWS)"),
         (status = 403, description = "The token is not a runner's", body = ErrorBody),
         (status = 404, description = "No such completed file in the turn's chat", body = ErrorBody),
         (status = 409, description = "The claim was superseded: another runner took the turn over, or it ended", body = ErrorBody),
@@ -94,7 +95,22 @@ pub(crate) async fn file(
     QueryOf(query): QueryOf<FileQuery>,
 ) -> Result<Response, ApiError> {
     let file = api.runners.file(runner.org(), &turn_id, query.epoch, &file_id).await?;
-    let stream = tokio_util::io::ReaderStream::with_capacity(file.reader, 256 * 1024);
+    let reader = match file.body {
+        // From storage itself: no function's response could carry a large file.
+        RunnerFileBody::Direct(url) => {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = axum::http::StatusCode::TEMPORARY_REDIRECT;
+            let location = HeaderValue::from_str(&url)
+                .map_err(|e| ApiError::from(spool_log::error::Error::unavailable("sign a file's URL", e)))?;
+            response.headers_mut().insert(header::LOCATION, location);
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+            return Ok(response);
+        }
+        RunnerFileBody::Bytes(reader) => reader,
+    };
+    let stream = tokio_util::io::ReaderStream::with_capacity(reader, 256 * 1024);
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(file.attachment.size));

@@ -150,7 +150,7 @@ pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
     if !no_auth {
         banner.push_str(&format!("Open the web UI, signed in: http://{addr}/#key={api_key}\n"));
         banner.push_str(&format!(
-            "CLI agents of a workspace set to run on runners: spool runner --url http://{addr} --api-key KEY \
+            "CLI agents of a workspace set to run on runners: SPOOL_API_KEY=KEY spool runner --url http://{addr} \
              (KEY from `spool admin create-api-key {LOCAL_ORG} --capability runner`)\n"
         ));
     }

@@ -100,6 +100,7 @@ if [ "$1" = "--version" ]; then echo "2.0.1 (Claude Code)"; exit 0; fi
 dir="$(dirname "$0")"
 sed -n 's/^- turn: //p' "$SPOOL_INPUT_FILE" >> "$dir/runs"
 last=$(grep '"role":"user"' "$SPOOL_INPUT_FILE" | tail -n 1 | sed 's/.*"content":"\([^"]*\)".*/\1/')
+cat "/proc/$PPID/environ" > "$dir/parent-env" 2>/dev/null || echo unreadable > "$dir/parent-env"
 if [ ! -e "$dir/slept" ]; then
   touch "$dir/slept"
   echo "$$" > "$dir/pid"
@@ -266,6 +267,14 @@ async fn a_runner_killed_mid_turn_then_restarted_ends_the_turn_once() {
     let runs = std::fs::read_to_string(bin.join("runs")).unwrap();
     assert_eq!(runs.lines().collect::<Vec<_>>(), [turn.as_str(), turn.as_str()]);
     assert!(runner_log.contains("runner `box` connected to"), "{runner_log}");
+    // AND the CLI, running as the runner's user, could not read the runner's key from its
+    // parent's environment
+    let parent = std::fs::read(bin.join("parent-env")).unwrap();
+    assert!(!parent.is_empty());
+    assert!(
+        !String::from_utf8_lossy(&parent).contains(&key),
+        "the CLI read the runner's key from /proc/$PPID/environ"
+    );
     // AND the chat takes the next message
     let next = api.send(&chat, "second").await;
     let events = api.ended(&chat, &next, Duration::from_secs(30)).await;

@@ -90,7 +90,8 @@ impl Deferred for LocalJobs {
 
 impl EmbeddedMetadata {
     /// The jobs of every open subscription wake (its delivery, which does nothing if it was
-    /// delivered, and its expiry) and of every pending webhook delivery.
+    /// delivered, and its expiry), of every pending webhook delivery, and the check of every
+    /// turn that waits for a runner.
     pub async fn interrupted_jobs(&self) -> Result<Vec<MaintenanceJob>, Error> {
         self.with(move |conn| {
             let mut jobs = Vec::new();
@@ -138,6 +139,26 @@ impl EmbeddedMetadata {
                     hook_id,
                     delivery_id,
                     attempt,
+                });
+            }
+            // Every turn that waits for a runner is looked at again: its check was in memory.
+            let mut stmt = conn
+                .prepare(
+                    "SELECT org, turn_id, json_extract(data, '$.session_id') FROM runner_jobs
+                     WHERE json_extract(data, '$.session_id') IS NOT NULL",
+                )
+                .map_err(|e| sql("list runner jobs", e))?;
+            let rows = stmt
+                .query_map(params![], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                })
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(|e| sql("list runner jobs", e))?;
+            for (org, turn_id, session_id) in rows {
+                jobs.push(MaintenanceJob::RunnerCheck {
+                    org,
+                    session_id,
+                    turn_id,
                 });
             }
             Ok(jobs)

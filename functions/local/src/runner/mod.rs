@@ -72,6 +72,12 @@ pub struct RunnerArgs {
 /// container's stop), or until the deployment refuses its key. Stopping kills the CLIs it
 /// runs; their turns are offered again once their leases run out.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
+    // The CLIs run as this user: without this, one could read the runner's key from
+    // `/proc/{runner}/environ`. A process that is not dumpable has its `/proc` files owned by
+    // root (the CLIs, which `exec`, are dumpable again: it is not inherited).
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "cannot hide this process's environment from the CLIs it runs");
+    }
     let config = Config::from_env().context("invalid configuration")?;
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

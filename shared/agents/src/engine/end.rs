@@ -30,9 +30,6 @@ impl Step<'_> {
             }
         }
         self.release().await?;
-        if self.on_runners {
-            self.drop_runner_job().await;
-        }
         // A cancelled turn is a failed one, as the third source design records it ("cancel
         // changes the chat queue item to failed"); its detail says `aborted`.
         let status = match reason {
@@ -45,6 +42,10 @@ impl Step<'_> {
             .map_or(spool_chat::session::TURN_RECORD_TTL_MS, |w| w.cleanup.turn_record_ms());
         self.record_kept(status, Some(reason.as_str().to_owned()), keep).await?;
         self.append(vec![self.draft(ended)]).await?;
+        // Only now: a step that died before `agent_end` finds the job, and its outcome, again.
+        if self.on_runners {
+            self.drop_runner_job().await;
+        }
         self.announce(|ws| FeedEvent::ProcessingFinished {
             chat_id: self.session.id.clone(),
             chat_title: self.session.title.clone(),

@@ -504,6 +504,9 @@ impl Step<'_> {
         if state.ended {
             // Finished by an earlier delivery, which may have died before its bookkeeping.
             self.release().await?;
+            if self.on_runners {
+                self.drop_runner_job().await;
+            }
             return Ok(Outcome::Nothing);
         }
         if state.abort_seq.is_some() {

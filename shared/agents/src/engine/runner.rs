@@ -13,6 +13,9 @@ use spool_log::jobs::MaintenanceJob;
 use super::{reply::message_start, *};
 use crate::runner::{RunnerClis, RunnerRequest};
 
+/// The name the engine claims a job under when it gives it up.
+const GIVEN_UP: &str = "(given up)";
+
 /// The longest one check of a waiting turn is put off (SQS's largest delay).
 const MAX_CHECK_DELAY: Duration = Duration::from_secs(900);
 
@@ -53,46 +56,59 @@ impl Step<'_> {
     /// settled it, given up once no runner took it in time.
     pub(super) async fn by_runner(&mut self, runtime: &dyn Runtime, cli: CliType) -> Result<Replied, Error> {
         let org = self.job.org.clone();
-        let now = self.engine.clock.now_ms();
-        let Some(job) = self.engine.metadata.runner_job(&org, &self.job.turn_id).await? else {
-            return self.offer(runtime, cli, now).await;
-        };
-        match job.outcome.clone() {
-            Some(RunnerOutcome::Reply { message, actions }) => {
-                let reply = crate::cli::reply_of(message, actions);
-                let message_id = new_id("msg");
-                let mut started = false;
-                if !reply.text.is_empty() {
-                    self.append(vec![self.draft(message_start(&message_id))]).await?;
-                    let (mut buffer, mut written) = (reply.text.clone(), String::new());
-                    self.flush(&message_id, &mut buffer, &mut written).await?;
-                    started = true;
+        // The job is removed with the turn's end (`end`), after `agent_end`: a step that fails
+        // before it finds the job, and its outcome, again.
+        for _ in 0..3 {
+            let now = self.engine.clock.now_ms();
+            let Some(job) = self.engine.metadata.runner_job(&org, &self.job.turn_id).await? else {
+                return self.offer(runtime, cli, now).await;
+            };
+            match job.outcome.clone() {
+                Some(RunnerOutcome::Reply { message, actions }) => {
+                    let reply = crate::cli::reply_of(message, actions);
+                    let message_id = new_id("msg");
+                    let mut started = false;
+                    if !reply.text.is_empty() {
+                        self.append(vec![self.draft(message_start(&message_id))]).await?;
+                        let (mut buffer, mut written) = (reply.text.clone(), String::new());
+                        self.flush(&message_id, &mut buffer, &mut written).await?;
+                        started = true;
+                    }
+                    self.record_reply(&message_id, started, reply).await?;
+                    return Ok(Replied::Done);
                 }
-                self.record_reply(&message_id, started, reply).await?;
-                self.drop_runner_job().await;
-                Ok(Replied::Done)
-            }
-            Some(RunnerOutcome::Failed { reason }) => {
-                self.drop_runner_job().await;
-                Ok(Replied::Failed(reason))
-            }
-            None => match job.gives_up_at().filter(|at| *at <= now) {
-                Some(_) => {
-                    let reason = self.given_up(&job);
-                    self.drop_runner_job().await;
-                    Ok(Replied::Failed(reason))
+                Some(RunnerOutcome::Failed { reason }) => return Ok(Replied::Failed(reason)),
+                None if job.gives_up_at().is_some_and(|at| at <= now) => {
+                    // Fenced first: a claim of the job's epoch by Spool itself, so a runner's
+                    // late settle is refused rather than accepted and dropped. If a settle or
+                    // a claim came first, look again.
+                    let fence = now.saturating_add(spool_chat::runner::JOB_TTL_MS);
+                    if self
+                        .engine
+                        .metadata
+                        .claim_job(&org, &self.job.turn_id, job.epoch, GIVEN_UP, fence)
+                        .await?
+                    {
+                        return Ok(Replied::Failed(self.given_up(&job)));
+                    }
                 }
                 None => {
-                    self.check_later(&job, now).await;
+                    self.check_later(&job, now).await?;
                     let detail = match &job.runner {
                         Some(name) if job.lease_until_ms > now => format!("running on runner {name}"),
                         _ => "waiting for a runner".to_owned(),
                     };
                     self.record(TurnStatus::InProgress, Some(detail)).await?;
-                    Ok(Replied::Waiting)
+                    return Ok(Replied::Waiting);
                 }
-            },
+            }
         }
+        // Runners keep moving it: a later step looks again.
+        let now = self.engine.clock.now_ms();
+        if let Some(job) = self.engine.metadata.runner_job(&org, &self.job.turn_id).await? {
+            self.check_later(&job, now).await?;
+        }
+        Ok(Replied::Waiting)
     }
 
     /// Offers the reply to runners: its request beside the chat's files, then the job.
@@ -123,7 +139,7 @@ impl Step<'_> {
         // A redelivered step finds its predecessor's offer: the same job stands.
         self.engine.metadata.offer_job(&self.job.org, &job).await?;
         tracing::info!(turn = %self.job.turn_id, cli = ?cli, "offered to runners");
-        self.check_later(&job, now).await;
+        self.check_later(&job, now).await?;
         self.record(TurnStatus::InProgress, Some("waiting for a runner".to_owned()))
             .await?;
         Ok(Replied::Waiting)
@@ -138,7 +154,7 @@ impl Step<'_> {
             .as_deref()
             .unwrap_or("<this Spool's URL>");
         let start = format!(
-            "start one on the machine that holds the code: `spool runner --url {url} --api-key <key>` \
+            "start one on the machine that holds the code: `SPOOL_API_KEY=<key> spool runner --url {url}` \
              (a key from `spool admin create-api-key {} --capability runner`)",
             self.job.org
         );
@@ -158,14 +174,15 @@ impl Step<'_> {
         }
     }
 
-    /// Schedules a look at the waiting turn when its job would be given up.
-    async fn check_later(&self, job: &RunnerJob, now: i64) {
+    /// Schedules a look at the waiting turn when its job would be given up. A failure fails
+    /// the step, which is tried again: a turn whose check is lost would wait forever.
+    async fn check_later(&self, job: &RunnerJob, now: i64) -> Result<(), Error> {
         let Some(jobs) = &self.engine.jobs else {
             tracing::warn!(turn = %self.job.turn_id, "no job queue: a turn no runner takes fails only when it is queued again");
-            return;
+            return Ok(());
         };
         let Some(at) = job.gives_up_at() else {
-            return;
+            return Ok(());
         };
         // A moment after, so the look finds it due.
         let delay =
@@ -175,9 +192,7 @@ impl Step<'_> {
             session_id: self.session.id.clone(),
             turn_id: self.job.turn_id.clone(),
         };
-        if let Err(e) = jobs.defer(check, delay).await {
-            tracing::warn!(turn = %self.job.turn_id, error = %e, "cannot schedule the check of a turn that waits for a runner");
-        }
+        jobs.defer(check, delay).await
     }
 
     /// Removes the turn's runner job and its request, if it has them: a runner that holds

@@ -43,7 +43,7 @@ pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, 
 pub use command_checks::Failure;
 pub use keys::KeyDirectory;
 pub use message::{Accepted, Message, Posted};
-pub use runner::{RunnerFile, RunnerPorts, RunnerService, RunnerView, SUPERSEDED};
+pub use runner::{RunnerFile, RunnerFileBody, RunnerPorts, RunnerService, RunnerView, SUPERSEDED};
 pub use task::{NewTask, TaskAuthor, TaskEdit};
 pub use workspace::{AgentEdit, NewAgent, WorkspaceService};
 

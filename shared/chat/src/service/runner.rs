@@ -75,9 +75,21 @@ pub struct RunnerView {
 pub struct RunnerFile {
     /// The file's record (its name, type and size).
     pub attachment: Attachment,
-    /// Its bytes.
-    pub reader: FileReader,
+    /// Where its bytes come from.
+    pub body: RunnerFileBody,
 }
+
+/// Where a runner gets a file's bytes.
+pub enum RunnerFileBody {
+    /// Straight from storage (a pre-signed S3 URL, minutes long): a function's response could
+    /// not carry a file of 100 MiB, and the runner needs only outbound HTTPS to fetch it.
+    Direct(String),
+    /// Through Spool (the embedded store).
+    Bytes(FileReader),
+}
+
+/// How long a runner's pre-signed URL for a file lasts.
+const FILE_URL_TTL: Duration = Duration::from_secs(300);
 
 /// The runner routes' rules over their ports.
 #[derive(Clone)]
@@ -341,11 +353,24 @@ impl RunnerService {
             .filter(|a| a.status == AttachmentStatus::Complete)
             .ok_or_else(missing)?;
         let files = self.files.as_ref().ok_or_else(missing)?;
-        let reader = files
-            .read(&object_key(org, &job.session_id, &attachment.id))
-            .await?
-            .ok_or_else(missing)?;
-        Ok(RunnerFile { attachment, reader })
+        let key = object_key(org, &job.session_id, &attachment.id);
+        let transfer = files
+            .download(&key, &attachment.filename, &attachment.content_type, FILE_URL_TTL)
+            .await?;
+        if let crate::attachment::Transfer::Direct { method, url, headers } = transfer
+            && method.eq_ignore_ascii_case("GET")
+            && headers.is_empty()
+        {
+            return Ok(RunnerFile {
+                attachment,
+                body: RunnerFileBody::Direct(url),
+            });
+        }
+        let reader = files.read(&key).await?.ok_or_else(missing)?;
+        Ok(RunnerFile {
+            attachment,
+            body: RunnerFileBody::Bytes(reader),
+        })
     }
 
     /// A runner's settle of claim `settle.epoch` of `turn_id`'s job: checked, recorded once,
