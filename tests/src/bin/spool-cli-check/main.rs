@@ -12,6 +12,10 @@
 //! 4. as a control, the same command line with a flag the CLI does not have *is* seen as a usage
 //!    error, so step 2 could have failed.
 //!
+//! Then the same CLIs run through a runner ([`runner`]): a real `spool serve` with no CLI of its
+//! own hands each chat's turn to a real `spool runner` whose search path holds them, and no turn
+//! may end with a usage error there either.
+//!
 //! Usage: `spool-cli-check <folder of the CLIs' executables>`; exits non-zero on any failure.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -23,6 +27,8 @@ use spool_agents::{
     runtimes::CliRuntimes,
 };
 use spool_chat::{clis::CliProbe, workspace::CliType};
+
+mod runner;
 
 /// How long one run may take: a CLI that got past its arguments and waits on a network it
 /// cannot reach here is accepted.
@@ -245,9 +251,16 @@ async fn main() -> ExitCode {
         print!("{report}");
         failures.extend(failed);
     }
+    println!(
+        "cli-check: through a runner: spool serve with no CLI of its own, spool runner with these (up to {} s a turn, all at once)…",
+        RUN_TIMEOUT.as_secs()
+    );
+    let (report, failed) = runner::check(&bin).await;
+    print!("{report}");
+    failures.extend(failed);
     if failures.is_empty() {
         println!(
-            "cli-check: all {} CLIs accept Spool's command lines",
+            "cli-check: all {} CLIs accept Spool's command lines, run by the worker and through a runner",
             CliType::ALL.len()
         );
         ExitCode::SUCCESS
