@@ -99,7 +99,7 @@ lambda-check: $(CARGO_LAMBDA) ## Host the API, stream and worker binaries as Lam
 	./target/debug/spool-lambda-check
 
 cli-check: tests/clis/node_modules/.installed ## Check Spool's command lines against the real claude, gemini, codex and opencode CLIs
-	cargo build -q --locked -p spool-tests --bin spool-cli-check
+	cargo build -q --locked -p spool-tests --bin spool-cli-check -p spool-local --bin spool
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin
 
 soak: deps ## Chaos at length (minutes): SOAK_CYCLES kill -9 cycles of spool serve, SOAK_MESSAGES per chat under injected AWS faults; prints the figures
