@@ -35,19 +35,8 @@ pub fn cli_agents(
     config: &spool_platform::Config,
     claims: Arc<dyn spool_chat::directory::Directory>,
 ) -> spool_agents::cli::CliAgents {
-    use secrecy::ExposeSecret;
     let settings = &config.agents;
-    let env = settings
-        .cli_inherited
-        .iter()
-        .cloned()
-        .chain(
-            settings
-                .cli_env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
-        )
-        .collect();
+    let env = settings.cli_environment();
     spool_agents::cli::CliAgents::new(
         settings.cli_path.clone(),
         config.cli_work_dir(),

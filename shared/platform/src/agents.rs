@@ -90,6 +90,23 @@ pub struct AgentSettings {
     pub public_url: Option<String>,
 }
 
+impl AgentSettings {
+    /// What a CLI agent's environment holds of this configuration: the locale and `PATH` it
+    /// keeps ([`Self::cli_inherited`]), then the variables `SPOOL_CLI_ENV` passes through.
+    pub fn cli_environment(&self) -> Vec<(String, String)> {
+        use secrecy::ExposeSecret;
+        self.cli_inherited
+            .iter()
+            .cloned()
+            .chain(
+                self.cli_env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
+            )
+            .collect()
+    }
+}
+
 /// Variables a CLI agent keeps from Spool's environment: `PATH`, and the locale, so its output
 /// is in the right language and encoding.
 pub(crate) const CLI_INHERITED_VARS: &[&str] = &[

@@ -215,17 +215,7 @@ impl Backoff {
 /// under `.spool/runner` by default, and the workspace roots of one organization, the key's.
 fn cli_agents(config: &Config) -> CliAgents {
     let settings = &config.agents;
-    let env = settings
-        .cli_inherited
-        .iter()
-        .cloned()
-        .chain(
-            settings
-                .cli_env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
-        )
-        .collect();
+    let env = settings.cli_environment();
     let work_dir = work_dir(config);
     let roots = WorkspaceRoots::for_one_org(&settings.workspace_roots, std::slice::from_ref(&work_dir));
     CliAgents::new(settings.cli_path.clone(), work_dir, settings.cli_timeout)
