@@ -81,7 +81,7 @@ async fn setup<H: Harness>(harness: &H) -> Setup {
     std::fs::create_dir_all(&none).unwrap();
     let server_clis = CliAgents::new(vec![none], work.path().join("server-chats"), Duration::from_secs(20));
     let settings = spool_agents::Settings {
-        cli_host: spool_chat::runner::CliHost::Runners,
+        cli_host: spool_chat::settings::CliHost::Runners,
         runner_wait: Duration::from_secs(600),
         ..test_settings()
     };

@@ -26,7 +26,7 @@ on_both_backends!(runner_turns:
 /// a workspace, answered by `claude`.
 async fn runners_chat<H: Harness>(harness: &H, wait: Duration) -> (Stack, String) {
     let settings = spool_agents::Settings {
-        cli_host: spool_chat::runner::CliHost::Runners,
+        cli_host: spool_chat::settings::CliHost::Runners,
         runner_wait: wait,
         ..test_settings()
     };

@@ -188,7 +188,7 @@ impl ChatApi {
     /// The same API, making workspaces whose CLI agents run on `host` unless they say
     /// otherwise (`SPOOL_CLI_HOST`; the worker's by default).
     #[must_use]
-    pub fn with_default_cli_host(mut self, host: spool_chat::runner::CliHost) -> Self {
+    pub fn with_default_cli_host(mut self, host: spool_chat::settings::CliHost) -> Self {
         self.workspaces = self.workspaces.with_default_cli_host(host);
         self
     }

@@ -13,8 +13,8 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use spool_chat::{
     notifier::NotificationStatus,
-    runner::CliHost,
     service::{AgentEdit, WorkspaceService},
+    settings::CliHost,
     settings::{Cleanup, CleanupChange, Notifications, NotificationsChange, WorkingDirMode, WorkspaceChange},
     workspace::{Agent, CliType, Runtime, Workspace},
 };

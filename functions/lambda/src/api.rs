@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use spool_chat::{revocation::Revocations, runner::CliHost};
+use spool_chat::{revocation::Revocations, settings::CliHost};
 use spool_log::port::StreamLog;
 
 /// Serves the API function's requests until the runtime stops it.

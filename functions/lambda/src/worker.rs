@@ -42,7 +42,7 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
         Arc::new(spool_worker::runtimes(config, metadata.clone())),
         Arc::new(spool_log::clock::SystemClock),
         // On Lambda the worker has no CLIs: they run on runners unless SPOOL_CLI_HOST says.
-        spool_worker::engine_settings(config, metadata.clone(), spool_chat::runner::CliHost::Runners),
+        spool_worker::engine_settings(config, metadata.clone(), spool_chat::settings::CliHost::Runners),
     )
     .with_files(aws.files()?)
     .with_notifier(aws.notifier().await)

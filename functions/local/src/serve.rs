@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use spool_chat::runner::CliHost;
+use spool_chat::settings::CliHost;
 use spool_log::clock::SystemClock;
 use spool_platform::Config;
 use tokio::net::TcpListener;

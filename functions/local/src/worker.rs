@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use spool_chat::{attachment::FileStore, runner::CliHost, webhook::service::ChatHooks};
+use spool_chat::{attachment::FileStore, settings::CliHost, webhook::service::ChatHooks};
 use spool_log::{
     clock::SystemClock,
     jobs::Deferred,

@@ -51,7 +51,7 @@ pub fn cli_agents(
 pub fn engine_settings(
     config: &spool_platform::Config,
     claims: Arc<dyn spool_chat::directory::Directory>,
-    default_host: spool_chat::runner::CliHost,
+    default_host: spool_chat::settings::CliHost,
 ) -> spool_agents::Settings {
     spool_agents::Settings {
         cli_host: config.agents.cli_host.unwrap_or(default_host),

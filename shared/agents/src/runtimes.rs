@@ -98,9 +98,9 @@ impl Runtimes {
     /// The same runtimes, with the CLIs runners offer in place of this process's own: for a
     /// chat of a workspace whose CLI agents run on runners.
     #[must_use]
-    pub fn on_runners(&self, offered: crate::runner::RunnerClis) -> Self {
+    pub fn on_runners(&self, offered: Arc<dyn CliRuntimes>) -> Self {
         let mut runtimes = self.clone();
-        runtimes.cli = Some(Arc::new(offered));
+        runtimes.cli = Some(offered);
         runtimes
     }
 

@@ -1,6 +1,6 @@
 //! # Runners: CLI turns run on the machines that hold the code
 //!
-//! A workspace whose CLI agents run on runners ([`CliHost::Runners`]) does not run them in the
+//! A workspace whose CLI agents run on runners ([`crate::settings::CliHost::Runners`]) does not run them in the
 //! worker. When a turn of its chats needs a CLI's reply, the engine writes the reply's request
 //! beside the chat's files and offers a [`RunnerJob`]; a runner (`spool runner`, anywhere with
 //! outbound HTTPS) claims it through the API, runs the CLI on its own machine and settles the
@@ -39,39 +39,6 @@ pub const DEFAULT_WAIT_MS: i64 = 10 * 60 * 1000;
 pub const ONLINE_MS: i64 = 60_000;
 /// The most bytes of a settled reply (its message and actions, as JSON).
 pub const MAX_OUTCOME_BYTES: usize = 256 * 1024;
-
-/// Where a workspace's CLI agents run.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CliHost {
-    /// The worker runs them, as subprocesses (the default under `spool serve`).
-    Server,
-    /// Runners run them (the default on AWS, where the worker has no CLIs).
-    Runners,
-}
-
-impl CliHost {
-    /// Its name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Server => "server",
-            Self::Runners => "runners",
-        }
-    }
-}
-
-impl std::str::FromStr for CliHost {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "server" => Ok(Self::Server),
-            "runners" => Ok(Self::Runners),
-            other => Err(format!("`{other}` is not a CLI host: use `server` or `runners`")),
-        }
-    }
-}
 
 /// A CLI reply a runner is to run: one per turn, keyed by the turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,39 @@ pub enum WorkingDirMode {
     Temp,
 }
 
+/// Where a workspace's CLI agents run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CliHost {
+    /// The worker runs them, as subprocesses (the default under `spool serve`).
+    Server,
+    /// Runners run them (the default on AWS, where the worker has no CLIs).
+    Runners,
+}
+
+impl CliHost {
+    /// Its name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Runners => "runners",
+        }
+    }
+}
+
+impl std::str::FromStr for CliHost {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "server" => Ok(Self::Server),
+            "runners" => Ok(Self::Runners),
+            other => Err(format!("`{other}` is not a CLI host: use `server` or `runners`")),
+        }
+    }
+}
+
 /// How long what a workspace's chats leave behind is kept.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,14 +269,14 @@ pub struct WorkspaceChange {
     /// Where its CLI agents run: `server` (the worker) or `runners` (`spool runner`); `null`:
     /// the deployment's default (`SPOOL_CLI_HOST`).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::runner::CliHost>))]
-    pub cli_host: Patch<crate::runner::CliHost>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::settings::CliHost>))]
+    pub cli_host: Patch<crate::settings::CliHost>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{confine::WorkspaceRoots, runner::CliHost, workspace::Workspace};
+    use crate::{confine::WorkspaceRoots, workspace::Workspace};
 
     fn workspace() -> Workspace {
         Workspace::new("ws_1".to_owned(), "Docs".to_owned(), 1)

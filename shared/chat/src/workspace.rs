@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     confine::WorkspaceRoots,
-    runner::CliHost,
+    settings::CliHost,
     settings::{Cleanup, MAX_KEEP_DAYS, Notifications, Patch, WorkingDirMode, WorkspaceChange, check_email},
 };
 use spool_log::error::Error;
@@ -47,7 +47,7 @@ pub struct Workspace {
     /// Where its CLI agents run; `None`: the deployment's default (`SPOOL_CLI_HOST`: the
     /// worker under `spool serve`, runners on AWS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cli_host: Option<crate::runner::CliHost>,
+    pub cli_host: Option<crate::settings::CliHost>,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
     /// When it last changed.

@@ -80,7 +80,7 @@ pub struct AgentSettings {
     /// `SPOOL_CLI_HOST` (`server` or `runners`): where the CLI agents of a workspace that does
     /// not say run; unset, the composition's default (the worker under `spool serve`, runners
     /// on Lambda).
-    pub cli_host: Option<spool_chat::runner::CliHost>,
+    pub cli_host: Option<spool_chat::settings::CliHost>,
     /// `SPOOL_RUNNER_WAIT_MS`: how long a turn of a `runners` workspace waits for a runner to
     /// take it (again, after one was lost) before it fails (default 600000).
     pub runner_wait: Duration,

@@ -3,6 +3,52 @@
 
 use super::*;
 
+impl Engine {
+    /// Ends a turn whose job failed for the last time (it goes to the dead-letter queue): a
+    /// `system` event with the reason and `agent_end{reason: error}`, so the chat is not left
+    /// waiting.
+    pub async fn give_up(&self, job: &TurnJob, attempt: u32, reason: &str) -> Result<(), Error> {
+        let Some(session) = self.metadata.session(&job.org, &job.session_id).await? else {
+            return Ok(());
+        };
+        let path = Session::stream(&job.org, &session.id)?;
+        let events = self.recent_events(&path, job).await?;
+        let read = events.last().map_or(0, |e| e.seq);
+        let mut step = Step {
+            engine: self,
+            runtimes: self.runtimes.clone(),
+            // Whatever ran it, a job a runner may hold goes with the turn.
+            on_runners: true,
+            job,
+            writer: Writer {
+                producer: format!("turn:{}", job.turn_id),
+                epoch: job.trigger_seq.saturating_mul(1024) + 1023,
+                seq: 0,
+            },
+            session,
+            agent: None,
+            path,
+            read_tail: read,
+            own_tail: Arc::new(AtomicU64::new(read)),
+            events,
+            deadline: tokio::time::Instant::now() + self.settings.step_timeout,
+            host_deadline: None,
+            context: None,
+        };
+        let state = TurnState::replay(&step.events, &job.turn_id);
+        // A turn nothing asked for (its message never came) has nothing to end.
+        if state.ended || state.start_seq.is_none() {
+            return Ok(());
+        }
+        step.system(
+            Level::Error,
+            &format!("This turn failed {attempt} times and was given up: {reason}. Send your message again to retry."),
+        )
+        .await?;
+        step.end(EndReason::Error, Some(reason)).await
+    }
+}
+
 impl Step<'_> {
     /// Ends the turn and does its bookkeeping.
     pub(super) async fn finish(&mut self, reason: EndReason, error: Option<&str>) -> Result<Outcome, Error> {

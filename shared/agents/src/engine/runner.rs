@@ -47,7 +47,7 @@ impl Engine {
         }
         let runners = self.metadata.runners(org).await?;
         let offered = RunnerClis::offered(&runners, session.workspace_id.as_deref(), self.clock.now_ms());
-        Ok((Arc::new(self.runtimes.on_runners(offered)), true))
+        Ok((Arc::new(self.runtimes.on_runners(Arc::new(offered))), true))
     }
 }
 

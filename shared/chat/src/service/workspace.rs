@@ -16,7 +16,7 @@ use crate::{
     manage::{self, AgentChange},
     metadata::Metadata,
     notifier::{LogNotifier, NotificationStatus, Notifier},
-    runner::CliHost,
+    settings::CliHost,
     settings::{Patch, WorkspaceChange},
     workspace::{Agent, CliType, Runtime, Workspace, new_id, plan_reorder},
 };
