@@ -44,6 +44,9 @@ pub(crate) enum CallError {
         status: u16,
         /// The error's message, as the deployment put it.
         message: String,
+        /// Whether Spool itself answered (its JSON error), not something on the way (a WAF's
+        /// or a CDN's `403`).
+        spool: bool,
     },
 }
 
@@ -53,13 +56,24 @@ impl CallError {
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Unreachable { .. } => true,
-            Self::Status { status, .. } => *status >= 500 || *status == 429 || *status == 408,
+            Self::Status { status, spool, .. } => {
+                *status >= 500 || *status == 429 || *status == 408 || (*status == 403 && !spool)
+            }
         }
     }
 
-    /// Whether the key was refused: not valid, or not a runner key.
+    /// Whether the key was refused: not valid, or not a runner key (Spool's own `403`; one from
+    /// a firewall on the way is not the key's fault, and is tried again).
     pub(crate) fn is_refused_key(&self) -> bool {
-        matches!(self, Self::Status { status: 401 | 403, .. })
+        matches!(
+            self,
+            Self::Status { status: 401, .. }
+                | Self::Status {
+                    status: 403,
+                    spool: true,
+                    ..
+                }
+        )
     }
 
     /// The status it answered, if it answered.
@@ -300,6 +314,7 @@ async fn answered(
         return Ok(response);
     }
     let body: Value = response.json().await.unwrap_or_default();
+    let spool = body["error"]["code"].is_string();
     let message = body["error"]["message"]
         .as_str()
         .or_else(|| body["message"].as_str())
@@ -309,6 +324,7 @@ async fn answered(
         url: url.to_owned(),
         status: status.as_u16(),
         message,
+        spool,
     })
 }
 
@@ -317,6 +333,7 @@ async fn json_of<T: DeserializeOwned>(url: &str, response: reqwest::Response) ->
         url: url.to_owned(),
         status: 200,
         message: format!("an answer this runner cannot read ({e}); is the runner's version the deployment's?"),
+        spool: false,
     })
 }
 
@@ -417,6 +434,7 @@ mod tests {
             url: String::new(),
             status,
             message: String::new(),
+            spool: true,
         };
         assert!(status(503).is_transient() && status(429).is_transient());
         assert!(!status(401).is_transient() && status(401).is_refused_key() && status(403).is_refused_key());
@@ -426,5 +444,13 @@ mod tests {
             reason: String::new(),
         };
         assert!(silent.is_transient() && !silent.is_refused_key());
+        // A 403 from a firewall on the way (not Spool's JSON error) is not the key's fault.
+        let firewall = CallError::Status {
+            url: String::new(),
+            status: 403,
+            message: "no reason given".to_owned(),
+            spool: false,
+        };
+        assert!(!firewall.is_refused_key() && firewall.is_transient());
     }
 }
