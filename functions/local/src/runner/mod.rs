@@ -78,6 +78,12 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
         tracing::warn!(error = %e, "cannot hide this process's environment from the CLIs it runs");
     }
+    if rustix::process::geteuid().is_root() {
+        tracing::warn!(
+            "spool runner runs as root: the CLIs it runs can read anything on this machine, this runner's key included; \
+             run it as a user of its own (docs/DEPLOY.md, \"Runners\")"
+        );
+    }
     let config = Config::from_env().context("invalid configuration")?;
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
