@@ -76,6 +76,7 @@ test: deps web client browser nginx tests/clis/node_modules/.installed $(CARGO_L
 	$(CONFORMANCE) --backend aws || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix tests/frontends || status=1; \
+	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix tests/mcp || status=1; \
 	$(PYTHON) tests/terminal/chat_pty.py target/debug/spool || status=1; \
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix clients/typescript || status=1; \
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
@@ -124,7 +125,7 @@ conformance: deps ## Run the Durable Streams conformance suite and the client re
 	$(CONFORMANCE) --backend aws || status=1; \
 	exit $$status
 
-deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed tests/frontends/node_modules/.installed web/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters, the conformance suite, the front ends' packages and the UI's
+deps: $(VENV)/.installed localstack/node_modules/.installed tests/conformance/node_modules/.installed tests/frontends/node_modules/.installed tests/mcp/node_modules/.installed web/node_modules/.installed ## Install the emulators (moto, DynamoDB Local), linters, the conformance suite, the front ends' packages, the MCP reference server and SDK, and the UI's
 
 $(VENV)/.installed: localstack/requirements.txt
 	python3 -m venv $(VENV)
@@ -153,6 +154,12 @@ clients/typescript/dist/index.js: clients/typescript/node_modules/.installed cli
 # The front ends' own client packages (the AI SDK's `ai`), for tests/frontends.
 tests/frontends/node_modules/.installed: tests/frontends/package.json tests/frontends/package-lock.json
 	npm ci --prefix tests/frontends --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The MCP reference server (stdio and Streamable HTTP) Spool's agents call, and the official
+# SDK's client that talks to `spool mcp` and `/v1/mcp`, for tests/mcp and the Rust MCP tests.
+tests/mcp/node_modules/.installed: tests/mcp/package.json tests/mcp/package-lock.json
+	npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
 	touch $@
 
 web/node_modules/.installed: web/package.json web/package-lock.json clients/typescript/package.json

@@ -38,6 +38,7 @@ fn made_or_capped(answers: &[(u16, Value)], made: u16) -> usize {
 fn small() -> Caps {
     Caps {
         hooks_per_workspace: 20,
+        mcp_servers_per_workspace: 8,
         agents_per_workspace: 10,
         tasks_per_workspace: 15,
         attachments_per_chat: 12,

@@ -78,6 +78,7 @@ impl RunnerRequest {
             stamps: self.stamps,
             files: self.files,
             file_access,
+            mcp_servers: Vec::new(),
         }
     }
 }

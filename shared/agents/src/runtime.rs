@@ -87,6 +87,10 @@ pub struct Request {
     pub files: Vec<Attached>,
     /// Where the files' bytes are read, when the worker has a file store.
     pub file_access: Option<FileAccess>,
+    /// The workspace's enabled MCP servers, with their secrets, for runtimes that give them to
+    /// a program of their own (a CLI's MCP configuration); model runtimes get the servers'
+    /// tools in `tools` instead, and the engine calls them.
+    pub mcp_servers: Vec<spool_chat::mcp::McpEndpoint>,
 }
 
 /// Facts about the chat a turn runs in.

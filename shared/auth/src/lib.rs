@@ -155,11 +155,20 @@ pub enum Capability {
     /// else: a key with it carries no other capability, and its tokens reach only the runner
     /// routes (`/v1/runner/…`).
     Runner,
+    /// The person's companion offers the tools of the MCP servers it runs on their machine to
+    /// the chats it enabled this for (`mcp_tools`); without it those tools are absent.
+    McpTools,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Self; 4] = [Self::Agent, Self::ContextForQuery, Self::CaptureIngest, Self::Runner];
+    pub const ALL: [Self; 5] = [
+        Self::Agent,
+        Self::ContextForQuery,
+        Self::CaptureIngest,
+        Self::Runner,
+        Self::McpTools,
+    ];
 
     /// Its name.
     pub const fn as_str(self) -> &'static str {
@@ -168,6 +177,7 @@ impl Capability {
             Self::ContextForQuery => "context_for_query",
             Self::CaptureIngest => "capture_ingest",
             Self::Runner => "runner",
+            Self::McpTools => "mcp_tools",
         }
     }
 

@@ -20,6 +20,7 @@ pub mod items;
 pub mod job_inbox;
 mod keys;
 pub mod log;
+mod mcp;
 pub mod metadata;
 pub mod metrics;
 pub mod notifier;

@@ -18,6 +18,9 @@ use spool_log::error::{Cap, Error};
 /// Webhook endpoints of one workspace: every feed event the workspace has is offered to each
 /// of them, and each delivery is a job with its retries, so the fan-out stays small.
 pub const MAX_HOOKS_PER_WORKSPACE: u64 = 20;
+/// MCP servers of one workspace: every turn of its agents connects to each enabled one and lists
+/// its tools, and the list is answered whole.
+pub const MAX_MCP_SERVERS_PER_WORKSPACE: u64 = 20;
 /// Agents of one workspace (its built-in agent included): every step of every turn puts each
 /// of them in the agents' context, and the list is answered whole.
 pub const MAX_AGENTS_PER_WORKSPACE: u64 = 100;
@@ -45,6 +48,8 @@ pub const MAX_SUBSCRIPTIONS_PER_ORG: u64 = 1_000;
 pub struct Caps {
     /// [`MAX_HOOKS_PER_WORKSPACE`].
     pub hooks_per_workspace: u64,
+    /// [`MAX_MCP_SERVERS_PER_WORKSPACE`].
+    pub mcp_servers_per_workspace: u64,
     /// [`MAX_AGENTS_PER_WORKSPACE`].
     pub agents_per_workspace: u64,
     /// [`MAX_TASKS_PER_WORKSPACE`].
@@ -67,6 +72,7 @@ impl Default for Caps {
     fn default() -> Self {
         Self {
             hooks_per_workspace: MAX_HOOKS_PER_WORKSPACE,
+            mcp_servers_per_workspace: MAX_MCP_SERVERS_PER_WORKSPACE,
             agents_per_workspace: MAX_AGENTS_PER_WORKSPACE,
             tasks_per_workspace: MAX_TASKS_PER_WORKSPACE,
             attachments_per_chat: MAX_ATTACHMENTS_PER_CHAT,
@@ -84,6 +90,8 @@ impl Default for Caps {
 pub enum Capped {
     /// A workspace's webhook endpoints.
     Hooks,
+    /// A workspace's MCP servers.
+    McpServers,
     /// A workspace's agents.
     Agents,
     /// A workspace's tasks.
@@ -104,8 +112,9 @@ pub enum Capped {
 
 impl Capped {
     /// Every cap.
-    pub const ALL: [Capped; 9] = [
+    pub const ALL: [Capped; 10] = [
         Self::Hooks,
+        Self::McpServers,
         Self::Agents,
         Self::Tasks,
         Self::Attachments,
@@ -128,6 +137,7 @@ impl Capped {
     pub fn cap(self) -> Cap {
         Cap::new(match self {
             Self::Hooks => "a workspace has at most {max} webhooks; delete one first",
+            Self::McpServers => "a workspace has at most {max} MCP servers; delete one first",
             Self::Agents => "a workspace has at most {max} agents; delete one first",
             Self::Tasks => "a workspace has at most {max} tasks; delete some first",
             Self::Attachments => "a chat has at most {max} files; start another chat for more",

@@ -22,7 +22,8 @@
 //! - [`directory`]: organizations and their API keys, and the port that stores them;
 //! - [`caps`]: how much one workspace, chat or organization may hold, enforced by the stores;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
-//! - [`runner`]: CLI turns offered to runners, the machines that hold the code.
+//! - [`runner`]: CLI turns offered to runners, the machines that hold the code;
+//! - [`mcp`]: a workspace's MCP servers, whose tools its agents call.
 //!
 //! Invariants: every write is an event in the chat's stream before anything acts on it; a chat
 //! has at most one pending turn (its claim), and a claim a crash left behind is released or its
@@ -40,6 +41,7 @@ pub mod event;
 pub mod global;
 pub mod listing;
 pub mod manage;
+pub mod mcp;
 pub mod metadata;
 pub mod names;
 pub mod notifier;

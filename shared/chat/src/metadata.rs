@@ -136,7 +136,7 @@ pub trait Workspaces: Send + Sync {
 
 /// Everything Spool keeps besides streams: [`Directory`](crate::directory::Directory), [`Workspaces`],
 /// [`Sessions`], slash commands, files, the protocol's subscriptions and chat
-/// webhooks, from one adapter.
+/// webhooks, runners' jobs and MCP servers, from one adapter.
 pub trait Metadata:
     crate::directory::Directory
     + Workspaces
@@ -146,6 +146,7 @@ pub trait Metadata:
     + spool_log::subscription::SubscriptionStore
     + crate::webhook::HookStore
     + crate::runner::RunnerStore
+    + crate::mcp::McpServerStore
 {
 }
 
@@ -158,5 +159,6 @@ impl<T> Metadata for T where
         + spool_log::subscription::SubscriptionStore
         + crate::webhook::HookStore
         + crate::runner::RunnerStore
+        + crate::mcp::McpServerStore
 {
 }

@@ -21,6 +21,7 @@ mod db;
 mod directory;
 mod files;
 mod jobs;
+mod mcp;
 mod metadata;
 mod pages;
 mod private;

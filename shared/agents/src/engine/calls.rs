@@ -86,6 +86,7 @@ impl Step<'_> {
                             result: None,
                             error: Some("declined by the person; not run".to_owned()),
                             declined: true,
+                            server: None,
                         };
                         self.append(vec![self.draft(ChatEvent::ToolEnd(end))]).await?;
                         Ok(Resolution::Done)
@@ -96,6 +97,7 @@ impl Step<'_> {
                                 tool_call_id: call.id.clone(),
                                 tool: call.name.clone(),
                                 arguments: call.arguments.clone(),
+                                server: None,
                             });
                             self.request(RequestKind::Approval, &call.id, asked).await?;
                         }
@@ -126,6 +128,7 @@ impl Step<'_> {
                         tool: c.name.clone(),
                         arguments: c.arguments.clone(),
                         client: true,
+                        server: None,
                     });
                     self.request(RequestKind::ToolOutput, &c.id, asked).await?;
                 }
@@ -230,6 +233,7 @@ impl Step<'_> {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
             client: false,
+            server: None,
         });
         self.append(vec![self.draft(start)]).await?;
         let workspace_context = self.workspace_context().await?;
@@ -256,6 +260,7 @@ impl Step<'_> {
                     result: Some(result),
                     error: None,
                     declined: false,
+                    server: None,
                 })));
             }
             Err(error) => {
@@ -284,5 +289,6 @@ pub(super) fn tool_failed(call_id: &str, tool: &str, error: &str) -> ChatEvent {
         result: None,
         error: Some(error.to_owned()),
         declined: false,
+        server: None,
     })
 }

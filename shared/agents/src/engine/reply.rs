@@ -55,6 +55,7 @@ impl Step<'_> {
             stamps: Vec::new(),
             files: Vec::new(),
             file_access: None,
+            mcp_servers: Vec::new(),
         }
     }
 

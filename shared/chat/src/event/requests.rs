@@ -78,6 +78,10 @@ pub struct ToolApprovalRequired {
     pub tool: String,
     /// Its arguments.
     pub arguments: Value,
+    /// The MCP server whose tool it is ([`crate::mcp`]); `tool` is then the name the model called
+    /// (`{server}__{tool}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// A question for a person.

@@ -104,6 +104,10 @@ pub struct ToolStart {
     /// A tool the client runs ([`ClientTool`]): the turn waits for its output.
     #[serde(default, skip_serializing_if = "is_false")]
     pub client: bool,
+    /// The MCP server whose tool it is ([`crate::mcp`]); `tool` is then the name the model called
+    /// (`{server}__{tool}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// A tool's end.
@@ -123,6 +127,10 @@ pub struct ToolEnd {
     /// A person declined it: it never ran.
     #[serde(default, skip_serializing_if = "is_false")]
     pub declined: bool,
+    /// The MCP server whose tool it is ([`crate::mcp`]); `tool` is then the name the model called
+    /// (`{server}__{tool}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// Token counts, as the provider reports them.

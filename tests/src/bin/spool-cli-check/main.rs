@@ -85,6 +85,7 @@ fn request(cli: CliType) -> Request {
         stamps: Vec::new(),
         files: Vec::new(),
         file_access: None,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -140,6 +140,7 @@ fn an_approval_waits_and_its_answer_continues() {
         tool_call_id: "c1".into(),
         tool: "create_agent".into(),
         arguments: json!({}),
+        server: None,
     };
     s.push(&event(3, "t", ChatEvent::ToolApprovalRequired(asked)), &mut out);
     assert_eq!(s.progress(), &Progress::Waiting);
@@ -169,6 +170,7 @@ fn an_approval_waits_and_its_answer_continues() {
         result: Some(json!({ "id": "a1" })),
         error: None,
         declined: false,
+        server: None,
     };
     s.push(&event(5, "t", ChatEvent::ToolEnd(ran)), &mut more);
     assert_eq!(s.progress(), &Progress::Running);
@@ -232,6 +234,7 @@ fn a_tool_the_front_end_declared_is_its_to_run() {
         tool: "get_location".into(),
         arguments: json!({}),
         client: true,
+        server: None,
     };
     s.push(&event(3, "t", ChatEvent::ToolStart(start)), &mut out);
     assert_eq!(s.progress(), &Progress::Waiting);
@@ -260,6 +263,7 @@ fn a_tool_the_front_end_declared_is_its_to_run() {
             tool: "get_location".into(),
             arguments: json!({}),
             client: true,
+            server: None,
         }),
         "c1"
     ));
@@ -275,6 +279,7 @@ fn a_stream_waits_while_a_client_call_of_the_reply_has_no_output() {
             tool: "a".into(),
             arguments: json!({}),
             client: true,
+            server: None,
         })
     };
     let output = |id: &str| {
