@@ -10,7 +10,8 @@
 //! - [`McpEndpoint`] is a server as a turn uses it, with its secrets opened ([`McpSecret`]);
 //! - [`McpServerStore`] is the port that keeps servers (part of [`crate::metadata::Metadata`]);
 //! - [`McpCatalog`] is what the engine, the CLIs and runners ask for a workspace's enabled
-//!   servers.
+//!   servers;
+//! - [`McpProbe`] connects to a server and lists its tools (a workspace's "test").
 //!
 //! A tool of a server is offered to models as `{server}__{tool}` ([`tool_name`]); each tool has
 //! a [`ToolPolicy`]: `allow` runs at once, `ask` waits for the person's approval, `deny` is not
@@ -229,6 +230,30 @@ pub trait McpServerStore: Send + Sync {
 pub trait McpCatalog: Send + Sync {
     /// The enabled servers of workspace `workspace_id`, oldest first.
     async fn endpoints(&self, org: &str, workspace_id: &str) -> Result<Vec<McpEndpoint>, Error>;
+}
+
+/// A tool a server offers, as a probe found it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolInfo {
+    /// Its name on the server.
+    pub name: String,
+    /// What it does, as the server says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether the server marks it read-only (`readOnlyHint`).
+    #[serde(default)]
+    pub read_only: bool,
+    /// Its arguments' JSON schema.
+    #[serde(default)]
+    pub input_schema: serde_json::Value,
+}
+
+/// Connects to a server and lists its tools: a workspace's "test the connection".
+#[async_trait]
+pub trait McpProbe: Send + Sync {
+    /// The server's tools, or why it could not be reached (said for a person).
+    async fn probe(&self, endpoint: &McpEndpoint) -> Result<Vec<McpToolInfo>, String>;
 }
 
 #[cfg(test)]
