@@ -17,11 +17,15 @@
 //! a [`ToolPolicy`]: `allow` runs at once, `ask` waits for the person's approval, `deny` is not
 //! offered. A tool with no policy set follows the server's own annotations ([`default_policy`]).
 
+pub mod secrets;
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spool_log::error::Error;
+
+pub use secrets::{SecretBox, SecretMap, SecretPlace};
 
 /// How a server is reached.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
