@@ -10,7 +10,7 @@
 //!
 //! | counter | `pk` | `sk` | holds |
 //! | --- | --- | --- | --- |
-//! | a workspace's agents, tasks, webhooks | `o#{org}#ws#{ws}` | `cap#agents`, `cap#tasks`, `cap#hooks` | `cnt` |
+//! | a workspace's agents, tasks, webhooks, MCP servers | `o#{org}#ws#{ws}` | `cap#agents`, `cap#tasks`, `cap#hooks`, `cap#mcp` | `cnt` |
 //! | a workspace's slash commands | `o#{org}#ws#{ws}` | `cap#cmds` | `cnt`, `bytes` |
 //! | the organization's global commands | `o#{org}#cmds` | `cap#cmds` | `cnt`, `bytes` |
 //! | all the organization's commands | `o#{org}` | `cap#cmds` | `cnt`, `bytes` |
@@ -119,6 +119,11 @@ impl Counter {
             value: ws.to_owned(),
         };
         counter
+    }
+
+    /// A workspace's MCP server counter (its servers are `mcp#{id}` in its partition).
+    pub(crate) fn mcp_servers(org: &str, ws: &str, max: u64) -> Self {
+        Self::in_workspace(org, ws, "cap#mcp", "mcp#", (Capped::McpServers, max))
     }
 
     /// The counter of one scope's commands (in the scope's partition, `pk`).

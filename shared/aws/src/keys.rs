@@ -45,6 +45,11 @@ pub(crate) fn agent_pointer_pk(org: &str, id: &str) -> String {
     format!("o#{org}#agent#{id}")
 }
 
+/// An MCP server's pointer to its workspace, so a server is found by its id alone.
+pub(crate) fn mcp_pointer_pk(org: &str, id: &str) -> String {
+    format!("o#{org}#mcp#{id}")
+}
+
 /// A task's pointer to its workspace.
 pub(crate) fn task_pointer_pk(org: &str, id: &str) -> String {
     format!("o#{org}#task#{id}")

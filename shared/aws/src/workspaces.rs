@@ -7,7 +7,8 @@
 //! | agent pointer | `o#{org}#agent#{id}` | `agent` | `ws` (its workspace) |
 //! | task | `o#{org}#ws#{ws}` | `task#{id}` | `data` (JSON) |
 //! | task pointer | `o#{org}#task#{id}` | `task` | `ws` |
-//! | counters | `o#{org}#ws#{ws}` | `cap#agents`, `cap#tasks`, `cap#hooks`, `cap#cmds` | see [`crate::caps`] |
+//! | counters | `o#{org}#ws#{ws}` | `cap#agents`, `cap#tasks`, `cap#hooks`, `cap#cmds`, `cap#mcp` | see [`crate::caps`] |
+//! | MCP servers | `o#{org}#ws#{ws}` (pointers `o#{org}#mcp#{id}`) | `mcp#{id}`, `mcpname#{name}` | see [`crate::mcp`] |
 //!
 //! An organization's workspaces share its partition and a workspace's agents share the
 //! workspace's, so both lists are one strongly consistent `Query`; the pointer finds an agent by
@@ -328,6 +329,9 @@ impl Workspaces for AwsMetadata {
             }
             if let Some(task_id) = sk.strip_prefix("task#") {
                 requests.push(delete_request(task_pointer_pk(org, task_id), "task")?);
+            }
+            if let Some(server_id) = sk.strip_prefix("mcp#") {
+                requests.push(delete_request(crate::keys::mcp_pointer_pk(org, server_id), "mcp")?);
             }
             requests.push(delete_request(ws_pk(org, id), &sk)?);
         }

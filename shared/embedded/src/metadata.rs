@@ -23,7 +23,7 @@ use spool_log::error::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 9;
+const SCHEMA_VERSION: i64 = 10;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -215,6 +215,21 @@ CREATE TABLE IF NOT EXISTS runners (
     PRIMARY KEY (org, name)
 );";
 
+/// Version 10: workspaces' MCP servers ([`crate::mcp`]), deleted with their workspace.
+const MIGRATION_10: &str = "
+CREATE TABLE IF NOT EXISTS mcp_servers (
+    org          TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    body         TEXT NOT NULL,
+    PRIMARY KEY (org, id),
+    UNIQUE (org, workspace_id, name),
+    FOREIGN KEY (org, workspace_id) REFERENCES workspaces (org, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS mcp_servers_by_workspace ON mcp_servers (org, workspace_id, created_ms);";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -320,6 +335,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 9 {
             conn.execute_batch(MIGRATION_9)?;
+        }
+        if version < 10 {
+            conn.execute_batch(MIGRATION_10)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

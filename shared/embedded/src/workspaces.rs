@@ -64,7 +64,7 @@ fn many<T: DeserializeOwned>(
 }
 
 /// [`Error::Missing`] unless the organization has the workspace.
-fn require_workspace(conn: &Connection, org: &str, workspace_id: &str) -> Result<(), Error> {
+pub(crate) fn require_workspace(conn: &Connection, org: &str, workspace_id: &str) -> Result<(), Error> {
     conn.query_row(
         "SELECT 1 FROM workspaces WHERE org = ?1 AND id = ?2",
         params![org, workspace_id],
