@@ -55,6 +55,12 @@ pub struct Config {
     /// request to the functions; set, the API and stream functions refuse requests without it,
     /// so only the deployment's CloudFront URL reaches them. Read from Secrets Manager.
     pub origin_secret: Option<SecretString>,
+    /// `SPOOL_DATA_KEY`: the key that seals MCP servers' header and env values at rest (the
+    /// base64 of 32 random bytes, e.g. `openssl rand -base64 32`, or their 64 hex digits; checked
+    /// at start). `spool
+    /// serve` makes and keeps one in its data directory (`data-key`) when it is not set; on AWS
+    /// it is read from its own Secrets Manager secret that `SPOOL_SECRET_ARNS` names.
+    pub data_key: Option<SecretString>,
     /// `SPOOL_JWT_PREVIOUS_SECRET`: the secret being rotated out; tokens it signed are still
     /// accepted until `SPOOL_JWT_PREVIOUS_UNTIL` (seconds since the Unix epoch; a day after the
     /// rotation keeps everyone signed in).
@@ -119,6 +125,16 @@ impl Config {
                 .map_err(|e| invalid("SPOOL_JWT_PREVIOUS_SECRET", e)),
             None => Ok(keys),
         }
+    }
+
+    /// The box that seals MCP servers' secrets with `SPOOL_DATA_KEY`, or `None` when it is not
+    /// set.
+    pub fn data_box(&self) -> Result<Option<spool_chat::mcp::SecretBox>, Error> {
+        use secrecy::ExposeSecret;
+        self.data_key
+            .as_ref()
+            .map(|key| data_box(key.expose_secret()))
+            .transpose()
     }
 
     /// Where chats' own folders for CLI agents are made: `SPOOL_CLI_WORK_DIR`, else `cli` in
@@ -215,6 +231,13 @@ impl Config {
             jwt_secret: get("SPOOL_JWT_SECRET").map(SecretString::from),
             origin_secret: get("SPOOL_ORIGIN_SECRET").map(SecretString::from),
             webhook_secret: get("SPOOL_WEBHOOK_SECRET").map(SecretString::from),
+            data_key: match get("SPOOL_DATA_KEY") {
+                Some(key) => {
+                    data_box(&key)?;
+                    Some(SecretString::from(key))
+                }
+                None => None,
+            },
             jwt_previous: match get("SPOOL_JWT_PREVIOUS_SECRET") {
                 Some(secret) => {
                     if !vars.contains_key("SPOOL_JWT_PREVIOUS_UNTIL") {
@@ -358,5 +381,14 @@ fn rate_limits(vars: &HashMap<String, String>) -> Result<spool_auth::RateLimits,
                 or_off(Rate::per_minute(n), n)
             }
         },
+    })
+}
+
+/// The box over a data key's text, or why the key is not one (without repeating it).
+fn data_box(key: &str) -> Result<spool_chat::mcp::SecretBox, Error> {
+    spool_chat::mcp::SecretBox::parse(key).map_err(|reason| Error::Invalid {
+        var: "SPOOL_DATA_KEY",
+        value: "(secret)".to_owned(),
+        reason,
     })
 }

@@ -90,12 +90,21 @@ impl SecretBox {
         }
     }
 
-    /// A box over the key `text` holds: the standard base64 of 32 bytes (what
-    /// `SPOOL_DATA_KEY` holds); why not otherwise, without repeating the text.
-    pub fn from_base64(text: &str) -> Result<Self, String> {
-        let bytes = STANDARD
-            .decode(text.trim())
-            .map_err(|_| "is not base64 (use e.g. `openssl rand -base64 32`)".to_owned())?;
+    /// A box over the key `text` holds (what `SPOOL_DATA_KEY` holds): the standard base64 of 32
+    /// bytes, or their 64 hex digits (what a generated Secrets Manager secret can hold); why
+    /// not otherwise, without repeating the text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let bytes = if text.len() == 2 * DATA_KEY_BYTES && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            (0..DATA_KEY_BYTES)
+                .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16))
+                .collect::<Result<Vec<u8>, _>>()
+                .map_err(|_| "is not hex".to_owned())?
+        } else {
+            STANDARD
+                .decode(text)
+                .map_err(|_| "is neither base64 nor 64 hex digits (use e.g. `openssl rand -base64 32`)".to_owned())?
+        };
         let key: [u8; DATA_KEY_BYTES] = bytes.try_into().map_err(|b: Vec<u8>| {
             format!(
                 "holds {} bytes; a data key is {DATA_KEY_BYTES} (use e.g. `openssl rand -base64 32`)",
@@ -177,7 +186,7 @@ mod tests {
     #[test]
     fn a_sealed_value_opens_only_in_its_place_and_under_its_key() {
         // GIVEN a value sealed for org o, server mcp_1, header Authorization
-        let sealer = SecretBox::from_base64(&SecretBox::generate().unwrap()).unwrap();
+        let sealer = SecretBox::parse(&SecretBox::generate().unwrap()).unwrap();
         let here = place("o", "mcp_1", SecretMap::Headers, "Authorization");
         let sealed = sealer.seal(&here, "Bearer s3cr3t").unwrap();
 
@@ -210,10 +219,15 @@ mod tests {
 
     #[test]
     fn a_malformed_key_is_refused_without_repeating_it() {
-        let e = SecretBox::from_base64("not base64 at all!").unwrap_err();
-        assert!(e.contains("not base64") && !e.contains("at all"), "{e}");
-        let e = SecretBox::from_base64(&STANDARD.encode([1u8; 16])).unwrap_err();
+        let e = SecretBox::parse("not base64 at all!").unwrap_err();
+        assert!(e.contains("neither base64") && !e.contains("at all"), "{e}");
+        let e = SecretBox::parse(&STANDARD.encode([1u8; 16])).unwrap_err();
         assert!(e.contains("16 bytes"), "{e}");
         assert!(format!("{:?}", SecretBox::new(&[1; 32])).contains('…'));
+        // AND 64 hex digits are the same key as its base64
+        let place = place("o", "s", SecretMap::Env, "K");
+        let sealed = SecretBox::parse(&"ab".repeat(32)).unwrap().seal(&place, "v").unwrap();
+        let opened = SecretBox::parse(&STANDARD.encode([0xab; 32])).unwrap().open(&place, &sealed);
+        assert_eq!(opened.unwrap().expose(), "v");
     }
 }

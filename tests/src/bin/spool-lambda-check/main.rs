@@ -389,7 +389,18 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         .await?
         .arn
         .context("the origin secret's ARN")?;
+    // The data key that seals MCP servers' secrets, as the template makes it (hex).
+    let data_key = spool_auth::random_secret(32).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let data_key_arn = secrets
+        .create_secret()
+        .name(format!("{suffix}-data-key"))
+        .secret_string(json!({ "SPOOL_DATA_KEY": data_key }).to_string())
+        .send()
+        .await?
+        .arn
+        .context("the data key's ARN")?;
     let both = format!("{secret_arn},{origin_arn}");
+    let api_secrets = format!("{both},{data_key_arn}");
 
     let mut env: Vec<(String, String)> = emulator.into_iter().filter(|(k, _)| k != "SPOOL_JWT_SECRET").collect();
     env.extend([
@@ -403,7 +414,7 @@ async fn check(hosted: &mut Vec<Hosted>, logs: &Path) -> Result<()> {
         env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         env
     };
-    let api_env = with(&[("SPOOL_SECRET_ARNS", &both)]);
+    let api_env = with(&[("SPOOL_SECRET_ARNS", &api_secrets)]);
     let stream_env = with(&[
         ("SPOOL_SECRET_ARNS", &both),
         ("SPOOL_LONG_POLL_MS", "20000"),
