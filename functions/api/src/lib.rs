@@ -21,6 +21,7 @@ pub mod extract;
 mod files;
 pub mod global;
 mod handshake;
+mod mcp_servers;
 mod messages;
 mod reads;
 mod runner;
@@ -41,7 +42,9 @@ use spool_chat::{
     confine::WorkspaceRoots,
     metadata::Metadata,
     revocation::Revocations,
-    service::{AttachmentLimits, ChatRecords, ChatService, KeyDirectory, RunnerService, WorkspaceService},
+    service::{
+        AttachmentLimits, ChatRecords, ChatService, KeyDirectory, McpServerService, RunnerService, WorkspaceService,
+    },
     turns::TurnQueue,
     webhook::endpoints::HookEndpoints,
 };
@@ -80,6 +83,8 @@ pub struct ChatApi {
     runners: RunnerService,
     /// Workspaces' chat webhook endpoints.
     hooks: HookEndpoints,
+    /// Workspaces' MCP servers.
+    mcp: McpServerService,
     /// The directory's API keys, for the handshake.
     api_keys: KeyDirectory,
     /// Where workspaces' working directories may be (files are searched there).
@@ -127,6 +132,7 @@ impl ChatApi {
             workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             records: ChatRecords::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             hooks: HookEndpoints::new(stores.metadata.clone(), clock.clone()),
+            mcp: McpServerService::new(stores.metadata.clone(), clock.clone(), None, false),
             api_keys: KeyDirectory::new(stores.metadata.clone()),
             metadata: stores.metadata,
             aggregates: Arc::new(spool_log::aggregate::Direct(stores.log)),
@@ -156,6 +162,24 @@ impl ChatApi {
     #[must_use]
     pub fn with_webhook_urls(mut self, urls: spool_log::subscription::spec::UrlPolicy) -> Self {
         self.hooks = self.hooks.with_urls(urls);
+        self.mcp = self.mcp.with_urls(urls);
+        self
+    }
+
+    /// The same API, sealing MCP servers' header and env values with `data_key` (the
+    /// deployment's `SPOOL_DATA_KEY`; without one, servers with such values are refused), and
+    /// saying whether the deployment's worker can start programs (`spawns`: `spool serve` can,
+    /// Lambda cannot, so a `stdio` server there needs a workspace on runners).
+    #[must_use]
+    pub fn with_mcp_servers(mut self, data_key: Option<Arc<spool_chat::mcp::SecretBox>>, spawns: bool) -> Self {
+        self.mcp = self.mcp.with_secrets(data_key).with_spawning(spawns);
+        self
+    }
+
+    /// The same API, testing MCP servers (`POST /v1/mcp-servers/{id}/test`) with `probe`.
+    #[must_use]
+    pub fn with_mcp_probe(mut self, probe: Arc<dyn spool_chat::mcp::McpProbe>) -> Self {
+        self.mcp = self.mcp.with_probe(probe);
         self
     }
 
@@ -190,6 +214,7 @@ impl ChatApi {
     #[must_use]
     pub fn with_default_cli_host(mut self, host: spool_chat::settings::CliHost) -> Self {
         self.workspaces = self.workspaces.with_default_cli_host(host);
+        self.mcp = self.mcp.with_default_cli_host(host);
         self
     }
 
@@ -307,6 +332,13 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
             webhooks::delete_hook
         ))
         .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(mcp_servers::create_server, mcp_servers::list_servers))
+        .routes(routes!(
+            mcp_servers::get_server,
+            mcp_servers::update_server,
+            mcp_servers::delete_server
+        ))
+        .routes(routes!(mcp_servers::test_server))
         .routes(routes!(files::search_files))
         .routes(routes!(clis::list_clis))
         .routes(routes!(runner::list_runners))
@@ -387,6 +419,7 @@ fn limited(
         (name = "handshake", description = "API keys for tokens"),
         (name = "workspaces", description = "Workspaces, their agents and tasks"),
         (name = "webhooks", description = "Workspaces' chat webhooks (Standard Webhooks) and their deliveries"),
+        (name = "mcp", description = "Workspaces' MCP servers: the tools their agents may call"),
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),

@@ -49,7 +49,10 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
         .with_attachment_limits(config.attachments.limits())
         .with_notifier(aws.notifier().await)
         // The worker function has no CLIs: workspaces' CLI agents run on runners by default.
-        .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Runners));
+        .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Runners))
+        // MCP servers' secrets are sealed with the data key's secret; a Lambda never starts a
+        // stdio server's program.
+        .with_mcp_servers(config.data_box()?.map(Arc::new), false);
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     // Only through the deployment's CloudFront distribution (it adds the origin secret).

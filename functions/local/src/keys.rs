@@ -73,6 +73,28 @@ pub(crate) fn jwt_secret(config: &Config) -> anyhow::Result<String> {
     Ok(secret)
 }
 
+/// The box that seals MCP servers' secrets: over `SPOOL_DATA_KEY`, or over a key `spool serve`
+/// made on its first start and keeps in the data directory (`data-key`, readable by its owner
+/// only), so what it sealed opens after a restart.
+pub(crate) fn data_key(config: &Config) -> anyhow::Result<spool_chat::mcp::SecretBox> {
+    if let Some(sealer) = config.data_box()? {
+        return Ok(sealer);
+    }
+    let file = config.data_dir.join("data-key");
+    let key = match std::fs::read_to_string(&file) {
+        Ok(key) => key,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = spool_chat::mcp::SecretBox::generate()?;
+            private_dir(&config.data_dir)?;
+            write_private(&file, &key).with_context(|| format!("cannot write {}", file.display()))?;
+            key
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    spool_chat::mcp::SecretBox::parse(&key)
+        .map_err(|reason| anyhow::anyhow!("{} is not a data key: it {reason}", file.display()))
+}
+
 /// Makes the data directory (and missing parents) readable by its owner only.
 fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

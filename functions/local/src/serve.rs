@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 
 use crate::{
     LOCAL_ORG,
-    keys::{local_api_key, token_keys},
+    keys::{data_key, local_api_key, token_keys},
     server,
     services::services,
     web,
@@ -98,7 +98,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Server))
         // The worker runs in this process: the API answers for its CLIs.
         .with_clis(Arc::new(clis))
-        .with_webhook_urls(webhook_urls(config));
+        .with_webhook_urls(webhook_urls(config))
+        // This process's worker starts programs: stdio MCP servers run here.
+        .with_mcp_servers(Some(Arc::new(data_key(config)?)), true);
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config
         .server

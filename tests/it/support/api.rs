@@ -79,6 +79,7 @@ pub(crate) async fn serve_with(
         .with_attachment_limits(limits)
         .with_aggregates(aggregates)
         .with_webhook_urls(DEV_URLS)
+        .with_mcp_servers(Some(Arc::new(spool_chat::mcp::SecretBox::new(&DATA_KEY))), true)
         .with_fail_points(fail)
         .with_org_turn_concurrency(org_turns);
     let (chat_api, writes) = spool_api::router_with_writes(api);
@@ -86,6 +87,9 @@ pub(crate) async fn serve_with(
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));
     spool_tests::serve_on_loopback(app).await
 }
+
+/// The data key the tests' API seals MCP servers' secrets with.
+pub(crate) const DATA_KEY: [u8; 32] = [42; 32];
 
 /// Webhooks in the tests call receivers on loopback, as under `spool serve`.
 pub(crate) const DEV_URLS: spool_log::subscription::spec::UrlPolicy =

@@ -184,6 +184,20 @@ impl McpServerService {
         self
     }
 
+    /// The same, sealing and opening secrets with `secrets` (the deployment's data key).
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Option<Arc<SecretBox>>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The same, saying whether the deployment's worker can start programs.
+    #[must_use]
+    pub fn with_spawning(mut self, spawns: bool) -> Self {
+        self.spawns = spawns;
+        self
+    }
+
     /// The same, testing servers with `probe`.
     #[must_use]
     pub fn with_probe(mut self, probe: Arc<dyn McpProbe>) -> Self {
