@@ -97,6 +97,70 @@ pub(crate) async fn forty_webhooks_at_once_make_at_most_twenty<H: Harness>(harne
     assert_eq!(api.call(Method::POST, &path, Some(another(2))).await.0, 409);
 }
 
+/// 40 MCP servers at once (each with a secret header): the workspace holds 8; 10 creates of
+/// one name at once make one; a deleted server gives its place back.
+pub(crate) async fn forty_mcp_servers_at_once_stop_at_the_cap<H: Harness>(harness: &H) {
+    // GIVEN a workspace whose MCP servers are capped at 8
+    let api = capped(harness, small()).await;
+    let ws = workspace(&api).await;
+    let path = format!("/v1/workspaces/{ws}/mcp-servers");
+    let server = |name: String| {
+        json!({
+            "name": name,
+            "transport": "http",
+            "url": "https://mcp.example/mcp",
+            "headers": { "Authorization": "Bearer capped" },
+        })
+    };
+
+    // WHEN 40 of distinct names are added at once
+    let answers = at_once(40, |i| api.call(Method::POST, &path, Some(server(format!("s{i}"))))).await;
+
+    // THEN 8 were made, and the workspace lists 8
+    assert_eq!(made_or_capped(&answers, 201), 8);
+    let listed = api.ok(Method::GET, &path, None).await;
+    assert_eq!(count(&listed, "mcp_servers"), 8);
+
+    // WHEN one is deleted and 10 creates of one name race for its place
+    let first = listed["mcp_servers"][0]["id"].as_str().unwrap();
+    api.ok(Method::DELETE, &format!("/v1/mcp-servers/{first}"), None).await;
+    let answers = at_once(10, |_| api.call(Method::POST, &path, Some(server("same".to_owned())))).await;
+
+    // THEN exactly one was made; the others were refused as a taken name or a full workspace
+    for (status, body) in &answers {
+        assert!(
+            *status == 201 || (*status == 409 && ["conflict", "limit_reached"].contains(&body["error"]["code"].as_str().unwrap())),
+            "{status} {body}"
+        );
+    }
+    assert_eq!(answers.iter().filter(|(s, _)| *s == 201).count(), 1, "{answers:?}");
+    let listed = api.ok(Method::GET, &path, None).await;
+    assert_eq!(count(&listed, "mcp_servers"), 8);
+}
+
+/// Two creates of one name at once, with room for both: never both made.
+pub(crate) async fn two_mcp_servers_of_one_name_never_both_made<H: Harness>(harness: &H) {
+    let api = capped(harness, small()).await;
+    let ws = workspace(&api).await;
+    let path = format!("/v1/workspaces/{ws}/mcp-servers");
+    for round in 0..5 {
+        let name = format!("twin{round}");
+        let answers = at_once(2, |_| {
+            api.call(
+                Method::POST,
+                &path,
+                Some(json!({ "name": name, "transport": "http", "url": "https://mcp.example/mcp" })),
+            )
+        })
+        .await;
+        let made = answers.iter().filter(|(s, _)| *s == 201).count();
+        assert_eq!(made, 1, "{answers:?}");
+        assert!(answers.iter().any(|(s, b)| *s == 409 && b["error"]["code"] == "conflict"), "{answers:?}");
+    }
+    let listed = api.ok(Method::GET, &path, None).await;
+    assert_eq!(count(&listed, "mcp_servers"), 5);
+}
+
 /// 40 agents at once: the workspace holds 10 with its built-in one; a deleted one frees a place.
 pub(crate) async fn forty_agents_at_once_stop_at_the_cap<H: Harness>(harness: &H) {
     // GIVEN a workspace whose agents are capped at 10, its built-in agent one of them
@@ -340,6 +404,8 @@ pub(crate) async fn forty_subscriptions_at_once_stop_at_the_cap<H: Harness>(harn
 
 on_both_backends!(caps_http:
     forty_webhooks_at_once_make_at_most_twenty,
+    forty_mcp_servers_at_once_stop_at_the_cap,
+    two_mcp_servers_of_one_name_never_both_made,
     forty_agents_at_once_stop_at_the_cap,
     an_agents_action_meets_the_same_agent_cap,
     forty_tasks_at_once_stop_at_the_cap,

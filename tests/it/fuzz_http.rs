@@ -81,6 +81,14 @@ fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str)
                 "instruction",
                 "runtime",
                 "cli_type",
+                "transport",
+                "url",
+                "headers",
+                "command",
+                "args",
+                "env",
+                "tools",
+                "enabled",
             ] {
                 object.insert(field.to_owned(), wrong[rng.usize(..wrong.len())].clone());
             }
@@ -125,6 +133,14 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         )
         .await;
     let agent = agent["id"].as_str().unwrap().to_owned();
+    let mcp_server = api
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/mcp-servers"),
+            Some(json!({ "name": "tools", "transport": "http", "url": "https://mcp.example/x" })),
+        )
+        .await;
+    let mcp_server = mcp_server["id"].as_str().unwrap().to_owned();
     let session = api
         .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws })))
         .await;
@@ -160,6 +176,8 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
             ws.clone()
         } else if template.starts_with("/v1/agents/") {
             agent.clone()
+        } else if template.starts_with("/v1/mcp-servers/") {
+            mcp_server.clone()
         } else {
             session.clone()
         }

@@ -25,6 +25,7 @@ struct Fixture {
     companion: String,
     attachment: String,
     webhook: String,
+    mcp_server: String,
 }
 
 async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
@@ -80,6 +81,19 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         )
         .await;
     let webhook = webhook["id"].as_str().unwrap().to_owned();
+    let mcp_server = a
+        .ok(
+            Method::POST,
+            &format!("/v1/workspaces/{ws}/mcp-servers"),
+            Some(json!({
+                "name": "a-tools",
+                "transport": "http",
+                "url": "https://mcp.example/a",
+                "headers": { "Authorization": "Bearer A's mcp token" },
+            })),
+        )
+        .await;
+    let mcp_server = mcp_server["id"].as_str().unwrap().to_owned();
     a.ok(
         Method::PUT,
         "/v1/stream/__ds/subscriptions/sub-a",
@@ -131,6 +145,7 @@ async fn fixture<H: Harness>(harness: &H, a: &Api) -> Fixture {
         companion: token.to_owned(),
         attachment,
         webhook,
+        mcp_server,
     }
 }
 
@@ -144,6 +159,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     let before = snapshot(&a, &mine.ws, &mine.chat).await;
     let notes_before = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
     let subscription_before = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
+    let mcp_before = a.ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None).await;
     // Strings that appear only in A's data: none may reach B.
     let secrets = [
         mine.ws.as_str(),
@@ -157,6 +173,8 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         "A's file",
         "A's subscription",
         "A's webhook",
+        "A's mcp token",
+        "mcp.example/a",
     ];
 
     let fill = |name: &str| -> String {
@@ -191,6 +209,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/agents/") => mine.agent.clone(),
             (t, "id") if t.starts_with("/v1/tasks/") => mine.task.clone(),
             (t, "id") if t.starts_with("/v1/webhooks/") => mine.webhook.clone(),
+            (t, "id") if t.starts_with("/v1/mcp-servers/") => mine.mcp_server.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ai-sdk/chat/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ag-ui/chat/") => mine.chat.clone(),
@@ -282,6 +301,8 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     assert_eq!(notes_after, notes_before);
     let subscription_after = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
     assert_eq!(subscription_after, subscription_before, "A's subscription changed");
+    let mcp_after = a.ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None).await;
+    assert_eq!(mcp_after, mcp_before, "A's MCP server changed");
     let listed: Value = a.ok(Method::GET, "/v1/tasks/task_a", None).await;
     assert_eq!(listed["title"], "A's task");
     assert!(checked.len() >= 30, "{} operations checked: {checked:?}", checked.len());

@@ -55,6 +55,8 @@ mod handshake;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;
+mod mcp_servers_http;
+mod mcp_store;
 #[cfg(feature = "emulator")]
 mod log_aws;
 mod names_http;

@@ -172,8 +172,7 @@ pub(crate) struct TestView {
     request_body = NewServer,
     responses((status = 201, description = "Made (its header and env values sealed, shown as `set`)", body = ServerView),
         (status = 404, description = "No such workspace in the caller's organization", body = ErrorBody),
-        (status = 409, description = "The workspace has a server of this name (`conflict`), or as many as it may (`limit_reached`)", body = ErrorBody),
-        (status = 503, description = "The deployment has no data key to seal header or env values with (`no_data_key`)", body = ErrorBody),
+        (status = 409, description = "The workspace has a server of this name (`conflict`), or as many as it may (`limit_reached`), or the deployment has no data key to seal header or env values with (`refused`)", body = ErrorBody),
         Refusals))]
 pub(crate) async fn create_server(
     State(api): State<Arc<ChatApi>>,
@@ -264,9 +263,8 @@ pub(crate) async fn delete_server(
 
 /// `POST /v1/mcp-servers/{id}/test`: connects to the server and lists its tools.
 #[utoipa::path(post, path = "/v1/mcp-servers/{id}/test", tag = "mcp", params(("id" = String, Path, description = "The server")),
-    responses((status = 200, description = "Tested: its tools with their policies, or why it could not be reached (`ok: false`)", body = TestView),
-        (status = 404, description = "No such server in the caller's organization", body = ErrorBody),
-        (status = 501, description = "Testing is not available in this deployment (`not_available`)", body = ErrorBody), Refusals))]
+    responses((status = 200, description = "Tested: its tools with their policies, or why it could not be reached or tested here (`ok: false`)", body = TestView),
+        (status = 404, description = "No such server in the caller's organization", body = ErrorBody), Refusals))]
 pub(crate) async fn test_server(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,

@@ -362,6 +362,7 @@ pub(crate) async fn snapshot(api: &Api, ws: &str, session: &str) -> Value {
         ("workspace", format!("/v1/workspaces/{ws}")),
         ("agents", format!("/v1/workspaces/{ws}/agents")),
         ("tasks", format!("/v1/workspaces/{ws}/tasks")),
+        ("mcp_servers", format!("/v1/workspaces/{ws}/mcp-servers")),
         ("sessions", format!("/v1/sessions?workspace_id={ws}")),
         ("loose", "/v1/sessions".to_owned()),
         ("session", format!("/v1/sessions/{session}")),

@@ -321,6 +321,13 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("patch", "/v1/tasks/{id}") => json!({ "title": "Renamed" }),
         ("post", "/v1/workspaces/{id}/webhooks") => json!({ "url": "https://hooks.example/b" }),
         ("patch", "/v1/webhooks/{id}") => json!({ "enabled": false }),
+        ("post", "/v1/workspaces/{id}/mcp-servers") => json!({
+            "name": "docs",
+            "transport": "http",
+            "url": "https://mcp.example/b",
+            "headers": { "Authorization": "Bearer B's" },
+        }),
+        ("patch", "/v1/mcp-servers/{id}") => json!({ "enabled": false, "headers": { "Authorization": null } }),
         ("put", "/v1/stream/__ds/subscriptions/{id}") => {
             json!({ "type": "pull-wake", "streams": [fill("stream_path")], "wake_stream": fill("stream_path") })
         }

@@ -310,17 +310,14 @@ impl McpServerService {
     }
 
     /// Tests server `id`: connects with the probe and lists its tools, each with its policy. A
-    /// server that cannot be reached is an answer (`ok: false`), not an error; a deployment
-    /// without a probe is `501 not_available`.
+    /// server that cannot be reached, or a deployment without a probe, is an answer (`ok:
+    /// false` with why), not an error.
     pub async fn test(&self, org: &str, id: &str) -> Result<McpTest, Error> {
         let placed = self.server(org, id).await?;
         let Some(probe) = &self.probe else {
-            return Err(Refusal::new(
-                501,
-                "not_available",
-                "testing an MCP server is not available in this deployment (its API process cannot connect to MCP servers)",
-            )
-            .into());
+            return Ok(failed(
+                "testing an MCP server is not available in this deployment: its API cannot connect to MCP servers",
+            ));
         };
         if placed.runs_on == Some(RunsOn::Runners) {
             return Ok(failed(
@@ -488,8 +485,8 @@ fn failed(why: impl Into<String>) -> McpTest {
 
 fn no_data_key() -> Error {
     Refusal::new(
-        503,
-        "no_data_key",
+        409,
+        "refused",
         "this deployment has no data key (SPOOL_DATA_KEY), so it cannot keep MCP servers' header or env values; \
          set one (32 random bytes, base64) or add the server without them",
     )
