@@ -129,7 +129,8 @@ pub(crate) async fn forty_mcp_servers_at_once_stop_at_the_cap<H: Harness>(harnes
     // THEN exactly one was made; the others were refused as a taken name or a full workspace
     for (status, body) in &answers {
         assert!(
-            *status == 201 || (*status == 409 && ["conflict", "limit_reached"].contains(&body["error"]["code"].as_str().unwrap())),
+            *status == 201
+                || (*status == 409 && ["conflict", "limit_reached"].contains(&body["error"]["code"].as_str().unwrap())),
             "{status} {body}"
         );
     }
@@ -155,7 +156,12 @@ pub(crate) async fn two_mcp_servers_of_one_name_never_both_made<H: Harness>(harn
         .await;
         let made = answers.iter().filter(|(s, _)| *s == 201).count();
         assert_eq!(made, 1, "{answers:?}");
-        assert!(answers.iter().any(|(s, b)| *s == 409 && b["error"]["code"] == "conflict"), "{answers:?}");
+        assert!(
+            answers
+                .iter()
+                .any(|(s, b)| *s == 409 && b["error"]["code"] == "conflict"),
+            "{answers:?}"
+        );
     }
     let listed = api.ok(Method::GET, &path, None).await;
     assert_eq!(count(&listed, "mcp_servers"), 5);

@@ -159,7 +159,9 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     let before = snapshot(&a, &mine.ws, &mine.chat).await;
     let notes_before = a.get("/v1/stream/notes/a?offset=-1").await.text().await.unwrap();
     let subscription_before = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
-    let mcp_before = a.ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None).await;
+    let mcp_before = a
+        .ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None)
+        .await;
     // Strings that appear only in A's data: none may reach B.
     let secrets = [
         mine.ws.as_str(),
@@ -301,7 +303,9 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
     assert_eq!(notes_after, notes_before);
     let subscription_after = a.ok(Method::GET, "/v1/stream/__ds/subscriptions/sub-a", None).await;
     assert_eq!(subscription_after, subscription_before, "A's subscription changed");
-    let mcp_after = a.ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None).await;
+    let mcp_after = a
+        .ok(Method::GET, &format!("/v1/mcp-servers/{}", mine.mcp_server), None)
+        .await;
     assert_eq!(mcp_after, mcp_before, "A's MCP server changed");
     let listed: Value = a.ok(Method::GET, "/v1/tasks/task_a", None).await;
     assert_eq!(listed["title"], "A's task");

@@ -55,10 +55,10 @@ mod handshake;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;
-mod mcp_servers_http;
-mod mcp_store;
 #[cfg(feature = "emulator")]
 mod log_aws;
+mod mcp_servers_http;
+mod mcp_store;
 mod names_http;
 mod openapi_http;
 mod paging;

@@ -98,7 +98,11 @@ where
 
     // AND a second server of a name is refused, and so is each broken rule
     let (status, body) = api.call(Method::POST, &path, Some(http_server("docs"))).await;
-    assert_eq!((status.as_u16(), body["error"]["code"].as_str()), (409, Some("conflict")), "{body}");
+    assert_eq!(
+        (status.as_u16(), body["error"]["code"].as_str()),
+        (409, Some("conflict")),
+        "{body}"
+    );
     let refused = [
         json!({ "name": "Docs", "transport": "http", "url": "https://mcp.example/mcp" }),
         json!({ "name": "a__b", "transport": "http", "url": "https://mcp.example/mcp" }),
@@ -134,13 +138,22 @@ where
     // THEN only what was named changed
     assert_eq!(changed["headers"], json!({ "Authorization": "set" }));
     assert_eq!(changed["tools"], json!({ "get-sum": "ask" }));
-    assert_eq!((changed["name"].as_str(), changed["url"].as_str()), (Some("docs2"), Some("https://mcp.example/mcp")));
+    assert_eq!(
+        (changed["name"].as_str(), changed["url"].as_str()),
+        (Some("docs2"), Some("https://mcp.example/mcp"))
+    );
     // AND a rename to another's name, or a change of transport, is refused
-    let (status, _) = api.call(Method::PATCH, &server_path, Some(json!({ "name": "local" }))).await;
+    let (status, _) = api
+        .call(Method::PATCH, &server_path, Some(json!({ "name": "local" })))
+        .await;
     assert_eq!(status, 409);
-    let (status, _) = api.call(Method::PATCH, &server_path, Some(json!({ "transport": "stdio" }))).await;
+    let (status, _) = api
+        .call(Method::PATCH, &server_path, Some(json!({ "transport": "stdio" })))
+        .await;
     assert_eq!(status, 400);
-    let (status, _) = api.call(Method::PATCH, &server_path, Some(json!({ "command": "node" }))).await;
+    let (status, _) = api
+        .call(Method::PATCH, &server_path, Some(json!({ "command": "node" })))
+        .await;
     assert_eq!(status, 400);
     // AND the old name is free again
     let (status, again) = api.call(Method::POST, &path, Some(http_server("docs"))).await;
@@ -148,13 +161,25 @@ where
 
     // THEN the list is oldest first, and the catalog opens the secrets of the enabled ones
     let listed = api.ok(Method::GET, &path, None).await;
-    let names: Vec<&str> = listed["mcp_servers"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = listed["mcp_servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["docs2", "local", "docs"]);
-    api.ok(Method::PATCH, &format!("/v1/mcp-servers/{}", again["id"].as_str().unwrap()), Some(json!({ "enabled": false })))
-        .await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/mcp-servers/{}", again["id"].as_str().unwrap()),
+        Some(json!({ "enabled": false })),
+    )
+    .await;
     let catalog = service::<H>(harness.metadata().await);
     let endpoints = catalog.endpoints(&org, &ws).await.unwrap();
-    assert_eq!(endpoints.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["docs2", "local"]);
+    assert_eq!(
+        endpoints.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["docs2", "local"]
+    );
     match &endpoints[0].launch {
         McpLaunch::Http { url, headers } => {
             assert_eq!(url, "https://mcp.example/mcp");
@@ -183,7 +208,13 @@ where
     // WHEN it is tested in a deployment without a probe, THEN it says so
     let body = api.ok(Method::POST, &format!("{server_path}/test"), None).await;
     assert_eq!(body["ok"], false, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("not available in this deployment"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not available in this deployment"),
+        "{body}"
+    );
 
     // WHEN one is deleted, THEN it is gone
     api.ok(Method::DELETE, &server_path, None).await;
@@ -192,7 +223,12 @@ where
 
     // WHEN the workspace is deleted, THEN its servers go with it
     api.ok(Method::DELETE, &format!("/v1/workspaces/{ws}"), None).await;
-    assert_eq!(api.call(Method::GET, &format!("/v1/mcp-servers/{stdio_id}"), None).await.0, 404);
+    assert_eq!(
+        api.call(Method::GET, &format!("/v1/mcp-servers/{stdio_id}"), None)
+            .await
+            .0,
+        404
+    );
     assert!(metadata.mcp_servers(&org, &ws).await.unwrap().is_empty());
     assert!(metadata.mcp_server(&org, stdio_id).await.unwrap().is_none());
 }
@@ -252,7 +288,10 @@ pub(crate) async fn no_secret_shows_in_answers_or_logs<H: Harness>(harness: &H) 
     assert!(logs.contains("MCP server made"), "the logs were not captured: {logs}");
     for secret in [HEADER_SECRET, NEW_HEADER_SECRET, ENV_SECRET, "s3cr3t"] {
         for answer in &answers {
-            assert!(!answer.to_string().contains(secret), "an answer shows `{secret}`: {answer}");
+            assert!(
+                !answer.to_string().contains(secret),
+                "an answer shows `{secret}`: {answer}"
+            );
         }
         assert!(!logs.contains(secret), "the logs show `{secret}`");
     }
@@ -286,8 +325,15 @@ pub(crate) async fn a_deployment_without_key_or_programs_refuses_what_it_cannot_
 
     // WHEN a server with a secret header is made, THEN it is refused, saying why
     let (status, body) = api.call(Method::POST, &path, Some(http_server("docs"))).await;
-    assert_eq!((status.as_u16(), body["error"]["code"].as_str()), (409, Some("refused")), "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("SPOOL_DATA_KEY"), "{body}");
+    assert_eq!(
+        (status.as_u16(), body["error"]["code"].as_str()),
+        (409, Some("refused")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("SPOOL_DATA_KEY"),
+        "{body}"
+    );
     assert!(!body.to_string().contains("s3cr3t"));
     // AND one without secrets is made
     let plain = json!({ "name": "open", "transport": "http", "url": "https://mcp.example/mcp" });
@@ -300,8 +346,12 @@ pub(crate) async fn a_deployment_without_key_or_programs_refuses_what_it_cannot_
     assert!(body["error"]["message"].as_str().unwrap().contains("runners"), "{body}");
 
     // WHEN the workspace's CLI agents run on runners, THEN it is made, for them only
-    api.ok(Method::PATCH, &format!("/v1/workspaces/{ws}"), Some(json!({ "cli_host": "runners" })))
-        .await;
+    api.ok(
+        Method::PATCH,
+        &format!("/v1/workspaces/{ws}"),
+        Some(json!({ "cli_host": "runners" })),
+    )
+    .await;
     let (status, body) = api.call(Method::POST, &path, Some(program)).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["runs_on"], "runners");

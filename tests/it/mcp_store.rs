@@ -50,23 +50,45 @@ pub(crate) async fn servers_are_kept_per_workspace_with_unique_names<H: Harness>
     let (a, b) = (unique_id("mcp"), unique_id("mcp"));
 
     // WHEN two servers are made, and a third of a taken name, and one in no workspace
-    store.create_mcp_server(&org, &server(&a, &ws, "docs", 10)).await.unwrap();
-    store.create_mcp_server(&org, &server(&b, &ws, "code", 20)).await.unwrap();
-    let taken = store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 30)).await;
-    let nowhere = store.create_mcp_server(&org, &server(&unique_id("mcp"), "ws_none", "x", 30)).await;
+    store
+        .create_mcp_server(&org, &server(&a, &ws, "docs", 10))
+        .await
+        .unwrap();
+    store
+        .create_mcp_server(&org, &server(&b, &ws, "code", 20))
+        .await
+        .unwrap();
+    let taken = store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 30))
+        .await;
+    let nowhere = store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), "ws_none", "x", 30))
+        .await;
 
     // THEN the taken name and the missing workspace are refused, and the two are kept
     assert!(matches!(taken, Err(Error::Exists { .. })), "{taken:?}");
     assert!(matches!(nowhere, Err(Error::Missing { .. })), "{nowhere:?}");
-    assert_eq!(store.mcp_server(&org, &a).await.unwrap(), Some(server(&a, &ws, "docs", 10)));
+    assert_eq!(
+        store.mcp_server(&org, &a).await.unwrap(),
+        Some(server(&a, &ws, "docs", 10))
+    );
     let listed = store.mcp_servers(&org, &ws).await.unwrap();
-    assert_eq!(listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["docs", "code"]);
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["docs", "code"]
+    );
     // AND the same name is free in another workspace
-    store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws2, "docs", 40)).await.unwrap();
+    store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws2, "docs", 40))
+        .await
+        .unwrap();
     // AND another organization sees none of them
     assert_eq!(store.mcp_server(&other, &a).await.unwrap(), None);
     assert!(store.mcp_servers(&other, &ws).await.unwrap().is_empty());
-    assert!(matches!(store.delete_mcp_server(&other, &a).await, Err(Error::Missing { .. })));
+    assert!(matches!(
+        store.delete_mcp_server(&other, &a).await,
+        Err(Error::Missing { .. })
+    ));
 
     // WHEN one is renamed to the other's name, THEN it is refused; to a new one, the old is free
     let clash = store.update_mcp_server(&org, &server(&a, &ws, "code", 10)).await;
@@ -75,15 +97,24 @@ pub(crate) async fn servers_are_kept_per_workspace_with_unique_names<H: Harness>
     renamed.enabled = false;
     store.update_mcp_server(&org, &renamed).await.unwrap();
     assert_eq!(store.mcp_server(&org, &a).await.unwrap(), Some(renamed));
-    store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 50)).await.unwrap();
+    store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 50))
+        .await
+        .unwrap();
     let missing = store.update_mcp_server(&org, &server("mcp_none", &ws, "none", 1)).await;
     assert!(matches!(missing, Err(Error::Missing { .. })), "{missing:?}");
 
     // WHEN one is deleted, THEN it is gone and its name free
     store.delete_mcp_server(&org, &b).await.unwrap();
     assert_eq!(store.mcp_server(&org, &b).await.unwrap(), None);
-    assert!(matches!(store.delete_mcp_server(&org, &b).await, Err(Error::Missing { .. })));
-    store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "code", 60)).await.unwrap();
+    assert!(matches!(
+        store.delete_mcp_server(&org, &b).await,
+        Err(Error::Missing { .. })
+    ));
+    store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "code", 60))
+        .await
+        .unwrap();
 
     // WHEN the workspace is deleted, THEN its servers go with it, and the other's stay
     store.delete_workspace(&org, &ws).await.unwrap();
@@ -104,10 +135,15 @@ pub(crate) async fn the_cap_holds_and_a_delete_frees_a_place<H: Harness>(harness
     let (a, b) = (unique_id("mcp"), unique_id("mcp"));
     store.create_mcp_server(&org, &server(&a, &ws, "a", 1)).await.unwrap();
     store.create_mcp_server(&org, &server(&b, &ws, "b", 2)).await.unwrap();
-    let full = store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "c", 3)).await;
+    let full = store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "c", 3))
+        .await;
     assert_eq!(full.map_err(|e| Capped::reached(&e)), Err(Some(Capped::McpServers)));
     store.delete_mcp_server(&org, &a).await.unwrap();
-    store.create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "c", 3)).await.unwrap();
+    store
+        .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "c", 3))
+        .await
+        .unwrap();
     assert_eq!(store.mcp_servers(&org, &ws).await.unwrap().len(), 2);
 }
 

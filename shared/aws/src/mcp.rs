@@ -77,8 +77,17 @@ impl AwsMetadata {
 
     /// The delete of an item; with `held_by`, only if it is the name item of that server, and
     /// with `exists`, only if it exists.
-    fn mcp_delete(&self, pk: String, sk: String, held_by: Option<&str>, exists: bool) -> Result<TransactWriteItem, Error> {
-        let mut delete = Delete::builder().table_name(&self.table).key("pk", s(pk)).key("sk", s(sk));
+    fn mcp_delete(
+        &self,
+        pk: String,
+        sk: String,
+        held_by: Option<&str>,
+        exists: bool,
+    ) -> Result<TransactWriteItem, Error> {
+        let mut delete = Delete::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk));
         if let Some(id) = held_by {
             delete = delete
                 .condition_expression("#i = :id")
@@ -91,8 +100,12 @@ impl AwsMetadata {
     }
 
     async fn mcp_workspace(&self, org: &str, id: &str) -> Result<Option<String>, Error> {
-        let pointer = self.get(mcp_pointer_pk(org, id), "mcp", "GetItem (MCP server pointer)").await?;
-        pointer.map(|item| string(&item, "ws", "an MCP server pointer")).transpose()
+        let pointer = self
+            .get(mcp_pointer_pk(org, id), "mcp", "GetItem (MCP server pointer)")
+            .await?;
+        pointer
+            .map(|item| string(&item, "ws", "an MCP server pointer"))
+            .transpose()
     }
 }
 
@@ -183,7 +196,10 @@ impl McpServerStore for AwsMetadata {
     }
 
     async fn delete_mcp_server(&self, org: &str, id: &str) -> Result<(), Error> {
-        let server = self.mcp_server(org, id).await?.ok_or_else(|| missing("MCP server", id))?;
+        let server = self
+            .mcp_server(org, id)
+            .await?
+            .ok_or_else(|| missing("MCP server", id))?;
         let pk = ws_pk(org, &server.workspace_id);
         let items = vec![
             self.mcp_delete(pk.clone(), format!("mcp#{id}"), None, true)?,

@@ -127,11 +127,7 @@ impl SecretBox {
         aws_lc_rs::rand::fill(&mut nonce).map_err(|_| Error::unavailable("seal a secret", "no randomness"))?;
         let mut sealed = value.as_bytes().to_vec();
         self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(place.aad()),
-                &mut sealed,
-            )
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(place.aad()), &mut sealed)
             .map_err(|_| Error::unavailable("seal a secret", "AES-GCM failed"))?;
         let mut bytes = nonce.to_vec();
         bytes.extend_from_slice(&sealed);
@@ -227,7 +223,9 @@ mod tests {
         // AND 64 hex digits are the same key as its base64
         let place = place("o", "s", SecretMap::Env, "K");
         let sealed = SecretBox::parse(&"ab".repeat(32)).unwrap().seal(&place, "v").unwrap();
-        let opened = SecretBox::parse(&STANDARD.encode([0xab; 32])).unwrap().open(&place, &sealed);
+        let opened = SecretBox::parse(&STANDARD.encode([0xab; 32]))
+            .unwrap()
+            .open(&place, &sealed);
         assert_eq!(opened.unwrap().expose(), "v");
     }
 }

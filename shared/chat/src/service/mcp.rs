@@ -237,7 +237,10 @@ impl McpServerService {
         }
         check_server(&server, self.urls)?;
         let runs_on = self.runs_on(&server, &workspace)?;
-        self.metadata.create_mcp_server(org, &server).await.map_err(named(&server))?;
+        self.metadata
+            .create_mcp_server(org, &server)
+            .await
+            .map_err(named(&server))?;
         tracing::info!(org, workspace = %workspace_id, mcp_server = %server.id, name = %server.name, "MCP server made");
         Ok(PlacedMcpServer { server, runs_on })
     }
@@ -297,7 +300,10 @@ impl McpServerService {
         server.updated_ms = self.clock.now_ms();
         check_server(&server, self.urls)?;
         let runs_on = self.runs_on(&server, &workspace)?;
-        self.metadata.update_mcp_server(org, &server).await.map_err(named(&server))?;
+        self.metadata
+            .update_mcp_server(org, &server)
+            .await
+            .map_err(named(&server))?;
         tracing::info!(org, mcp_server = %server.id, "MCP server changed");
         Ok(PlacedMcpServer { server, runs_on })
     }
@@ -363,8 +369,9 @@ impl McpServerService {
         match server.transport {
             McpTransport::Http => None,
             McpTransport::Stdio if self.spawns => Some(RunsOn::Worker),
-            McpTransport::Stdio => (workspace.cli_host.unwrap_or(self.default_cli_host) == CliHost::Runners)
-                .then_some(RunsOn::Runners),
+            McpTransport::Stdio => {
+                (workspace.cli_host.unwrap_or(self.default_cli_host) == CliHost::Runners).then_some(RunsOn::Runners)
+            }
         }
     }
 

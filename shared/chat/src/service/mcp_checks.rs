@@ -87,10 +87,7 @@ fn is_header_name(name: &str) -> bool {
 /// An environment variable's name: `^[A-Za-z_][A-Za-z0-9_]*$`.
 fn is_env_name(name: &str) -> bool {
     name.len() <= MAX_KEY_BYTES
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -202,7 +199,9 @@ pub(super) fn check_server(server: &McpServer, urls: UrlPolicy) -> Result<(), Er
     let mut lower: Vec<String> = server.headers.keys().map(|k| k.to_ascii_lowercase()).collect();
     lower.sort();
     if lower.windows(2).any(|w| w[0] == w[1]) {
-        return Err(bad_request("`headers` names a header twice (names are case-insensitive)"));
+        return Err(bad_request(
+            "`headers` names a header twice (names are case-insensitive)",
+        ));
     }
     for name in server.env.keys() {
         check_env_name(name)?;
