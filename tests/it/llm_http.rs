@@ -27,7 +27,7 @@ use crate::support::{Stack, abort, all_events, one, send, stack_with, types_of, 
 
 /// What the fake provider answers to one request.
 #[derive(Debug, Clone)]
-enum Answer {
+pub(crate) enum Answer {
     /// SSE events (`data:` payloads, with an optional `event:` name), `gap` apart; `end` is the
     /// closing event, left out to drop the stream early.
     Stream {
@@ -40,9 +40,9 @@ enum Answer {
 }
 
 #[derive(Default)]
-struct Fake {
-    answers: Mutex<VecDeque<Answer>>,
-    requests: Mutex<Vec<(HeaderMap, Value)>>,
+pub(crate) struct Fake {
+    pub(crate) answers: Mutex<VecDeque<Answer>>,
+    pub(crate) requests: Mutex<Vec<(HeaderMap, Value)>>,
     disconnected: Mutex<bool>,
 }
 
@@ -82,7 +82,7 @@ async fn answer(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
 }
 
 /// A fake provider on a loopback port: its base URL.
-async fn fake(fake: Arc<Fake>) -> String {
+pub(crate) async fn fake(fake: Arc<Fake>) -> String {
     let app = Router::new()
         .route("/v1/chat/completions", post(answer))
         .route("/v1/messages", post(answer))
@@ -91,20 +91,20 @@ async fn fake(fake: Arc<Fake>) -> String {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Provider {
+pub(crate) enum Provider {
     OpenAi,
     Anthropic,
 }
 
 impl Provider {
-    fn runtime(self) -> &'static str {
+    pub(crate) fn runtime(self) -> &'static str {
         match self {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
         }
     }
 
-    fn runtimes(self, base: &str) -> Runtimes {
+    pub(crate) fn runtimes(self, base: &str) -> Runtimes {
         match self {
             Self::OpenAi => Runtimes::scripted_only().with_openai(Arc::new(OpenAi::new(
                 &format!("{base}/v1"),
@@ -121,7 +121,7 @@ impl Provider {
 
     /// A streamed reply: text in `pieces`, then the tool calls (name, arguments as JSON text
     /// split in two), then the end (left out when `complete` is false).
-    fn stream(self, pieces: &[&str], calls: &[(&str, &str)], gap: Duration, complete: bool) -> Answer {
+    pub(crate) fn stream(self, pieces: &[&str], calls: &[(&str, &str)], gap: Duration, complete: bool) -> Answer {
         let mut events = Vec::new();
         match self {
             Self::OpenAi => {
@@ -228,7 +228,7 @@ async fn setup(provider: Provider, answers: Vec<Answer>) -> Setup {
     }
 }
 
-const QUICK: Duration = Duration::from_millis(5);
+pub(crate) const QUICK: Duration = Duration::from_millis(5);
 
 async fn streams_text_and_usage(provider: Provider) {
     let s = setup(

@@ -57,6 +57,7 @@ mod lambda_events;
 mod llm_http;
 #[cfg(feature = "emulator")]
 mod log_aws;
+mod mcp_client;
 mod mcp_servers_http;
 mod mcp_store;
 mod names_http;

@@ -105,21 +105,24 @@ pub(crate) fn spawn_worker(
     if reaped > 0 {
         tracing::warn!(clis = reaped, "stopped the CLIs a stopped server left running");
     }
+    let mut settings = spool_agents::Settings {
+        public_url: Some(
+            config
+                .agents
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", config.addr)),
+        ),
+        ..spool_worker::engine_settings(config, services.metadata.clone(), CliHost::Server)
+    };
+    // `spool serve` may start programs: its worker runs workspaces' stdio MCP servers.
+    settings.mcp.spawn_stdio = true;
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),
         Arc::new(spool_worker::runtimes(config, services.metadata.clone())),
         Arc::new(SystemClock),
-        spool_agents::Settings {
-            public_url: Some(
-                config
-                    .agents
-                    .public_url
-                    .clone()
-                    .unwrap_or_else(|| format!("http://{}", config.addr)),
-            ),
-            ..spool_worker::engine_settings(config, services.metadata.clone(), CliHost::Server)
-        },
+        settings,
     )
     .with_files(services.files.clone())
     .with_notifier(notifier)

@@ -65,6 +65,13 @@ pub fn engine_settings(
             image_bytes: config.attachments.inline_image_bytes,
             ..spool_agents::files::InlineLimits::default()
         },
+        // Stdio servers are started only where the composition says (`spool serve`).
+        mcp: spool_agents::mcp::McpSettings {
+            call_timeout: config.agents.mcp_call_timeout,
+            env: config.agents.cli_inherited.clone(),
+            work_root: config.cli_work_dir().join(".mcp"),
+            ..spool_agents::mcp::McpSettings::default()
+        },
         ..spool_agents::Settings::default()
     }
 }

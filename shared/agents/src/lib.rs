@@ -15,6 +15,7 @@ pub mod context;
 pub mod engine;
 pub mod files;
 pub mod http;
+pub mod mcp;
 pub mod openai;
 pub mod runner;
 pub mod runtime;

@@ -88,6 +88,9 @@ pub struct AgentSettings {
     /// AWS), for the `spool runner` command line Spool tells people to run; unset under `spool
     /// serve`, its own address.
     pub public_url: Option<String>,
+    /// `SPOOL_MCP_CALL_TIMEOUT_MS`: the longest one call of an MCP server's tool may take
+    /// before it ends with an error the model sees (default 60000).
+    pub mcp_call_timeout: Duration,
 }
 
 impl AgentSettings {

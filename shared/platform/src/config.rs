@@ -311,6 +311,8 @@ impl Config {
                 runner_wait: millis(&vars, "SPOOL_RUNNER_WAIT_MS", Duration::from_secs(600))?
                     .max(Duration::from_secs(1)),
                 public_url: get("SPOOL_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
+                mcp_call_timeout: millis(&vars, "SPOOL_MCP_CALL_TIMEOUT_MS", Duration::from_secs(60))?
+                    .max(Duration::from_millis(100)),
             },
             aws: AwsSettings {
                 endpoint_url: get("AWS_ENDPOINT_URL"),

@@ -113,7 +113,28 @@ pub(crate) async fn stack_notifying<H: Harness>(
     notifier: Arc<dyn Notifier>,
 ) -> Stack {
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    stack_over(harness, metadata, runtimes, settings, poll, notifier).await
+    stack_over(harness, metadata, runtimes, settings, poll, notifier, None).await
+}
+
+/// [`stack_configured`], the engine finding workspaces' MCP servers in `catalog`.
+pub(crate) async fn stack_with_mcp<H: Harness>(
+    harness: &H,
+    runtimes: Runtimes,
+    settings: Settings,
+    catalog: Arc<dyn spool_chat::mcp::McpCatalog>,
+) -> Stack {
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    let notifier = Arc::new(LogNotifier);
+    stack_over(
+        harness,
+        metadata,
+        runtimes,
+        settings,
+        test_poll(),
+        notifier,
+        Some(catalog),
+    )
+    .await
 }
 
 /// [`stack`] over a store that holds records to `caps`.
@@ -127,6 +148,7 @@ pub(crate) async fn stack_capped<H: Harness>(harness: &H, caps: spool_chat::caps
         test_settings(),
         test_poll(),
         Arc::new(LogNotifier),
+        None,
     )
     .await
 }
@@ -139,6 +161,7 @@ async fn stack_over<H: Harness>(
     settings: Settings,
     poll: spool_worker::PollSettings,
     notifier: Arc<dyn Notifier>,
+    mcp: Option<Arc<dyn spool_chat::mcp::McpCatalog>>,
 ) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
     let turns = harness.turns().await;
@@ -155,6 +178,10 @@ async fn stack_over<H: Harness>(
     .with_notifier(notifier)
     .with_feeds(push.feeds(log.clone()))
     .with_jobs(push.jobs.clone());
+    let engine = match mcp {
+        Some(catalog) => engine.with_mcp(catalog),
+        None => engine,
+    };
     let _ = push.runner_turns.set(turns.clone());
     let worker = spool_worker::Worker::new(log.clone()).with_turns(Arc::new(engine), 3);
     let org_turns = poll.per_org;

@@ -4,6 +4,31 @@
 use super::*;
 
 impl Step<'_> {
+    /// The person whose message or command started this turn (their token subject), if a
+    /// person's did: an outside agent's message or a scheduled turn has none.
+    pub(super) fn person(&self) -> Option<String> {
+        let start = self.state().start_seq.unwrap_or_else(|| self.trigger_seq());
+        let author = match &self.events.iter().find(|e| e.seq == start)?.event {
+            ChatEvent::UserMessageSubmitted(m) => &m.author,
+            ChatEvent::SlashCommandInvoked(c) => &c.author,
+            _ => return None,
+        };
+        (!author.is_empty()).then(|| author.clone())
+    }
+
+    /// Whether the latest reply's calls are a CLI agent's actions: run at once, and the last
+    /// word of the turn.
+    pub(super) fn last_reply_one_shot(&self) -> bool {
+        self.events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.event {
+                ChatEvent::MessageEnd(end) if e.turn_id.as_deref() == Some(&*self.job.turn_id) => Some(end.one_shot),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
     /// Ends what a previous delivery left open: its message as far as it got, its tools.
     pub(super) async fn close_interrupted(&mut self, state: &TurnState) -> Result<(), Error> {
         let mut drafts = Vec::new();
@@ -135,6 +160,9 @@ impl Step<'_> {
                 Ok(Resolution::Wait)
             }
             None => {
+                if let Some(resolution) = self.resolve_mcp(call, state).await? {
+                    return Ok(resolution);
+                }
                 let error = format!("there is no tool or action `{}`", call.name);
                 let note = ChatEvent::system(Level::Error, format!("The agent asked for {error}."));
                 let end = tool_failed(&call.id, &call.name, &error);

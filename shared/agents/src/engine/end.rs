@@ -34,6 +34,8 @@ impl Engine {
             deadline: tokio::time::Instant::now() + self.settings.step_timeout,
             host_deadline: None,
             context: None,
+            toolbox: None,
+            mcp_models: false,
         };
         let state = TurnState::replay(&step.events, &job.turn_id);
         // A turn nothing asked for (its message never came) has nothing to end.

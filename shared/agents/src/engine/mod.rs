@@ -33,8 +33,10 @@ mod calls;
 mod end;
 mod reply;
 mod runner;
+mod toolbox;
 
 pub use runner::runner_check;
+pub use toolbox::offered_name;
 
 use std::{
     sync::{
@@ -138,6 +140,8 @@ pub struct Settings {
     pub runner_wait: Duration,
     /// This deployment's URL, for the `spool runner` command line a person is told to run.
     pub public_url: Option<String>,
+    /// How MCP servers are reached ([`crate::mcp`]).
+    pub mcp: crate::mcp::McpSettings,
 }
 
 impl Default for Settings {
@@ -154,6 +158,7 @@ impl Default for Settings {
             cli_host: CliHost::Server,
             runner_wait: Duration::from_millis(spool_chat::runner::DEFAULT_WAIT_MS.unsigned_abs()),
             public_url: None,
+            mcp: crate::mcp::McpSettings::default(),
         }
     }
 }
@@ -179,6 +184,8 @@ pub struct Engine {
     chats: spool_chat::service::ChatRecords,
     /// Where checks of turns that wait for a runner are scheduled.
     jobs: Option<Arc<dyn Deferred>>,
+    /// Where workspaces' MCP servers are found ([`Self::with_mcp`]).
+    mcp: Option<Arc<dyn spool_chat::mcp::McpCatalog>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -215,6 +222,7 @@ impl Engine {
             notifier: Arc::new(LogNotifier),
             metrics: Arc::new(spool_log::metrics::LogMetrics),
             jobs: None,
+            mcp: None,
         }
     }
 
@@ -314,8 +322,15 @@ impl Engine {
             deadline: tokio::time::Instant::now() + self.step_budget(job),
             host_deadline: host_deadline.filter(|_| job.continuation < MAX_CONTINUATIONS),
             context: None,
+            toolbox: None,
+            mcp_models: false,
         };
-        match turn.drive().await {
+        let outcome = turn.drive().await;
+        // However the step ended, its MCP connections close and its stdio servers stop.
+        if let Some(toolbox) = turn.toolbox.take() {
+            toolbox.close().await;
+        }
+        match outcome {
             Err(Error::StaleProducerEpoch { .. }) => {
                 tracing::info!(turn = %job.turn_id, "a newer delivery of this step took over");
                 Ok(Outcome::Nothing)
@@ -439,6 +454,10 @@ struct Step<'a> {
     host_deadline: Option<tokio::time::Instant>,
     /// The workspace's context, once made in this step.
     context: Option<String>,
+    /// The MCP servers' tools, once gathered in this step.
+    toolbox: Option<toolbox::Toolbox>,
+    /// Whether the step's runtime is a model's, which gets the MCP servers' tools.
+    mcp_models: bool,
 }
 
 impl Step<'_> {
@@ -512,6 +531,7 @@ impl Step<'_> {
                 return self.finish(EndReason::Error, Some(&reason)).await;
             }
         };
+        self.mcp_models = !runtime.works_on_disk() && runtime.runner_cli().is_none();
         loop {
             let state = self.state();
             if state.abort_seq.is_some() {
@@ -570,30 +590,5 @@ impl Step<'_> {
             Some(_) => message().unwrap_or(self.job.trigger_seq),
             None => self.job.trigger_seq,
         }
-    }
-
-    /// The person whose message or command started this turn (their token subject), if a
-    /// person's did: an outside agent's message or a scheduled turn has none.
-    fn person(&self) -> Option<String> {
-        let start = self.state().start_seq.unwrap_or_else(|| self.trigger_seq());
-        let author = match &self.events.iter().find(|e| e.seq == start)?.event {
-            ChatEvent::UserMessageSubmitted(m) => &m.author,
-            ChatEvent::SlashCommandInvoked(c) => &c.author,
-            _ => return None,
-        };
-        (!author.is_empty()).then(|| author.clone())
-    }
-
-    /// Whether the latest reply's calls are a CLI agent's actions: run at once, and the last
-    /// word of the turn.
-    fn last_reply_one_shot(&self) -> bool {
-        self.events
-            .iter()
-            .rev()
-            .find_map(|e| match &e.event {
-                ChatEvent::MessageEnd(end) if e.turn_id.as_deref() == Some(&*self.job.turn_id) => Some(end.one_shot),
-                _ => None,
-            })
-            .unwrap_or(false)
     }
 }

@@ -99,6 +99,9 @@ impl Step<'_> {
         // model reads the context through its tool, only when it asks.
         if runtime.works_on_disk() {
             request.workspace_context = self.workspace_context().await?;
+            request.mcp_servers = self.mcp_endpoints().await?;
+        } else {
+            request.tools.extend(self.toolbox().await?.specs());
         }
         if let Some(ws) = &self.session.workspace_id
             && let Some(workspace) = self.engine.metadata.workspace(&self.job.org, ws).await?
