@@ -117,11 +117,16 @@ async fn answer(shared: &Shared, assignment: &Assignment) -> RunnerOutcome {
         assignment.turn_id.clone(),
         assignment.epoch,
     );
-    let request = request.into_request(Some(FileAccess {
-        store: Arc::new(files),
-        org,
-        session_id: assignment.session_id.clone(),
-    }));
+    // The workspace's MCP servers come with the claim (their secrets are never stored with
+    // the request); the CLI starts the stdio ones here, confined as it is.
+    let request = request.into_request(
+        Some(FileAccess {
+            store: Arc::new(files),
+            org,
+            session_id: assignment.session_id.clone(),
+        }),
+        assignment.mcp_servers.clone(),
+    );
     let runtime = match shared.agents.runtime(assignment.cli) {
         Ok(runtime) => runtime,
         Err(reason) => return failed(format!("on runner `{}`: {reason}", shared.name)),
