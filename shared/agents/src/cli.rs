@@ -117,8 +117,10 @@ impl CliAgents {
     }
 
     /// Stops the CLIs a previous run of this process left running when it died (recorded under
-    /// the work root); how many. Call it at start, before any turn runs.
+    /// the work root), and removes the MCP configurations it left; how many CLIs. Call it at
+    /// start, before any turn runs.
     pub fn reap_orphans(&self) -> usize {
+        mcp::sweep(&self.work_root.join(".mcp"), self.timeout + Duration::from_secs(60));
         reap::reap(&self.work_root)
     }
 
@@ -287,10 +289,8 @@ fn input_file(
     }
     if !request.mcp_servers.is_empty() {
         let names: Vec<String> = request.mcp_servers.iter().map(|s| format!("`{}`", s.name)).collect();
-        text.push_str(&format!(
-            "\n# MCP servers\n\nThe workspace's MCP servers {} are connected: their tools are yours to call when the conversation needs them.\n",
-            names.join(", ")
-        ));
+        let names = names.join(", ");
+        text.push_str(&format!("\n# MCP servers\n\nThe workspace's MCP servers {names} are connected: their tools are yours to call when the conversation needs them.\n"));
     }
     text.push_str("\n# Files\n\n");
     if files.is_empty() {
@@ -422,9 +422,8 @@ impl Cli {
             output.display()
         );
         let mut args = arguments(self.cli, &prompt, request.model.as_deref()).map_err(Error::Failed)?;
-        // The workspace's MCP servers, in the CLI's own configuration; its private folder is
-        // removed when this run ends, however it ends.
-        let mcp = mcp::setup(self.cli, &request.mcp_servers)?;
+        // The workspace's MCP servers, in the CLI's configuration (removed when the run ends).
+        let mcp = mcp::setup(self.cli, &request.mcp_servers, &self.agents.work_root.join(".mcp"))?;
         args.extend(mcp.args.iter().cloned());
         let mut command = tokio::process::Command::new(&self.path);
         command

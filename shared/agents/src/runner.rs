@@ -180,3 +180,54 @@ impl CliRuntimes for RunnerClis {
         self.offered.iter().find(|c| c.healthy).map(|c| c.cli)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use spool_chat::mcp::{McpLaunch, McpSecret};
+
+    use super::*;
+
+    #[test]
+    fn a_stored_request_names_the_mcp_servers_without_their_secrets() {
+        let request = Request {
+            instruction: "Answer.".into(),
+            agent_instruction: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            model: None,
+            context: TurnContext::default(),
+            workspace_context: None,
+            stamps: Vec::new(),
+            files: Vec::new(),
+            file_access: None,
+            mcp_servers: vec![McpEndpoint {
+                id: "mcp_1".into(),
+                name: "github".into(),
+                launch: McpLaunch::Stdio {
+                    command: "github-mcp".into(),
+                    args: Vec::new(),
+                    env: BTreeMap::from([("GITHUB_TOKEN".to_owned(), McpSecret::new("ghp_s3cr3t"))]),
+                },
+                tools: BTreeMap::new(),
+            }],
+        };
+        let stored = serde_json::to_string(&RunnerRequest::of(&request)).unwrap();
+        assert!(
+            !stored.contains("s3cr3t") && !stored.contains("GITHUB_TOKEN"),
+            "{stored}"
+        );
+        let back: RunnerRequest = serde_json::from_str(&stored).unwrap();
+        assert_eq!(
+            back.mcp_servers,
+            [RunnerMcpServer {
+                id: "mcp_1".into(),
+                name: "github".into()
+            }]
+        );
+        // The runner's request gets the endpoints its claim resolved.
+        let resolved = back.into_request(None, request.mcp_servers.clone());
+        assert_eq!(resolved.mcp_servers, request.mcp_servers);
+    }
+}

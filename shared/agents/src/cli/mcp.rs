@@ -46,7 +46,9 @@ pub(super) struct McpSetup {
 fn usable_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The servers a CLI can be given: those whose name each CLI can take.
@@ -83,8 +85,7 @@ fn mcp_servers(servers: &[McpEndpoint], cli: CliType) -> Value {
                 e
             }
             McpLaunch::Http { url, headers } => {
-                let headers: Map<String, Value> =
-                    headers.iter().map(|(k, v)| (k.clone(), json!(v.expose()))).collect();
+                let headers: Map<String, Value> = headers.iter().map(|(k, v)| (k.clone(), json!(v.expose()))).collect();
                 match cli {
                     // gemini's `httpUrl` is Streamable HTTP (`url` is SSE).
                     CliType::Gemini => json!({ "httpUrl": url, "headers": headers }),
@@ -126,7 +127,13 @@ pub(super) fn gemini_settings(servers: &[McpEndpoint]) -> Value {
 pub(super) fn opencode_config(servers: &[McpEndpoint]) -> Value {
     let sanitize = |s: &str| -> String {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     };
     let mut mcp = Map::new();
@@ -140,8 +147,7 @@ pub(super) fn opencode_config(servers: &[McpEndpoint]) -> Value {
                 json!({ "type": "local", "command": line, "environment": env, "enabled": true })
             }
             McpLaunch::Http { url, headers } => {
-                let headers: Map<String, Value> =
-                    headers.iter().map(|(k, v)| (k.clone(), json!(v.expose()))).collect();
+                let headers: Map<String, Value> = headers.iter().map(|(k, v)| (k.clone(), json!(v.expose()))).collect();
                 json!({ "type": "remote", "url": url, "headers": headers, "oauth": false, "enabled": true })
             }
         };
@@ -164,22 +170,32 @@ fn toml_str(s: &str) -> String {
 
 /// A TOML inline table of strings.
 fn toml_table<'a>(entries: impl Iterator<Item = (&'a String, &'a str)>) -> String {
-    let items: Vec<String> = entries.map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v))).collect();
+    let items: Vec<String> = entries
+        .map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v)))
+        .collect();
     format!("{{ {} }}", items.join(", "))
 }
+
+/// How long codex waits for a server to start, in seconds.
+const CODEX_STARTUP_TIMEOUT_S: u64 = 30;
 
 /// codex's `config.toml`.
 pub(super) fn codex_config(servers: &[McpEndpoint]) -> String {
     let mut text = String::from("# Spool's MCP servers for one run.\n");
     for server in usable(servers) {
         text.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(&server.name)));
+        // Its default, 10 s, is shorter than a server started with `npx` may take.
+        text.push_str(&format!("startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_S}\n"));
         match &server.launch {
             McpLaunch::Stdio { command, args, env } => {
                 text.push_str(&format!("command = {}\n", toml_str(command)));
                 let args: Vec<String> = args.iter().map(|a| toml_str(a)).collect();
                 text.push_str(&format!("args = [{}]\n", args.join(", ")));
                 if !env.is_empty() {
-                    text.push_str(&format!("env = {}\n", toml_table(env.iter().map(|(k, v)| (k, v.expose())))));
+                    text.push_str(&format!(
+                        "env = {}\n",
+                        toml_table(env.iter().map(|(k, v)| (k, v.expose())))
+                    ));
                 }
             }
             McpLaunch::Http { url, headers } => {
@@ -213,17 +229,34 @@ fn write_private(path: &Path, text: &str) -> Result<(), Error> {
 }
 
 /// What `cli` gets for `servers`: nothing when there are none; else the configuration written
-/// in a new private folder under Spool's own temporary folder (not the chat's).
-pub(super) fn setup(cli: CliType, servers: &[McpEndpoint]) -> Result<McpSetup, Error> {
+/// in a new private folder under `root` (`{work root}/.mcp`, beside the organizations' folders,
+/// not in a chat's). Not the system's temporary folder: gemini skips a settings file with a
+/// folder writable by others (`/tmp`) above it, and codex will not work from one.
+pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], root: &Path) -> Result<McpSetup, Error> {
     if usable(servers).next().is_none() {
         return Ok(McpSetup::default());
     }
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let private = std::fs::Permissions::from_mode(0o700);
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .and_then(|()| std::fs::set_permissions(root, private.clone()));
+    if let Err(e) = made {
+        return Err(Error::Failed(format!(
+            "cannot make a private folder for the CLI's MCP configuration: {e}"
+        )));
+    }
     let dir = tempfile::Builder::new()
-        .prefix("spool-mcp-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| Error::Failed(format!("cannot make a private folder for the CLI's MCP configuration: {e}")))?;
+        .prefix("run-")
+        .permissions(private)
+        .tempdir_in(root)
+        .map_err(|e| {
+            Error::Failed(format!(
+                "cannot make a private folder for the CLI's MCP configuration: {e}"
+            ))
+        })?;
     let mut setup = McpSetup::default();
     match cli {
         CliType::Claude => {
@@ -244,7 +277,9 @@ pub(super) fn setup(cli: CliType, servers: &[McpEndpoint]) -> Result<McpSetup, E
         CliType::Gemini => {
             let path = dir.path().join("settings.json");
             write_private(&path, &gemini_settings(servers).to_string())?;
-            setup.env.push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_owned(), path.into()));
+            setup
+                .env
+                .push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_owned(), path.into()));
         }
         CliType::Codex => {
             write_private(&dir.path().join("config.toml"), &codex_config(servers))?;
@@ -258,6 +293,25 @@ pub(super) fn setup(cli: CliType, servers: &[McpEndpoint]) -> Result<McpSetup, E
     }
     setup._dir = Some(dir);
     Ok(setup)
+}
+
+/// Removes the private folders under `root` last written more than `age` ago: those of runs
+/// whose process died before removing them (a live run's is younger than its time limit). How
+/// many.
+pub(super) fn sweep(root: &Path, age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let stale = |e: &std::fs::DirEntry| {
+        e.metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|elapsed| elapsed > age))
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("run-") && stale(e))
+        .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
+        .count()
 }
 
 #[cfg(test)]

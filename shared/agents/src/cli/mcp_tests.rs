@@ -61,7 +61,10 @@ fn claude_gets_a_strict_config_with_only_the_tools_it_may_run() {
     assert_eq!(allowed, ["mcp__everything", "mcp__remote"]);
     assert_eq!(
         denied,
-        ["mcp__everything__get-env", "mcp__everything__trigger-long-running-operation"]
+        [
+            "mcp__everything__get-env",
+            "mcp__everything__trigger-long-running-operation"
+        ]
     );
 }
 
@@ -99,13 +102,19 @@ fn codex_gets_its_toml_with_quoted_keys_and_escaped_values() {
         args.push("a \"quoted\" \\ arg\n".into());
     }
     let text = codex_config(&odd);
-    assert!(text.contains("[mcp_servers.\"everything\"]\ncommand = \"node\"\n"), "{text}");
+    assert!(
+        text.contains("[mcp_servers.\"everything\"]\nstartup_timeout_sec = 30\ncommand = \"node\"\n"),
+        "{text}"
+    );
     assert!(
         text.contains(r#"args = ["server.js", "stdio", "a \"quoted\" \\ arg\n"]"#),
         "{text}"
     );
-    assert!(text.contains(&format!("env = {{ \"API_TOKEN\" = \"{ENV_SECRET}\" }}")), "{text}");
-    assert!(text.contains("[mcp_servers.\"remote\"]\nurl = \"https://mcp.example.com/mcp\"\n"), "{text}");
+    assert!(
+        text.contains(&format!("env = {{ \"API_TOKEN\" = \"{ENV_SECRET}\" }}")),
+        "{text}"
+    );
+    assert!(text.contains("\nurl = \"https://mcp.example.com/mcp\"\n"), "{text}");
     assert!(
         text.contains(&format!("http_headers = {{ \"Authorization\" = \"{HEADER_SECRET}\" }}")),
         "{text}"
@@ -119,12 +128,19 @@ fn codex_gets_its_toml_with_quoted_keys_and_escaped_values() {
 
 #[test]
 fn secrets_go_only_into_a_private_file_that_is_removed_after_the_run() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path().join(".mcp");
     for cli in CliType::ALL {
-        let setup = setup(cli, &servers()).unwrap();
+        let setup = setup(cli, &servers(), &root).unwrap();
         // Never on the command line, never in the environment.
         let said = format!("{:?} {:?}", setup.args, setup.env);
-        assert!(!said.contains(ENV_SECRET) && !said.contains("s3cr3t"), "{cli:?}: {said}");
+        assert!(
+            !said.contains(ENV_SECRET) && !said.contains("s3cr3t"),
+            "{cli:?}: {said}"
+        );
         let dir = setup._dir.as_ref().unwrap().path().to_path_buf();
+        assert_eq!(dir.parent(), Some(root.as_path()));
+        assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
         assert_eq!(
             std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
             0o700,
@@ -137,7 +153,10 @@ fn secrets_go_only_into_a_private_file_that_is_removed_after_the_run() {
             0o600
         );
         let text = std::fs::read_to_string(&files[0]).unwrap();
-        assert!(text.contains(ENV_SECRET) && text.contains(HEADER_SECRET), "{cli:?}: {text}");
+        assert!(
+            text.contains(ENV_SECRET) && text.contains(HEADER_SECRET),
+            "{cli:?}: {text}"
+        );
         // The CLI is pointed at it: by a path on its command line or in a variable.
         let path = files[0].display().to_string();
         let pointed = setup.args.contains(&path)
@@ -153,11 +172,28 @@ fn secrets_go_only_into_a_private_file_that_is_removed_after_the_run() {
 
 #[test]
 fn no_servers_change_nothing() {
+    let root = tempfile::tempdir().unwrap();
     for cli in CliType::ALL {
-        let none = setup(cli, &[]).unwrap();
+        let none = setup(cli, &[], root.path()).unwrap();
         assert!(none.args.is_empty() && none.env.is_empty() && none._dir.is_none());
         // Only servers no CLI could name: nothing either.
-        let bad = setup(cli, &servers()[2..]).unwrap();
+        let bad = setup(cli, &servers()[2..], root.path()).unwrap();
         assert!(bad.args.is_empty() && bad.env.is_empty() && bad._dir.is_none());
     }
+}
+
+#[test]
+fn a_dead_runs_configuration_is_swept_and_a_live_ones_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let live = setup(CliType::Claude, &servers(), root.path()).unwrap();
+    let dead = setup(CliType::Codex, &servers(), root.path()).unwrap();
+    let dead_dir = dead._dir.unwrap().keep();
+    // Only what is older than the age goes.
+    assert_eq!(sweep(root.path(), std::time::Duration::from_secs(3600)), 0);
+    assert!(dead_dir.exists());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let live_dir = live._dir.as_ref().unwrap().path().to_path_buf();
+    std::fs::write(live_dir.join("touch"), "").unwrap();
+    assert_eq!(sweep(root.path(), std::time::Duration::from_millis(10)), 1);
+    assert!(!dead_dir.exists() && live_dir.exists());
 }

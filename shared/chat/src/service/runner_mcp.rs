@@ -6,10 +6,7 @@ use serde_json::Value;
 use spool_log::error::Error;
 
 use super::RunnerService;
-use crate::{
-    mcp::McpEndpoint,
-    runner::RunnerMcpServer,
-};
+use crate::{mcp::McpEndpoint, runner::RunnerMcpServer};
 
 /// The enabled MCP servers of the workspaces one look read, by workspace.
 pub(super) type WorkspaceEndpoints = std::collections::HashMap<String, Vec<McpEndpoint>>;

@@ -976,7 +976,10 @@ struct Catalog {
 #[async_trait]
 impl crate::mcp::McpCatalog for Catalog {
     async fn endpoints(&self, org: &str, workspace_id: &str) -> Result<Vec<crate::mcp::McpEndpoint>, Error> {
-        self.asked.lock().unwrap().push((org.to_owned(), workspace_id.to_owned()));
+        self.asked
+            .lock()
+            .unwrap()
+            .push((org.to_owned(), workspace_id.to_owned()));
         if self.down.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::unavailable("read the MCP servers", "the store is down"));
         }
@@ -1003,7 +1006,10 @@ fn endpoint(id: &str, name: &str) -> crate::mcp::McpEndpoint {
 impl World {
     /// The request of `turn` as stored, naming MCP servers `(id, name)` by id and name only.
     fn name_servers(&self, turn: &str, servers: &[(&str, &str)]) {
-        let named: Vec<Value> = servers.iter().map(|(id, name)| json!({"id": id, "name": name})).collect();
+        let named: Vec<Value> = servers
+            .iter()
+            .map(|(id, name)| json!({"id": id, "name": name}))
+            .collect();
         let request = json!({"instruction": format!("answer {turn}"), "mcp_servers": named});
         self.files
             .0
@@ -1057,19 +1063,34 @@ async fn a_claim_sends_no_server_without_a_catalog_a_workspace_or_a_name() {
     w.service = w.service.with_mcp(catalog.clone());
     let now = w.clock.now_ms();
     w.offer("t_none", "s1", Some("ws_a"), CliType::Claude, now).await;
-    let got = w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.unwrap().unwrap();
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(got.mcp_servers.is_empty());
     // A global chat's (no workspace) names none and asks nothing.
     w.offer("t_global", "s2", None, CliType::Claude, now).await;
     w.name_servers("t_global", &[("mcp_1", "github")]);
-    let got = w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.unwrap().unwrap();
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(got.mcp_servers.is_empty());
     assert_eq!(catalog.asked.lock().unwrap().len(), 1);
     // Without a catalog a named server is not sent.
     let w = world();
     w.offer("t_named", "s1", Some("ws_a"), CliType::Claude, now).await;
     w.name_servers("t_named", &[("mcp_1", "github")]);
-    let got = w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.unwrap().unwrap();
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(got.mcp_servers.is_empty());
 }
 
@@ -1083,9 +1104,18 @@ async fn a_catalog_that_fails_leaves_the_job_unclaimed() {
     w.offer("t_1", "s1", Some("ws_a"), CliType::Claude, now).await;
     w.name_servers("t_1", &[("mcp_1", "github")]);
     assert!(w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.is_err());
-    assert_eq!(w.job("t_1").epoch, 0, "the job was claimed though its servers were not read");
+    assert_eq!(
+        w.job("t_1").epoch,
+        0,
+        "the job was claimed though its servers were not read"
+    );
     // Once the catalog answers, the job is claimed at the first epoch.
     catalog.down.store(false, std::sync::atomic::Ordering::SeqCst);
-    let got = w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.unwrap().unwrap();
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.epoch, 1);
 }
