@@ -313,7 +313,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod tests {
+mod mcp_tests {
     use std::{collections::BTreeMap, time::Duration};
 
     use spool_agents::{cli::CliAgents, runtime::TurnContext};

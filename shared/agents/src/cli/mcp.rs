@@ -275,6 +275,13 @@ pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], root: &Path) -> Resul
             }
         }
         CliType::Gemini => {
+            use std::os::unix::fs::MetadataExt;
+            let shared = root
+                .ancestors()
+                .find(|d| std::fs::metadata(d).is_ok_and(|m| m.mode() & 0o022 != 0));
+            if let Some(shared) = shared {
+                tracing::warn!(folder = %shared.display(), "gemini ignores a settings file below a folder others may write: this run gets no MCP server; move the CLIs' work root");
+            }
             let path = dir.path().join("settings.json");
             write_private(&path, &gemini_settings(servers).to_string())?;
             setup
