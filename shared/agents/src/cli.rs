@@ -48,6 +48,7 @@ use crate::{
 
 pub use crate::cli_args::{arguments, program};
 
+mod mcp;
 mod probe;
 mod reap;
 
@@ -116,8 +117,10 @@ impl CliAgents {
     }
 
     /// Stops the CLIs a previous run of this process left running when it died (recorded under
-    /// the work root); how many. Call it at start, before any turn runs.
+    /// the work root), and removes the MCP configurations it left; how many CLIs. Call it at
+    /// start, before any turn runs.
     pub fn reap_orphans(&self) -> usize {
+        mcp::sweep(&self.work_root.join(".mcp"), self.timeout + Duration::from_secs(60));
         reap::reap(&self.work_root)
     }
 
@@ -284,6 +287,11 @@ fn input_file(
             path.display()
         ));
     }
+    if !request.mcp_servers.is_empty() {
+        let names: Vec<String> = request.mcp_servers.iter().map(|s| format!("`{}`", s.name)).collect();
+        let names = names.join(", ");
+        text.push_str(&format!("\n# MCP servers\n\nThe workspace's MCP servers {names} are connected: their tools are yours to call when the conversation needs them.\n"));
+    }
     text.push_str("\n# Files\n\n");
     if files.is_empty() {
         text.push_str("No files were uploaded to this chat.\n");
@@ -413,7 +421,10 @@ impl Cli {
             input.display(),
             output.display()
         );
-        let args = arguments(self.cli, &prompt, request.model.as_deref()).map_err(Error::Failed)?;
+        let mut args = arguments(self.cli, &prompt, request.model.as_deref()).map_err(Error::Failed)?;
+        // The workspace's MCP servers, in the CLI's configuration (removed when the run ends).
+        let mcp = mcp::setup(self.cli, &request.mcp_servers, &self.agents.work_root.join(".mcp"))?;
+        args.extend(mcp.args.iter().cloned());
         let mut command = tokio::process::Command::new(&self.path);
         command
             .args(args)
@@ -428,6 +439,7 @@ impl Cli {
             .env("SPOOL_INPUT_FILE", input)
             .env("SPOOL_OUTPUT_FILE", output)
             .env("SPOOL_SESSION_ID", &request.context.session_id)
+            .envs(mcp.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spool_chat::{
     clis::{CliProbe, CliStatus},
-    runner::RunnerRecord,
+    mcp::McpEndpoint,
+    runner::{RunnerMcpServer, RunnerRecord},
     workspace::CliType,
 };
 
@@ -47,6 +48,10 @@ pub struct RunnerRequest {
     /// The chat's current files, to place in its folder.
     #[serde(default)]
     pub files: Vec<Attached>,
+    /// The workspace's MCP servers the CLI gets, by id and name only: the claim resolves them
+    /// ([`spool_chat::runner::wire::Assignment::mcp_servers`]), so no secret is stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<RunnerMcpServer>,
 }
 
 impl RunnerRequest {
@@ -62,11 +67,20 @@ impl RunnerRequest {
             workspace_context: request.workspace_context.clone(),
             stamps: request.stamps.clone(),
             files: request.files.clone(),
+            mcp_servers: request
+                .mcp_servers
+                .iter()
+                .map(|s| RunnerMcpServer {
+                    id: s.id.clone(),
+                    name: s.name.clone(),
+                })
+                .collect(),
         }
     }
 
-    /// The request again, its files read through `file_access`.
-    pub fn into_request(self, file_access: Option<FileAccess>) -> Request {
+    /// The request again, its files read through `file_access`, with `mcp_servers` (the
+    /// endpoints its claim resolved).
+    pub fn into_request(self, file_access: Option<FileAccess>, mcp_servers: Vec<McpEndpoint>) -> Request {
         Request {
             instruction: self.instruction,
             agent_instruction: self.agent_instruction,
@@ -78,7 +92,7 @@ impl RunnerRequest {
             stamps: self.stamps,
             files: self.files,
             file_access,
-            mcp_servers: Vec::new(),
+            mcp_servers,
         }
     }
 }
@@ -164,5 +178,56 @@ impl CliRuntimes for RunnerClis {
 
     fn first_installed(&self) -> Option<CliType> {
         self.offered.iter().find(|c| c.healthy).map(|c| c.cli)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use spool_chat::mcp::{McpLaunch, McpSecret};
+
+    use super::*;
+
+    #[test]
+    fn a_stored_request_names_the_mcp_servers_without_their_secrets() {
+        let request = Request {
+            instruction: "Answer.".into(),
+            agent_instruction: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            model: None,
+            context: TurnContext::default(),
+            workspace_context: None,
+            stamps: Vec::new(),
+            files: Vec::new(),
+            file_access: None,
+            mcp_servers: vec![McpEndpoint {
+                id: "mcp_1".into(),
+                name: "github".into(),
+                launch: McpLaunch::Stdio {
+                    command: "github-mcp".into(),
+                    args: Vec::new(),
+                    env: BTreeMap::from([("GITHUB_TOKEN".to_owned(), McpSecret::new("ghp_s3cr3t"))]),
+                },
+                tools: BTreeMap::new(),
+            }],
+        };
+        let stored = serde_json::to_string(&RunnerRequest::of(&request)).unwrap();
+        assert!(
+            !stored.contains("s3cr3t") && !stored.contains("GITHUB_TOKEN"),
+            "{stored}"
+        );
+        let back: RunnerRequest = serde_json::from_str(&stored).unwrap();
+        assert_eq!(
+            back.mcp_servers,
+            [RunnerMcpServer {
+                id: "mcp_1".into(),
+                name: "github".into()
+            }]
+        );
+        // The runner's request gets the endpoints its claim resolved.
+        let resolved = back.into_request(None, request.mcp_servers.clone());
+        assert_eq!(resolved.mcp_servers, request.mcp_servers);
     }
 }

@@ -127,6 +127,17 @@ pub enum RunnerOutcome {
     },
 }
 
+/// An MCP server a runner's request names: its id and name only. Its endpoint, secrets
+/// included, is resolved when a runner claims the job ([`wire::Assignment::mcp_servers`]), so
+/// a stored request carries no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerMcpServer {
+    /// The server's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
 /// A runner as it last reported itself.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,6 +271,12 @@ pub mod wire {
         /// The reply's request, as the engine made it (`spool_agents::runner::RunnerRequest`).
         #[cfg_attr(feature = "openapi", schema(value_type = Object))]
         pub request: Value,
+        /// The workspace's MCP servers the request names, as the runner's CLI reaches them,
+        /// their header and environment values included: resolved at the claim, never stored
+        /// with the request.
+        #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub mcp_servers: Vec<crate::mcp::McpEndpoint>,
     }
 
     /// `POST /v1/runner/turns/{turn_id}/heartbeat`.

@@ -117,11 +117,16 @@ async fn answer(shared: &Shared, assignment: &Assignment) -> RunnerOutcome {
         assignment.turn_id.clone(),
         assignment.epoch,
     );
-    let request = request.into_request(Some(FileAccess {
-        store: Arc::new(files),
-        org,
-        session_id: assignment.session_id.clone(),
-    }));
+    // The workspace's MCP servers come with the claim (their secrets are never stored with
+    // the request); the CLI starts the stdio ones here, confined as it is.
+    let request = request.into_request(
+        Some(FileAccess {
+            store: Arc::new(files),
+            org,
+            session_id: assignment.session_id.clone(),
+        }),
+        assignment.mcp_servers.clone(),
+    );
     let runtime = match shared.agents.runtime(assignment.cli) {
         Ok(runtime) => runtime,
         Err(reason) => return failed(format!("on runner `{}`: {reason}", shared.name)),
@@ -304,5 +309,132 @@ mod tests {
             panic!("{outcome:?}")
         };
         assert!(reason.contains("more than the 256 KiB"), "{reason}");
+    }
+}
+
+#[cfg(test)]
+mod mcp_tests {
+    use std::{collections::BTreeMap, time::Duration};
+
+    use spool_agents::{cli::CliAgents, runtime::TurnContext};
+    use spool_chat::{
+        mcp::{McpEndpoint, McpLaunch, McpSecret},
+        runner::RunnerMcpServer,
+        workspace::CliType,
+    };
+
+    use super::*;
+    use crate::runner::client::Client;
+
+    /// A `claude` that keeps a copy of the MCP configuration it was given and its arguments.
+    const CLAUDE: &str = r#"#!/bin/sh
+dir="$(dirname "$0")"
+echo "$@" > "$dir/args"
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--mcp-config" ]; then cp "$2" "$dir/mcp-seen.json"; fi
+  shift
+done
+echo '{"message": "done"}' > "$SPOOL_OUTPUT_FILE"
+"#;
+
+    #[tokio::test]
+    async fn the_claims_mcp_servers_reach_the_cli_and_nothing_of_them_stays_in_the_chat() {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = tempfile::tempdir().unwrap();
+        let claude = bin.path().join("claude");
+        std::fs::write(&claude, CLAUDE).unwrap();
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let shared = Shared {
+            client: Arc::new(Client::new("http://127.0.0.1:9".to_owned(), String::new().into())),
+            agents: CliAgents::new(
+                vec![bin.path().to_path_buf()],
+                work.path().to_path_buf(),
+                Duration::from_secs(20),
+            ),
+            name: "box-1".to_owned(),
+            workspaces: Vec::new(),
+            clis: std::sync::RwLock::default(),
+        };
+        let secret = "Bearer runner-mcp-s3cr3t";
+        let endpoint = McpEndpoint {
+            id: "mcp_1".into(),
+            name: "linear".into(),
+            launch: McpLaunch::Http {
+                url: "https://mcp.example.com/mcp".into(),
+                headers: BTreeMap::from([("Authorization".to_owned(), McpSecret::new(secret))]),
+            },
+            tools: BTreeMap::new(),
+        };
+        // The request as stored names the server; the claim carries its endpoint.
+        let request = RunnerRequest::of(&spool_agents::runtime::Request {
+            instruction: "Answer.".into(),
+            agent_instruction: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            model: None,
+            context: TurnContext {
+                org: "acme".into(),
+                session_id: "ses_1".into(),
+                turn_id: "turn_1".into(),
+                ..TurnContext::default()
+            },
+            workspace_context: Some("The workspace.".into()),
+            stamps: Vec::new(),
+            files: Vec::new(),
+            file_access: None,
+            mcp_servers: vec![endpoint.clone()],
+        });
+        assert_eq!(
+            request.mcp_servers,
+            [RunnerMcpServer {
+                id: "mcp_1".into(),
+                name: "linear".into()
+            }]
+        );
+        let stored = serde_json::to_value(&request).unwrap();
+        assert!(!stored.to_string().contains("s3cr3t"));
+        let assignment = Assignment {
+            turn_id: "turn_1".into(),
+            session_id: "ses_1".into(),
+            workspace_id: Some("ws_1".into()),
+            cli: CliType::Claude,
+            epoch: 1,
+            lease_ms: 60_000,
+            request: stored,
+            mcp_servers: vec![endpoint],
+        };
+        let outcome = answer(&shared, &assignment).await;
+        assert_eq!(
+            outcome,
+            RunnerOutcome::Reply {
+                message: Some("done".into()),
+                actions: Vec::new()
+            }
+        );
+        // The CLI got the server, its secret with it, in its own configuration.
+        let seen: Value =
+            serde_json::from_str(&std::fs::read_to_string(bin.path().join("mcp-seen.json")).unwrap()).unwrap();
+        assert_eq!(seen["mcpServers"]["linear"]["url"], "https://mcp.example.com/mcp");
+        assert_eq!(seen["mcpServers"]["linear"]["headers"]["Authorization"], secret);
+        let args = std::fs::read_to_string(bin.path().join("args")).unwrap();
+        assert!(
+            args.contains("--strict-mcp-config") && !args.contains("s3cr3t"),
+            "{args}"
+        );
+        // Nothing of it stays where the chat's CLI works, nor anywhere under the work root.
+        let mut left = Vec::new();
+        let mut dirs = vec![work.path().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if std::fs::read_to_string(&path).is_ok_and(|t| t.contains("s3cr3t")) {
+                    left.push(path);
+                }
+            }
+        }
+        assert!(left.is_empty(), "the secret stayed in {left:?}");
     }
 }

@@ -24,6 +24,7 @@ use tokio::{io::AsyncReadExt, time::Instant};
 use crate::{
     attachment::{Attachment, AttachmentStatus, Attachments, FileReader, FileStore, object_key},
     event::{ChatEvent, ControlAction},
+    mcp::McpCatalog,
     metadata::{Metadata, Sessions},
     runner::{
         CLAIM_WAIT_MS, HEARTBEAT_WAIT_MS, LEASE_MS, MAX_OUTCOME_BYTES, RunnerJob, RunnerOutcome, RunnerRecord,
@@ -104,6 +105,8 @@ pub struct RunnerService {
     clock: Arc<dyn Clock>,
     /// How often a waiting claim looks at the jobs again.
     poll: Duration,
+    /// Where a claim resolves the MCP servers a request names; without it none are sent.
+    mcp: Option<Arc<dyn McpCatalog>>,
 }
 
 /// The ports [`RunnerService`] uses, one by one (a test's fakes implement only these).
@@ -156,7 +159,17 @@ impl RunnerService {
             turns: ports.turns,
             clock: ports.clock,
             poll: DEFAULT_POLL,
+            mcp: None,
         }
+    }
+
+    /// The service, resolving at each claim the MCP servers the job's request names (by id)
+    /// through `catalog`, secrets opened, into the assignment: a stored request never carries
+    /// them. Without it an assignment names no server.
+    #[must_use]
+    pub fn with_mcp(mut self, catalog: Arc<dyn McpCatalog>) -> Self {
+        self.mcp = Some(catalog);
+        self
     }
 
     /// The service, looking for jobs every `poll` while a claim waits (500 ms by default).
@@ -214,7 +227,10 @@ impl RunnerService {
             .filter(|j| j.claimable(now) && runner.serves(j.workspace_id.as_deref()) && runner.runs(j.cli))
             .collect();
         jobs.sort_by(|a, b| (a.offered_ms, &a.turn_id).cmp(&(b.offered_ms, &b.turn_id)));
+        let mut endpoints = mcp::WorkspaceEndpoints::default();
         for job in jobs {
+            // Read before the claim: a catalog that fails leaves the job unclaimed.
+            let available = self.endpoints(org, job.workspace_id.as_deref(), &mut endpoints).await?;
             if !self
                 .jobs
                 .claim_job(org, &job.turn_id, job.epoch, &runner.name, now + LEASE_MS)
@@ -225,6 +241,7 @@ impl RunnerService {
             let epoch = job.epoch + 1;
             match read_request(files.as_ref(), org, &job.turn_id).await? {
                 Some(request) => {
+                    let mcp_servers = mcp::named_servers(&request, available);
                     return Ok(Some(Assignment {
                         turn_id: job.turn_id,
                         session_id: job.session_id,
@@ -233,6 +250,7 @@ impl RunnerService {
                         epoch,
                         lease_ms: LEASE_MS.unsigned_abs(),
                         request,
+                        mcp_servers,
                     }));
                 }
                 None => {
@@ -537,6 +555,9 @@ fn check_outcome(outcome: &RunnerOutcome) -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[path = "runner_mcp.rs"]
+mod mcp;
 
 #[cfg(test)]
 #[path = "runner_tests.rs"]

@@ -964,3 +964,158 @@ async fn runners_are_listed_by_name_with_whether_they_are_online_and_by_workspac
     assert_eq!(of_b, ["a"]);
     assert_eq!(w.service.runners(ORG, Some("ws_a")).await.unwrap().len(), 2);
 }
+
+/// A workspace's MCP servers, in memory; it fails when told to.
+#[derive(Default)]
+struct Catalog {
+    servers: Mutex<HashMap<(String, String), Vec<crate::mcp::McpEndpoint>>>,
+    asked: Mutex<Vec<(String, String)>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl crate::mcp::McpCatalog for Catalog {
+    async fn endpoints(&self, org: &str, workspace_id: &str) -> Result<Vec<crate::mcp::McpEndpoint>, Error> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((org.to_owned(), workspace_id.to_owned()));
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::unavailable("read the MCP servers", "the store is down"));
+        }
+        let key = (org.to_owned(), workspace_id.to_owned());
+        Ok(self.servers.lock().unwrap().get(&key).cloned().unwrap_or_default())
+    }
+}
+
+const MCP_SECRET: &str = "Bearer mcp-s3cr3t-for-runners";
+
+fn endpoint(id: &str, name: &str) -> crate::mcp::McpEndpoint {
+    use crate::mcp::{McpLaunch, McpSecret};
+    crate::mcp::McpEndpoint {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        launch: McpLaunch::Http {
+            url: format!("https://{name}.example.com/mcp"),
+            headers: std::collections::BTreeMap::from([("Authorization".to_owned(), McpSecret::new(MCP_SECRET))]),
+        },
+        tools: std::collections::BTreeMap::new(),
+    }
+}
+
+impl World {
+    /// The request of `turn` as stored, naming MCP servers `(id, name)` by id and name only.
+    fn name_servers(&self, turn: &str, servers: &[(&str, &str)]) {
+        let named: Vec<Value> = servers
+            .iter()
+            .map(|(id, name)| json!({"id": id, "name": name}))
+            .collect();
+        let request = json!({"instruction": format!("answer {turn}"), "mcp_servers": named});
+        self.files
+            .0
+            .lock()
+            .unwrap()
+            .insert(request_key(ORG, turn), request.to_string().into_bytes());
+    }
+}
+
+#[tokio::test]
+async fn a_claim_sends_the_mcp_servers_the_request_names_resolved_with_their_secrets() {
+    // GIVEN a workspace with two enabled servers, and a job whose stored request names one of
+    // them and one deleted since
+    let catalog = Arc::new(Catalog::default());
+    catalog.servers.lock().unwrap().insert(
+        (ORG.to_owned(), "ws_a".to_owned()),
+        vec![endpoint("mcp_1", "github"), endpoint("mcp_2", "linear")],
+    );
+    let mut w = world();
+    w.service = w.service.with_mcp(catalog.clone());
+    let now = w.clock.now_ms();
+    w.offer("t_1", "s1", Some("ws_a"), CliType::Claude, now).await;
+    w.name_servers("t_1", &[("mcp_gone", "old"), ("mcp_2", "linear")]);
+    // WHEN a runner claims it
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &[CliType::Claude], &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    // THEN the assignment carries the named server that still exists, its secret opened
+    assert_eq!(got.mcp_servers, [endpoint("mcp_2", "linear")]);
+    assert!(serde_json::to_string(&got).unwrap().contains(MCP_SECRET));
+    // AND the catalog was asked for the job's own workspace, in the runner's organization
+    assert_eq!(*catalog.asked.lock().unwrap(), [(ORG.to_owned(), "ws_a".to_owned())]);
+    // AND the stored request carries no secret
+    let stored = w.files.0.lock().unwrap()[&request_key(ORG, "t_1")].clone();
+    assert!(!String::from_utf8_lossy(&stored).contains("s3cr3t"));
+}
+
+#[tokio::test]
+async fn a_claim_sends_no_server_without_a_catalog_a_workspace_or_a_name() {
+    let catalog = Arc::new(Catalog::default());
+    catalog
+        .servers
+        .lock()
+        .unwrap()
+        .insert((ORG.to_owned(), "ws_a".to_owned()), vec![endpoint("mcp_1", "github")]);
+    // A request that names none gets none, though the workspace has one.
+    let mut w = world();
+    w.service = w.service.with_mcp(catalog.clone());
+    let now = w.clock.now_ms();
+    w.offer("t_none", "s1", Some("ws_a"), CliType::Claude, now).await;
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.mcp_servers.is_empty());
+    // A global chat's (no workspace) names none and asks nothing.
+    w.offer("t_global", "s2", None, CliType::Claude, now).await;
+    w.name_servers("t_global", &[("mcp_1", "github")]);
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.mcp_servers.is_empty());
+    assert_eq!(catalog.asked.lock().unwrap().len(), 1);
+    // Without a catalog a named server is not sent.
+    let w = world();
+    w.offer("t_named", "s1", Some("ws_a"), CliType::Claude, now).await;
+    w.name_servers("t_named", &[("mcp_1", "github")]);
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.mcp_servers.is_empty());
+}
+
+#[tokio::test]
+async fn a_catalog_that_fails_leaves_the_job_unclaimed() {
+    let catalog = Arc::new(Catalog::default());
+    catalog.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut w = world();
+    w.service = w.service.with_mcp(catalog.clone());
+    let now = w.clock.now_ms();
+    w.offer("t_1", "s1", Some("ws_a"), CliType::Claude, now).await;
+    w.name_servers("t_1", &[("mcp_1", "github")]);
+    assert!(w.service.claim(ORG, &claim("box-1", &CliType::ALL, &[])).await.is_err());
+    assert_eq!(
+        w.job("t_1").epoch,
+        0,
+        "the job was claimed though its servers were not read"
+    );
+    // Once the catalog answers, the job is claimed at the first epoch.
+    catalog.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let got = w
+        .service
+        .claim(ORG, &claim("box-1", &CliType::ALL, &[]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.epoch, 1);
+}

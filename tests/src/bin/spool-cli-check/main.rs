@@ -12,11 +12,16 @@
 //! 4. as a control, the same command line with a flag the CLI does not have *is* seen as a usage
 //!    error, so step 2 could have failed.
 //!
+//! Then each CLI is given the reference MCP server in its own MCP configuration and talks to a
+//! fake model provider ([`mcp`]): its model request must list the server's tools, a denied
+//! tool must not be offered, and the server's secret must stay out of the chat's folder.
+//!
 //! Then the same CLIs run through a runner ([`runner`]): a real `spool serve` with no CLI of its
 //! own hands each chat's turn to a real `spool runner` whose search path holds them, and no turn
 //! may end with a usage error there either.
 //!
-//! Usage: `spool-cli-check <folder of the CLIs' executables>`; exits non-zero on any failure.
+//! Usage: `spool-cli-check <folder of the CLIs' executables> [--only-mcp]`; exits non-zero on
+//! any failure.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -28,6 +33,7 @@ use spool_agents::{
 };
 use spool_chat::{clis::CliProbe, workspace::CliType};
 
+mod mcp;
 mod runner;
 
 /// How long one run may take: a CLI that got past its arguments and waits on a network it
@@ -222,6 +228,9 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let bin = std::path::absolute(&bin).unwrap_or(bin);
+    if std::env::args().nth(2).as_deref() == Some("--only-mcp") {
+        return finish(mcp_phase(&bin).await, "accept Spool's MCP configuration");
+    }
     let work = tempfile::tempdir().expect("a temporary folder");
     let agents = CliAgents::new(vec![bin.clone()], work.path().join("chats"), RUN_TIMEOUT);
     let mut failures = Vec::new();
@@ -252,6 +261,7 @@ async fn main() -> ExitCode {
         print!("{report}");
         failures.extend(failed);
     }
+    failures.extend(mcp_phase(&bin).await);
     println!(
         "cli-check: through a runner: spool serve with no CLI of its own, spool runner with these (up to {} s a turn, all at once)…",
         RUN_TIMEOUT.as_secs()
@@ -259,11 +269,27 @@ async fn main() -> ExitCode {
     let (report, failed) = runner::check(&bin).await;
     print!("{report}");
     failures.extend(failed);
+    finish(
+        failures,
+        "accept Spool's command lines and MCP configuration, run by the worker and through a runner",
+    )
+}
+
+/// The MCP phase ([`mcp`]): its report printed, what failed.
+async fn mcp_phase(bin: &std::path::Path) -> Vec<String> {
+    println!(
+        "cli-check: with the reference MCP server and a fake model provider (up to {} s each, one after another; SPOOL_CLI_CHECK_ONLY=<cli> for one)…",
+        (RUN_TIMEOUT * 3).as_secs()
+    );
+    let (report, failed) = mcp::check(bin).await;
+    print!("{report}");
+    failed
+}
+
+/// The end of a check: what it shows, and how it exits.
+fn finish(failures: Vec<String>, what: &str) -> ExitCode {
     if failures.is_empty() {
-        println!(
-            "cli-check: all {} CLIs accept Spool's command lines, run by the worker and through a runner",
-            CliType::ALL.len()
-        );
+        println!("cli-check: all {} CLIs {what}", CliType::ALL.len());
         ExitCode::SUCCESS
     } else {
         for f in &failures {
