@@ -21,6 +21,7 @@ pub mod extract;
 mod files;
 pub mod global;
 mod handshake;
+pub mod mcp;
 mod messages;
 mod reads;
 mod runner;
@@ -102,6 +103,10 @@ pub struct ChatApi {
     turns: Arc<dyn TurnQueue>,
     /// How many turns of one organization the worker runs at once.
     org_turn_concurrency: usize,
+    /// How `POST /v1/mcp` is served.
+    mcp_settings: mcp::McpSettings,
+    /// The MCP service, made on the route's first request.
+    mcp: std::sync::OnceLock<mcp::McpService>,
 }
 
 impl ChatApi {
@@ -140,7 +145,17 @@ impl ChatApi {
             clis: None,
             turns: stores.turns,
             org_turn_concurrency: spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
+            mcp_settings: mcp::McpSettings::default(),
+            mcp: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same API, serving `POST /v1/mcp` with `settings` (how long a call waits for a
+    /// person; the hosts it answers).
+    #[must_use]
+    pub fn with_mcp(mut self, settings: mcp::McpSettings) -> Self {
+        self.mcp_settings = settings;
+        self
     }
 
     /// The same API, saying that the worker runs at most `n` turns of one organization at once
@@ -360,6 +375,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(global::agent_message))
         .routes(routes!(global::history))
         .routes(routes!(global::user_message))
+        .routes(routes!(mcp::mcp))
 }
 
 /// A route whose bodies may be larger (or must be smaller) than [`MAX_BODY_BYTES`].
@@ -390,6 +406,7 @@ fn limited(
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),
+        (name = "mcp", description = "Spool as an MCP server (Streamable HTTP): list, read and post in chats, ask a person and wait"),
         (name = "runners", description = "Runners: the machines that run a deployment's CLI turns (`spool runner`)"),
         (name = "commands", description = "Slash commands: stored, listed, resolved, previewed and invoked"),
         (name = "streams", description = "Reads (and, outside sessions, writes) of streams"),
