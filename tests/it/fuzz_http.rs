@@ -212,6 +212,35 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
         }
     }
 
+    // Spool's MCP server with an agent's token (the person's is refused above with 403):
+    // hostile bodies, and tool calls with hostile arguments, are never a 5xx.
+    let agent = crate::support::agent_client(harness, &api).await;
+    for case in 0..24 {
+        let (body, what) = hostile_body(&mut rng, case);
+        let response = http
+            .post(format!("{}/v1/mcp", api.base))
+            .bearer_auth(agent.token.as_deref().unwrap())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+            .await;
+        let Ok(response) = response else { continue };
+        let status = response.status();
+        assert!(status.as_u16() < 500, "POST /v1/mcp with {what}: {status}");
+        cases += 1;
+    }
+    for case in 0..12 {
+        let (body, what) = hostile_body(&mut rng, 5 + case % 5);
+        let arguments: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        for tool in ["list_chats", "read_chat", "post_message", "ask_user", "wait_user", "post_agent", "create_task"] {
+            let call = json!({"jsonrpc": "2.0", "id": case, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+            let (status, answer) = crate::mcp_http::rpc(&agent, &call).await;
+            assert!(status.as_u16() < 500, "{tool} with {what}: {status} {answer}");
+            cases += 1;
+        }
+    }
+
     // Odd ids in paths: too long, encoded NULs, dots, unicode, spaces.
     let long = "x".repeat(3000);
     let odd_ids = [

@@ -55,6 +55,7 @@ mod handshake;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;
+mod mcp_http;
 #[cfg(feature = "emulator")]
 mod log_aws;
 mod names_http;

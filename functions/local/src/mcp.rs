@@ -229,8 +229,8 @@ impl ServerHandler for Proxy {
         params.arguments = request.arguments;
         let progress = context.meta.get_progress_token();
         let mut ticks = 0u32;
+        // Its first tick is at once: the client hears at the start that the call is under way.
         let mut tick = tokio::time::interval(PROGRESS_EVERY);
-        tick.tick().await;
         loop {
             let call = self.upstream.call(params.clone());
             tokio::pin!(call);
@@ -239,7 +239,7 @@ impl ServerHandler for Proxy {
                     result = &mut call => break result?,
                     _ = tick.tick() => {
                         ticks += 1;
-                        if let Some(token) = &progress {
+                        if let Some(token) = progress.as_ref().filter(|_| matches!(name.as_ref(), "ask_user" | "wait_user")) {
                             let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
                                 .with_message("waiting for a person's answer");
                             if let Err(e) = context.peer.notify_progress(note).await {
