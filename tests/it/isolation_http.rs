@@ -190,10 +190,19 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         if template == "/v1/mcp" {
             for (name, arguments) in [
                 ("read_chat", json!({ "chat_id": mine.chat, "after": 0 })),
-                ("post_message", json!({ "chat_id": mine.chat, "author": "b", "text": "B's" })),
-                ("ask_user", json!({ "chat_id": mine.chat, "author": "b", "question": "B's?" })),
+                (
+                    "post_message",
+                    json!({ "chat_id": mine.chat, "author": "b", "text": "B's" }),
+                ),
+                (
+                    "ask_user",
+                    json!({ "chat_id": mine.chat, "author": "b", "question": "B's?" }),
+                ),
                 ("wait_user", json!({ "chat_id": mine.chat, "after": 0 })),
-                ("create_task", json!({ "workspace_id": mine.ws, "title": "B's task", "chat_id": mine.chat })),
+                (
+                    "create_task",
+                    json!({ "workspace_id": mine.ws, "title": "B's task", "chat_id": mine.chat }),
+                ),
             ] {
                 let answer = crate::mcp_http::call_tool(&b, name, arguments).await;
                 assert_eq!(answer["result"]["isError"], true, "{op} {name} as B on A's: {answer}");
@@ -203,7 +212,10 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
                 }
             }
             let listed = crate::mcp_http::call_tool(&b, "list_chats", json!({ "workspace_id": mine.ws })).await;
-            assert!(!listed.to_string().contains(&mine.chat), "{op} list_chats as B: {listed}");
+            assert!(
+                !listed.to_string().contains(&mine.chat),
+                "{op} list_chats as B: {listed}"
+            );
             checked.push(op.to_string());
             continue;
         }

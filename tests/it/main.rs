@@ -55,9 +55,9 @@ mod handshake;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;
-mod mcp_http;
 #[cfg(feature = "emulator")]
 mod log_aws;
+mod mcp_http;
 mod names_http;
 mod openapi_http;
 mod paging;

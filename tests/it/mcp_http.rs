@@ -48,7 +48,8 @@ pub(crate) async fn rpc(api: &Api, body: &Value) -> (StatusCode, Value) {
 
 /// A tool call's result (`result` of the JSON-RPC answer), asserting the status is 200.
 pub(crate) async fn call_tool(api: &Api, name: &str, arguments: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
     let (status, answer) = rpc(api, &body).await;
     assert_eq!(status, 200, "{name}: {answer}");
     answer
@@ -72,7 +73,11 @@ pub(crate) async fn an_agent_works_in_chats_through_mcp<H: Harness>(harness: &H)
         .await;
     let ws = ws["id"].as_str().unwrap().to_owned();
     let chat = person
-        .ok(Method::POST, "/v1/sessions", Some(json!({ "workspace_id": ws, "title": "Deploys" })))
+        .ok(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({ "workspace_id": ws, "title": "Deploys" })),
+        )
         .await;
     let chat = chat["id"].as_str().unwrap().to_owned();
 
@@ -93,7 +98,15 @@ pub(crate) async fn an_agent_works_in_chats_through_mcp<H: Harness>(harness: &H)
     names.sort_unstable();
     assert_eq!(
         names,
-        ["ask_user", "create_task", "list_chats", "post_agent", "post_message", "read_chat", "wait_user"]
+        [
+            "ask_user",
+            "create_task",
+            "list_chats",
+            "post_agent",
+            "post_message",
+            "read_chat",
+            "wait_user"
+        ]
     );
     for tool in tools["result"]["tools"].as_array().unwrap() {
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
@@ -117,7 +130,12 @@ pub(crate) async fn an_agent_works_in_chats_through_mcp<H: Harness>(harness: &H)
     );
     let read = ok(&agent, "read_chat", json!({ "chat_id": chat, "after": 0 })).await;
     assert_eq!(read["messages"][0]["text"], "Deploying v2", "{read}");
-    let read = ok(&agent, "read_chat", json!({ "chat_id": chat, "view": "events", "limit": 1 })).await;
+    let read = ok(
+        &agent,
+        "read_chat",
+        json!({ "chat_id": chat, "view": "events", "limit": 1 }),
+    )
+    .await;
     assert_eq!(read["events"].as_array().unwrap().len(), 1, "{read}");
 
     // WHEN it asks and nobody answers within the call: a resumable `waiting`
@@ -155,17 +173,27 @@ pub(crate) async fn an_agent_works_in_chats_through_mcp<H: Harness>(harness: &H)
         json!({ "workspace_id": ws, "title": "Check v2", "chat_id": chat }),
     )
     .await;
-    let tasks = person.ok(Method::GET, &format!("/v1/workspaces/{ws}/tasks"), None).await;
+    let tasks = person
+        .ok(Method::GET, &format!("/v1/workspaces/{ws}/tasks"), None)
+        .await;
     assert!(tasks.to_string().contains(task["id"].as_str().unwrap()), "{tasks}");
 
     // WHEN it posts in the global chat and the person replies there: wait_user returns it
-    let global = ok(&agent, "post_agent", json!({ "author": "Claude Code", "text": "v2 is out" })).await;
+    let global = ok(
+        &agent,
+        "post_agent",
+        json!({ "author": "Claude Code", "text": "v2 is out" }),
+    )
+    .await;
     assert_eq!(global["chat_id"], "global");
     person
         .ok(Method::POST, "/chat/user_message", Some(json!({ "text": "thanks" })))
         .await;
     let next = ok(&agent, "wait_user", json!({ "after": global["seq"] })).await;
-    assert_eq!((&next["status"], &next["answer"]), (&json!("answered"), &json!("thanks")));
+    assert_eq!(
+        (&next["status"], &next["answer"]),
+        (&json!("answered"), &json!("thanks"))
+    );
     let history = person.ok(Method::GET, "/chat/history", None).await;
     assert!(history.to_string().contains("v2 is out"));
 }
@@ -212,7 +240,10 @@ pub(crate) async fn mcp_refuses_what_the_routes_refuse<H: Harness>(harness: &H) 
     for (name, arguments) in [
         ("read_chat", json!({ "chat": "x" })),
         ("read_chat", json!({ "chat_id": 5 })),
-        ("post_message", json!({ "chat_id": "global", "author": "a", "text": "t", "extra": 1 })),
+        (
+            "post_message",
+            json!({ "chat_id": "global", "author": "a", "text": "t", "extra": 1 }),
+        ),
         ("list_chats", json!({ "limit": "many" })),
         ("no_such_tool", json!({})),
     ] {
@@ -224,7 +255,11 @@ pub(crate) async fn mcp_refuses_what_the_routes_refuse<H: Harness>(harness: &H) 
         ("read_chat", json!({ "chat_id": "ses_nope" }), "ses_nope"),
         ("read_chat", json!({ "chat_id": "global", "limit": 0 }), "limit"),
         ("read_chat", json!({ "chat_id": "../x" }), ""),
-        ("post_message", json!({ "chat_id": "global", "author": "Spool", "text": "t" }), "built-in"),
+        (
+            "post_message",
+            json!({ "chat_id": "global", "author": "Spool", "text": "t" }),
+            "built-in",
+        ),
         ("post_agent", json!({ "author": "a", "text": "  " }), "blank"),
         ("ask_user", json!({ "author": "a" }), "question"),
         ("create_task", json!({ "workspace_id": "ws_nope", "title": "t" }), ""),

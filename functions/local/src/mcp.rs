@@ -126,10 +126,16 @@ impl Upstream {
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            anyhow::bail!("the deployment refused the API key ({}); {MAKE_A_KEY}", message(&answer));
+            anyhow::bail!(
+                "the deployment refused the API key ({}); {MAKE_A_KEY}",
+                message(&answer)
+            );
         }
         if !status.is_success() {
-            anyhow::bail!("the handshake at {url} answered {status} ({}); check --url", message(&answer));
+            anyhow::bail!(
+                "the handshake at {url} answered {status} ({}); check --url",
+                message(&answer)
+            );
         }
         let now = crate::now_ms();
         let expires = answer["expires_at"]
@@ -213,7 +219,9 @@ impl ServerHandler for Proxy {
             Ok(tools) => tools,
             Err(_) => {
                 let peer = self.upstream.peer(true).await.map_err(internal)?;
-                peer.list_all_tools().await.map_err(|e| internal(anyhow::anyhow!("{e}")))?
+                peer.list_all_tools()
+                    .await
+                    .map_err(|e| internal(anyhow::anyhow!("{e}")))?
             }
         };
         Ok(ListToolsResult::with_all_items(tools))
@@ -280,7 +288,10 @@ fn resumed(tool: &str, result: &CallToolResult) -> Option<rmcp::model::JsonObjec
 }
 
 fn message(answer: &Value) -> String {
-    answer["error"]["message"].as_str().unwrap_or("no reason given").to_owned()
+    answer["error"]["message"]
+        .as_str()
+        .unwrap_or("no reason given")
+        .to_owned()
 }
 
 fn config_error(e: &impl std::fmt::Display) -> String {

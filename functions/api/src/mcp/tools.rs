@@ -210,7 +210,10 @@ pub(super) fn all() -> Vec<Tool> {
             "post_agent",
             "Posts a message in the organization's global chat as an agent (`author`).",
         ),
-        tool::<CreateTask>("create_task", "Creates a task in a workspace (optionally tied to one of its chats)."),
+        tool::<CreateTask>(
+            "create_task",
+            "Creates a task in a workspace (optionally tied to one of its chats).",
+        ),
     ]
 }
 
@@ -235,11 +238,13 @@ impl Call<'_> {
             "read_chat" => self.read_chat(parse(name, args)?).await,
             "post_message" => {
                 let a: PostMessage = parse(name, args)?;
-                self.post(&a.chat_id, &a.author, &a.text, false, a.reply_to, a.tags).await
+                self.post(&a.chat_id, &a.author, &a.text, false, a.reply_to, a.tags)
+                    .await
             }
             "post_agent" => {
                 let a: PostAgent = parse(name, args)?;
-                self.post(GLOBAL_SESSION, &a.author, &a.text, false, a.reply_to, a.tags).await
+                self.post(GLOBAL_SESSION, &a.author, &a.text, false, a.reply_to, a.tags)
+                    .await
             }
             "ask_user" => self.ask_user(parse(name, args)?).await,
             "wait_user" => {
@@ -281,7 +286,12 @@ impl Call<'_> {
         let org = self.caller.org();
         let after = match a.after {
             Some(after) => after,
-            None => self.api.chats.last_seq(org, &session).await?.saturating_sub(limit as u64),
+            None => self
+                .api
+                .chats
+                .last_seq(org, &session)
+                .await?
+                .saturating_sub(limit as u64),
         };
         let page = self.api.chats.events(org, &session, after, limit).await?;
         let items = match a.view {
@@ -339,7 +349,9 @@ impl Call<'_> {
         };
         let posted = self.post(chat, &author, &question, true, None, Vec::new()).await?;
         let (Some(seq), Some(question_id)) = (posted["seq"].as_u64(), posted["question_id"].as_str()) else {
-            return Err(ApiError::BadRequest("the question was posted without its id".to_owned()));
+            return Err(ApiError::BadRequest(
+                "the question was posted without its id".to_owned(),
+            ));
         };
         self.wait(chat, Some(question_id), Some(seq)).await
     }
@@ -382,7 +394,9 @@ async fn body_of(answer: impl IntoResponse) -> Result<Value, ApiError> {
 }
 
 async fn json_of(response: Response) -> Value {
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
 
@@ -390,5 +404,8 @@ async fn json_of(response: Response) -> Value {
 /// failure says only that it failed, as the route's answer does).
 async fn refusal(e: ApiError) -> String {
     let body = json_of(e.into_response()).await;
-    body["error"]["message"].as_str().unwrap_or("Spool could not do this").to_owned()
+    body["error"]["message"]
+        .as_str()
+        .unwrap_or("Spool could not do this")
+        .to_owned()
 }
