@@ -35,10 +35,10 @@ pub(crate) async fn rpc(api: &Api, body: &Value) -> (StatusCode, Value) {
     let text = response.text().await.unwrap();
     let answer = if stream {
         text.lines()
+            .rev()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .filter(|m| m.get("id").is_some())
-            .last()
+            .find(|m| m.get("id").is_some())
             .unwrap_or(Value::Null)
     } else {
         serde_json::from_str(&text).unwrap_or(Value::String(text))

@@ -389,7 +389,7 @@ async fn body_of(answer: impl IntoResponse) -> Result<Value, ApiError> {
         Ok(text)
     } else {
         let message = text["error"]["message"].as_str().unwrap_or("refused").to_owned();
-        Err(ApiError::BadRequest(format!("{} ({status})", message)))
+        Err(ApiError::BadRequest(format!("{message} ({status})")))
     }
 }
 
