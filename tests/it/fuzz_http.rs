@@ -120,6 +120,8 @@ fn hostile_body(rng: &mut fastrand::Rng, case: usize) -> (Vec<u8>, &'static str)
 pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harness: &H) {
     let (api, _, anonymous) = setup(harness).await;
     let org = org_of(&api);
+    // An agent's token for Spool's MCP server (its handshake is audited before the snapshot).
+    let mcp_agent = crate::support::agent_client(harness, &api).await;
     // GIVEN a workspace with an agent, a chat with a message and an open question
     let ws = api
         .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Fuzz" })))
@@ -226,6 +228,42 @@ pub(crate) async fn hostile_input_gets_4xx_and_changes_nothing<H: Harness>(harne
                 status.is_client_error(),
                 "{method} {path} with {what} ({content_type}): {status}"
             );
+            cases += 1;
+        }
+    }
+
+    // Spool's MCP server with an agent's token (the person's is refused above with 403):
+    // hostile bodies, and tool calls with hostile arguments, are never a 5xx.
+    for case in 0..24 {
+        let (body, what) = hostile_body(&mut rng, case);
+        let response = http
+            .post(format!("{}/v1/mcp", api.base))
+            .bearer_auth(mcp_agent.token.as_deref().unwrap())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+            .await;
+        let Ok(response) = response else { continue };
+        let status = response.status();
+        assert!(status.as_u16() < 500, "POST /v1/mcp with {what}: {status}");
+        cases += 1;
+    }
+    for case in 0..12 {
+        let (body, what) = hostile_body(&mut rng, 5 + case % 5);
+        let arguments: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        for tool in [
+            "list_chats",
+            "read_chat",
+            "post_message",
+            "ask_user",
+            "wait_user",
+            "post_agent",
+            "create_task",
+        ] {
+            let call = json!({"jsonrpc": "2.0", "id": case, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+            let (status, answer) = crate::mcp_http::rpc(&mcp_agent, &call).await;
+            assert!(status.as_u16() < 500, "{tool} with {what}: {status} {answer}");
             cases += 1;
         }
     }

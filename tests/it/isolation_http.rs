@@ -206,6 +206,39 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
         ) {
             continue;
         }
+        // Spool's MCP server: B's agent calls every tool on A's ids.
+        if template == "/v1/mcp" {
+            for (name, arguments) in [
+                ("read_chat", json!({ "chat_id": mine.chat, "after": 0 })),
+                (
+                    "post_message",
+                    json!({ "chat_id": mine.chat, "author": "b", "text": "B's" }),
+                ),
+                (
+                    "ask_user",
+                    json!({ "chat_id": mine.chat, "author": "b", "question": "B's?" }),
+                ),
+                ("wait_user", json!({ "chat_id": mine.chat, "after": 0 })),
+                (
+                    "create_task",
+                    json!({ "workspace_id": mine.ws, "title": "B's task", "chat_id": mine.chat }),
+                ),
+            ] {
+                let answer = crate::mcp_http::call_tool(&b, name, arguments).await;
+                assert_eq!(answer["result"]["isError"], true, "{op} {name} as B on A's: {answer}");
+                let text = answer.to_string();
+                for secret in secrets.iter().filter(|s| *s != &mine.chat && *s != &mine.ws) {
+                    assert!(!text.contains(secret), "{op} {name} as B showed A's `{secret}`: {text}");
+                }
+            }
+            let listed = crate::mcp_http::call_tool(&b, "list_chats", json!({ "workspace_id": mine.ws })).await;
+            assert!(
+                !listed.to_string().contains(&mine.chat),
+                "{op} list_chats as B: {listed}"
+            );
+            checked.push(op.to_string());
+            continue;
+        }
         let path = op.path(|param| match (template, param) {
             (t, "id") if t.starts_with("/v1/workspaces/") => mine.ws.clone(),
             (t, "id") if t.starts_with("/v1/agents/") => mine.agent.clone(),

@@ -58,6 +58,7 @@ mod llm_http;
 #[cfg(feature = "emulator")]
 mod log_aws;
 mod mcp_client;
+mod mcp_http;
 mod mcp_servers_http;
 mod mcp_store;
 mod names_http;

@@ -365,6 +365,19 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
         .await;
     let history = api.ok(Method::GET, "/chat/history?after=0", None).await;
     assert_eq!(history.as_array().unwrap().len(), 2, "{history}");
+    // Spool as an MCP server: an agent's token lists the tools; a person's is refused.
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    api.refused(403, Method::POST, "/v1/mcp", Some(list.clone())).await;
+    let request = bot
+        .api
+        .http
+        .post(format!("{}/v1/mcp", bot.api.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&list);
+    let (status, _, body) = bot.raw(request, Method::POST, "/v1/mcp").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("ask_user"));
     api.ok(Method::GET, "/chat/history", None).await;
 
     // Live events (the stream function).

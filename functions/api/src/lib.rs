@@ -21,6 +21,7 @@ pub mod extract;
 mod files;
 pub mod global;
 mod handshake;
+pub mod mcp;
 mod mcp_servers;
 mod messages;
 mod reads;
@@ -84,7 +85,7 @@ pub struct ChatApi {
     /// Workspaces' chat webhook endpoints.
     hooks: HookEndpoints,
     /// Workspaces' MCP servers.
-    mcp: McpServerService,
+    mcp_servers: McpServerService,
     /// The directory's API keys, for the handshake.
     api_keys: KeyDirectory,
     /// Where workspaces' working directories may be (files are searched there).
@@ -107,6 +108,10 @@ pub struct ChatApi {
     turns: Arc<dyn TurnQueue>,
     /// How many turns of one organization the worker runs at once.
     org_turn_concurrency: usize,
+    /// How `POST /v1/mcp` is served.
+    mcp_settings: mcp::McpSettings,
+    /// The MCP service, made on the route's first request.
+    mcp_server: std::sync::OnceLock<mcp::McpService>,
 }
 
 impl ChatApi {
@@ -132,7 +137,7 @@ impl ChatApi {
             workspaces: WorkspaceService::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             records: ChatRecords::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             hooks: HookEndpoints::new(stores.metadata.clone(), clock.clone()),
-            mcp: McpServerService::new(stores.metadata.clone(), clock.clone(), None, false),
+            mcp_servers: McpServerService::new(stores.metadata.clone(), clock.clone(), None, false),
             api_keys: KeyDirectory::new(stores.metadata.clone()),
             metadata: stores.metadata,
             aggregates: Arc::new(spool_log::aggregate::Direct(stores.log)),
@@ -146,7 +151,17 @@ impl ChatApi {
             clis: None,
             turns: stores.turns,
             org_turn_concurrency: spool_chat::turns::DEFAULT_ORG_TURN_CONCURRENCY,
+            mcp_settings: mcp::McpSettings::default(),
+            mcp_server: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same API, serving `POST /v1/mcp` with `settings` (how long a call waits for a
+    /// person; the hosts it answers).
+    #[must_use]
+    pub fn with_mcp(mut self, settings: mcp::McpSettings) -> Self {
+        self.mcp_settings = settings;
+        self
     }
 
     /// The same API, saying that the worker runs at most `n` turns of one organization at once
@@ -162,7 +177,7 @@ impl ChatApi {
     #[must_use]
     pub fn with_webhook_urls(mut self, urls: spool_log::subscription::spec::UrlPolicy) -> Self {
         self.hooks = self.hooks.with_urls(urls);
-        self.mcp = self.mcp.with_urls(urls);
+        self.mcp_servers = self.mcp_servers.with_urls(urls);
         self
     }
 
@@ -172,14 +187,14 @@ impl ChatApi {
     /// Lambda cannot, so a `stdio` server there needs a workspace on runners).
     #[must_use]
     pub fn with_mcp_servers(mut self, data_key: Option<Arc<spool_chat::mcp::SecretBox>>, spawns: bool) -> Self {
-        self.mcp = self.mcp.with_secrets(data_key).with_spawning(spawns);
+        self.mcp_servers = self.mcp_servers.with_secrets(data_key).with_spawning(spawns);
         self
     }
 
     /// The same API, testing MCP servers (`POST /v1/mcp-servers/{id}/test`) with `probe`.
     #[must_use]
     pub fn with_mcp_probe(mut self, probe: Arc<dyn spool_chat::mcp::McpProbe>) -> Self {
-        self.mcp = self.mcp.with_probe(probe);
+        self.mcp_servers = self.mcp_servers.with_probe(probe);
         self
     }
 
@@ -214,7 +229,7 @@ impl ChatApi {
     #[must_use]
     pub fn with_default_cli_host(mut self, host: spool_chat::settings::CliHost) -> Self {
         self.workspaces = self.workspaces.with_default_cli_host(host);
-        self.mcp = self.mcp.with_default_cli_host(host);
+        self.mcp_servers = self.mcp_servers.with_default_cli_host(host);
         self
     }
 
@@ -392,6 +407,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(global::agent_message))
         .routes(routes!(global::history))
         .routes(routes!(global::user_message))
+        .routes(routes!(mcp::mcp))
 }
 
 /// A route whose bodies may be larger (or must be smaller) than [`MAX_BODY_BYTES`].
@@ -423,6 +439,7 @@ fn limited(
         (name = "sessions", description = "Chats, their messages and events"),
         (name = "answers", description = "Controls and answers to what a turn waits on"),
         (name = "global", description = "The organization's global, agent-first chat"),
+        (name = "mcp-server", description = "Spool as an MCP server (Streamable HTTP): list, read and post in chats, ask a person and wait"),
         (name = "runners", description = "Runners: the machines that run a deployment's CLI turns (`spool runner`)"),
         (name = "commands", description = "Slash commands: stored, listed, resolved, previewed and invoked"),
         (name = "streams", description = "Reads (and, outside sessions, writes) of streams"),

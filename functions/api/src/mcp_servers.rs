@@ -192,7 +192,7 @@ pub(crate) async fn create_server(
         tools: new.tools,
         enabled: new.enabled,
     };
-    let placed = api.mcp.create(caller.org(), &workspace_id, new).await?;
+    let placed = api.mcp_servers.create(caller.org(), &workspace_id, new).await?;
     Ok((StatusCode::CREATED, Json(ServerView::from(placed))))
 }
 
@@ -205,7 +205,7 @@ pub(crate) async fn list_servers(
     caller: Caller,
     PathOf(workspace_id): PathOf<Id>,
 ) -> Result<Json<ServerList>, ApiError> {
-    let servers = api.mcp.servers(caller.org(), &workspace_id).await?;
+    let servers = api.mcp_servers.servers(caller.org(), &workspace_id).await?;
     Ok(Json(ServerList {
         mcp_servers: servers.into_iter().map(ServerView::from).collect(),
     }))
@@ -220,7 +220,7 @@ pub(crate) async fn get_server(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<ServerView>, ApiError> {
-    Ok(Json(api.mcp.server(caller.org(), &id).await?.into()))
+    Ok(Json(api.mcp_servers.server(caller.org(), &id).await?.into()))
 }
 
 /// `PATCH /v1/mcp-servers/{id}`: changes what it names.
@@ -245,7 +245,7 @@ pub(crate) async fn update_server(
         tools: change.tools,
         enabled: change.enabled,
     };
-    Ok(Json(api.mcp.update(caller.org(), &id, edit).await?.into()))
+    Ok(Json(api.mcp_servers.update(caller.org(), &id, edit).await?.into()))
 }
 
 /// `DELETE /v1/mcp-servers/{id}`.
@@ -257,7 +257,7 @@ pub(crate) async fn delete_server(
     caller: Caller,
     PathOf(id): PathOf<Id>,
 ) -> Result<StatusCode, ApiError> {
-    api.mcp.remove(caller.org(), &id).await?;
+    api.mcp_servers.remove(caller.org(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -271,7 +271,7 @@ pub(crate) async fn test_server(
     PathOf(id): PathOf<Id>,
 ) -> Result<Json<TestView>, ApiError> {
     api.limit_create(&caller)?;
-    let test = api.mcp.test(caller.org(), &id).await?;
+    let test = api.mcp_servers.test(caller.org(), &id).await?;
     Ok(Json(TestView {
         ok: test.ok,
         tools: test

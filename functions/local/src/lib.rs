@@ -15,6 +15,7 @@ mod admin;
 pub mod chat;
 pub mod companion;
 mod keys;
+pub mod mcp;
 pub mod runner;
 mod serve;
 pub mod server;
@@ -47,6 +48,9 @@ enum Command {
     /// Run a deployment's CLI turns on this machine: claude, gemini, codex or opencode where
     /// the code is, for the workspaces whose CLI agents run on runners.
     Runner(runner::RunnerArgs),
+    /// Serve Spool's MCP tools on stdio for Claude Code, Cursor and other MCP clients: list,
+    /// read and post in a deployment's chats, ask a person and wait for the answer.
+    Mcp(mcp::McpArgs),
 }
 
 /// Where Spool's data lives; each option overrides its `SPOOL_*` variable.
@@ -97,6 +101,7 @@ impl Cli {
             Command::Companion(args) => companion::run(args).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Runner(args) => runner::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
         }
     }
 }

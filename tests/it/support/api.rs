@@ -81,7 +81,13 @@ pub(crate) async fn serve_with(
         .with_webhook_urls(DEV_URLS)
         .with_mcp_servers(Some(Arc::new(spool_chat::mcp::SecretBox::new(&DATA_KEY))), true)
         .with_fail_points(fail)
-        .with_org_turn_concurrency(org_turns);
+        .with_org_turn_concurrency(org_turns)
+        // A person's answer is waited for 3 s per MCP call here, so the resumable "waiting"
+        // answer is seen quickly (25 s in deployments).
+        .with_mcp(spool_api::mcp::McpSettings {
+            wait: std::time::Duration::from_secs(3),
+            hosts: None,
+        });
     let (chat_api, writes) = spool_api::router_with_writes(api);
     let streams = streams.with_chat_writes(writes);
     let app = chat_api.merge(spool_stream::router(streams, 1 << 20));

@@ -310,6 +310,7 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("put", "/v1/sessions/{id}/capabilities") => {
             json!({ "library_id": "lib-1", "jwt": fill("jwt"), "capabilities": ["context_for_query"] })
         }
+        ("post", "/v1/mcp") => json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }),
         ("post", "/v1/sessions/{id}/agent-messages") => json!({ "author": "bot", "text": "Ready?", "ask": true }),
         ("post", "/chat/user_message") => json!({ "text": "hello" }),
         ("post", "/v1/read-tokens") => json!({ "path": fill("stream_path") }),

@@ -27,7 +27,7 @@ use spool_chat::{
 };
 use spool_platform::Config;
 
-mod client;
+pub(crate) mod client;
 mod files;
 mod run;
 
