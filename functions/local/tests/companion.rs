@@ -155,7 +155,10 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     let library_id = shake["library_id"].as_str().unwrap();
     assert!(library_id.starts_with("lib_"), "{shake}");
     assert!(shake["timestamp"].is_string() && shake["version"] == "1");
-    assert_eq!(shake["capabilities"], json!(["capture_ingest", "context_for_query", "mcp_tools"]));
+    assert_eq!(
+        shake["capabilities"],
+        json!(["capture_ingest", "context_for_query", "mcp_tools"])
+    );
     let person: Value = http
         .post(format!("{spool_url}/v1/handshake"))
         .json(&json!({ "api_key": key }))
