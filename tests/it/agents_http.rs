@@ -1060,6 +1060,7 @@ pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness:
         json!([{ "name": "t", "input_schema": [] }]),
         json!([{ "name": "t", "input_schema": { "type": "string" } }]),
         json!([{ "name": "delete_agent" }]),
+        json!([{ "name": "t", "server": "has space" }]),
     ] {
         let (status, body) = post(json!({ "content": "where am I?", "client_tools": bad })).await;
         assert_eq!(status, 400, "{bad}: {body}");
@@ -1068,7 +1069,7 @@ pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness:
         all_events(api, &chat).await.is_empty(),
         "a refused message changes nothing"
     );
-    let tools = json!([{ "name": "get_location", "description": "Where the person is",
+    let tools = json!([{ "name": "get_location", "description": "Where the person is", "server": "gps",
         "input_schema": { "type": "object", "properties": { "precise": { "type": "boolean" } } } }]);
     let (status, sent) = post(json!({ "content": "where am I?", "client_tools": tools })).await;
     assert_eq!(status, 202, "{sent}");
@@ -1077,6 +1078,8 @@ pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness:
     let start = one(&events, &turn, "tool_start");
     assert_eq!(start["payload"]["client"], true);
     assert_eq!(start["payload"]["arguments"], json!({ "precise": true }));
+    // The client named where it runs the tool: its call says so.
+    assert_eq!(start["payload"]["server"], "gps");
     let call = start["payload"]["tool_call_id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

@@ -301,6 +301,7 @@ export class Client {
     client_message_id: string,
     files: string[] = [],
     client_context: Record<string, unknown> | null = null,
+    client_tools: { name: string; server?: string; description?: string; input_schema?: Record<string, unknown> }[] = [],
   ) =>
     this.call(
       this.spool.api.POST("/v1/sessions/{id}/messages", {
@@ -310,7 +311,17 @@ export class Client {
           client_message_id,
           ...(files.length > 0 ? { files } : {}),
           ...(client_context ? { client_context } : {}),
+          // (the generated type says an object schema as `Record<string, never>`)
+          ...(client_tools.length > 0 ? { client_tools: client_tools as Schemas["ClientTool"][] } : {}),
         },
+      }),
+    );
+  /** The output of a client tool's call the turn waits for (`tool_start` with `client: true`), or why it failed. */
+  toolOutput = (id: string, tool: string, tool_call_id: string, answer: { output: unknown } | { error: string }) =>
+    this.call(
+      this.spool.api.POST("/v1/sessions/{id}/tool-output", {
+        params: { path: { id } },
+        body: { tool, tool_call_id, ...answer } as Schemas["ToolOutput"],
       }),
     );
   putCapabilities = (id: string, grant: { library_id: string; jwt: string; capabilities: string[] }) =>

@@ -3,6 +3,7 @@
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
+import { runCompanionCalls } from "./companion";
 import { Composer, humanSize } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
@@ -72,6 +73,8 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
     const stream = new ChatStream(client, sessionId, start.current, {
       events: (events: ChatEvent[]) => {
         setTimeline((t) => apply(t, events));
+        // An agent's calls of the companion's tools run there (`mcp_tools`).
+        runCompanionCalls(client, sessionId, events);
         // (New tasks are toasted from the workspace's feed, wherever the person is.)
         for (const e of events) {
           if (e.type === "tool_end" && e.payload.tool === "rename_chat") void refresh();

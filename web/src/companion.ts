@@ -5,10 +5,14 @@
 // at once. Connected, each chat in view gets the companion's capabilities (its token, presented
 // to Spool), and each message carries what the notes say about it (`client_context`). A chat
 // whose capabilities include `capture_ingest` can save into the notes: "Save to notes" on a
-// message, and a capture an agent proposes once the person approves it (`capture`).
+// message, and a capture an agent proposes once the person approves it (`capture`). A chat
+// whose capabilities include `mcp_tools` offers its agent the tools of the companion's own MCP
+// servers: each message declares them as client tools (`companion__{server}__{tool}`), and an
+// agent's call of one runs on the companion (`POST /mcp/call`), its result posted to Spool as the
+// tool's output. Offline, those tools are simply not declared.
 
 import { useEffect, useState } from "preact/hooks";
-import type { Client } from "./api";
+import type { ChatEvent, Client } from "./api";
 
 /** Where the companion is looked for unless the person set another address. */
 export const DEFAULT_COMPANION_URL = "http://127.0.0.1:8826";
@@ -79,6 +83,7 @@ export async function connect(): Promise<void> {
   set({ status: "checking" });
   enabled = new Map();
   granted = new Map();
+  tools = null;
   clearTimeout(refresh);
   try {
     const { ok, status, body } = await timed(`${url}/handshake`, {
@@ -91,6 +96,8 @@ export async function connect(): Promise<void> {
       return;
     }
     set({ status: "connected", url, library_id: body.library_id, jwt: body.jwt, capabilities: body.capabilities ?? [] });
+    // The companion starts its MCP servers for the first list: started now, ready for messages.
+    if ((body.capabilities ?? []).includes(MCP_TOOLS)) void listTools(url);
     // A tab left open gets a fresh token before this one expires.
     refresh = setTimeout(() => void connect(), REFRESH_MS);
   } catch {
@@ -196,4 +203,152 @@ export async function capture(note: { title?: string; text: string; source?: str
   }
   if (!answer.ok) throw new Error(`The companion did not save the note: ${answer.body?.error?.message ?? answer.status}`);
   return answer.body as Captured;
+}
+
+/** The capability that lets a chat's agents use the tools of the companion's MCP servers. */
+export const MCP_TOOLS = "mcp_tools";
+/** How the names of the companion's tools begin: `companion__{server}__{tool}`. */
+export const TOOL_PREFIX = "companion__";
+/** The most tools a message declares (Spool's `ClientTool::MAX`). */
+const MAX_CLIENT_TOOLS = 16;
+/** The largest input schema a declared tool may have (Spool's rule), as JSON. */
+const MAX_SCHEMA_BYTES = 16 * 1024;
+/** How long listing the tools may take: the companion starts its servers for the first list. */
+const LIST_TIMEOUT_MS = 40_000;
+/** How long a message waits for a list not there yet: after that it goes without the tools. */
+const LIST_WAIT_MS = 1000;
+/** A list is asked for again this long after the last (a server added or restarted). */
+const LIST_TTL_MS = 60_000;
+/** How long a call may take: the companion bounds its own at 60 s. */
+const CALL_TIMEOUT_MS = 65_000;
+
+/** A tool of one of the companion's MCP servers (`GET /mcp/tools`). */
+export interface CompanionTool {
+  name: string;
+  server: string;
+  tool: string;
+  description?: string;
+  input_schema: Record<string, unknown>;
+}
+
+/** A tool a message declares for its turn (Spool's `ClientTool`). */
+export interface ClientTool {
+  name: string;
+  /** The companion's MCP server that runs it, named with its calls (`tool_start`'s `server`). */
+  server?: string;
+  description?: string;
+  input_schema?: { [key: string]: unknown };
+}
+
+let tools: { url: string; at: number; list: Promise<CompanionTool[]> } | null = null;
+
+/** The companion's tools, asked for at most once a minute; none when it cannot list them. */
+function listTools(url: string): Promise<CompanionTool[]> {
+  if (tools && tools.url === url && Date.now() - tools.at < LIST_TTL_MS) return tools.list;
+  const list = timed(`${url}/mcp/tools`, {}, LIST_TIMEOUT_MS).then(
+    ({ ok, body }) => (ok ? ((body.servers ?? []) as { tools?: CompanionTool[] }[]).flatMap((s) => s.tools ?? []) : []),
+    () => [] as CompanionTool[],
+  );
+  const asked = { url, at: Date.now(), list };
+  tools = asked;
+  // A failed list is asked for again with the next message.
+  void list.then((found) => {
+    if (found.length === 0 && tools === asked) tools = null;
+  });
+  return list;
+}
+
+/**
+ * The companion's tools for the next message of chat `sessionId`: none at once when offline or
+ * when Spool did not enable `mcp_tools` for the chat; within a second otherwise. At most 16 go
+ * (Spool's bound), each telling the model which of the person's servers runs it.
+ */
+export async function toolsFor(sessionId: string): Promise<ClientTool[]> {
+  const current = state;
+  if (current.status !== "connected" || !(granted.get(sessionId) ?? []).includes(MCP_TOOLS)) return [];
+  const late = new Promise<CompanionTool[]>((r) => setTimeout(() => r([]), LIST_WAIT_MS));
+  const listed = await Promise.race([listTools(current.url), late]);
+  return listed
+    .filter((t) => t.name.startsWith(TOOL_PREFIX) && t.input_schema?.type === "object" && JSON.stringify(t.input_schema).length <= MAX_SCHEMA_BYTES)
+    .slice(0, MAX_CLIENT_TOOLS)
+    .map((t) => ({
+      name: t.name,
+      server: t.server,
+      description: `${t.description ?? t.tool} (tool \`${t.tool}\` of the MCP server \`${t.server}\` on the person's machine)`.slice(0, 1024),
+      input_schema: t.input_schema,
+    }));
+}
+
+/** The turns this tab sent: a call of theirs that cannot run here is answered with an error. */
+const sentTurns = new Set<string>();
+
+/** Notes that this tab sent the turn `turnId`. */
+export function sentTurn(turnId: string) {
+  sentTurns.add(turnId);
+}
+
+/** The calls this tab has taken. */
+const taken = new Set<string>();
+
+/**
+ * Runs the companion's tools that chat `sessionId`'s agent called in `events` (a `tool_start`
+ * with `client: true` and a `companion__` name), posting each result as the tool's output. A
+ * call is run once across this browser's tabs; a tab without the companion (another device)
+ * leaves it to one that has it, unless it sent the turn: then it says why it cannot run.
+ */
+export function runCompanionCalls(client: Client, sessionId: string, events: ChatEvent[]) {
+  const answered = new Set<string>();
+  for (const e of events) {
+    const p = e.payload as { tool_call_id?: unknown };
+    if ((e.type === "tool_output_submitted" || e.type === "tool_end") && typeof p.tool_call_id === "string") answered.add(p.tool_call_id);
+  }
+  for (const e of events) {
+    if (e.type !== "tool_start") continue;
+    const p = e.payload as { tool_call_id: string; tool: string; arguments?: unknown; client?: boolean };
+    if (p.client !== true || !p.tool.startsWith(TOOL_PREFIX) || answered.has(p.tool_call_id) || taken.has(p.tool_call_id)) continue;
+    const mine = !!e.turn_id && sentTurns.has(e.turn_id);
+    if (state.status !== "connected" && !mine) continue;
+    taken.add(p.tool_call_id);
+    void once(p.tool_call_id, () => runCall(client, sessionId, p.tool, p.tool_call_id, p.arguments));
+  }
+}
+
+/** Runs `run` unless another tab of this browser ran call `id` (a lock, and a mark left). */
+async function once(id: string, run: () => Promise<void>) {
+  const key = `spool.companion.call.${id}`;
+  const guarded = async () => {
+    if (localStorage.getItem(key)) return;
+    localStorage.setItem(key, String(Date.now()));
+    await run();
+  };
+  if (navigator.locks) await navigator.locks.request(key, guarded);
+  else await guarded();
+}
+
+async function runCall(client: Client, sessionId: string, name: string, id: string, args: unknown) {
+  const current = state;
+  let answer: { output: unknown } | { error: string };
+  if (current.status !== "connected") {
+    answer = { error: "The person's companion is not connected (Offline mode), so its tools cannot run." };
+  } else {
+    const known = (await listTools(current.url)).find((t) => t.name === name);
+    // `companion__{server}__{tool}`: a server's name has no `__`.
+    const rest = name.slice(TOOL_PREFIX.length);
+    const cut = rest.indexOf("__");
+    const server = known?.server ?? rest.slice(0, cut);
+    const tool = known?.tool ?? rest.slice(cut + 2);
+    const body = JSON.stringify({ server, tool, ...(args && typeof args === "object" ? { arguments: args } : {}) });
+    try {
+      const r = await timed(`${current.url}/mcp/call`, { method: "POST", headers: { "content-type": "application/json" }, body }, CALL_TIMEOUT_MS);
+      answer = r.ok ? { output: r.body } : { error: `The MCP server \`${server}\` on the person's companion failed: ${r.body?.error?.message ?? r.status}` };
+    } catch {
+      answer = { error: `The person's companion did not answer the call of \`${tool}\` (MCP server \`${server}\`) in time.` };
+    }
+  }
+  try {
+    await client.toolOutput(sessionId, name, id, answer);
+  } catch (e) {
+    // Answered already (by another tab), or the turn ended: nothing waits for it.
+    console.warn("the companion's tool output was not taken", e);
+  }
 }

@@ -6,7 +6,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Client, CommandEntry, CommandPreview, FileMatch, FileRef, Session } from "./api";
-import { contextFor, enableFor, useCompanion } from "./companion";
+import { contextFor, enableFor, sentTurn, toolsFor, useCompanion } from "./companion";
 import { Paperclip } from "./icons";
 import { go } from "./route";
 import { open, type Timeline } from "./timeline";
@@ -203,12 +203,16 @@ export function Composer(props: {
         // `//…` sends a message that starts with `/`.
         const message = content.startsWith("//") ? content.slice(1) : content;
         const ids = attached.map((f) => f.id);
-        // What the person's notes say about it: nothing asked (and no wait) in offline mode.
+        // What the person's notes say about it, and the tools of the companion's MCP servers:
+        // nothing asked (and no wait) in offline mode.
         await enableFor(client, sessionId);
-        const context = await contextFor(message);
-        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context);
+        const [context, tools] = await Promise.all([contextFor(message), toolsFor(sessionId)]);
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools);
         setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
-        if (answer.turn_id) setSent({ turn: answer.turn_id, seq: answer.seq });
+        if (answer.turn_id) {
+          sentTurn(answer.turn_id);
+          setSent({ turn: answer.turn_id, seq: answer.seq });
+        }
       }
     } catch (err) {
       setText(typed);

@@ -146,14 +146,14 @@ export async function api(spool) {
 }
 
 /**
- * Starts `spool companion` over `library` for `spool` on a free loopback port; its URL and a
- * `stop()`.
+ * Starts `spool companion` over `library` for `spool` on a free loopback port (with
+ * `extraArgs`, e.g. `--mcp-config FILE`); its URL and a `stop()`.
  */
-export async function startCompanion(spool, library) {
+export async function startCompanion(spool, library, extraArgs = []) {
   const saltDir = await mkdtemp(join(tmpdir(), "spool-companion-"));
   const child = spawn(
     SPOOL,
-    ["companion", "--library", library, "--spool-url", spool.origin, "--addr", "127.0.0.1:0", "--salt-file", join(saltDir, "salt")],
+    ["companion", "--library", library, "--spool-url", spool.origin, "--addr", "127.0.0.1:0", "--salt-file", join(saltDir, "salt"), ...extraArgs],
     { env: { ...process.env, SPOOL_API_KEY: spool.apiKey, RUST_LOG: "warn" }, stdio: ["ignore", "ignore", "pipe"] },
   );
   let output = "";

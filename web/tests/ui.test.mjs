@@ -659,7 +659,7 @@ test("with the companion running, the header says connected and a message carrie
     assert.match(context.summary, /tomatoes need water/);
     // The chat has the companion's capability, so the agent gets the context, and its reply
     // cites the note, shown as a chip.
-    assert.deepEqual((await call("GET", `/v1/sessions/${id}`)).capabilities, ["capture_ingest", "context_for_query"]);
+    assert.deepEqual((await call("GET", `/v1/sessions/${id}`)).capabilities, ["capture_ingest", "context_for_query", "mcp_tools"]);
     await agentMessages(page).first().locator(".note-chip", { hasText: context.relevant_k_ids[0] }).waitFor();
     await page.keyboard.press("Escape");
     await screenshot(page, "companion-connected");

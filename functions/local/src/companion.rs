@@ -4,7 +4,12 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use spool_companion::{CompanionState, Library, http::check_loopback, spool::SpoolLink};
+use spool_companion::{
+    CompanionState, Library,
+    http::check_loopback,
+    mcp::{McpConfig, McpHub},
+    spool::SpoolLink,
+};
 
 /// `spool companion --library DIR --spool-url URL`.
 #[derive(Debug, clap::Args)]
@@ -31,6 +36,11 @@ pub struct CompanionArgs {
     /// Where this machine's salt for the library id is kept.
     #[arg(long, env = "SPOOL_COMPANION_SALT_FILE")]
     pub salt_file: Option<PathBuf>,
+    /// The companion's MCP servers, in Claude Desktop's shape (`{"mcpServers": {"name":
+    /// {"command", "args", "env"}}}`); by default ~/.config/spool/companion-mcp.json when it
+    /// exists.
+    #[arg(long, env = "SPOOL_COMPANION_MCP_CONFIG")]
+    pub mcp_config: Option<PathBuf>,
     /// How often the library is checked for changed notes, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub rescan_ms: u64,
@@ -54,12 +64,30 @@ impl CompanionArgs {
         let home = std::env::var_os("HOME").context("set HOME or --salt-file")?;
         Ok(PathBuf::from(home).join(".config/spool/companion-salt"))
     }
+
+    /// The MCP servers: from `--mcp-config` (which must be there), or from the default file
+    /// when it exists, or none.
+    fn mcp_config(&self) -> anyhow::Result<McpConfig> {
+        if let Some(file) = &self.mcp_config {
+            return Ok(McpConfig::load(file)?);
+        }
+        let Some(home) = std::env::var_os("HOME") else {
+            return Ok(McpConfig::default());
+        };
+        let file = PathBuf::from(home).join(".config/spool/companion-mcp.json");
+        if file.exists() {
+            Ok(McpConfig::load(&file)?)
+        } else {
+            Ok(McpConfig::default())
+        }
+    }
 }
 
 /// Runs the companion until Ctrl-C.
 pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
     check_loopback(args.addr).map_err(anyhow::Error::msg)?;
     let api_key = args.api_key()?;
+    let mcp = Arc::new(McpHub::new(args.mcp_config()?));
     let started = std::time::Instant::now();
     let root = args.library.clone();
     let library = tokio::task::spawn_blocking(move || Library::open(&root))
@@ -99,6 +127,7 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
         library,
         spool: SpoolLink::new(&args.spool_url, api_key, library_id),
         origins: args.origins,
+        mcp: mcp.clone(),
     });
     let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| {
         format!(
@@ -117,6 +146,13 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
             .for_each(|line| eprintln!("{line}")),
         Err(e) => eprintln!("Warning: no token from Spool yet ({e}); the companion asks again when a page connects"),
     }
+    let servers = mcp.names();
+    if !servers.is_empty() {
+        eprintln!(
+            "MCP servers (started on first use, for chats with mcp_tools): {}",
+            servers.join(", ")
+        );
+    }
     eprintln!(
         "Companion listening on http://{} for Spool at {}",
         listener.local_addr()?,
@@ -127,5 +163,7 @@ pub async fn run(args: CompanionArgs) -> anyhow::Result<()> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    // The servers' process groups are killed, not left behind.
+    mcp.shutdown().await;
     Ok(())
 }

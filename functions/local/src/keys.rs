@@ -10,10 +10,12 @@ use spool_platform::Config;
 use crate::{LOCAL_ORG, now_ms, services::Services};
 
 /// What the local key's tokens carry: a companion run with it may turn on context from the
-/// person's notes (`context_for_query`) and saving into them (`capture_ingest`) for their chats.
-const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 2] = [
+/// person's notes (`context_for_query`), saving into them (`capture_ingest`) and the tools of
+/// its own MCP servers (`mcp_tools`) for their chats.
+const LOCAL_KEY_CAPABILITIES: [spool_auth::Capability; 3] = [
     spool_auth::Capability::ContextForQuery,
     spool_auth::Capability::CaptureIngest,
+    spool_auth::Capability::McpTools,
 ];
 
 /// The local organization's API key: made with the organization on first start and kept in

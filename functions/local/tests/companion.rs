@@ -140,7 +140,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     assert!(
         printed
             .iter()
-            .any(|l| l.trim() == "The API key carries these capabilities: capture_ingest, context_for_query"),
+            .any(|l| l.trim() == "The API key carries these capabilities: capture_ingest, context_for_query, mcp_tools"),
         "{printed:?}"
     );
     assert!(!printed.iter().any(|l| l.starts_with("Warning")), "{printed:?}");
@@ -155,7 +155,10 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     let library_id = shake["library_id"].as_str().unwrap();
     assert!(library_id.starts_with("lib_"), "{shake}");
     assert!(shake["timestamp"].is_string() && shake["version"] == "1");
-    assert_eq!(shake["capabilities"], json!(["capture_ingest", "context_for_query"]));
+    assert_eq!(
+        shake["capabilities"],
+        json!(["capture_ingest", "context_for_query", "mcp_tools"])
+    );
     let person: Value = http
         .post(format!("{spool_url}/v1/handshake"))
         .json(&json!({ "api_key": key }))
@@ -181,7 +184,7 @@ async fn the_companion_serves_context_from_the_notes_to_loopback_pages_only() {
     assert_eq!(enabled["library_id"], library_id, "{enabled}");
     assert_eq!(
         enabled["capabilities_enabled"],
-        json!(["capture_ingest", "context_for_query"]),
+        json!(["capture_ingest", "context_for_query", "mcp_tools"]),
         "{enabled}"
     );
 
@@ -366,7 +369,7 @@ fn the_companion_says_what_its_key_carries_and_warns_when_the_ui_can_use_none() 
     assert!(
         printed.iter().any(|l| l.starts_with("Warning")
             && l.contains(
-                "`spool admin create-api-key acme --capability context_for_query --capability capture_ingest`"
+                "`spool admin create-api-key acme --capability context_for_query --capability capture_ingest --capability mcp_tools`"
             )),
         "{printed:?}"
     );

@@ -9,7 +9,13 @@
 //!   timestamp}`;
 //! - `POST /capture {title?, text, source?}` → `201 {id, path, title, captured_at}`: a new
 //!   markdown note in the library, indexed before the answer ([`crate::capture`]); a bad request
-//!   is a `400` that writes nothing.
+//!   is a `400` that writes nothing;
+//! - `GET /mcp/tools` → `{servers: [{name, tools: [{name, server, tool, description?,
+//!   input_schema, read_only}], skipped?, error?}], timestamp}`: the tools of the person's own MCP
+//!   servers ([`crate::mcp`]), started on first use;
+//! - `POST /mcp/call {server, tool, arguments?}` → `{content, structured_content?, is_error}`: a
+//!   call run on the server; a server not configured is a `404`, one that fails or does not
+//!   answer in time a `502` that says why.
 //!
 //! Browsers may call it only from `localhost` or `127.0.0.1` pages and from the hosted UI
 //! origins it is given: a request from any other origin is refused (`403`), so a web page the
@@ -34,6 +40,7 @@ use crate::{
     Library,
     capture::{Capture, CaptureError},
     library::rfc3339,
+    mcp::{CallError, McpHub},
     spool::SpoolLink,
 };
 
@@ -49,6 +56,8 @@ pub struct CompanionState {
     pub spool: SpoolLink,
     /// Hosted UI origins allowed besides loopback pages (`https://chat.example.com`).
     pub origins: Vec<String>,
+    /// The person's MCP servers.
+    pub mcp: Arc<McpHub>,
 }
 
 /// The companion's routes over `state`.
@@ -59,6 +68,8 @@ pub fn router(state: Arc<CompanionState>) -> Router {
         .route("/open-loops", get(open_loops))
         .route("/proactive-suggestions", get(suggestions))
         .route("/capture", post(capture))
+        .route("/mcp/tools", get(mcp_tools))
+        .route("/mcp/call", post(mcp_call))
         .route("/healthz", get(|| async { Json(json!({ "ok": true })) }))
         .layer(middleware::from_fn_with_state(state.clone(), cors))
         .with_state(state)
@@ -276,16 +287,60 @@ async fn suggestions(State(state): State<Arc<CompanionState>>) -> Response {
     }
 }
 
-async fn capture(State(state): State<Arc<CompanionState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let json = headers
+/// Whether a request says its body is JSON: a browser sends that across origins only after
+/// asking first (CORS), which a page of another origin is refused.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
             v.split(';')
                 .next()
                 .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
-    if !json {
+        })
+}
+
+async fn mcp_tools(State(state): State<Arc<CompanionState>>) -> Response {
+    let servers = state.mcp.tools().await;
+    Json(json!({ "servers": servers, "timestamp": rfc3339(now_ms()) })).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpCall {
+    server: String,
+    tool: String,
+    #[serde(default)]
+    arguments: Option<serde_json::Map<String, Value>>,
+}
+
+async fn mcp_call(State(state): State<Arc<CompanionState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if !is_json(&headers) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the call as JSON (`content-type: application/json`): {server, tool, arguments?}",
+        );
+    }
+    let call: McpCall = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("send {{server, tool, arguments?}}: {e}"),
+            );
+        }
+    };
+    match state.mcp.call(&call.server, &call.tool, call.arguments).await {
+        Ok(result) => Json(result).into_response(),
+        Err(e @ CallError::UnknownServer(_)) => error(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+        Err(e @ CallError::Failed(_)) => error(StatusCode::BAD_GATEWAY, "mcp_failed", e.to_string()),
+    }
+}
+
+async fn capture(State(state): State<Arc<CompanionState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if !is_json(&headers) {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -324,6 +379,7 @@ mod tests {
             library: Arc::new(Library::open(root).unwrap()),
             spool: SpoolLink::new("http://127.0.0.1:9", "spool_k_s".to_owned(), "lib_1".to_owned()),
             origins: Vec::new(),
+            mcp: Arc::new(McpHub::default()),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -7,10 +7,12 @@
 //! token for its library ([`spool`]), which the UI presents to Spool to turn the chat's
 //! `context_for_query` capability on ([`http`]). With `capture_ingest` it also takes notes in
 //! ([`capture`]): a message the person saves, or a capture an agent proposed and they approved.
+//! With `mcp_tools` it runs the person's own MCP servers and offers their tools to chats ([`mcp`]).
 
 pub mod capture;
 pub mod http;
 pub mod library;
+pub mod mcp;
 pub mod spool;
 
 pub use http::{CompanionState, router};

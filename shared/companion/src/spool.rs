@@ -20,7 +20,11 @@ const REFRESH_BEFORE_MS: i64 = 3600 * 1000;
 /// How long Spool has to answer a handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The capabilities the UI asks Spool to enable with the companion's token.
-pub const UI_CAPABILITIES: &[&str] = &[Capability::ContextForQuery.as_str(), Capability::CaptureIngest.as_str()];
+pub const UI_CAPABILITIES: &[&str] = &[
+    Capability::ContextForQuery.as_str(),
+    Capability::CaptureIngest.as_str(),
+    Capability::McpTools.as_str(),
+];
 
 /// Why Spool gave no token.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +228,7 @@ mod tests {
         assert!(unusable[1].starts_with("Warning:"), "{unusable:?}");
         assert!(
             unusable[1].contains(
-                "`spool admin create-api-key org_a --capability context_for_query --capability capture_ingest`"
+                "`spool admin create-api-key org_a --capability context_for_query --capability capture_ingest --capability mcp_tools`"
             ),
             "{unusable:?}"
         );

@@ -153,7 +153,7 @@ impl Step<'_> {
                         tool: c.name.clone(),
                         arguments: c.arguments.clone(),
                         client: true,
-                        server: None,
+                        server: client.iter().find(|t| t.name == c.name).and_then(|t| t.server.clone()),
                     });
                     self.request(RequestKind::ToolOutput, &c.id, asked).await?;
                 }

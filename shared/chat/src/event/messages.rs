@@ -47,6 +47,10 @@ pub struct ClientTool {
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "inputSchema")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub input_schema: Option<Value>,
+    /// The MCP server whose tool it is, when the client runs it on one (the person's
+    /// companion's): its calls' `tool_start` names it (`server`). 1 to 64 of `A-Z a-z 0-9 _ -`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 impl ClientTool {
@@ -87,6 +91,18 @@ impl ClientTool {
                     "`{}`: a tool's name is 1 to 64 of letters, digits, `_` and `-`",
                     tool.name.chars().take(80).collect::<String>()
                 )));
+            }
+            if let Some(server) = &tool.server {
+                let server_ok = (1..=64).contains(&server.len())
+                    && server
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                if !server_ok {
+                    return Err(bad(format!(
+                        "`{}`'s server is 1 to 64 of letters, digits, `_` and `-`",
+                        tool.name
+                    )));
+                }
             }
             if !seen.insert(tool.name.as_str()) {
                 return Err(bad(format!("`{}` is declared twice", tool.name)));

@@ -167,6 +167,7 @@ fn every_variant_has_its_pinned_json() {
                     name: "get_location".into(),
                     description: Some("Where".into()),
                     input_schema: Some(json!({ "type": "object" })),
+                    server: None,
                 }],
                 ..UserMessage::default()
             }),

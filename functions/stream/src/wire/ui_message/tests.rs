@@ -219,6 +219,7 @@ fn a_tool_the_front_end_declared_is_its_to_run() {
             name: "get_location".into(),
             description: None,
             input_schema: None,
+            server: None,
         }],
         ..Default::default()
     };
