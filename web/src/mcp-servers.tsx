@@ -4,7 +4,7 @@
 // server's annotations give).
 
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { Client } from "./api";
+import { ApiError, type Client } from "./api";
 import { McpServerForm, type McpSubmit } from "./mcp-form";
 import {
   createMcpServer,
@@ -40,7 +40,8 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
       setServers(await listMcpServers(client, ws));
       setFailed(null);
     } catch (e) {
-      setFailed(e instanceof Error ? e.message : String(e));
+      // A server older than MCP servers has no such route: nothing to list, nothing wrong.
+      setFailed(e instanceof ApiError && e.code === "no_route" ? "" : e instanceof Error ? e.message : String(e));
     }
   }, [client, ws]);
   useEffect(() => void reload(), [reload]);
@@ -100,7 +101,7 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
     <section ref={section} class="mcp-servers" aria-labelledby="mcp-heading">
       <div class="section-head">
         <h3 id="mcp-heading">MCP servers</h3>
-        {editing?.kind !== "new" && (
+        {editing?.kind !== "new" && failed !== "" && (
           <button type="button" class="primary" data-focus="add" onClick={() => open({ kind: "new" }, "add")}>
             Add MCP server
           </button>
@@ -108,7 +109,9 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
       </div>
       <p class="hint">Agents of this workspace call the tools of its enabled servers, as each tool's policy says.</p>
       {editing?.kind === "new" && <McpServerForm onSubmit={submit()} onCancel={close} />}
-      {failed !== null ? (
+      {failed === "" ? (
+        <p class="empty">This Spool server does not offer MCP servers.</p>
+      ) : failed !== null ? (
         <p class="error" role="alert">
           The MCP servers cannot be listed: {failed}
         </p>
@@ -185,6 +188,14 @@ function ServerRow(props: {
               {n} <span class="badge">set</span>
             </span>
           ))}
+        </p>
+      )}
+      {Object.keys(server.tools ?? {}).length > 0 && (
+        <p class="mcp-policies">
+          Tool policies set:{" "}
+          {Object.entries(server.tools ?? {})
+            .map(([tool, policy]) => `${tool} ${policy}`)
+            .join(", ")}
         </p>
       )}
       <div class="buttons">

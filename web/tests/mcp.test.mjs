@@ -207,6 +207,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
   await echo.selectOption("");
   await eventually(() => assert.deepEqual(registry.sent.at(-1).body, { tools: { "get-sum": "ask" } }));
   assert.deepEqual(registry.servers[0].tools, { "get-sum": "ask" });
+  await row.getByText("Tool policies set: get-sum ask").waitFor();
 
   // WHEN it is edited: the header's value replaced (the old one is never shown), a new one added
   await row.getByRole("button", { name: "Edit" }).click();
@@ -287,6 +288,16 @@ test("the settings say so when the MCP servers cannot be listed", async () => {
   await page.getByRole("alert").filter({ hasText: "The MCP servers cannot be listed: the registry is down" }).waitFor();
   // The rest of the settings still work.
   await page.getByRole("button", { name: "Save settings" }).waitFor();
+  // AND a server older than MCP servers (no such route) is said plainly, with nothing to add
+  // (the route registered last answers first)
+  await page.route(
+    (url) => url.pathname === `/v1/workspaces/${ws.id}/mcp-servers`,
+    (route) => route.fulfill({ status: 404, json: { error: { code: "no_route", message: "there is no route at …" } } }),
+  );
+  await page.reload();
+  const section = page.getByRole("region", { name: "MCP servers" });
+  await section.getByText("This Spool server does not offer MCP servers.").waitFor();
+  assert.equal(await section.getByRole("button", { name: "Add MCP server" }).count(), 0);
 });
 
 /**
