@@ -143,23 +143,37 @@ interface ContentPart {
   name?: string;
 }
 
+/** A text that is a JSON object (many servers answer so) in its short form; any other as itself. */
+function readable(text: string, max: number): string {
+  const t = text.trim();
+  if (t.startsWith("{")) {
+    try {
+      const parsed: unknown = JSON.parse(t);
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) return shortArguments(parsed, max);
+    } catch {
+      // not JSON after all: as itself
+    }
+  }
+  return cut(text, max);
+}
+
 /**
- * A call's result in a few lines: an MCP result's text parts (an image or a resource by its
- * kind), its structured content when it has no text, a plain string as itself, anything else
- * as compact JSON; a long one is cut.
+ * A call's result in a few lines: an MCP result's text parts (a JSON object's in short form, an
+ * image or a resource by its kind), or its structured content when it has no text; a plain
+ * string as itself, anything else in short form; a long one is cut (the raw JSON shows it whole).
  */
 export function shortResult(result: unknown, max = 400): string {
   if (result === undefined || result === null) return "";
-  if (typeof result === "string") return cut(result, max);
+  if (typeof result === "string") return readable(result, max);
   if (typeof result !== "object" || Array.isArray(result)) return cut(scalar(result), max);
   const r = result as { content?: unknown; structuredContent?: unknown };
   const parts = Array.isArray(r.content) ? (r.content as ContentPart[]) : null;
-  if (!parts) return cut(scalar(result), max);
+  if (!parts) return shortArguments(result, max);
   const shown = parts.map((p) => {
-    if (p.type === "text" && typeof p.text === "string") return p.text;
+    if (p.type === "text" && typeof p.text === "string") return parts.length === 1 ? readable(p.text, max) : p.text;
     if (p.type === "image" || p.type === "audio") return `[${p.type}${p.mimeType ? ` ${p.mimeType}` : ""}]`;
-    if (p.type === "resource") return `[resource ${p.resource?.uri ?? ""}]`.replace(" ]", "]");
-    if (p.type === "resource_link") return `[link ${p.uri ?? p.name ?? ""}]`.replace(" ]", "]");
+    if (p.type === "resource") return p.resource?.uri ? `[resource ${p.resource.uri}]` : "[resource]";
+    if (p.type === "resource_link") return `[link ${p.uri ?? p.name ?? ""}]`;
     return `[${p.type ?? "content"}]`;
   });
   const text = shown.join("\n").trim();

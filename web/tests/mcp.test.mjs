@@ -34,8 +34,14 @@ const NEW_SECRET = "Bearer s3cr3t-second";
 
 /** The tools the reference server (`server-everything`) offers, as a test of it lists them. */
 const TOOLS = [
-  { name: "echo", description: "Echoes back the input string", read_only: false, input_schema: { type: "object" } },
+  { name: "echo", description: "Echoes back the input string", read_only: true, input_schema: { type: "object" } },
   { name: "get-sum", description: "Returns the sum of two numbers", read_only: true, input_schema: { type: "object" } },
+  {
+    name: "toggle-simulated-logging",
+    description: "Toggles simulated, random-leveled logging on or off.",
+    read_only: false,
+    input_schema: { type: "object" },
+  },
 ];
 
 /**
@@ -191,12 +197,13 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
   // WHEN its connection is tested
   await row.getByRole("button", { name: "Test connection" }).click();
   const tools = row.getByRole("group", { name: "Tools of everything" });
-  await tools.getByText("Connected: 2 tools found.").waitFor();
-  // THEN each tool shows its default policy
+  await tools.getByText("Connected: 3 tools found.").waitFor();
+  // THEN each tool shows its default policy: read-only ones run, others ask
   const echo = tools.getByRole("combobox", { name: "Policy for echo" });
   const sum = tools.getByRole("combobox", { name: "Policy for get-sum" });
-  assert.equal(await echo.locator("option:checked").innerText(), "default (ask)");
-  assert.equal(await sum.locator("option:checked").innerText(), "default (allow, read-only)");
+  const toggle = tools.getByRole("combobox", { name: "Policy for toggle-simulated-logging" });
+  assert.equal(await echo.locator("option:checked").innerText(), "default (allow, read-only)");
+  assert.equal(await toggle.locator("option:checked").innerText(), "default (ask)");
   await tools.getByText("Echoes back the input string").waitFor();
   await screenshot(page, "mcp-tools");
   // AND a policy set is sent as the server's map of policies, and the default again as none
@@ -313,7 +320,7 @@ async function fakeStream(page, session, events) {
       const fresh = () => events.filter((e) => e.seq > after);
       if (query.get("live")) {
         const deadline = Date.now() + 20_000;
-        while (fresh().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        while (fresh().length === 0 && Date.now() < deadline && !page.isClosed()) await new Promise((r) => setTimeout(r, 100));
       }
       const found = fresh();
       const last = found.at(-1)?.seq ?? after;
@@ -344,12 +351,34 @@ test("an MCP tool call shows its server and tool, short arguments and result, an
     event("message_end", {
       message_id: "msg_1",
       text: "Let me use the everything server.",
-      tool_calls: [{ id: "call_echo" }, { id: "call_logs" }, { id: "call_sum" }],
+      tool_calls: ["call_echo", "call_logs", "call_image", "call_weather", "call_sum"].map((id) => ({ id })),
     }),
     event("tool_start", { tool_call_id: "call_echo", ...mcp("echo"), arguments: { message: "hi" } }),
     event("tool_end", { tool_call_id: "call_echo", ...mcp("echo"), result: { content: [{ type: "text", text: "Echo: hi" }] } }),
     event("tool_start", { tool_call_id: "call_logs", ...mcp("get-logs"), arguments: {} }),
     event("tool_end", { tool_call_id: "call_logs", ...mcp("get-logs"), error: "the MCP server everything did not answer in 30 s" }),
+    event("tool_start", { tool_call_id: "call_image", ...mcp("get-tiny-image"), arguments: {} }),
+    event("tool_end", {
+      tool_call_id: "call_image",
+      ...mcp("get-tiny-image"),
+      result: {
+        content: [
+          { type: "text", text: "Here's the image you requested:" },
+          { type: "image", data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", mimeType: "image/png" },
+          { type: "text", text: "The image above is the MCP logo." },
+        ],
+      },
+    }),
+    event("tool_start", { tool_call_id: "call_weather", ...mcp("get-structured-content"), arguments: { location: "Los Angeles" } }),
+    event("tool_end", {
+      tool_call_id: "call_weather",
+      ...mcp("get-structured-content"),
+      result: {
+        content: [{ type: "text", text: '{"temperature":73,"conditions":"Sunny / Clear","humidity":48}' }],
+        structuredContent: { temperature: 73, conditions: "Sunny / Clear", humidity: 48 },
+      },
+    }),
+    // get-sum is read-only (it would run at once) but the person set it to ask.
     event("tool_approval_required", { tool_call_id: "call_sum", ...mcp("get-sum"), arguments: { a: 2, b: 3 } }),
   ];
   await fakeStream(page, chat.id, events);
@@ -365,7 +394,7 @@ test("an MCP tool call shows its server and tool, short arguments and result, an
         event("tool_end", {
           tool_call_id: "call_sum",
           ...mcp("get-sum"),
-          result: { content: [{ type: "text", text: "The sum of 2 and 3 is 5." }], structuredContent: { result: 5 } },
+          result: { content: [{ type: "text", text: "The sum of 2 and 3 is 5." }] },
         }),
         event("agent_end", {}),
       );
@@ -400,6 +429,13 @@ test("an MCP tool call shows its server and tool, short arguments and result, an
   });
   await logs.getByText("failed").waitFor();
 
+  // AND an image is named by its kind (never its bytes), structured content read field by field
+  const image = page.locator(".action.mcp", { hasText: "get-tiny-image" }).locator(".action-result");
+  assert.equal(await image.innerText(), "Here's the image you requested:\n[image image/png]\nThe image above is the MCP logo.");
+  const weather = page.locator(".action.mcp", { hasText: "get-structured-content" });
+  await weather.getByText("location: Los Angeles").waitFor();
+  assert.equal(await weather.locator(".action-result").innerText(), "temperature: 73, conditions: Sunny / Clear, humidity: 48");
+
   // WHEN the call that asks is approved from its card
   const request = page.getByRole("listitem", { name: "Approval request" });
   await request.waitFor();
@@ -416,6 +452,7 @@ test("an MCP tool call shows its server and tool, short arguments and result, an
   await sum.locator(".action-result", { hasText: "The sum of 2 and 3 is 5." }).waitFor();
   await screenshot(page, "mcp-timeline");
   assert.deepEqual(page.errors, [], "the page logged errors");
+  await page.close();
 });
 
 const words = (s) => s.replace(/\s+/g, " ").trim();
