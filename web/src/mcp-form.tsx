@@ -28,7 +28,7 @@ function fieldOf(message: string): Field {
   if (/header|\benv\b|environment|variable/.test(m)) return "secrets";
   if (/\bargs?\b|argument/.test(m)) return "args";
   if (/command|program/.test(m)) return "command";
-  if (/\bname\b/.test(m)) return "name";
+  if (/\bnamed?\b/.test(m)) return "name";
   return "form";
 }
 

@@ -3,16 +3,28 @@
 // disabled, deleted; by keyboard, with labels and focus), and MCP tool calls in a chat's
 // timeline (server and tool, short arguments and results, raw JSON one click away, an approval).
 //
-// The MCP routes (`/v1/workspaces/{id}/mcp-servers`, `/v1/mcp-servers/…`) are another lane's and
-// not on this branch yet: the page's route interception answers them from `fakeRegistry`, which
-// follows their contract (views name set secrets, never their values; a PATCH changes only what
-// it names; refusals are `{"error": {"code", "message"}}`). No route of this branch can append
-// an MCP tool call to a chat, so the timeline test answers the chat's stream from a list of
-// events shaped as the engine writes them. Everything else is the real server's.
+// The MCP routes (`/v1/workspaces/{id}/mcp-servers`, `/v1/mcp-servers/…`) come from another
+// lane: while the server has none (`no_route`), the page's route interception answers them from
+// `fakeRegistry`, which follows their contract (views name set secrets, never their values; a
+// PATCH changes only what it names; refusals are `{"error": {"code", "message"}}`). Once the
+// server has them, the same test runs against them and the real reference server over
+// Streamable HTTP. No route can append an MCP tool call to a chat, so the timeline test answers
+// the chat's stream from a list of events shaped as the engine writes them (the reference
+// server's real results). Everything else is the real server's.
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { dirname, join, resolve } from "node:path";
 import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { api, eventually, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+
+/** The MCP reference server (tests/mcp's npm packages). */
+const EVERYTHING = join(
+  resolve(dirname(fileURLToPath(import.meta.url)), "../.."),
+  "tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+);
 
 let spool;
 let browser;
@@ -46,11 +58,11 @@ const TOOLS = [
 
 /**
  * Answers the MCP routes for workspace `ws` on `page` from memory, as the registry would.
- * Returns what it keeps: the servers with their secrets' values (which only it sees) and every
- * request body the page sent.
+ * Returns what it keeps: the servers with their secrets' values (which only it sees), and their
+ * views.
  */
 async function fakeRegistry(page, ws) {
-  const state = { servers: [], sent: [] };
+  const state = { servers: [], views: () => state.servers.map(view) };
   const refuse = (route, message, status = 400) =>
     route.fulfill({ status, json: { error: { code: status === 404 ? "not_found" : "invalid_request", message } } });
   const view = (s) => ({
@@ -61,7 +73,8 @@ async function fakeRegistry(page, ws) {
   const check = (s) => {
     if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(s.name) || s.name.includes("__"))
       return "name: use 1 to 32 lower-case letters, digits, - and _ (no __)";
-    if (s.transport === "http" && /^https?:\/\/(10\.|127\.|192\.168\.)/.test(s.url ?? ""))
+    // As for webhooks: no private address (loopback is allowed to a loopback-bound spool serve).
+    if (s.transport === "http" && /^https?:\/\/(10\.|192\.168\.)/.test(s.url ?? ""))
       return `url: ${new URL(s.url).hostname} is not a public address`;
     return null;
   };
@@ -77,7 +90,6 @@ async function fakeRegistry(page, ws) {
       const request = route.request();
       const method = request.method();
       const body = request.postData() ? JSON.parse(request.postData()) : undefined;
-      state.sent.push({ method, path: new URL(request.url()).pathname, body });
       const [, , , id, action] = new URL(request.url()).pathname.split("/");
       if (id === ws) {
         if (method === "GET") return route.fulfill({ json: { mcp_servers: state.servers.map(view) } });
@@ -130,158 +142,219 @@ const focused = (page) =>
     return `${el?.tagName.toLowerCase()}: ${label.replace(/\s+/g, " ").trim()}`;
   });
 
+/**
+ * Whether this server has the MCP routes. Until the registry's lane is merged it has not, and
+ * the page's route interception answers them (`fakeRegistry`); once it has, the same test runs
+ * against the real routes and a real reference server.
+ */
+async function hasMcpRoutes(ws) {
+  try {
+    await call("GET", `/v1/workspaces/${ws}/mcp-servers`);
+    return true;
+  } catch (e) {
+    if (/: 404 .*no_route/.test(e.message)) return false;
+    throw e;
+  }
+}
+
+/** A workspace's servers as the API shows them (the fake's, or the real route's). */
+async function storedServers(ws, registry) {
+  if (registry) return registry.views();
+  const answer = await call("GET", `/v1/workspaces/${ws}/mcp-servers`);
+  return Array.isArray(answer) ? answer : (answer.mcp_servers ?? answer.servers ?? []);
+}
+const names = (set) => (Array.isArray(set) ? set : Object.keys(set ?? {}));
+
+/** The reference server over Streamable HTTP on a free loopback port; its URL and a `stop()`. */
+async function startEverything() {
+  const port = await new Promise((ok) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => ok(port));
+    });
+  });
+  const child = spawn("node", [EVERYTHING, "streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdio: "ignore" });
+  const url = `http://127.0.0.1:${port}/mcp`;
+  await eventually(async () => assert.ok((await fetch(url, { method: "GET" }).catch(() => null)) !== null, "not listening yet"), {
+    timeout: 20_000,
+  });
+  return { url, stop: () => child.kill("SIGTERM") };
+}
+
 test("a workspace's MCP servers are added, tested, given tool policies, edited, disabled and deleted", async () => {
   const ws = await call("POST", "/v1/workspaces", { name: "MCP settings" });
   const page = await signedInPage(browser, spool);
-  const registry = await fakeRegistry(page, ws.id);
-  await page.goto(`${spool.origin}/#/w/${ws.id}/settings`);
-  const section = page.getByRole("region", { name: "MCP servers" });
-  await section.getByText("No MCP servers yet.").waitFor();
-
-  // GIVEN the form opened from the keyboard: its first field has the focus
-  const add = section.getByRole("button", { name: "Add MCP server" });
-  await add.focus();
-  await page.keyboard.press("Enter");
-  const form = section.getByRole("form", { name: "New MCP server" });
-  await form.waitFor();
-  await eventually(async () => assert.match(await focused(page), /^input: Name/));
-  assert.deepEqual(await unlabelled(section), [], "every field has a label");
-  // AND Cancel closes it and gives the focus back to what opened it
-  await form.getByRole("button", { name: "Cancel" }).click();
-  await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
-
-  // WHEN a server is filled in by keyboard alone, with a header, and refused for its URL
-  await page.keyboard.press("Enter");
-  await eventually(async () => assert.match(await focused(page), /^input: Name/));
-  await page.keyboard.type("everything");
-  await page.keyboard.press("Tab"); // the transport (HTTP, checked)
-  await page.keyboard.press("Tab");
-  assert.match(await focused(page), /^input: URL/);
-  await page.keyboard.type("http://10.0.0.7/mcp");
-  await page.keyboard.press("Tab");
-  assert.equal(await focused(page), "button: Add header");
-  await page.keyboard.press("Enter");
-  await eventually(async () => assert.match(await focused(page), /^input: Header name/));
-  await page.keyboard.type("Authorization");
-  await page.keyboard.press("Tab");
-  await page.keyboard.type(SECRET);
-  assert.deepEqual(await unlabelled(section), [], "every field has a label, the new header's too");
-  await form.getByRole("button", { name: "Add server" }).focus();
-  await page.keyboard.press("Enter");
-  // THEN the refusal shows by the URL, which has the focus
-  const url = form.getByRole("textbox", { name: "URL" });
-  await form.getByText("url: 10.0.0.7 is not a public address").waitFor();
-  assert.equal(await url.getAttribute("aria-invalid"), "true");
-  await eventually(async () => assert.match(await focused(page), /^input: URL/));
-  await screenshot(page, "mcp-refused");
-
-  // WHEN the URL is fixed and the server added
-  await url.fill("https://mcp.example.com/mcp");
-  await form.getByRole("button", { name: "Add server" }).click();
-  const row = section.getByRole("listitem", { name: "MCP server everything" });
-  await row.waitFor();
-  await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
-  // THEN the header's value went to the API once, and the page shows only that it is set
-  const created = registry.sent.filter((r) => r.method === "POST" && !r.path.endsWith("/test"));
-  assert.deepEqual(created.at(-1).body, {
-    name: "everything",
-    transport: "http",
-    enabled: true,
-    url: "https://mcp.example.com/mcp",
-    headers: { Authorization: SECRET },
+  const real = await hasMcpRoutes(ws.id);
+  const registry = real ? null : await fakeRegistry(page, ws.id);
+  const everything = real ? await startEverything() : { url: "http://127.0.0.1:3001/mcp", stop() {} };
+  /** Every request the page made to the MCP routes, with its body (real or fake alike). */
+  const sent = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith("/v1/mcp-servers/") || path.endsWith("/mcp-servers"))
+      sent.push({ method: r.method(), path, body: r.postData() ? JSON.parse(r.postData()) : undefined });
   });
-  await row.getByText("https://mcp.example.com/mcp").waitFor();
-  await row.getByText("Authorization").waitFor();
-  assert.ok(!(await page.content()).includes("s3cr3t"), "no secret is in the page once saved");
+  const patches = () => sent.filter((r) => r.method === "PATCH").map((r) => r.body);
+  const stored = async () => storedServers(ws.id, registry);
+  try {
+    await page.goto(`${spool.origin}/#/w/${ws.id}/settings`);
+    const section = page.getByRole("region", { name: "MCP servers" });
+    await section.getByText("No MCP servers yet.").waitFor();
 
-  // WHEN its connection is tested
-  await row.getByRole("button", { name: "Test connection" }).click();
-  const tools = row.getByRole("group", { name: "Tools of everything" });
-  await tools.getByText("Connected: 3 tools found.").waitFor();
-  // THEN each tool shows its default policy: read-only ones run, others ask
-  const echo = tools.getByRole("combobox", { name: "Policy for echo" });
-  const sum = tools.getByRole("combobox", { name: "Policy for get-sum" });
-  const toggle = tools.getByRole("combobox", { name: "Policy for toggle-simulated-logging" });
-  assert.equal(await echo.locator("option:checked").innerText(), "default (allow, read-only)");
-  assert.equal(await toggle.locator("option:checked").innerText(), "default (ask)");
-  await tools.getByText("Echoes back the input string").waitFor();
-  await screenshot(page, "mcp-tools");
-  // AND a policy set is sent as the server's map of policies, and the default again as none
-  await echo.selectOption("deny");
-  await eventually(() => assert.deepEqual(registry.sent.at(-1).body, { tools: { echo: "deny" } }));
-  await sum.selectOption("ask");
-  await eventually(() => assert.deepEqual(registry.sent.at(-1).body, { tools: { echo: "deny", "get-sum": "ask" } }));
-  await echo.selectOption("");
-  await eventually(() => assert.deepEqual(registry.sent.at(-1).body, { tools: { "get-sum": "ask" } }));
-  assert.deepEqual(registry.servers[0].tools, { "get-sum": "ask" });
-  await row.getByText("Tool policies set: get-sum ask").waitFor();
+    // GIVEN the form opened from the keyboard: its first field has the focus
+    const add = section.getByRole("button", { name: "Add MCP server" });
+    await add.focus();
+    await page.keyboard.press("Enter");
+    const form = section.getByRole("form", { name: "New MCP server" });
+    await form.waitFor();
+    await eventually(async () => assert.match(await focused(page), /^input: Name/));
+    assert.deepEqual(await unlabelled(section), [], "every field has a label");
+    // AND Cancel closes it and gives the focus back to what opened it
+    await form.getByRole("button", { name: "Cancel" }).click();
+    await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
 
-  // WHEN it is edited: the header's value replaced (the old one is never shown), a new one added
-  await row.getByRole("button", { name: "Edit" }).click();
-  const edit = section.getByRole("form", { name: "Edit everything" });
-  await eventually(async () => assert.match(await focused(page), /^input: Name/));
-  await edit.getByText("set", { exact: true }).waitFor();
-  assert.equal(await edit.locator("input[type=password]").count(), 0, "a set value has no field until it is replaced");
-  await edit.getByRole("button", { name: "Replace Authorization" }).click();
-  await edit.getByLabel("New value of Authorization").fill(NEW_SECRET);
-  await edit.getByRole("button", { name: "Add header" }).click();
-  await edit.getByRole("textbox", { name: "Header name" }).fill("X-Team");
-  await edit.getByLabel("Value", { exact: true }).fill("blue");
-  await edit.getByRole("button", { name: "Save server" }).click();
-  await row.getByText("X-Team").waitFor();
-  await eventually(async () => assert.equal(await focused(page), "button: Edit"));
-  assert.deepEqual(registry.sent.filter((r) => r.method === "PATCH").at(-1).body, {
-    headers: { Authorization: NEW_SECRET, "X-Team": "blue" },
-  });
-  assert.equal(registry.servers[0].headers.Authorization, NEW_SECRET);
-  // AND removing a header sends it as null
-  await row.getByRole("button", { name: "Edit" }).click();
-  await edit.getByRole("button", { name: "Remove X-Team" }).click();
-  await edit.getByText("removed on save").waitFor();
-  await edit.getByRole("button", { name: "Save server" }).click();
-  await eventually(() => assert.deepEqual(registry.servers[0].headers, { Authorization: NEW_SECRET }));
-  assert.deepEqual(registry.sent.filter((r) => r.method === "PATCH").at(-1).body, { headers: { "X-Team": null } });
-  assert.ok(!(await page.content()).includes("s3cr3t"), "no secret is in the page once saved");
+    // WHEN a server is filled in by keyboard alone, with a header, and refused for its URL
+    await page.keyboard.press("Enter");
+    await eventually(async () => assert.match(await focused(page), /^input: Name/));
+    await page.keyboard.type("everything");
+    await page.keyboard.press("Tab"); // the transport (HTTP, checked)
+    await page.keyboard.press("Tab");
+    assert.match(await focused(page), /^input: URL/);
+    await page.keyboard.type("https://10.0.0.7/mcp");
+    await page.keyboard.press("Tab");
+    assert.equal(await focused(page), "button: Add header");
+    await page.keyboard.press("Enter");
+    await eventually(async () => assert.match(await focused(page), /^input: Header name/));
+    await page.keyboard.type("Authorization");
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(SECRET);
+    assert.deepEqual(await unlabelled(section), [], "every field has a label, the new header's too");
+    await form.getByRole("button", { name: "Add server" }).focus();
+    await page.keyboard.press("Enter");
+    // THEN the refusal shows by the URL, which has the focus
+    const url = form.getByRole("textbox", { name: "URL" });
+    const refusal = form.locator(".field-error");
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), real ? /url/i : /^url: 10\.0\.0\.7 is not a public address$/);
+    assert.equal(await url.getAttribute("aria-invalid"), "true");
+    assert.equal(await url.getAttribute("aria-describedby"), await refusal.getAttribute("id"));
+    await eventually(async () => assert.match(await focused(page), /^input: URL/));
+    await screenshot(page, "mcp-refused");
 
-  // WHEN it is disabled
-  await row.getByRole("checkbox", { name: "Enabled" }).uncheck();
-  await row.getByText("disabled", { exact: true }).waitFor();
-  assert.equal(registry.servers[0].enabled, false);
+    // WHEN the URL is fixed and the server added
+    await url.fill(everything.url);
+    await form.getByRole("button", { name: "Add server" }).click();
+    const row = section.getByRole("listitem", { name: "MCP server everything" });
+    await row.waitFor();
+    await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
+    // THEN the header's value went to the API once, and the page shows only that it is set
+    assert.deepEqual(sent.filter((r) => r.method === "POST" && !r.path.endsWith("/test")).at(-1).body, {
+      name: "everything",
+      transport: "http",
+      enabled: true,
+      url: everything.url,
+      headers: { Authorization: SECRET },
+    });
+    await row.getByText(everything.url).waitFor();
+    await row.getByText("Authorization").waitFor();
+    assert.ok(!(await page.content()).includes("s3cr3t"), "no secret is in the page once saved");
 
-  // WHEN a stdio server is added with an environment variable
-  await add.click();
-  const stdio = section.getByRole("form", { name: "New MCP server" });
-  await stdio.getByRole("textbox", { name: "Name" }).fill("local");
-  await stdio.getByRole("radio", { name: /stdio/ }).check();
-  await stdio.getByRole("textbox", { name: "Command" }).fill("node");
-  await stdio.getByRole("textbox", { name: "Arguments (one a line)" }).fill("server.js\nstdio");
-  await stdio.getByRole("button", { name: "Add environment variable" }).click();
-  await stdio.getByRole("textbox", { name: "Variable name" }).fill("API_TOKEN");
-  await stdio.getByLabel("Value", { exact: true }).fill("tok-123");
-  assert.deepEqual(await unlabelled(section), [], "every field of the stdio form has a label");
-  await stdio.getByRole("button", { name: "Add server" }).click();
-  const local = section.getByRole("listitem", { name: "MCP server local" });
-  await local.getByText("node server.js stdio").waitFor();
-  await local.getByText("API_TOKEN").waitFor();
-  assert.deepEqual(registry.servers[1].env, { API_TOKEN: "tok-123" });
-  assert.deepEqual(registry.servers[1].args, ["server.js", "stdio"]);
-  await screenshot(page, "mcp-servers");
+    // WHEN its connection is tested
+    await row.getByRole("button", { name: "Test connection" }).click();
+    const tools = row.getByRole("group", { name: "Tools of everything" });
+    await tools.getByText(real ? /Connected: \d+ tools found\./ : "Connected: 3 tools found.").waitFor({ timeout: 30_000 });
+    // THEN each tool shows its default policy: read-only ones run, others ask
+    const echo = tools.getByRole("combobox", { name: "Policy for echo" });
+    const sum = tools.getByRole("combobox", { name: "Policy for get-sum" });
+    const toggle = tools.getByRole("combobox", { name: "Policy for toggle-simulated-logging" });
+    assert.equal(await echo.locator("option:checked").innerText(), "default (allow, read-only)");
+    assert.equal(await toggle.locator("option:checked").innerText(), "default (ask)");
+    await tools.getByText("Echoes back the input string").waitFor();
+    await screenshot(page, "mcp-tools");
+    // AND a policy set is sent as the server's map of policies, and the default again as none
+    await echo.selectOption("deny");
+    await eventually(() => assert.deepEqual(patches().at(-1), { tools: { echo: "deny" } }));
+    await sum.selectOption("ask");
+    await eventually(() => assert.deepEqual(patches().at(-1), { tools: { echo: "deny", "get-sum": "ask" } }));
+    await echo.selectOption("");
+    await eventually(() => assert.deepEqual(patches().at(-1), { tools: { "get-sum": "ask" } }));
+    await eventually(async () => assert.deepEqual((await stored())[0].tools, { "get-sum": "ask" }));
+    await row.getByText("Tool policies set: get-sum ask").waitFor();
 
-  // WHEN one is deleted
-  page.once("dialog", (d) => d.accept());
-  await row.getByRole("button", { name: "Delete everything" }).click();
-  await row.waitFor({ state: "detached" });
-  assert.deepEqual(
-    registry.servers.map((s) => s.name),
-    ["local"],
-  );
-  await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
-  // The refused create is the one error the browser logs (its 400).
-  assert.deepEqual(
-    page.errors.filter((e) => !/status of 400/.test(e)),
-    [],
-    "the page logged errors",
-  );
+    // WHEN it is edited: the header's value replaced (the old one is never shown), a new one added
+    await row.getByRole("button", { name: "Edit" }).click();
+    const edit = section.getByRole("form", { name: "Edit everything" });
+    await eventually(async () => assert.match(await focused(page), /^input: Name/));
+    await edit.getByText("set", { exact: true }).waitFor();
+    assert.equal(await edit.locator("input[type=password]").count(), 0, "a set value has no field until it is replaced");
+    await edit.getByRole("button", { name: "Replace Authorization" }).click();
+    await eventually(async () => assert.match(await focused(page), /^input: New value of Authorization/));
+    await page.keyboard.type(NEW_SECRET);
+    await edit.getByRole("button", { name: "Add header" }).click();
+    await edit.getByRole("textbox", { name: "Header name" }).fill("X-Team");
+    await edit.getByLabel("Value", { exact: true }).fill("blue");
+    await edit.getByRole("button", { name: "Save server" }).click();
+    await row.getByText("X-Team").waitFor();
+    await eventually(async () => assert.equal(await focused(page), "button: Edit"));
+    assert.deepEqual(patches().at(-1), { headers: { Authorization: NEW_SECRET, "X-Team": "blue" } });
+    if (registry) assert.equal(registry.servers[0].headers.Authorization, NEW_SECRET);
+    // AND removing a header sends it as null
+    await row.getByRole("button", { name: "Edit" }).click();
+    await edit.getByRole("button", { name: "Remove X-Team" }).click();
+    await edit.getByText("removed on save").waitFor();
+    await edit.getByRole("button", { name: "Save server" }).click();
+    await eventually(async () => assert.deepEqual(names((await stored())[0].headers), ["Authorization"]));
+    assert.deepEqual(patches().at(-1), { headers: { "X-Team": null } });
+    assert.ok(!(await page.content()).includes("s3cr3t"), "no secret is in the page once saved");
+    assert.ok(!JSON.stringify(await stored()).includes("s3cr3t"), "no secret is in the API's answers");
+
+    // WHEN it is disabled
+    await row.getByRole("checkbox", { name: "Enabled" }).uncheck();
+    await row.getByText("disabled", { exact: true }).waitFor();
+    await eventually(async () => assert.equal((await stored())[0].enabled, false));
+
+    // WHEN a stdio server is added with an environment variable
+    await add.click();
+    const stdio = section.getByRole("form", { name: "New MCP server" });
+    await stdio.getByRole("textbox", { name: "Name" }).fill("local");
+    await stdio.getByRole("radio", { name: /stdio/ }).check();
+    await stdio.getByRole("textbox", { name: "Command" }).fill("node");
+    await stdio.getByRole("textbox", { name: "Arguments (one a line)" }).fill("server.js\nstdio");
+    await stdio.getByRole("button", { name: "Add environment variable" }).click();
+    await stdio.getByRole("textbox", { name: "Variable name" }).fill("API_TOKEN");
+    await stdio.getByLabel("Value", { exact: true }).fill("tok-123");
+    assert.deepEqual(await unlabelled(section), [], "every field of the stdio form has a label");
+    await stdio.getByRole("button", { name: "Add server" }).click();
+    const local = section.getByRole("listitem", { name: "MCP server local" });
+    await local.getByText("node server.js stdio").waitFor();
+    await local.getByText("API_TOKEN").waitFor();
+    assert.deepEqual(sent.filter((r) => r.method === "POST" && !r.path.endsWith("/test")).at(-1).body, {
+      name: "local",
+      transport: "stdio",
+      enabled: true,
+      command: "node",
+      args: ["server.js", "stdio"],
+      env: { API_TOKEN: "tok-123" },
+    });
+    const [, second] = await stored();
+    assert.deepEqual([names(second.env), second.args], [["API_TOKEN"], ["server.js", "stdio"]]);
+    await screenshot(page, "mcp-servers");
+
+    // WHEN one is deleted
+    page.once("dialog", (d) => d.accept());
+    await row.getByRole("button", { name: "Delete everything" }).click();
+    await row.waitFor({ state: "detached" });
+    await eventually(async () => assert.deepEqual((await stored()).map((s) => s.name), ["local"]));
+    await eventually(async () => assert.equal(await focused(page), "button: Add MCP server"));
+    // The refused create is the one error the browser logs (its 400).
+    assert.deepEqual(
+      page.errors.filter((e) => !/status of 400/.test(e)),
+      [],
+      "the page logged errors",
+    );
+  } finally {
+    everything.stop();
+  }
 });
 
 test("the settings say so when the MCP servers cannot be listed", async () => {
