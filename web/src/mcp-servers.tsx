@@ -201,12 +201,12 @@ function ServerRow(props: {
       <div class="buttons">
         <label class="choice">
           <input type="checkbox" checked={server.enabled} onChange={(e) => props.onToggle(e.currentTarget.checked)} />
-          Enabled
+          Enabled<span class="visually-hidden"> ({server.name})</span>
         </label>
-        <button type="button" onClick={props.onTest} disabled={test === "testing"}>
+        <button type="button" aria-label={`Test connection to ${server.name}`} onClick={props.onTest} disabled={test === "testing"}>
           {test === "testing" ? "Testing…" : "Test connection"}
         </button>
-        <button type="button" data-focus={`edit-${server.id}`} onClick={props.onEdit}>
+        <button type="button" aria-label={`Edit ${server.name}`} data-focus={`edit-${server.id}`} onClick={props.onEdit}>
           Edit
         </button>
         <button type="button" class="danger" aria-label={`Delete ${server.name}`} onClick={props.onDelete}>

@@ -99,6 +99,8 @@ async function fakeRegistry(page, ws) {
         const problem = check(server);
         if (problem) return refuse(route, problem);
         if (state.servers.some((s) => s.name === server.name)) return refuse(route, `name: ${server.name} is taken`, 409);
+        // As a deployment whose workers cannot start programs says of a runners workspace's.
+        if (server.transport === "stdio") server.runs_on = "runners";
         state.servers.push(server);
         return route.fulfill({ status: 201, json: view(server) });
       }
@@ -296,6 +298,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     await edit.getByRole("button", { name: "Save server" }).click();
     await row.getByText("X-Team").waitFor();
     await eventually(async () => assert.equal(await focused(page), "button: Edit"));
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Edit everything");
     assert.deepEqual(patches().at(-1), { headers: { Authorization: NEW_SECRET, "X-Team": "blue" } });
     if (registry) assert.equal(registry.servers[0].headers.Authorization, NEW_SECRET);
     // AND removing a header sends it as null
@@ -328,6 +331,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     const local = section.getByRole("listitem", { name: "MCP server local" });
     await local.getByText("node server.js stdio").waitFor();
     await local.getByText("API_TOKEN").waitFor();
+    if (registry) await local.getByText("runners only").waitFor();
     assert.deepEqual(sent.filter((r) => r.method === "POST" && !r.path.endsWith("/test")).at(-1).body, {
       name: "local",
       transport: "stdio",
