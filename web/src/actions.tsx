@@ -28,7 +28,7 @@ function summary(action: Action): string {
 /** A tool's name as a person reads it: an MCP tool as "server › tool", Spool's own by its label. */
 export function ToolName({ tool, server }: { tool: string; server?: string }) {
   const mcp = mcpTool(tool, server);
-  if (!mcp) return <span class="badge">{ACTION_LABELS[tool] ?? tool}</span>;
+  if (!mcp) return <strong>{ACTION_LABELS[tool] ?? tool}</strong>;
   return (
     <span class="mcp-call" title={`${mcp.server}__${mcp.name}`}>
       <span class="badge mcp-server-badge" title="MCP server">
