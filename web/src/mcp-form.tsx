@@ -234,7 +234,7 @@ export function McpServerForm(props: {
                 </label>
                 <label>
                   Value
-                  <input type="password" autoComplete="off" value={row.value} onInput={(e) => update(row.key, { value: e.currentTarget.value })} />
+                  <input type="password" autoComplete="off" required value={row.value} onInput={(e) => update(row.key, { value: e.currentTarget.value })} />
                 </label>
                 <button type="button" aria-label={`Drop this ${secretKind}`} onClick={() => setSecrets((rows) => rows.filter((r) => r.key !== row.key))}>
                   ✕

@@ -74,7 +74,7 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
       const created = await createMcpServer(client, ws, s.server);
       setServers((list) => [...(list ?? []), created]);
       notify.info(`Added MCP server ${created.name}.`);
-    } else if (server) {
+    } else if (server && Object.keys(s.change).length > 0) {
       replace(await updateMcpServer(client, server.id, s.change));
       notify.info(`Saved MCP server ${server.name}.`);
     }

@@ -311,6 +311,13 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     assert.ok(!(await page.content()).includes("s3cr3t"), "no secret is in the page once saved");
     assert.ok(!JSON.stringify(await stored()).includes("s3cr3t"), "no secret is in the API's answers");
 
+    // AND saving it unchanged sends nothing
+    const patched = patches().length;
+    await row.getByRole("button", { name: "Edit" }).click();
+    await edit.getByRole("button", { name: "Save server" }).click();
+    await row.getByRole("button", { name: "Edit" }).waitFor();
+    assert.equal(patches().length, patched, "an unchanged server is not sent");
+
     // WHEN it is disabled
     await row.getByRole("checkbox", { name: "Enabled" }).uncheck();
     await row.getByText("disabled", { exact: true }).waitFor();
