@@ -76,6 +76,8 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
       notify.info(`Added MCP server ${created.name}.`);
     } else if (server && Object.keys(s.change).length > 0) {
       replace(await updateMcpServer(client, server.id, s.change));
+      // What a test found was of the server before the change.
+      setTests(({ [server.id]: _, ...rest }) => rest);
       notify.info(`Saved MCP server ${server.name}.`);
     }
     close();
