@@ -1,5 +1,8 @@
-// An agent's actions as the timeline shows them: what each tool is called, and a card for each call.
+// An agent's actions as the timeline shows them: what each tool is called, and a card for each
+// call. An MCP server's tool shows as its server (a badge) and its own name ("everything › echo"),
+// its arguments and result in short, readable form, the raw JSON one click away.
 
+import { mcpTool, resultIsError, shortArguments, shortResult } from "./mcp";
 import type { Action } from "./timeline";
 
 export const ACTION_LABELS: Record<string, string> = {
@@ -22,14 +25,65 @@ function summary(action: Action): string {
   return typeof first === "string" ? first : "";
 }
 
-export function ActionCard({ action }: { action: Action }) {
-  const label = ACTION_LABELS[action.tool] ?? action.tool;
-  const status = { running: "running…", done: "done", error: "failed", declined: "declined" }[action.status];
+/** A tool's name as a person reads it: an MCP tool as "server › tool", Spool's own by its label. */
+export function ToolName({ tool, server }: { tool: string; server?: string }) {
+  const mcp = mcpTool(tool, server);
+  if (!mcp) return <strong>{ACTION_LABELS[tool] ?? tool}</strong>;
   return (
-    <li class={`action ${action.status}`}>
-      <span class="badge">{label}</span> <span class="action-summary">{summary(action)}</span>{" "}
-      <span class="action-status">{status}</span>
-      {action.status === "error" && typeof action.result === "string" && <div class="action-error">{action.result}</div>}
+    <span class="mcp-call" title={`${mcp.server}__${mcp.name}`}>
+      <span class="badge mcp-server-badge" title="MCP server">
+        {mcp.server}
+      </span>
+      {" › "}
+      <span class="mcp-tool-name">{mcp.name}</span>
+    </span>
+  );
+}
+
+/** A call's raw JSON (its arguments, and its result when it has one), behind one click. */
+export function RawJson({ value }: { value: unknown }) {
+  return (
+    <details class="raw-json">
+      <summary>Raw JSON</summary>
+      <pre>{JSON.stringify(value, null, 2)}</pre>
+    </details>
+  );
+}
+
+/** An MCP call's arguments in a line, and their raw JSON; Spool's own tools' as before. */
+export function ToolArguments({ tool, server, args }: { tool: string; server?: string; args: unknown }) {
+  if (!mcpTool(tool, server)) return <pre>{JSON.stringify(args, null, 2)}</pre>;
+  const short = shortArguments(args);
+  return (
+    <>
+      <p class="mcp-args">{short || "No arguments."}</p>
+      <RawJson value={{ arguments: args }} />
+    </>
+  );
+}
+
+export function ActionCard({ action }: { action: Action }) {
+  const mcp = mcpTool(action.tool, action.server);
+  const failed = action.status === "error" || (action.status === "done" && resultIsError(action.result));
+  const state = failed ? "error" : action.status;
+  const status = { running: "running…", done: "done", error: "failed", declined: "declined" }[state];
+  if (!mcp)
+    return (
+      <li class={`action ${action.status}`}>
+        <span class="badge">{ACTION_LABELS[action.tool] ?? action.tool}</span> <span class="action-summary">{summary(action)}</span>{" "}
+        <span class="action-status">{status}</span>
+        {action.status === "error" && typeof action.result === "string" && <div class="action-error">{action.result}</div>}
+      </li>
+    );
+  const result = shortResult(action.result);
+  return (
+    <li class={`action mcp ${state}`}>
+      <div>
+        <ToolName tool={action.tool} server={action.server} /> <span class="action-summary">{shortArguments(action.arguments, 80)}</span>{" "}
+        <span class="action-status">{status}</span>
+      </div>
+      {result && <div class={failed ? "action-error" : "action-result"}>{result}</div>}
+      <RawJson value={action.result === undefined ? { arguments: action.arguments } : { arguments: action.arguments, [action.status === "error" ? "error" : "result"]: action.result }} />
     </li>
   );
 }

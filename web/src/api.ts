@@ -223,6 +223,18 @@ export class Client {
     throw await refusal(response);
   }
 
+  /**
+   * A JSON route the generated client does not have yet: `body` sent as JSON, the answer parsed
+   * (`null` for a 204), a refusal thrown as an `ApiError`.
+   */
+  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const init: RequestInit =
+      body === undefined ? { method } : { method, body: JSON.stringify(body), headers: { "content-type": "application/json" } };
+    const response = await this.fetch(`${this.endpoints.api}${path}`, init);
+    if (!response.ok) throw await refusal(response);
+    return (response.status === 204 ? null : await response.json()) as T;
+  }
+
   /** An openapi-fetch call's data, or its refusal as an `ApiError`. */
   private async call<T>(pending: Promise<Answer<T>>): Promise<T> {
     const answer = await pending;

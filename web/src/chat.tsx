@@ -11,7 +11,7 @@ import { Paperclip } from "./icons";
 import { type Connection, ChatStream } from "./live";
 import { renderMarkdown } from "./markdown";
 import { relative, useTick } from "./time";
-import { ACTION_LABELS, ActionCard } from "./actions";
+import { ActionCard, ToolArguments, ToolName } from "./actions";
 import { CaptureDecision, SaveToNotes } from "./notes";
 import { TurnNotice } from "./turn-notice";
 import { NoRunnerNote, useCliChoice } from "./runners";
@@ -486,9 +486,9 @@ function ApprovalCard({ item, client, sessionId, notify }: CardProps<"approval">
   return (
     <li class="request approval" aria-label="Approval request">
       <p>
-        <strong>{item.author}</strong> asks to <strong>{ACTION_LABELS[item.tool] ?? item.tool}</strong>:
+        <strong>{item.author}</strong> asks to {item.server ? "run " : ""}<ToolName tool={item.tool} server={item.server} />:
       </p>
-      <pre>{JSON.stringify(item.arguments, null, 2)}</pre>
+      <ToolArguments tool={item.tool} server={item.server} args={item.arguments} />
       {item.decision ? (
         <p class="answered">{item.decision === "approve" ? "Approved" : "Declined"}</p>
       ) : item.tool === "propose_capture" ? (

@@ -1,10 +1,12 @@
 // A workspace's settings page: its title and description, where its CLI agents run (this
 // server, or runners, with the runners that serve it), its working directory, how long what its
 // chats leave behind is kept, whom Spool tells when an agent needs a person (with what that does
-// on this server), and deleting the workspace, which asks for its title first.
+// on this server), its MCP servers (mcp-servers.tsx), and deleting the workspace, which asks for
+// its title first.
 
 import { useEffect, useState } from "preact/hooks";
 import { type CliHost, type Client, cliHostOf, type Workspace, type WorkspaceChange } from "./api";
+import { McpServers } from "./mcp-servers";
 import { RunnersList } from "./runners";
 import type { Notify } from "./toasts";
 
@@ -40,6 +42,7 @@ export function SettingsTab(props: {
           }
         }}
       />
+      <McpServers client={client} ws={ws} notify={notify} />
       <DeleteWorkspace
         title={workspace.title}
         onDelete={async () => {

@@ -7,6 +7,8 @@ import type { ChatEvent, FileRef } from "./api";
 export interface Action {
   id: string;
   tool: string;
+  /** The MCP server whose tool it is (`tool` is then `{server}__{tool}`). */
+  server?: string;
   arguments: unknown;
   status: "running" | "done" | "error" | "declined";
   result?: unknown;
@@ -35,6 +37,8 @@ export type Item =
       id: string;
       author: string;
       tool: string;
+      /** The MCP server whose tool it is. */
+      server?: string;
       arguments: unknown;
       decision?: string;
     }
@@ -69,6 +73,9 @@ const files = (v: unknown): FileRef[] =>
           typeof f === "object" && f !== null && typeof (f as FileRef).id === "string" && typeof (f as FileRef).filename === "string",
       )
     : [];
+
+/** An event's `server` (an MCP tool's), as a field to spread: absent for Spool's own tools. */
+const server = (v: unknown): { server?: string } => (typeof v === "string" && v ? { server: v } : {});
 
 const text = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
 
@@ -187,13 +194,21 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       }
       case "tool_start":
-        setAction(text(p.tool_call_id), () => ({ id: text(p.tool_call_id), tool: text(p.tool), arguments: p.arguments, status: "running" }));
+        setAction(text(p.tool_call_id), () => ({
+          id: text(p.tool_call_id),
+          tool: text(p.tool),
+          ...server(p.server),
+          arguments: p.arguments,
+          status: "running",
+        }));
         break;
       case "tool_end": {
         const status = p.declined === true || p.status === "declined" ? "declined" : p.error !== undefined ? "error" : "done";
         setAction(text(p.tool_call_id), (a) => ({
           id: text(p.tool_call_id),
           tool: text(p.tool) || a?.tool || "",
+          ...(a?.server ? { server: a.server } : {}),
+          ...server(p.server),
           arguments: a?.arguments,
           status,
           result: p.error ?? p.result,
@@ -201,7 +216,15 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       }
       case "tool_approval_required":
-        push({ kind: "approval", key: `ap:${text(p.tool_call_id)}`, id: text(p.tool_call_id), author: t.agentName, tool: text(p.tool), arguments: p.arguments });
+        push({
+          kind: "approval",
+          key: `ap:${text(p.tool_call_id)}`,
+          id: text(p.tool_call_id),
+          author: t.agentName,
+          tool: text(p.tool),
+          ...server(p.server),
+          arguments: p.arguments,
+        });
         break;
       case "approval_submitted":
         if (t.pendingTurn) t.awaiting = e.seq;
