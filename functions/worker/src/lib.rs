@@ -40,5 +40,5 @@ pub use error::Error;
 pub use maintenance::folder_sweep;
 pub use outbound::Webhooks;
 pub use poll::{PollSettings, poll_queue, poll_turns};
-pub use runtimes::{cli_agents, engine_settings, runtimes};
+pub use runtimes::{cli_agents, engine_settings, mcp_settings, runtimes};
 pub use worker::{DEFAULT_MAX_ATTEMPTS, Worker};

@@ -66,12 +66,21 @@ pub fn engine_settings(
             ..spool_agents::files::InlineLimits::default()
         },
         // Stdio servers are started only where the composition says (`spool serve`).
-        mcp: spool_agents::mcp::McpSettings {
-            call_timeout: config.agents.mcp_call_timeout,
-            env: config.agents.cli_inherited.clone(),
-            work_root: config.cli_work_dir().join(".mcp"),
-            ..spool_agents::mcp::McpSettings::default()
-        },
+        mcp: mcp_settings(config, false),
         ..spool_agents::Settings::default()
+    }
+}
+
+/// How MCP servers are reached, from configuration: each call's time limit
+/// (`SPOOL_MCP_CALL_TIMEOUT_MS`), what a stdio server keeps of the environment (`PATH` and the
+/// locale, as CLI agents), its folders under the CLI work directory; stdio servers are started
+/// only when `spawn_stdio` (`spool serve`, never a Lambda). The engine's and the probe's.
+pub fn mcp_settings(config: &spool_platform::Config, spawn_stdio: bool) -> spool_agents::mcp::McpSettings {
+    spool_agents::mcp::McpSettings {
+        call_timeout: config.agents.mcp_call_timeout,
+        spawn_stdio,
+        env: config.agents.cli_inherited.clone(),
+        work_root: config.cli_work_dir().join(".mcp"),
+        ..spool_agents::mcp::McpSettings::default()
     }
 }

@@ -130,10 +130,10 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
         let path = entry.path();
         match entry.file_type() {
             Ok(t) if t.is_dir() => found.extend(files_holding(&path, needle)),
-            Ok(t) if t.is_file() => {
-                if std::fs::read(&path).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle)) {
-                    found.push(path);
-                }
+            Ok(t)
+                if t.is_file() && std::fs::read(&path).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle)) =>
+            {
+                found.push(path);
             }
             _ => {}
         }
