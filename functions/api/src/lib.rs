@@ -184,10 +184,13 @@ impl ChatApi {
     /// The same API, sealing MCP servers' header and env values with `data_key` (the
     /// deployment's `SPOOL_DATA_KEY`; without one, servers with such values are refused), and
     /// saying whether the deployment's worker can start programs (`spawns`: `spool serve` can,
-    /// Lambda cannot, so a `stdio` server there needs a workspace on runners).
+    /// Lambda cannot, so a `stdio` server there needs a workspace on runners). Runners' claims
+    /// read the servers through it too.
     #[must_use]
     pub fn with_mcp_servers(mut self, data_key: Option<Arc<spool_chat::mcp::SecretBox>>, spawns: bool) -> Self {
         self.mcp_servers = self.mcp_servers.with_secrets(data_key).with_spawning(spawns);
+        // Runners get a claimed turn's servers, secrets opened, in its assignment.
+        self.runners = self.runners.with_mcp(Arc::new(self.mcp_servers.clone()));
         self
     }
 

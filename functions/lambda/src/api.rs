@@ -52,7 +52,11 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
         .with_default_cli_host(config.agents.cli_host.unwrap_or(CliHost::Runners))
         // MCP servers' secrets are sealed with the data key's secret; a Lambda never starts a
         // stdio server's program.
-        .with_mcp_servers(config.data_box()?.map(Arc::new), false);
+        .with_mcp_servers(config.data_box()?.map(Arc::new), false)
+        // "Test connection" reaches `http` servers from here; never a stdio one.
+        .with_mcp_probe(Arc::new(spool_agents::mcp::Probe::new(spool_worker::mcp_settings(
+            config, false,
+        ))));
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));
     // Only through the deployment's CloudFront distribution (it adds the origin secret).

@@ -47,7 +47,14 @@ async fn from_config(config: &spool_platform::Config) -> Result<Worker, lambda_r
     .with_files(aws.files()?)
     .with_notifier(aws.notifier().await)
     .with_feeds(aws.aggregates())
-    .with_metrics(metrics.clone());
+    .with_metrics(metrics.clone())
+    // Model agents call the workspaces' MCP servers (`http` ones: a Lambda starts no program).
+    .with_mcp(Arc::new(spool_chat::service::McpServerService::new(
+        metadata.clone(),
+        Arc::new(spool_log::clock::SystemClock),
+        config.data_box()?.map(Arc::new),
+        false,
+    )));
     let engine = match aws.maintenance_jobs() {
         Some(jobs) => engine.with_jobs(jobs),
         None => engine,

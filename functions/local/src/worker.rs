@@ -127,7 +127,13 @@ pub(crate) fn spawn_worker(
     .with_files(services.files.clone())
     .with_notifier(notifier)
     .with_feeds(services.aggregates.clone())
-    .with_jobs(push.jobs.clone());
+    .with_jobs(push.jobs.clone())
+    .with_mcp(Arc::new(spool_chat::service::McpServerService::new(
+        services.metadata.clone(),
+        Arc::new(SystemClock),
+        Some(Arc::new(crate::keys::data_key(config)?)),
+        true,
+    )));
     let worker = spool_worker::Worker::new(services.log.clone())
         .with_aggregates(services.log.clone())
         .with_runner_checks(services.metadata.clone(), services.log.clone(), services.turns.clone())

@@ -118,7 +118,10 @@ pub(crate) async fn mcp(State(api): State<Arc<ChatApi>>, caller: Caller, mut req
     }
     request.extensions_mut().insert(Caller(caller.0));
     request.extensions_mut().insert(Served(api.clone()));
-    let service = api.mcp_server.get_or_init(|| service(&api.mcp_settings, &api.access)).clone();
+    let service = api
+        .mcp_server
+        .get_or_init(|| service(&api.mcp_settings, &api.access))
+        .clone();
     match service.oneshot(request).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
