@@ -471,6 +471,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
 
     // A workspace's chat webhooks.
     chat_webhooks(&api, &ws).await;
+    mcp_servers(&api, &ws).await;
 
     // The protocol's subscriptions: a pull-wake one, claimed, acked, released; a webhook one
     // (its receiver never called here); the JWKS.
@@ -1045,5 +1046,63 @@ async fn chat_webhooks(api: &Checked<'_>, ws: &str) {
     api.ok(Method::DELETE, &hook, None).await;
     api.refused(404, Method::GET, &hook, None).await;
     api.refused(404, Method::GET, "/v1/workspaces/ws_missing/webhooks", None)
+        .await;
+}
+
+/// A workspace's MCP servers: made, refused, listed, read, changed, tested and deleted.
+async fn mcp_servers(api: &Checked<'_>, ws: &str) {
+    let servers = format!("/v1/workspaces/{ws}/mcp-servers");
+    let made = api
+        .ok(
+            Method::POST,
+            &servers,
+            Some(json!({
+                "name": "docs",
+                "transport": "http",
+                "url": "https://mcp.example/mcp",
+                "headers": {"Authorization": "Bearer documented"},
+                "tools": {"echo": "allow"},
+            })),
+        )
+        .await;
+    assert_eq!(made["headers"]["Authorization"], "set");
+    let local = api
+        .ok(
+            Method::POST,
+            &servers,
+            Some(json!({"name": "local", "transport": "stdio", "command": "node", "env": {"K": "v"}})),
+        )
+        .await;
+    assert_eq!(local["runs_on"], "worker");
+    api.refused(
+        400,
+        Method::POST,
+        &servers,
+        Some(json!({"name": "Bad", "transport": "http"})),
+    )
+    .await;
+    api.refused(
+        409,
+        Method::POST,
+        &servers,
+        Some(json!({"name": "docs", "transport": "http", "url": "https://mcp.example/mcp"})),
+    )
+    .await;
+    api.ok(Method::GET, &servers, None).await;
+    let server = format!("/v1/mcp-servers/{}", id(&made));
+    api.ok(Method::GET, &server, None).await;
+    let changed = api
+        .ok(
+            Method::PATCH,
+            &server,
+            Some(json!({"headers": {"Authorization": null}, "tools": {"echo": "deny"}})),
+        )
+        .await;
+    assert_eq!(changed["tools"]["echo"], "deny");
+    let tested = api.ok(Method::POST, &format!("{server}/test"), None).await;
+    assert_eq!(tested["ok"], false);
+    api.ok(Method::DELETE, &server, None).await;
+    api.refused(404, Method::GET, &server, None).await;
+    api.refused(404, Method::GET, "/v1/workspaces/ws_missing/mcp-servers", None)
         .await;
 }

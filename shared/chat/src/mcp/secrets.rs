@@ -206,7 +206,7 @@ mod tests {
         let stranger = SecretBox::new(&[7; 32]);
         assert!(stranger.open(&here, &sealed).is_err());
         // AND a tampered or unversioned value does not open either
-        let mut tampered = sealed.0.clone();
+        let mut tampered = sealed.0;
         let last = tampered.pop().unwrap();
         tampered.push(if last == 'A' { 'B' } else { 'A' });
         assert!(sealer.open(&here, &SealedSecret(tampered)).is_err());
