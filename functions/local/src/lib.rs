@@ -25,6 +25,16 @@ mod worker;
 
 pub use serve::{App, app, serve};
 
+/// Makes this process not dumpable, so the programs it starts as the same user (CLI agents,
+/// stdio MCP servers) cannot read its secrets from `/proc/{pid}/environ` or its memory: a
+/// process that is not dumpable has its `/proc` files owned by root. The programs, which
+/// `exec`, are dumpable again (it is not inherited).
+pub(crate) fn hide_from_children() {
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        tracing::warn!(error = %e, "cannot hide this process's environment from the programs it starts");
+    }
+}
+
 /// Spool: durable chat between people and AI agents.
 #[derive(Debug, Parser)]
 #[command(name = "spool", version, about)]

@@ -137,6 +137,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
 
 /// Runs `spool serve` until Ctrl-C or SIGTERM; `no_auth` turns authorization off.
 pub async fn serve(config: Config, no_auth: bool) -> anyhow::Result<()> {
+    // CLI agents and stdio MCP servers run as this user: its environment (signing secret, data
+    // key, AWS credentials) stays out of their reach.
+    crate::hide_from_children();
     let App {
         router,
         api_key,

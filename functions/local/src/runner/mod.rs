@@ -73,11 +73,8 @@ pub struct RunnerArgs {
 /// runs; their turns are offered again once their leases run out.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     // The CLIs run as this user: without this, one could read the runner's key from
-    // `/proc/{runner}/environ`. A process that is not dumpable has its `/proc` files owned by
-    // root (the CLIs, which `exec`, are dumpable again: it is not inherited).
-    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
-        tracing::warn!(error = %e, "cannot hide this process's environment from the CLIs it runs");
-    }
+    // `/proc/{runner}/environ`.
+    crate::hide_from_children();
     if rustix::process::geteuid().is_root() {
         tracing::warn!(
             "spool runner runs as root: the CLIs it runs can read anything on this machine, this runner's key included; \
