@@ -17,6 +17,8 @@
 //! - Runtimes that work on disk (CLIs) are not given tools: they get the endpoints
 //!   ([`Request::mcp_servers`]) and give them to their program.
 
+use std::collections::BTreeMap;
+
 use spool_chat::mcp::{McpCatalog, McpEndpoint, McpLaunch, ToolPolicy, default_policy, tool_name};
 
 use super::*;
@@ -124,6 +126,48 @@ impl Step<'_> {
             self.toolbox = Some(toolbox);
         }
         Ok(self.toolbox.get_or_insert_default())
+    }
+
+    /// For a CLI's request: the tools of each of `endpoints` and whether it marks each
+    /// read-only, for the servers the
+    /// engine can list (HTTP ones, and stdio ones where programs may be started), each listed
+    /// once within [`McpSettings`]' bounds. A server left out (or that fails) gets only its
+    /// `allow` tools offered to the CLI.
+    pub(super) async fn mcp_listed(&self, endpoints: &[McpEndpoint]) -> BTreeMap<String, BTreeMap<String, bool>> {
+        let settings = &self.engine.settings.mcp;
+        let listable: Vec<&McpEndpoint> = endpoints
+            .iter()
+            .filter(|e| settings.spawn_stdio || !matches!(e.launch, McpLaunch::Stdio { .. }))
+            .collect();
+        if listable.is_empty() {
+            return BTreeMap::new();
+        }
+        let place = self.stdio_place(endpoints, settings).await;
+        let listed = futures_util::future::join_all(listable.iter().map(|endpoint| async {
+            let place = match &place {
+                Ok(place) => place.as_ref(),
+                Err(e) if matches!(endpoint.launch, McpLaunch::Stdio { .. }) => return Err(e.clone()),
+                Err(_) => None,
+            };
+            let connection = Connection::open(endpoint, settings, place).await?;
+            let tools = connection.tools(settings).await;
+            connection.close().await;
+            tools
+        }))
+        .await;
+        let mut read_only = BTreeMap::new();
+        for (endpoint, listed) in listable.into_iter().zip(listed) {
+            match listed {
+                Ok(tools) => {
+                    let names = tools.into_iter().map(|t| (t.name, t.read_only)).collect();
+                    read_only.insert(endpoint.id.clone(), names);
+                }
+                Err(reason) => {
+                    tracing::warn!(server = %endpoint.name, %reason, "an MCP server's tools could not be listed for a CLI; only its `allow` tools are offered");
+                }
+            }
+        }
+        read_only
     }
 
     async fn build_toolbox(&mut self) -> Result<Toolbox, Error> {
