@@ -266,6 +266,11 @@ fn write_private(path: &Path, text: &str) -> Result<(), Error> {
         .map_err(|e| Error::Failed(format!("cannot write the CLI's MCP configuration: {e}")))
 }
 
+/// What `cli` gets for `request`'s MCP servers ([`setup`]).
+pub(super) fn setup_for(cli: CliType, request: &crate::runtime::Request, root: &Path) -> Result<McpSetup, Error> {
+    setup(cli, &request.mcp_servers, &request.mcp_listed, root)
+}
+
 /// What `cli` gets for `servers` (with what the engine `listed` of their tools): nothing when
 /// no server has a tool the CLI may run; else the configuration written
 /// in a new private folder under `root` (`{work root}/.mcp`, beside the organizations' folders,

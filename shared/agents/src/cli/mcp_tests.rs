@@ -80,7 +80,11 @@ fn a_cli_is_offered_allowed_tools_and_read_only_ones_without_a_policy_only() {
         names,
         [
             // Not listed: only its `allow` tool.
-            ("everything", &["echo"][..], &["get-env", "trigger-long-running-operation"][..]),
+            (
+                "everything",
+                &["echo"][..],
+                &["get-env", "trigger-long-running-operation"][..]
+            ),
             // Listed, no policy: its read-only tools; the other (default `ask`) withheld.
             ("remote", &["read_secret", "search"][..], &["delete_all"][..]),
         ]
@@ -94,10 +98,7 @@ fn a_cli_is_offered_allowed_tools_and_read_only_ones_without_a_policy_only() {
     // server where the engine cannot start it), or listed with no read-only tool.
     let servers = self::servers();
     assert_eq!(offers(&servers, &Listed::new()).len(), 1);
-    let writes = BTreeMap::from([(
-        "mcp_2".to_owned(),
-        BTreeMap::from([("delete_all".to_owned(), false)]),
-    )]);
+    let writes = BTreeMap::from([("mcp_2".to_owned(), BTreeMap::from([("delete_all".to_owned(), false)]))]);
     let given = offers(&servers, &writes);
     assert_eq!(given.len(), 1);
     assert_eq!(given[0].server.name, "everything");
@@ -126,7 +127,11 @@ fn claude_gets_a_strict_config_with_only_the_tools_it_may_run() {
     // Tool by tool, never a whole server.
     assert_eq!(
         allowed,
-        ["mcp__everything__echo", "mcp__remote__read_secret", "mcp__remote__search"]
+        [
+            "mcp__everything__echo",
+            "mcp__remote__read_secret",
+            "mcp__remote__search"
+        ]
     );
     assert_eq!(
         denied,
@@ -201,8 +206,14 @@ fn codex_gets_its_toml_with_quoted_keys_and_escaped_values() {
         "{text}"
     );
     assert!(text.contains("enabled_tools = [\"echo\"]\n"), "{text}");
-    assert!(text.contains("enabled_tools = [\"read_secret\", \"search\"]\n"), "{text}");
-    assert!(!text.contains("disabled_tools") && !text.contains("delete_all"), "{text}");
+    assert!(
+        text.contains("enabled_tools = [\"read_secret\", \"search\"]\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("disabled_tools") && !text.contains("delete_all"),
+        "{text}"
+    );
     assert!(!text.contains("bad name"), "{text}");
 }
 
