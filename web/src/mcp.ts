@@ -112,7 +112,8 @@ export const testMcpServer = (client: Client, id: string) => client.json<McpTest
 /** An MCP tool call's server and the tool's own name (`everything`, `echo`), or `null` for Spool's own tools. */
 export function mcpTool(tool: string, server: string | undefined): { server: string; name: string } | null {
   if (!server) return null;
-  const prefix = `${server}__`;
+  // A client tool's server is the client's (`companion:{name}`, the tool `companion__{name}__{tool}`).
+  const prefix = server.startsWith("companion:") ? `companion__${server.slice("companion:".length)}__` : `${server}__`;
   return { server, name: tool.startsWith(prefix) ? tool.slice(prefix.length) : tool };
 }
 
