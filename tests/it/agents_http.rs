@@ -1078,8 +1078,9 @@ pub(crate) async fn a_clients_own_tool_waits_for_its_output<H: Harness>(harness:
     let start = one(&events, &turn, "tool_start");
     assert_eq!(start["payload"]["client"], true);
     assert_eq!(start["payload"]["arguments"], json!({ "precise": true }));
-    // The client named where it runs the tool: its call says so.
-    assert_eq!(start["payload"]["server"], "gps");
+    // The client named where it runs the tool: its call says so, as the client's (never as a
+    // workspace's server).
+    assert_eq!(start["payload"]["server"], "companion:gps");
     let call = start["payload"]["tool_call_id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

@@ -59,6 +59,7 @@ mod llm_http;
 mod log_aws;
 mod mcp_client;
 mod mcp_http;
+mod mcp_races;
 mod mcp_servers_http;
 mod mcp_store;
 mod names_http;

@@ -26,7 +26,7 @@ use spool_chat::{
     metadata::Metadata,
     turns::TurnJob,
 };
-use spool_log::{clock::SystemClock, port::StreamLog};
+use spool_log::{clock::SystemClock, port::StreamLog, subscription::spec::UrlPolicy};
 use spool_tests::{EmbeddedHarness, Harness};
 
 use crate::{
@@ -131,6 +131,8 @@ fn mcp_settings(call_timeout: Duration) -> McpSettings {
         spawn_stdio: true,
         env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
         work_root: std::env::temp_dir().join("spool-test-mcp"),
+        // The reference server listens on loopback, as under `spool serve` on loopback.
+        urls: UrlPolicy { loopback_http: true },
         ..McpSettings::default()
     }
 }
@@ -366,6 +368,18 @@ async fn a_model_calls_an_http_servers_tools() {
 /// worker connects again, runs the call once and carries the turn to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ask_tool_waits_for_approval_across_a_restart() {
+    approve_across_a_restart(false).await;
+}
+
+/// An approved call whose server cannot be reached in the next step ends saying so (not as a
+/// tool that does not exist), and the turn goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approved_call_whose_server_is_down_says_so() {
+    approve_across_a_restart(true).await;
+}
+
+/// The approval flow across a restart; the server is down in the second step when `down`.
+async fn approve_across_a_restart(down: bool) {
     let provider = Provider::OpenAi;
     let harness = EmbeddedHarness::new();
     let state = Arc::new(Fake::default());
@@ -393,7 +407,14 @@ async fn an_ask_tool_waits_for_approval_across_a_restart() {
     let chat = chat_of(&api, provider).await;
     let pid = tempfile::NamedTempFile::new().unwrap();
     let catalog = Arc::new(Catalog(vec![stdio_server(pid.path(), &[("get-sum", ToolPolicy::Ask)])]));
-    let engine = || {
+    let down_catalog = Arc::new(Catalog(vec![McpEndpoint {
+        launch: McpLaunch::Http {
+            url: "http://127.0.0.1:9/mcp".into(),
+            headers: BTreeMap::new(),
+        },
+        ..stdio_server(pid.path(), &[("get-sum", ToolPolicy::Ask)])
+    }]));
+    let engine = |catalog: Arc<Catalog>| {
         let settings = Settings {
             mcp: mcp_settings(Duration::from_secs(30)),
             workspace_roots: spool_tests::workspace_roots(metadata.clone()),
@@ -406,7 +427,7 @@ async fn an_ask_tool_waits_for_approval_across_a_restart() {
             Arc::new(SystemClock),
             settings,
         )
-        .with_mcp(catalog.clone())
+        .with_mcp(catalog)
     };
     let turn = send(&api, &chat, "Add 2 and 3").await;
     let message_seq = all_events(&api, &chat)
@@ -417,7 +438,7 @@ async fn an_ask_tool_waits_for_approval_across_a_restart() {
         .as_u64()
         .unwrap();
     // WHEN the first worker runs the step
-    let first = engine();
+    let first = engine(catalog.clone());
     let job = TurnJob::new(&org_of(&api), &chat, &turn, message_seq);
     assert_eq!(first.run(&job, 1).await.unwrap(), Outcome::Waiting);
     drop(first);
@@ -443,10 +464,26 @@ async fn an_ask_tool_waits_for_approval_across_a_restart() {
         )
         .await;
     let next = TurnJob::new(&org_of(&api), &chat, &turn, approved["seq"].as_u64().unwrap());
-    let outcome = engine().run(&next, 1).await.unwrap();
+    let outcome = engine(if down { down_catalog } else { catalog })
+        .run(&next, 1)
+        .await
+        .unwrap();
     // THEN the call runs once on a server started again, and the turn completes
     assert_eq!(outcome, Outcome::Ended(spool_agents::EndReason::Complete));
     let events = all_events(&api, &chat).await;
+    if down {
+        // (or, its server down, it ends saying the server could not be reached)
+        let end = one(&events, &turn, "tool_end")["payload"].clone();
+        let error = end["error"].as_str().unwrap();
+        assert!(error.contains("`everything` could not be reached"), "{error}");
+        assert_eq!(end["server"], "everything");
+        assert!(
+            requests(&state)[1]["messages"]
+                .to_string()
+                .contains("could not be reached")
+        );
+        return;
+    }
     let ends = calls_ran_once(&events, &turn, 1);
     assert_eq!(ends[0]["payload"]["result"]["text"], "The sum of 2 and 3 is 5.");
     let second_pid: u32 = std::fs::read_to_string(pid.path()).unwrap().trim().parse().unwrap();
@@ -624,6 +661,40 @@ async fn the_probe_lists_a_servers_tools_over_both_transports() {
     assert!(reason.contains("not started here"), "{reason}");
 }
 
+/// An http server on a loopback or private address is not reached where the deployment's
+/// policy is public addresses only (a Lambda, `spool serve` on a public address), by its
+/// address or by a name resolving to it; it is where loopback is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_on_the_deployments_own_network_is_not_reached_under_the_public_policy() {
+    let http = HttpServer::start().await;
+    let public_only = McpSettings {
+        urls: UrlPolicy { loopback_http: false },
+        ..mcp_settings(Duration::from_secs(10))
+    };
+    let by_name = |url: &str| McpEndpoint {
+        launch: McpLaunch::Http {
+            url: url.to_owned(),
+            headers: BTreeMap::new(),
+        },
+        ..http.endpoint(&[])
+    };
+    let port = http.url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    let named = by_name(&format!("http://localhost:{port}/mcp"));
+    for endpoint in [http.endpoint(&[]), named.clone()] {
+        let reason = Probe::new(public_only.clone()).probe(&endpoint).await.unwrap_err();
+        assert!(reason.contains("http is only for localhost"), "{reason}");
+    }
+    // An https URL naming a private literal is refused as written.
+    let private = by_name(&format!("https://10.0.0.1:{port}/mcp"));
+    let reason = Probe::new(public_only).probe(&private).await.unwrap_err();
+    assert!(reason.contains("public"), "{reason}");
+    let loopback = Probe::new(mcp_settings(Duration::from_secs(10)));
+    for endpoint in [http.endpoint(&[]), named] {
+        let tools = loopback.probe(&endpoint).await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "echo"));
+    }
+}
+
 fn alive(pid: u32) -> bool {
     // A zombie (killed, not yet reaped) is not alive.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -690,50 +761,64 @@ impl spool_agents::runtimes::CliRuntimes for RecordingClis {
 }
 
 /// A CLI agent is given the workspace's servers (with their secrets, for its own MCP
-/// configuration) instead of their tools: the engine connects to none of them.
+/// configuration) instead of their tools; the engine lists each server's tools once for it,
+/// with the read-only hints its allowlist needs, and stops the server. Where programs may not
+/// be started, a stdio server is not listed (the CLI then gets only its `allow` tools).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cli_agent_gets_the_servers_not_their_tools() {
-    let harness = EmbeddedHarness::new();
-    let cli = Arc::new(RecordingCli::default());
-    let runtimes = spool_agents::Runtimes::scripted_only().with_cli(Arc::new(RecordingClis(cli.clone())));
-    let pid = tempfile::NamedTempFile::new().unwrap();
-    let server = stdio_server(pid.path(), &[]);
-    let settings = Settings {
-        mcp: mcp_settings(Duration::from_secs(5)),
-        ..test_settings()
-    };
-    let stack = stack_with_mcp(&harness, runtimes, settings, Arc::new(Catalog(vec![server.clone()]))).await;
-    let api = &stack.api;
-    let ws = api
-        .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "CLI" })))
-        .await;
-    let ws = ws["id"].as_str().unwrap().to_owned();
-    let agent = api
-        .ok(
-            Method::POST,
-            &format!("/v1/workspaces/{ws}/agents"),
-            Some(json!({ "name": "Coder", "instruction": "Code.", "runtime": "cli", "cli_type": "claude" })),
-        )
-        .await;
-    let chat = api
-        .ok(
-            Method::POST,
-            "/v1/sessions",
-            Some(json!({ "agent_id": agent["id"], "workspace_id": ws })),
-        )
-        .await;
-    let chat = chat["id"].as_str().unwrap().to_owned();
-    let turn = send(api, &chat, "Code something").await;
-    let events = until(api, &chat, &turn, "agent_end").await;
-    assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
-    let asked = cli.0.lock().unwrap().clone();
-    assert_eq!(asked.len(), 1);
-    assert_eq!(asked[0].mcp_servers, vec![server]);
-    assert!(!asked[0].tools.iter().any(|t| t.name.starts_with("everything__")));
-    assert_eq!(
-        std::fs::read_to_string(pid.path()).unwrap(),
-        "",
-        "the engine started no server"
-    );
-    no_secret_in(api, &chat).await;
+async fn a_cli_agent_gets_the_servers_and_their_read_only_tools_not_their_tools() {
+    for spawn_stdio in [true, false] {
+        let harness = EmbeddedHarness::new();
+        let cli = Arc::new(RecordingCli::default());
+        let runtimes = spool_agents::Runtimes::scripted_only().with_cli(Arc::new(RecordingClis(cli.clone())));
+        let pid = tempfile::NamedTempFile::new().unwrap();
+        let server = stdio_server(pid.path(), &[]);
+        let settings = Settings {
+            mcp: McpSettings {
+                spawn_stdio,
+                ..mcp_settings(Duration::from_secs(5))
+            },
+            ..test_settings()
+        };
+        let stack = stack_with_mcp(&harness, runtimes, settings, Arc::new(Catalog(vec![server.clone()]))).await;
+        let api = &stack.api;
+        let ws = api
+            .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "CLI" })))
+            .await;
+        let ws = ws["id"].as_str().unwrap().to_owned();
+        let agent = api
+            .ok(
+                Method::POST,
+                &format!("/v1/workspaces/{ws}/agents"),
+                Some(json!({ "name": "Coder", "instruction": "Code.", "runtime": "cli", "cli_type": "claude" })),
+            )
+            .await;
+        let chat = api
+            .ok(
+                Method::POST,
+                "/v1/sessions",
+                Some(json!({ "agent_id": agent["id"], "workspace_id": ws })),
+            )
+            .await;
+        let chat = chat["id"].as_str().unwrap().to_owned();
+        let turn = send(api, &chat, "Code something").await;
+        let events = until(api, &chat, &turn, "agent_end").await;
+        assert_eq!(one(&events, &turn, "agent_end")["payload"]["reason"], "complete");
+        let asked = cli.0.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].mcp_servers, vec![server]);
+        assert!(!asked[0].tools.iter().any(|t| t.name.starts_with("everything__")));
+        let started = std::fs::read_to_string(pid.path()).unwrap();
+        if spawn_stdio {
+            let listed = &asked[0].mcp_listed["mcp_stdio"];
+            // The reference server's hints: `echo` reads, `toggle-simulated-logging` does not.
+            assert_eq!(listed.get("echo"), Some(&true), "{listed:?}");
+            assert_eq!(listed.get("toggle-simulated-logging"), Some(&false), "{listed:?}");
+            let pid: u32 = started.trim().parse().expect("the listing started the server");
+            spool_tests::eventually("the listed server is stopped", || async { (!alive(pid)).then_some(()) }).await;
+        } else {
+            assert!(asked[0].mcp_listed.is_empty(), "{:?}", asked[0].mcp_listed);
+            assert_eq!(started, "", "the engine started no server");
+        }
+        no_secret_in(api, &chat).await;
+    }
 }

@@ -116,6 +116,12 @@ where
         json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "headers": { "Host": "v" } }),
         json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "headers": { "X-A": "a\r\nb" } }),
         json!({ "name": "x", "transport": "stdio", "command": "node", "env": { "1BAD": "v" } }),
+        json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "headers": { "Mcp-Session-Id": "v" } }),
+        json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "headers": { "mcp-other": "v" } }),
+        json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "headers": { "Last-Event-Id": "v" } }),
+        json!({ "name": "x", "transport": "stdio", "command": "node", "env": { "LD_PRELOAD": "/x.so" } }),
+        json!({ "name": "x", "transport": "stdio", "command": "node", "env": { "PATH": "/tmp" } }),
+        json!({ "name": "x", "transport": "stdio", "command": "node", "env": { "SPOOL_DATA_KEY": "v" } }),
         json!({ "name": "x", "transport": "ftp", "url": "https://mcp.example/mcp" }),
         json!({ "name": "x", "transport": "http", "url": "https://mcp.example/mcp", "tools": { "t": "maybe" } }),
     ];
@@ -123,6 +129,16 @@ where
         let (status, answer) = api.call(Method::POST, &path, Some(body.clone())).await;
         assert_eq!(status, 400, "{body}: {answer}");
     }
+    // AND a reserved header is refused saying so, in a change too
+    let (status, answer) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/mcp-servers/{http_id}"),
+            Some(json!({ "headers": { "Mcp-Protocol-Version": "v" } })),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("reserved"), "{answer}");
 
     // WHEN the http server's headers and tools are changed, some set and some removed
     let server_path = format!("/v1/mcp-servers/{http_id}");
@@ -195,15 +211,14 @@ where
         }
         other => panic!("{other:?}"),
     }
-    // AND a catalog with another data key refuses to open them, saying which
+    // AND a catalog with another data key opens neither: it leaves both out
     let stranger = McpServerService::new(
         Arc::new(harness.metadata().await),
         Arc::new(SystemClock),
         Some(Arc::new(SecretBox::new(&[9; 32]))),
         true,
     );
-    let e = stranger.endpoints(&org, &ws).await.unwrap_err();
-    assert!(e.to_string().contains("does not open"), "{e}");
+    assert!(stranger.endpoints(&org, &ws).await.unwrap().is_empty());
 
     // WHEN it is tested in a deployment without a probe, THEN it says so
     let body = api.ok(Method::POST, &format!("{server_path}/test"), None).await;
@@ -250,7 +265,10 @@ impl Write for Captured {
 
 /// Every answer about servers with secrets, and every log line of the process meanwhile (at
 /// every level), holds none of their values.
-pub(crate) async fn no_secret_shows_in_answers_or_logs<H: Harness>(harness: &H) {
+pub(crate) async fn no_secret_shows_in_answers_or_logs<H: Harness>(harness: &H)
+where
+    H::Metadata: Metadata + 'static,
+{
     // GIVEN every log line of this process captured (each test runs in its own process)
     let captured = Captured::default();
     let writer = captured.clone();
@@ -281,11 +299,24 @@ pub(crate) async fn no_secret_shows_in_answers_or_logs<H: Harness>(harness: &H) 
     answers.push(api.call(Method::PATCH, &server_path, Some(bad)).await.1);
     answers.push(api.call(Method::POST, &path, Some(http_server("docs"))).await.1);
     answers.push(api.call(Method::POST, &format!("{server_path}/test"), None).await.1);
+    // (a catalog that cannot open the stdio server leaves it out, saying which, not its value)
+    let local = answers[1]["id"].as_str().unwrap().to_owned();
+    let stranger = McpServerService::new(
+        Arc::new(harness.metadata().await),
+        Arc::new(SystemClock),
+        Some(Arc::new(SecretBox::new(&[9; 32]))),
+        true,
+    );
+    assert!(stranger.endpoints(&org_of(&api), &ws).await.unwrap().is_empty());
     api.ok(Method::DELETE, &server_path, None).await;
 
     // THEN no answer and no log line holds a value
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(logs.contains("MCP server made"), "the logs were not captured: {logs}");
+    assert!(
+        logs.lines().any(|l| l.contains("MCP server left out") && l.contains(&local)),
+        "the left-out server is not named: {logs}"
+    );
     for secret in [HEADER_SECRET, NEW_HEADER_SECRET, ENV_SECRET, "s3cr3t"] {
         for answer in &answers {
             assert!(

@@ -91,17 +91,18 @@ pub(crate) async fn servers_are_kept_per_workspace_with_unique_names<H: Harness>
     ));
 
     // WHEN one is renamed to the other's name, THEN it is refused; to a new one, the old is free
-    let clash = store.update_mcp_server(&org, &server(&a, &ws, "code", 10)).await;
+    let clash = store.update_mcp_server(&org, &server(&a, &ws, "code", 10), 10).await;
     assert!(matches!(clash, Err(Error::Exists { .. })), "{clash:?}");
     let mut renamed = server(&a, &ws, "docs2", 10);
     renamed.enabled = false;
-    store.update_mcp_server(&org, &renamed).await.unwrap();
+    renamed.updated_ms = 11;
+    store.update_mcp_server(&org, &renamed, 10).await.unwrap();
     assert_eq!(store.mcp_server(&org, &a).await.unwrap(), Some(renamed));
     store
         .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 50))
         .await
         .unwrap();
-    let missing = store.update_mcp_server(&org, &server("mcp_none", &ws, "none", 1)).await;
+    let missing = store.update_mcp_server(&org, &server("mcp_none", &ws, "none", 1), 1).await;
     assert!(matches!(missing, Err(Error::Missing { .. })), "{missing:?}");
 
     // WHEN one is deleted, THEN it is gone and its name free

@@ -4,6 +4,7 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
 import { runCompanionCalls } from "./companion";
+import { CompanionConfirms } from "./companion-view";
 import { Composer, humanSize } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
@@ -129,6 +130,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         onClose={page ? undefined : () => dialog.current?.close()}
       />
       <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} />
+      <CompanionConfirms sessionId={sessionId} />
       <Composer
         client={client}
         session={session}

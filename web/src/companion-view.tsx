@@ -1,8 +1,9 @@
 // The companion in the page: the header's indicator ("Companion connected" or "Offline mode",
-// with why, and where to look for it) and the side panel of open loops and suggestions.
+// with why, and where to look for it), the side panel of open loops and suggestions, and the
+// cards that ask the person before a tool of the companion's MCP servers that is not read-only runs.
 
 import { useEffect, useState } from "preact/hooks";
-import { companionUrl, type OpenLoop, type Suggestion, setCompanionUrl, sidePanel, useCompanion } from "./companion";
+import { companionUrl, type OpenLoop, type Suggestion, setCompanionUrl, sidePanel, useCompanion, useConfirms } from "./companion";
 
 export function CompanionBadge() {
   const companion = useCompanion();
@@ -76,5 +77,31 @@ export function CompanionPanel() {
         </section>
       )}
     </aside>
+  );
+}
+
+/** The calls of chat `sessionId`'s agent of the companion's tools waiting for the person's word: Run or Decline. */
+export function CompanionConfirms({ sessionId }: { sessionId: string }) {
+  const waiting = useConfirms(sessionId);
+  if (waiting.length === 0) return null;
+  return (
+    <div class="companion-confirms">
+      {waiting.map((c) => (
+        <section key={c.id} class="request approval" role="alertdialog" aria-label={`Run ${c.tool} on your companion?`}>
+          <p>
+            The agent asks to run <code>{c.tool}</code> of your companion's MCP server <code>{c.server}</code> on this machine, with:
+          </p>
+          <pre class="tool-arguments">{JSON.stringify(c.arguments ?? {}, null, 2)}</pre>
+          <div class="buttons">
+            <button type="button" class="primary" onClick={() => c.answer(true)}>
+              Run
+            </button>
+            <button type="button" onClick={() => c.answer(false)}>
+              Decline
+            </button>
+          </div>
+        </section>
+      ))}
+    </div>
   );
 }

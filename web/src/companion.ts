@@ -229,6 +229,8 @@ export interface CompanionTool {
   tool: string;
   description?: string;
   input_schema: Record<string, unknown>;
+  /** The server marks it read-only: it runs without asking the person. */
+  read_only?: boolean;
 }
 
 /** A tool a message declares for its turn (Spool's `ClientTool`). */
@@ -279,12 +281,38 @@ export async function toolsFor(sessionId: string): Promise<ClientTool[]> {
     }));
 }
 
-/** The turns this tab sent: a call of theirs that cannot run here is answered with an error. */
-const sentTurns = new Set<string>();
+/** A tool this browser declared for a turn it sent: the only calls it runs on the companion. */
+interface Declared {
+  name: string;
+  server?: string;
+}
+/** Where this browser keeps the turns it sent and the tools each declared (a reload still knows them). */
+const TURNS_KEY = "spool.companion.turns";
+/** The most turns remembered; the oldest are forgotten first. */
+const MAX_TURNS = 200;
 
-/** Notes that this tab sent the turn `turnId`. */
-export function sentTurn(turnId: string) {
-  sentTurns.add(turnId);
+function sentTurns(): Record<string, { session: string; tools: Declared[] }> {
+  try {
+    const found = JSON.parse(localStorage.getItem(TURNS_KEY) ?? "{}");
+    return found && typeof found === "object" ? found : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Calls whose turn this tab did not know yet (its send not answered): run once it is noted. */
+const parked = new Map<string, { client: Client; sessionId: string; events: ChatEvent[] }>();
+
+/** Notes that this browser sent turn `turnId` of chat `sessionId`, declaring `declared`. */
+export function sentTurn(turnId: string, sessionId: string, declared: ClientTool[]) {
+  const turns = sentTurns();
+  turns[turnId] = { session: sessionId, tools: declared.map((t) => ({ name: t.name, server: t.server })) };
+  const ids = Object.keys(turns);
+  for (const old of ids.slice(0, Math.max(0, ids.length - MAX_TURNS))) delete turns[old];
+  localStorage.setItem(TURNS_KEY, JSON.stringify(turns));
+  const waiting = parked.get(turnId);
+  parked.delete(turnId);
+  if (waiting) runCompanionCalls(waiting.client, waiting.sessionId, waiting.events);
 }
 
 /** The calls this tab has taken. */
@@ -292,9 +320,10 @@ const taken = new Set<string>();
 
 /**
  * Runs the companion's tools that chat `sessionId`'s agent called in `events` (a `tool_start`
- * with `client: true` and a `companion__` name), posting each result as the tool's output. A
- * call is run once across this browser's tabs; a tab without the companion (another device)
- * leaves it to one that has it, unless it sent the turn: then it says why it cannot run.
+ * with `client: true` and a `companion__` name), posting each result as the tool's output. Only
+ * a call of a turn this browser sent, of a tool it declared for that turn, runs: anyone else's
+ * message declaring a companion tool never runs anything here. A call is run once across this
+ * browser's tabs; one the companion's server does not mark read-only asks the person first.
  */
 export function runCompanionCalls(client: Client, sessionId: string, events: ChatEvent[]) {
   const answered = new Set<string>();
@@ -302,15 +331,65 @@ export function runCompanionCalls(client: Client, sessionId: string, events: Cha
     const p = e.payload as { tool_call_id?: unknown };
     if ((e.type === "tool_output_submitted" || e.type === "tool_end") && typeof p.tool_call_id === "string") answered.add(p.tool_call_id);
   }
+  const turns = sentTurns();
   for (const e of events) {
-    if (e.type !== "tool_start") continue;
+    if (e.type !== "tool_start" || !e.turn_id) continue;
     const p = e.payload as { tool_call_id: string; tool: string; arguments?: unknown; client?: boolean };
     if (p.client !== true || !p.tool.startsWith(TOOL_PREFIX) || answered.has(p.tool_call_id) || taken.has(p.tool_call_id)) continue;
-    const mine = !!e.turn_id && sentTurns.has(e.turn_id);
-    if (state.status !== "connected" && !mine) continue;
+    const turn = turns[e.turn_id];
+    if (!turn) {
+      // Perhaps this tab's send not answered yet: kept a while for `sentTurn`.
+      const waiting = parked.get(e.turn_id) ?? { client, sessionId, events: [] };
+      waiting.events.push(e);
+      parked.set(e.turn_id, waiting);
+      setTimeout(() => parked.delete(e.turn_id!), 30_000);
+      continue;
+    }
+    const declared = turn.tools.find((t) => t.name === p.tool);
+    if (turn.session !== sessionId || !declared) continue;
     taken.add(p.tool_call_id);
-    void once(p.tool_call_id, () => runCall(client, sessionId, p.tool, p.tool_call_id, p.arguments));
+    void once(p.tool_call_id, () => runCall(client, sessionId, declared, p.tool_call_id, p.arguments));
   }
+}
+
+/** A call waiting for the person's word: run it on the companion, or decline. */
+export interface Confirm {
+  id: string;
+  sessionId: string;
+  server: string;
+  tool: string;
+  arguments: unknown;
+  answer: (run: boolean) => void;
+}
+
+let confirms: Confirm[] = [];
+const confirmListeners = new Set<(c: Confirm[]) => void>();
+
+function setConfirms(next: Confirm[]) {
+  confirms = next;
+  confirmListeners.forEach((l) => l(next));
+}
+
+/** The calls of chat `sessionId` waiting for the person's word, kept current. */
+export function useConfirms(sessionId: string): Confirm[] {
+  const [current, setCurrent] = useState(confirms);
+  useEffect(() => {
+    confirmListeners.add(setCurrent);
+    setCurrent(confirms);
+    return () => void confirmListeners.delete(setCurrent);
+  }, []);
+  return current.filter((c) => c.sessionId === sessionId);
+}
+
+/** Asks the person whether to run `tool` of `server` with `args`: true to run. */
+function ask(id: string, sessionId: string, server: string, tool: string, args: unknown): Promise<boolean> {
+  return new Promise((resolve) => {
+    const answer = (run: boolean) => {
+      setConfirms(confirms.filter((c) => c.id !== id));
+      resolve(run);
+    };
+    setConfirms([...confirms, { id, sessionId, server, tool, arguments: args, answer }]);
+  });
 }
 
 /** Runs `run` unless another tab of this browser ran call `id` (a lock, and a mark left). */
@@ -325,24 +404,32 @@ async function once(id: string, run: () => Promise<void>) {
   else await guarded();
 }
 
-async function runCall(client: Client, sessionId: string, name: string, id: string, args: unknown) {
+async function runCall(client: Client, sessionId: string, declared: Declared, id: string, args: unknown) {
+  const name = declared.name;
+  // The chat must still have `mcp_tools`: otherwise the call is not this browser's to run.
+  const session = await client.session(sessionId).catch(() => null);
+  if (!((session as { capabilities?: string[] } | null)?.capabilities ?? []).includes(MCP_TOOLS)) return;
   const current = state;
   let answer: { output: unknown } | { error: string };
+  // `companion__{server}__{tool}`: a server's name has no `__`.
+  const rest = name.slice(TOOL_PREFIX.length);
+  const cut = rest.indexOf("__");
   if (current.status !== "connected") {
     answer = { error: "The person's companion is not connected (Offline mode), so its tools cannot run." };
   } else {
     const known = (await listTools(current.url)).find((t) => t.name === name);
-    // `companion__{server}__{tool}`: a server's name has no `__`.
-    const rest = name.slice(TOOL_PREFIX.length);
-    const cut = rest.indexOf("__");
-    const server = known?.server ?? rest.slice(0, cut);
+    const server = known?.server ?? declared.server ?? rest.slice(0, cut);
     const tool = known?.tool ?? rest.slice(cut + 2);
     const body = JSON.stringify({ server, tool, ...(args && typeof args === "object" ? { arguments: args } : {}) });
-    try {
-      const r = await timed(`${current.url}/mcp/call`, { method: "POST", headers: { "content-type": "application/json" }, body }, CALL_TIMEOUT_MS);
-      answer = r.ok ? { output: r.body } : { error: `The MCP server \`${server}\` on the person's companion failed: ${r.body?.error?.message ?? r.status}` };
-    } catch {
-      answer = { error: `The person's companion did not answer the call of \`${tool}\` (MCP server \`${server}\`) in time.` };
+    if (known?.read_only !== true && !(await ask(id, sessionId, server, tool, args))) {
+      answer = { error: "declined by the person" };
+    } else {
+      try {
+        const r = await timed(`${current.url}/mcp/call`, { method: "POST", headers: { "content-type": "application/json" }, body }, CALL_TIMEOUT_MS);
+        answer = r.ok ? { output: r.body } : { error: `The MCP server \`${server}\` on the person's companion failed: ${r.body?.error?.message ?? r.status}` };
+      } catch {
+        answer = { error: `The person's companion did not answer the call of \`${tool}\` (MCP server \`${server}\`) in time.` };
+      }
     }
   }
   try {

@@ -210,7 +210,7 @@ export function Composer(props: {
         const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools);
         setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
         if (answer.turn_id) {
-          sentTurn(answer.turn_id);
+          sentTurn(answer.turn_id, sessionId, tools);
           setSent({ turn: answer.turn_id, seq: answer.seq });
         }
       }

@@ -91,13 +91,10 @@ export function McpServers({ client, ws, notify }: { client: Client; ws: string;
       setTests((t) => ({ ...t, [server.id]: { ok: false, tools: [], error: e instanceof Error ? e.message : String(e) } }));
     }
   };
+  // The API merges `tools` entry by entry: send the one tool's policy, or null to remove it
+  // (the tool then follows its default).
   const setPolicy = (server: McpServer, tool: string, policy: ToolPolicy | null) =>
-    act(async () => {
-      const tools = { ...(server.tools ?? {}) };
-      if (policy) tools[tool] = policy;
-      else delete tools[tool];
-      replace(await updateMcpServer(client, server.id, { tools }));
-    });
+    act(async () => replace(await updateMcpServer(client, server.id, { tools: { [tool]: policy } })));
 
   return (
     <section ref={section} class="mcp-servers" aria-labelledby="mcp-heading">

@@ -46,8 +46,8 @@ export interface NewMcpServer {
 
 /**
  * A change to a server (`PATCH /v1/mcp-servers/{id}`): only what it names. A header or
- * environment entry set to a string replaces that one, set to `null` removes it; `tools` is the
- * server's whole map of set policies.
+ * environment entry set to a string replaces that one, set to `null` removes it; so does a
+ * tool's policy in `tools` (merged entry by entry; `null` returns the tool to its default).
  */
 export interface McpServerChange {
   name?: string;
@@ -56,7 +56,7 @@ export interface McpServerChange {
   command?: string;
   args?: string[];
   env?: Record<string, string | null>;
-  tools?: Record<string, ToolPolicy>;
+  tools?: Record<string, ToolPolicy | null>;
   enabled?: boolean;
 }
 
@@ -112,7 +112,8 @@ export const testMcpServer = (client: Client, id: string) => client.json<McpTest
 /** An MCP tool call's server and the tool's own name (`everything`, `echo`), or `null` for Spool's own tools. */
 export function mcpTool(tool: string, server: string | undefined): { server: string; name: string } | null {
   if (!server) return null;
-  const prefix = `${server}__`;
+  // A client tool's server is the client's (`companion:{name}`, the tool `companion__{name}__{tool}`).
+  const prefix = server.startsWith("companion:") ? `companion__${server.slice("companion:".length)}__` : `${server}__`;
   return { server, name: tool.startsWith(prefix) ? tool.slice(prefix.length) : tool };
 }
 

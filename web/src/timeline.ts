@@ -215,6 +215,17 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         }));
         break;
       }
+      // A client tool's output (the companion's): its action is done, or failed.
+      case "tool_output_submitted":
+        setAction(text(p.tool_call_id), (a) => ({
+          id: text(p.tool_call_id),
+          tool: text(p.tool) || a?.tool || "",
+          ...(a?.server ? { server: a.server } : {}),
+          arguments: a?.arguments,
+          status: p.error !== undefined && p.error !== null ? "error" : "done",
+          result: p.error ?? p.output,
+        }));
+        break;
       case "tool_approval_required":
         push({
           kind: "approval",

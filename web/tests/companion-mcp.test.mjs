@@ -14,6 +14,8 @@ import { api, eventually, screenshot, signedInPage, startBrowser, startCompanion
 const here = dirname(fileURLToPath(import.meta.url));
 const EVERYTHING = resolve(here, "../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
 const TOOL = "companion__everything__echo";
+/** A tool of the reference server it does not mark read-only. */
+const WRITE_TOOL = "companion__everything__toggle-simulated-logging";
 
 let spool;
 let browser;
@@ -40,6 +42,10 @@ async function workspaceWith(name, companionUrl) {
       {
         match: ["ferry"],
         rounds: [{ say: "Asking your server.", tools: [{ name: TOOL, arguments: { message: "{input}" } }] }, { say: "Your server said: {result}" }],
+      },
+      {
+        match: ["logging"],
+        rounds: [{ say: "Toggling it.", tools: [{ name: WRITE_TOOL, arguments: {} }] }, { say: "Toggle result: {result}" }],
       },
     ],
     default: [{ say: "Noted." }],
@@ -101,7 +107,7 @@ test("an agent calls a tool of the companion's MCP server, the page runs it ther
     const start = await eventOf(id, "tool_start");
     assert.equal(start.payload.tool, TOOL);
     assert.equal(start.payload.client, true);
-    assert.equal(start.payload.server, "everything");
+    assert.equal(start.payload.server, "companion:everything");
     const output = await eventOf(id, "tool_output_submitted");
     assert.equal(output.payload.tool_call_id, start.payload.tool_call_id);
     assert.equal(output.payload.output.content[0].text, "Echo: When is the ferry?", JSON.stringify(output.payload));
@@ -109,7 +115,90 @@ test("an agent calls a tool of the companion's MCP server, the page runs it ther
     await page.locator(".message.agent .bubble").getByText(/Your server said: .*Echo: When is the ferry\?/).waitFor({ timeout: 30_000 });
     const outputs = (await events(id)).filter((e) => e.type === "tool_output_submitted");
     assert.equal(outputs.length, 1, "the call ran once");
+    // A read-only tool runs without asking; its action is done once its output arrived.
+    assert.equal(await page.getByRole("alertdialog").count(), 0);
+    const action = page.locator("li.action.mcp").filter({ hasText: "echo" });
+    await action.locator(".action-status", { hasText: /^done$/ }).waitFor();
+    assert.equal(await page.getByText("running…").count(), 0);
     await screenshot(page, "companion-mcp-tool");
+    assertNoErrors(page);
+  } finally {
+    await companion.stop();
+  }
+});
+
+/** A companion running the reference server over stdio, in a fresh library. */
+async function companionWithEverything() {
+  const dir = await mkdtemp(join(tmpdir(), "spool-mcp-"));
+  const config = join(dir, "companion-mcp.json");
+  await writeFile(config, JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, "stdio"] } } }));
+  await writeFile(join(dir, "week.md"), "# Week\n");
+  return startCompanion(spool, dir, ["--mcp-config", config]);
+}
+
+test("a tool not marked read-only asks the person first: Run runs it, Decline answers that the person declined", async () => {
+  const companion = await companionWithEverything();
+  try {
+    const listed = await fetch(`${companion.url}/mcp/tools`).then((r) => r.json());
+    const write = listed.servers[0].tools.find((t) => t.name === WRITE_TOOL);
+    assert.equal(write?.read_only, false, JSON.stringify(write));
+    const page = await workspaceWith("MCP ask", companion.url);
+    await page.getByText("Companion connected").waitFor();
+    const id = await newChat(page);
+    // Run: the card shows server, tool and arguments; nothing ran before the person's word.
+    await send(page, "Turn logging on");
+    const card = page.getByRole("alertdialog", { name: /toggle-simulated-logging/ });
+    await card.waitFor({ timeout: 30_000 });
+    await card.getByText("everything", { exact: true }).waitFor();
+    assert.equal((await events(id)).filter((e) => e.type === "tool_output_submitted").length, 0, "nothing ran before the person's word");
+    await card.getByRole("button", { name: "Run" }).click();
+    const ran = await eventOf(id, "tool_output_submitted");
+    assert.equal(ran.payload.error, undefined, JSON.stringify(ran.payload));
+    assert.match(JSON.stringify(ran.payload.output), /logging/i);
+    await eventOf(id, "agent_end");
+    // Decline: the call's output is the person's refusal, and nothing ran.
+    await send(page, "Turn logging off");
+    const again = page.getByRole("alertdialog", { name: /toggle-simulated-logging/ });
+    await again.waitFor({ timeout: 30_000 });
+    await again.getByRole("button", { name: "Decline" }).click();
+    const declined = await eventually(async () => {
+      const found = (await events(id)).filter((e) => e.type === "tool_output_submitted");
+      assert.equal(found.length, 2);
+      return found[1];
+    }, { timeout: 30_000 });
+    assert.equal(declined.payload.error, "declined by the person", JSON.stringify(declined.payload));
+    assert.equal(declined.payload.output, undefined);
+    await page.locator("li.action.mcp.error").first().waitFor();
+    assertNoErrors(page);
+  } finally {
+    await companion.stop();
+  }
+});
+
+test("a message posted through the API (not this browser) declaring a companion tool never runs on the companion", async () => {
+  const companion = await companionWithEverything();
+  try {
+    const page = await workspaceWith("MCP foreign", companion.url);
+    await page.getByText("Companion connected").waitFor();
+    const id = await newChat(page);
+    // The chat has `mcp_tools` (this browser's companion enabled it).
+    await send(page, "hello");
+    await eventually(async () => assert.ok((await call("GET", `/v1/sessions/${id}`)).capabilities.includes("mcp_tools")), { timeout: 30_000 });
+    await eventOf(id, "agent_end");
+    // Someone else declares the companion's echo tool and their turn calls it.
+    const schema = { type: "object", properties: { message: { type: "string" } }, required: ["message"] };
+    await call("POST", `/v1/sessions/${id}/messages`, {
+      content: "When is the ferry?",
+      client_message_id: crypto.randomUUID(),
+      client_tools: [{ name: TOOL, server: "everything", description: "echo", input_schema: schema }],
+    });
+    const start = await eventOf(id, "tool_start");
+    assert.equal(start.payload.tool, TOOL);
+    assert.equal(start.payload.server, "companion:everything", "a client's server is shown as the client's");
+    // The page sees the call and leaves it alone: no output, no card.
+    await new Promise((r) => setTimeout(r, 5000));
+    assert.equal((await events(id)).filter((e) => e.type === "tool_output_submitted").length, 0);
+    assert.equal(await page.getByRole("alertdialog").count(), 0);
     assertNoErrors(page);
   } finally {
     await companion.stop();

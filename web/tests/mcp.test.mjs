@@ -1,16 +1,12 @@
 // MCP servers in the web UI, in a real browser against a real `spool serve`: a workspace's MCP
-// servers in its settings (added, edited with write-only secrets, tested, each tool's policy,
-// disabled, deleted; by keyboard, with labels and focus), and MCP tool calls in a chat's
-// timeline (server and tool, short arguments and results, raw JSON one click away, an approval).
-//
-// The MCP routes (`/v1/workspaces/{id}/mcp-servers`, `/v1/mcp-servers/…`) come from another
-// lane: while the server has none (`no_route`), the page's route interception answers them from
-// `fakeRegistry`, which follows their contract (views name set secrets, never their values; a
-// PATCH changes only what it names; refusals are `{"error": {"code", "message"}}`). Once the
-// server has them, the same test runs against them and the real reference server over
-// Streamable HTTP. No route can append an MCP tool call to a chat, so the timeline test answers
-// the chat's stream from a list of events shaped as the engine writes them (the reference
-// server's real results). Everything else is the real server's.
+// servers in its settings (added, edited with write-only secrets, tested against the real
+// reference server over Streamable HTTP, each tool's policy, disabled, deleted; by keyboard,
+// with labels and focus), all through the server's real MCP routes, and MCP tool calls in a
+// chat's timeline (server and tool, short arguments and results, raw JSON one click away, an
+// approval). No route can append an MCP tool call to a chat, so the timeline test answers the
+// chat's stream from a list of events shaped as the engine writes them (the reference server's
+// real results); and the refusals of a registry that is down or absent are answered by the
+// page's route interception. Everything else is the real server's.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -44,90 +40,6 @@ after(async () => {
 const SECRET = "Bearer s3cr3t-first";
 const NEW_SECRET = "Bearer s3cr3t-second";
 
-/** The tools the reference server (`server-everything`) offers, as a test of it lists them. */
-const TOOLS = [
-  { name: "echo", description: "Echoes back the input string", read_only: true, input_schema: { type: "object" } },
-  { name: "get-sum", description: "Returns the sum of two numbers", read_only: true, input_schema: { type: "object" } },
-  {
-    name: "toggle-simulated-logging",
-    description: "Toggles simulated, random-leveled logging on or off.",
-    read_only: false,
-    input_schema: { type: "object" },
-  },
-];
-
-/**
- * Answers the MCP routes for workspace `ws` on `page` from memory, as the registry would.
- * Returns what it keeps: the servers with their secrets' values (which only it sees), and their
- * views.
- */
-async function fakeRegistry(page, ws) {
-  const state = { servers: [], views: () => state.servers.map(view) };
-  const refuse = (route, message, status = 400) =>
-    route.fulfill({ status, json: { error: { code: status === 404 ? "not_found" : "invalid_request", message } } });
-  const view = (s) => ({
-    ...s,
-    headers: Object.fromEntries(Object.keys(s.headers).map((n) => [n, "set"])),
-    env: Object.fromEntries(Object.keys(s.env).map((n) => [n, "set"])),
-  });
-  const check = (s) => {
-    if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(s.name) || s.name.includes("__"))
-      return "name: use 1 to 32 lower-case letters, digits, - and _ (no __)";
-    // As for webhooks: no private address (loopback is allowed to a loopback-bound spool serve).
-    if (s.transport === "http" && /^https?:\/\/(10\.|192\.168\.)/.test(s.url ?? ""))
-      return `url: ${new URL(s.url).hostname} is not a public address`;
-    return null;
-  };
-  const merge = (into, change) => {
-    for (const [n, v] of Object.entries(change ?? {})) {
-      if (v === null) delete into[n];
-      else into[n] = v;
-    }
-  };
-  await page.route(
-    (url) => url.pathname === `/v1/workspaces/${ws}/mcp-servers` || url.pathname.startsWith("/v1/mcp-servers/"),
-    async (route) => {
-      const request = route.request();
-      const method = request.method();
-      const body = request.postData() ? JSON.parse(request.postData()) : undefined;
-      const [, , , id, action] = new URL(request.url()).pathname.split("/");
-      if (id === ws) {
-        if (method === "GET") return route.fulfill({ json: { mcp_servers: state.servers.map(view) } });
-        const server = { id: `mcp_${state.servers.length + 1}`, workspace_id: ws, tools: {}, enabled: true, args: [], ...body };
-        server.headers = { ...(body.headers ?? {}) };
-        server.env = { ...(body.env ?? {}) };
-        const problem = check(server);
-        if (problem) return refuse(route, problem);
-        if (state.servers.some((s) => s.name === server.name)) return refuse(route, `name: ${server.name} is taken`, 409);
-        // As a deployment whose workers cannot start programs says of a runners workspace's.
-        if (server.transport === "stdio") server.runs_on = "runners";
-        state.servers.push(server);
-        return route.fulfill({ status: 201, json: view(server) });
-      }
-      const server = state.servers.find((s) => s.id === id);
-      if (!server) return refuse(route, "no such MCP server", 404);
-      if (action === "test" && method === "POST") {
-        const policy = (t) => server.tools[t.name] ?? (t.read_only ? "allow" : "ask");
-        return route.fulfill({ json: { ok: true, tools: TOOLS.map((t) => ({ ...t, policy: policy(t) })) } });
-      }
-      if (method === "GET") return route.fulfill({ json: view(server) });
-      if (method === "DELETE") {
-        state.servers = state.servers.filter((s) => s !== server);
-        return route.fulfill({ status: 204 });
-      }
-      const changed = { ...server, headers: { ...server.headers }, env: { ...server.env } };
-      for (const field of ["name", "url", "command", "args", "tools", "enabled"]) if (field in body) changed[field] = body[field];
-      merge(changed.headers, body.headers);
-      merge(changed.env, body.env);
-      const problem = check(changed);
-      if (problem) return refuse(route, problem);
-      Object.assign(server, changed);
-      return route.fulfill({ json: view(server) });
-    },
-  );
-  return state;
-}
-
 /** The accessible names of the form fields under `scope` that have none (should be none). */
 const unlabelled = (scope) =>
   scope.evaluate((root) =>
@@ -144,26 +56,9 @@ const focused = (page) =>
     return `${el?.tagName.toLowerCase()}: ${label.replace(/\s+/g, " ").trim()}`;
   });
 
-/**
- * Whether this server has the MCP routes. Until the registry's lane is merged it has not, and
- * the page's route interception answers them (`fakeRegistry`); once it has, the same test runs
- * against the real routes and a real reference server.
- */
-async function hasMcpRoutes(ws) {
-  try {
-    await call("GET", `/v1/workspaces/${ws}/mcp-servers`);
-    return true;
-  } catch (e) {
-    if (/: 404 .*no_route/.test(e.message)) return false;
-    throw e;
-  }
-}
-
-/** A workspace's servers as the API shows them (the fake's, or the real route's). */
-async function storedServers(ws, registry) {
-  if (registry) return registry.views();
-  const answer = await call("GET", `/v1/workspaces/${ws}/mcp-servers`);
-  return Array.isArray(answer) ? answer : (answer.mcp_servers ?? answer.servers ?? []);
+/** A workspace's servers as the API shows them. */
+async function storedServers(ws) {
+  return (await call("GET", `/v1/workspaces/${ws}/mcp-servers`)).mcp_servers;
 }
 const names = (set) => (Array.isArray(set) ? set : Object.keys(set ?? {}));
 
@@ -186,10 +81,8 @@ async function startEverything() {
 test("a workspace's MCP servers are added, tested, given tool policies, edited, disabled and deleted", async () => {
   const ws = await call("POST", "/v1/workspaces", { name: "MCP settings" });
   const page = await signedInPage(browser, spool);
-  const real = await hasMcpRoutes(ws.id);
-  const registry = real ? null : await fakeRegistry(page, ws.id);
-  const everything = real ? await startEverything() : { url: "http://127.0.0.1:3001/mcp", stop() {} };
-  /** Every request the page made to the MCP routes, with its body (real or fake alike). */
+  const everything = await startEverything();
+  /** Every request the page made to the MCP routes, with its body. */
   const sent = [];
   page.on("request", (r) => {
     const path = new URL(r.url()).pathname;
@@ -197,7 +90,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
       sent.push({ method: r.method(), path, body: r.postData() ? JSON.parse(r.postData()) : undefined });
   });
   const patches = () => sent.filter((r) => r.method === "PATCH").map((r) => r.body);
-  const stored = async () => storedServers(ws.id, registry);
+  const stored = async () => storedServers(ws.id);
   try {
     await page.goto(`${spool.origin}/#/w/${ws.id}/settings`);
     const section = page.getByRole("region", { name: "MCP servers" });
@@ -237,7 +130,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     const url = form.getByRole("textbox", { name: "URL" });
     const refusal = form.locator(".field-error");
     await refusal.waitFor();
-    assert.match(await refusal.innerText(), real ? /url/i : /^url: 10\.0\.0\.7 is not a public address$/);
+    assert.match(await refusal.innerText(), /url/i);
     assert.equal(await url.getAttribute("aria-invalid"), "true");
     assert.equal(await url.getAttribute("aria-describedby"), await refusal.getAttribute("id"));
     await eventually(async () => assert.match(await focused(page), /^input: URL/));
@@ -264,7 +157,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     // WHEN its connection is tested
     await row.getByRole("button", { name: "Test connection" }).click();
     const tools = row.getByRole("group", { name: "Tools of everything" });
-    await tools.getByText(real ? /Connected: \d+ tools found\./ : "Connected: 3 tools found.").waitFor({ timeout: 30_000 });
+    await tools.getByText(/Connected: \d+ tools found\./).waitFor({ timeout: 30_000 });
     // THEN each tool shows its default policy: read-only ones run, others ask
     const echo = tools.getByRole("combobox", { name: "Policy for echo" });
     const sum = tools.getByRole("combobox", { name: "Policy for get-sum" });
@@ -273,13 +166,15 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     assert.equal(await toggle.locator("option:checked").innerText(), "default (ask)");
     await tools.getByText("Echoes back the input string").waitFor();
     await screenshot(page, "mcp-tools");
-    // AND a policy set is sent as the server's map of policies, and the default again as none
+    // AND a policy set is sent as that one tool's, and the default again as null (the API merges
+    // `tools` entry by entry), so the server keeps exactly the others
     await echo.selectOption("deny");
     await eventually(() => assert.deepEqual(patches().at(-1), { tools: { echo: "deny" } }));
     await sum.selectOption("ask");
-    await eventually(() => assert.deepEqual(patches().at(-1), { tools: { echo: "deny", "get-sum": "ask" } }));
-    await echo.selectOption("");
     await eventually(() => assert.deepEqual(patches().at(-1), { tools: { "get-sum": "ask" } }));
+    await eventually(async () => assert.deepEqual((await stored())[0].tools, { echo: "deny", "get-sum": "ask" }));
+    await echo.selectOption("");
+    await eventually(() => assert.deepEqual(patches().at(-1), { tools: { echo: null } }));
     await eventually(async () => assert.deepEqual((await stored())[0].tools, { "get-sum": "ask" }));
     await row.getByText("Tool policies set: get-sum ask").waitFor();
 
@@ -300,7 +195,6 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     await eventually(async () => assert.equal(await focused(page), "button: Edit"));
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Edit everything");
     assert.deepEqual(patches().at(-1), { headers: { Authorization: NEW_SECRET, "X-Team": "blue" } });
-    if (registry) assert.equal(registry.servers[0].headers.Authorization, NEW_SECRET);
     // AND removing a header sends it as null
     await row.getByRole("button", { name: "Edit" }).click();
     await edit.getByRole("button", { name: "Remove X-Team" }).click();
@@ -338,7 +232,6 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
     const local = section.getByRole("listitem", { name: "MCP server local" });
     await local.getByText("node server.js stdio").waitFor();
     await local.getByText("API_TOKEN").waitFor();
-    if (registry) await local.getByText("runners only").waitFor();
     assert.deepEqual(sent.filter((r) => r.method === "POST" && !r.path.endsWith("/test")).at(-1).body, {
       name: "local",
       transport: "stdio",
@@ -348,7 +241,7 @@ test("a workspace's MCP servers are added, tested, given tool policies, edited, 
       env: { API_TOKEN: "tok-123" },
     });
     const [, second] = await stored();
-    assert.deepEqual([names(second.env), second.args], [["API_TOKEN"], ["server.js", "stdio"]]);
+    assert.deepEqual([names(second.env), second.args, second.runs_on], [["API_TOKEN"], ["server.js", "stdio"], "worker"]);
     await screenshot(page, "mcp-servers");
 
     // WHEN one is deleted

@@ -55,7 +55,9 @@ pub async fn serve() -> Result<(), lambda_http::Error> {
         .with_mcp_servers(config.data_box()?.map(Arc::new), false)
         // "Test connection" reaches `http` servers from here; never a stdio one.
         .with_mcp_probe(Arc::new(spool_agents::mcp::Probe::new(spool_worker::mcp_settings(
-            config, false,
+            config,
+            false,
+            spool_log::subscription::spec::UrlPolicy { loopback_http: false },
         ))));
     let max_body = config.limits.max_append_bytes + spool_stream::BODY_SLACK_BYTES;
     let app = spool_api::router(api).merge(spool_stream::router(streams, max_body));

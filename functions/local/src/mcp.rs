@@ -19,7 +19,10 @@ use rmcp::{
         PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
     },
     service::{Peer, RequestContext, RunningService, ServiceError},
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+    transport::{
+        StreamableHttpClientTransport,
+        streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError},
+    },
 };
 use secrecy::{ExposeSecret as _, SecretString};
 use serde_json::{Value, json};
@@ -29,6 +32,8 @@ use crate::runner::client::{check_url, join};
 
 /// How often a client hears that a call still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long connecting to `/v1/mcp` (the key's handshake, then MCP's) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long before its expiry a token is replaced.
 const RENEW_BEFORE_MS: i64 = 60 * 60 * 1000;
 /// What to do about a key the deployment refuses.
@@ -56,6 +61,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         base,
         key,
         live: Mutex::new(None),
+        connect_timeout: CONNECT_TIMEOUT,
     });
     upstream.peer(false).await?;
     tracing::info!(url = %upstream.base, "serving Spool's MCP tools on stdio");
@@ -73,6 +79,8 @@ struct Upstream {
     base: String,
     key: Option<SecretString>,
     live: Mutex<Option<Live>>,
+    /// How long connecting may take ([`CONNECT_TIMEOUT`]): every call waits for it.
+    connect_timeout: Duration,
 }
 
 /// A connection and when its token is due.
@@ -82,33 +90,53 @@ struct Live {
 }
 
 impl Upstream {
-    /// A client of `/v1/mcp`: the one held, or (`fresh`, none yet, or its token due) a new one
-    /// with a new token.
+    /// A client of `/v1/mcp`: the one held, or (`fresh`, none yet, closed, or its token due) a
+    /// new one with a new token, within [`Upstream::connect_timeout`] (calls wait on it).
     async fn peer(&self, fresh: bool) -> anyhow::Result<Peer<RoleClient>> {
         let mut live = self.live.lock().await;
         if !fresh
             && let Some(l) = live.as_ref()
             && crate::now_ms() < l.renew_at_ms
+            && !l.client.is_closed()
+            && !l.client.peer().is_transport_closed()
         {
             return Ok(l.client.peer().clone());
         }
+        *live = None;
+        let url = join(&self.base, "/v1/mcp");
+        let (client, renew_at_ms) = tokio::time::timeout(self.connect_timeout, self.connect(&url))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "{url} did not answer within {} s; check --url and that Spool runs there",
+                    self.connect_timeout.as_secs_f64()
+                )
+            })??;
+        let peer = client.peer().clone();
+        *live = Some(Live { client, renew_at_ms });
+        Ok(peer)
+    }
+
+    /// A new connection to `url` (`/v1/mcp`) with a new token, and when to renew it.
+    async fn connect(&self, url: &str) -> anyhow::Result<(RunningService<RoleClient, ()>, i64)> {
         let (jwt, renew_at_ms) = match &self.key {
             Some(key) => self.handshake(key).await?,
             None => (None, i64::MAX),
         };
-        let url = join(&self.base, "/v1/mcp");
-        let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
         if let Some(jwt) = jwt {
             config = config.auth_header(jwt);
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        let client = match ().serve(transport).await {
-            Ok(client) => client,
-            Err(e) => return Err(self.explain(&url, config_error(&e)).await),
-        };
-        let peer = client.peer().clone();
-        *live = Some(Live { client, renew_at_ms });
-        Ok(peer)
+        match ().serve(transport).await {
+            Ok(client) => Ok((client, renew_at_ms)),
+            Err(e) => Err(self.explain(url, config_error(&e)).await),
+        }
+    }
+
+    /// Drops the connection held, so that the next call makes a new one.
+    async fn forget(&self) {
+        *self.live.lock().await = None;
     }
 
     /// The key's token and when to renew it.
@@ -175,12 +203,22 @@ impl Upstream {
     }
 
     /// Calls a tool upstream; a transport failure (an expired token, a lost connection) is
-    /// tried once more on a fresh connection.
+    /// tried once more on a fresh connection, except for a write (a message, a question, a task)
+    /// that the deployment may have done before the failure: that one is an error saying so.
     async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, ErrorData> {
         let peer = self.peer(false).await.map_err(internal)?;
         match peer.call_tool(params.clone()).await {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(e)) => Err(e),
+            Err(e) if writes(&params.name, params.arguments.as_ref()) && !refused_unseen(&e) => {
+                tracing::debug!(error = %e, tool = %params.name, "a write to /v1/mcp failed; not sending it again");
+                self.forget().await;
+                Err(internal(anyhow::anyhow!(
+                    "Spool's /v1/mcp failed while `{}` was sent ({e}); it may have been done: read the chat \
+                     (read_chat) or the workspace's tasks before calling it again",
+                    params.name
+                )))
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "calling /v1/mcp failed; reconnecting");
                 let peer = self.peer(true).await.map_err(internal)?;
@@ -287,6 +325,42 @@ fn resumed(tool: &str, result: &CallToolResult) -> Option<rmcp::model::JsonObjec
     Some(arguments)
 }
 
+/// Whether calling `tool` with `arguments` writes something (a message, a question, a task)
+/// that a second call would write again.
+fn writes(tool: &str, arguments: Option<&rmcp::model::JsonObject>) -> bool {
+    match tool {
+        "post_message" | "post_agent" | "create_task" => true,
+        // A new question; with `question_id` it only waits on one asked before.
+        "ask_user" => !arguments.is_some_and(|a| a.contains_key("question_id")),
+        _ => false,
+    }
+}
+
+/// Whether `e` is the deployment refusing a request before acting on it: its token (401 or
+/// 403) or its MCP session (404, expired).
+fn refused_unseen(e: &ServiceError) -> bool {
+    if e.auth_challenge().is_some() || e.is_authorization_required() {
+        return true;
+    }
+    let ServiceError::TransportSend(e) = e else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
+    while let Some(current) = source {
+        match current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::SessionExpired) => return true,
+            Some(StreamableHttpError::UnexpectedServerResponse(text))
+                if text.starts_with("HTTP 401") || text.starts_with("HTTP 403") =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+        source = current.source();
+    }
+    false
+}
+
 fn message(answer: &Value) -> String {
     answer["error"]["message"]
         .as_str()
@@ -300,4 +374,67 @@ fn config_error(e: &impl std::fmt::Display) -> String {
 
 fn internal(e: anyhow::Error) -> ErrorData {
     ErrorData::internal_error(format!("{e:#}"), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(value: Value) -> rmcp::model::JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    /// A lost connection after a write was sent is not sent again (the deployment may have
+    /// posted it); reads and waits are, and so is a write the deployment refused unseen.
+    #[test]
+    fn only_reads_and_refused_writes_are_sent_again() {
+        for tool in ["post_message", "post_agent", "create_task"] {
+            assert!(writes(tool, None), "{tool} writes");
+        }
+        let ask = arguments(json!({"author": "bot", "question": "ok?"}));
+        assert!(writes("ask_user", Some(&ask)), "a new question writes");
+        let resume = arguments(json!({"question_id": "q_1", "chat_id": "global", "after": 3}));
+        assert!(!writes("ask_user", Some(&resume)), "waiting on a question does not");
+        for tool in ["list_chats", "read_chat", "wait_user"] {
+            assert!(!writes(tool, None), "{tool} only reads");
+        }
+        assert!(!refused_unseen(&ServiceError::TransportClosed), "a lost connection may have been acted on");
+        assert!(!refused_unseen(&ServiceError::Timeout {
+            timeout: Duration::from_secs(1)
+        }));
+    }
+
+    /// A deployment that accepts connections and never answers is an error within the connect
+    /// timeout, not a wait forever that holds every later call.
+    #[tokio::test]
+    async fn a_stalled_deployment_is_an_error_within_the_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let held = tokio::spawn(async move {
+            let mut sockets = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                sockets.push(socket);
+            }
+        });
+        let upstream = Upstream {
+            http: reqwest::Client::new(),
+            base: format!("http://{address}"),
+            key: None,
+            live: Mutex::new(None),
+            connect_timeout: Duration::from_millis(300),
+        };
+        let outcome = tokio::time::timeout(Duration::from_secs(10), upstream.peer(false)).await;
+        held.abort();
+        let error = match outcome {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(_)) => panic!("a deployment that never answers was connected"),
+            Err(_) => panic!("connecting to a stalled deployment did not end"),
+        };
+        assert!(error.contains("did not answer within"), "{error}");
+        // The lock is free again: a second call ends the same way rather than waiting.
+        let again = tokio::time::timeout(Duration::from_secs(10), upstream.peer(false)).await;
+        assert!(matches!(again, Ok(Err(_))), "a second call waited");
+    }
 }

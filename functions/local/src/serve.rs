@@ -102,7 +102,9 @@ pub async fn app(config: &Config, no_auth: bool, counter: Option<spool_aws::Requ
         // This process's worker starts programs: stdio MCP servers run here.
         .with_mcp_servers(Some(Arc::new(data_key(config)?)), true)
         .with_mcp_probe(Arc::new(spool_agents::mcp::Probe::new(spool_worker::mcp_settings(
-            config, true,
+            config,
+            true,
+            webhook_urls(config),
         ))));
     // A request has this long from its headers to its answer; long-polls wait less.
     let limit = config

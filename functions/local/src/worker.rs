@@ -116,7 +116,7 @@ pub(crate) fn spawn_worker(
         ..spool_worker::engine_settings(config, services.metadata.clone(), CliHost::Server)
     };
     // `spool serve` may start programs: its worker runs workspaces' stdio MCP servers.
-    settings.mcp = spool_worker::mcp_settings(config, true);
+    settings.mcp = spool_worker::mcp_settings(config, true, webhook_urls(config));
     let engine = spool_agents::Engine::new(
         services.log.clone(),
         services.metadata.clone(),

@@ -66,7 +66,11 @@ pub fn engine_settings(
             ..spool_agents::files::InlineLimits::default()
         },
         // Stdio servers are started only where the composition says (`spool serve`).
-        mcp: mcp_settings(config, false),
+        mcp: mcp_settings(
+            config,
+            false,
+            spool_log::subscription::spec::UrlPolicy { loopback_http: false },
+        ),
         ..spool_agents::Settings::default()
     }
 }
@@ -74,9 +78,15 @@ pub fn engine_settings(
 /// How MCP servers are reached, from configuration: each call's time limit
 /// (`SPOOL_MCP_CALL_TIMEOUT_MS`), what a stdio server keeps of the environment (`PATH` and the
 /// locale, as CLI agents), its folders under the CLI work directory; stdio servers are started
-/// only when `spawn_stdio` (`spool serve`, never a Lambda). The engine's and the probe's.
-pub fn mcp_settings(config: &spool_platform::Config, spawn_stdio: bool) -> spool_agents::mcp::McpSettings {
+/// only when `spawn_stdio` (`spool serve`, never a Lambda); http servers are reached at the URLs
+/// `urls` allows (the deployment's webhook policy). The engine's and the probe's.
+pub fn mcp_settings(
+    config: &spool_platform::Config,
+    spawn_stdio: bool,
+    urls: spool_log::subscription::spec::UrlPolicy,
+) -> spool_agents::mcp::McpSettings {
     spool_agents::mcp::McpSettings {
+        urls,
         call_timeout: config.agents.mcp_call_timeout,
         spawn_stdio,
         env: config.agents.cli_inherited.clone(),

@@ -423,7 +423,7 @@ impl Cli {
         );
         let mut args = arguments(self.cli, &prompt, request.model.as_deref()).map_err(Error::Failed)?;
         // The workspace's MCP servers, in the CLI's configuration (removed when the run ends).
-        let mcp = mcp::setup(self.cli, &request.mcp_servers, &self.agents.work_root.join(".mcp"))?;
+        let mcp = mcp::setup_for(self.cli, request, &self.agents.work_root.join(".mcp"))?;
         args.extend(mcp.args.iter().cloned());
         let mut command = tokio::process::Command::new(&self.path);
         command

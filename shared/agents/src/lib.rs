@@ -17,6 +17,7 @@ pub mod files;
 pub mod http;
 pub mod mcp;
 pub mod openai;
+pub mod outbound;
 pub mod runner;
 pub mod runtime;
 pub mod runtimes;

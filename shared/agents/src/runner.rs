@@ -52,6 +52,10 @@ pub struct RunnerRequest {
     /// ([`spool_chat::runner::wire::Assignment::mcp_servers`]), so no secret is stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<RunnerMcpServer>,
+    /// Each server's tools and whether it marks them read-only, as the engine listed them
+    /// ([`Request::mcp_listed`]; names only).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_listed: std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>>,
 }
 
 impl RunnerRequest {
@@ -75,6 +79,7 @@ impl RunnerRequest {
                     name: s.name.clone(),
                 })
                 .collect(),
+            mcp_listed: request.mcp_listed.clone(),
         }
     }
 
@@ -93,6 +98,7 @@ impl RunnerRequest {
             files: self.files,
             file_access,
             mcp_servers,
+            mcp_listed: self.mcp_listed,
         }
     }
 }
@@ -212,6 +218,7 @@ mod tests {
                 },
                 tools: BTreeMap::new(),
             }],
+            mcp_listed: BTreeMap::from([("mcp_1".to_owned(), BTreeMap::from([("list_issues".to_owned(), true)]))]),
         };
         let stored = serde_json::to_string(&RunnerRequest::of(&request)).unwrap();
         assert!(
@@ -229,5 +236,6 @@ mod tests {
         // The runner's request gets the endpoints its claim resolved.
         let resolved = back.into_request(None, request.mcp_servers.clone());
         assert_eq!(resolved.mcp_servers, request.mcp_servers);
+        assert_eq!(resolved.mcp_listed, request.mcp_listed);
     }
 }

@@ -91,6 +91,11 @@ pub struct Request {
     /// a program of their own (a CLI's MCP configuration); model runtimes get the servers'
     /// tools in `tools` instead, and the engine calls them.
     pub mcp_servers: Vec<spool_chat::mcp::McpEndpoint>,
+    /// For each of `mcp_servers` (by id) whose tools the engine could list, its tools and
+    /// whether the server marks each read-only: a CLI, which cannot pause for approval, is
+    /// offered the tools whose policy is `allow` and those without a policy marked read-only,
+    /// and no other.
+    pub mcp_listed: std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>>,
 }
 
 /// Facts about the chat a turn runs in.

@@ -2,7 +2,7 @@
 //!
 //! | item | `pk` | `sk` | holds |
 //! | --- | --- | --- | --- |
-//! | server | `o#{org}#ws#{ws}` | `mcp#{id}` | `data` (JSON, its secrets sealed) |
+//! | server | `o#{org}#ws#{ws}` | `mcp#{id}` | `data` (JSON, its secrets sealed), `updated_ms` |
 //! | pointer | `o#{org}#mcp#{id}` | `mcp` | `ws` (its workspace) |
 //! | name | `o#{org}#ws#{ws}` | `mcpname#{name}` | `id` (the server that has it) |
 //! | counter | `o#{org}#ws#{ws}` | `cap#mcp` | see [`crate::caps`] |
@@ -11,13 +11,15 @@
 //! a server by its id alone. A server is made in one transaction with its pointer, its name item
 //! (put only if the name is free, so two creates of one name never both succeed) and its
 //! workspace's counter (which holds the cap), on the condition that the workspace exists; a
-//! rename moves the name item in the transaction that puts the server, and a delete removes all
+//! change puts the server only if its `updated_ms` is still the one read (optimistic: a
+//! concurrent change makes it [`mcp_server_changed`]), a rename moves the name item in that
+//! transaction, and a delete removes all
 //! three and decrements the counter. Deleting the workspace deletes its partition, pointers
 //! included ([`crate::workspaces`]).
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
-use spool_chat::mcp::{McpServer, McpServerStore};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use spool_chat::mcp::{McpServer, McpServerStore, mcp_server_changed};
 use spool_log::error::Error;
 
 use crate::{
@@ -48,18 +50,24 @@ fn name_taken(server: &McpServer) -> Error {
 }
 
 impl AwsMetadata {
-    fn mcp_put(&self, org: &str, server: &McpServer, condition: &str) -> Result<TransactWriteItem, Error> {
+    /// The put of a server, with its `updated_ms` as an attribute too; new (`read_ms` none) or
+    /// replacing the one whose `updated_ms` is `read_ms`.
+    fn mcp_put(&self, org: &str, server: &McpServer, read_ms: Option<i64>) -> Result<TransactWriteItem, Error> {
         let data = serde_json::to_string(server).map_err(|e| Error::unavailable("encode an MCP server", e))?;
-        let put = build(
-            Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(ws_pk(org, &server.workspace_id)))
-                .item("sk", s(format!("mcp#{}", server.id)))
-                .item("data", s(data))
-                .condition_expression(condition)
-                .build(),
-        )?;
-        Ok(TransactWriteItem::builder().put(put).build())
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(ws_pk(org, &server.workspace_id)))
+            .item("sk", s(format!("mcp#{}", server.id)))
+            .item("data", s(data))
+            .item("updated_ms", AttributeValue::N(server.updated_ms.to_string()));
+        let put = match read_ms {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(read_ms) => put
+                .condition_expression("attribute_exists(pk) AND #u = :u")
+                .expression_attribute_names("#u", "updated_ms")
+                .expression_attribute_values(":u", AttributeValue::N(read_ms.to_string())),
+        };
+        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
     }
 
     fn mcp_name_put(&self, org: &str, server: &McpServer) -> Result<TransactWriteItem, Error> {
@@ -131,7 +139,7 @@ impl McpServerStore for AwsMetadata {
         )?;
         let items = vec![
             TransactWriteItem::builder().condition_check(check_ws).build(),
-            self.mcp_put(org, server, "attribute_not_exists(pk)")?,
+            self.mcp_put(org, server, None)?,
             TransactWriteItem::builder().put(pointer).build(),
             self.mcp_name_put(org, server)?,
         ];
@@ -172,12 +180,15 @@ impl McpServerStore for AwsMetadata {
         Ok(servers)
     }
 
-    async fn update_mcp_server(&self, org: &str, server: &McpServer) -> Result<(), Error> {
+    async fn update_mcp_server(&self, org: &str, server: &McpServer, read_ms: i64) -> Result<(), Error> {
         let old = self
             .mcp_server(org, &server.id)
             .await?
             .ok_or_else(|| missing("MCP server", &server.id))?;
-        let mut items = vec![self.mcp_put(org, server, "attribute_exists(pk)")?];
+        if old.updated_ms != read_ms {
+            return Err(mcp_server_changed(&server.id));
+        }
+        let mut items = vec![self.mcp_put(org, server, Some(read_ms))?];
         if old.name != server.name {
             items.push(self.mcp_delete(
                 ws_pk(org, &server.workspace_id),
@@ -189,9 +200,12 @@ impl McpServerStore for AwsMetadata {
         }
         match self.counted(items, &[]).await? {
             None => Ok(()),
-            Some(failed) if failed.get(2) == Some(&true) => Err(name_taken(server)),
-            // Deleted meanwhile, or renamed by another change: it is not the one read.
-            Some(_) => Err(missing("MCP server", &server.id)),
+            Some(failed) if failed.first() != Some(&true) && failed.get(2) == Some(&true) => Err(name_taken(server)),
+            // Deleted meanwhile, or changed by another update: it is not the one read.
+            Some(_) => match self.mcp_workspace(org, &server.id).await? {
+                Some(_) => Err(mcp_server_changed(&server.id)),
+                None => Err(missing("MCP server", &server.id)),
+            },
         }
     }
 

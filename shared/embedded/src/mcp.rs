@@ -3,14 +3,15 @@
 //! `mcp_servers` holds each server as JSON (its header and env values sealed, as the service
 //! gave them), with its workspace and name as columns: `UNIQUE (org, workspace_id, name)` keeps
 //! names unique under any concurrency, and the foreign key deletes a workspace's servers with
-//! it. A server is inserted in a write transaction that counts its workspace's first, so the cap
+//! it. An update applies only if the stored `updated_ms` is still the one read (optimistic: a
+//! concurrent change makes it [`mcp_server_changed`]). A server is inserted in a write transaction that counts its workspace's first, so the cap
 //! ([`spool_chat::caps::Caps::mcp_servers_per_workspace`]) holds.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use spool_chat::{
     caps::Capped,
-    mcp::{McpServer, McpServerStore},
+    mcp::{McpServer, McpServerStore, mcp_server_changed},
 };
 use spool_log::error::Error;
 
@@ -103,17 +104,32 @@ impl McpServerStore for EmbeddedMetadata {
         .await
     }
 
-    async fn update_mcp_server(&self, org: &str, server: &McpServer) -> Result<(), Error> {
+    async fn update_mcp_server(&self, org: &str, server: &McpServer, read_ms: i64) -> Result<(), Error> {
         let (org, server) = (org.to_owned(), server.clone());
         let body = encode(&server)?;
         self.with(move |conn| {
             let n = conn
                 .execute(
-                    "UPDATE mcp_servers SET name = ?3, body = ?4 WHERE org = ?1 AND id = ?2",
-                    params![org, server.id, server.name, body],
+                    "UPDATE mcp_servers SET name = ?3, body = ?4 \
+                     WHERE org = ?1 AND id = ?2 AND json_extract(body, '$.updated_ms') = ?5",
+                    params![org, server.id, server.name, body, read_ms],
                 )
                 .map_err(|e| taken(e, &server, "update an MCP server"))?;
-            if n == 0 { Err(missing(&server.id)) } else { Ok(()) }
+            if n > 0 {
+                return Ok(());
+            }
+            let exists = conn
+                .query_row(
+                    "SELECT 1 FROM mcp_servers WHERE org = ?1 AND id = ?2",
+                    params![org, server.id],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(|e| sql("read an MCP server", e))?;
+            match exists {
+                Some(()) => Err(mcp_server_changed(&server.id)),
+                None => Err(missing(&server.id)),
+            }
         })
         .await
     }

@@ -53,12 +53,15 @@ impl Call<'_> {
                     "message": message,
                 }));
             }
+            // Behind the chat's end, the next page is read at once, if this one advanced: one
+            // that did not is read again after the poll's sleep, and never past the deadline.
+            let advanced = page.next > after;
             after = page.next.max(after);
-            if page.next < page.tail {
-                continue;
-            }
             if Instant::now() >= deadline {
                 break;
+            }
+            if advanced && page.next < page.tail {
+                continue;
             }
             if let Some(token) = &progress {
                 let waited = started.elapsed().as_secs_f64();

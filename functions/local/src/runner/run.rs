@@ -384,6 +384,7 @@ echo '{"message": "done"}' > "$SPOOL_OUTPUT_FILE"
             files: Vec::new(),
             file_access: None,
             mcp_servers: vec![endpoint.clone()],
+            mcp_listed: std::collections::BTreeMap::new(),
         });
         assert_eq!(
             request.mcp_servers,

@@ -3,24 +3,28 @@
 //! Each CLI takes MCP servers its own way (checked against the versions `tests/clis` pins by
 //! `make cli-check`):
 //! - claude 2.1.197: `--mcp-config <file>` with `{"mcpServers": {…}}`, `--strict-mcp-config`
-//!   so only Spool's servers load, `--allowedTools mcp__<server>` (print mode runs no tool it
-//!   was not allowed) and `--disallowedTools` for the tools that may not run;
+//!   so only Spool's servers load, `--allowedTools mcp__<server>__<tool>` for each tool it is
+//!   offered (print mode runs no tool it was not allowed) and `--disallowedTools` for the
+//!   server's other tools that are known;
 //! - gemini 0.61.0: its system settings file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`), whose
-//!   `mcpServers` (with `excludeTools`) override every other settings file;
+//!   `mcpServers` (with `includeTools`) override every other settings file;
 //! - codex 0.169.0: `config.toml` in its home (`CODEX_HOME`), `[mcp_servers.<name>]` with
-//!   `command`/`args`/`env` or `url`/`http_headers`, and `disabled_tools`;
+//!   `command`/`args`/`env` or `url`/`http_headers`, and `enabled_tools`;
 //! - opencode 1.18.33: its config file (`OPENCODE_CONFIG`), `mcp` with `local` and `remote`
-//!   servers, and `tools: {"<server>_<tool>": false}`.
+//!   servers, and `tools: {"<server>_*": false, "<server>_<tool>": true}`.
 //!
 //! The servers' header and environment values are secrets: they go into a file in a private
 //! folder (0700) outside the chat's own folder, made for one run and removed when the run ends
 //! (whatever way it ends), never on a command line (which every user of the machine can read)
 //! and never in the CLI's environment (which every command the CLI runs inherits).
 //!
-//! A CLI runs unattended, so it cannot wait for a person's approval: a tool whose policy is
-//! `ask` is not offered to it, like a `deny` one. A tool with no policy is offered.
+//! A CLI runs unattended, so it cannot wait for a person's approval: it gets an allowlist, the
+//! tools whose policy is `allow` and those with no policy that the server marks read-only (whose
+//! default policy is `allow`), when the engine could list them ([`Listed`]). No other tool is
+//! offered (their default, or set, policy is `ask` or `deny`), and a server with no tool
+//! offered is not given at all.
 
-use std::{ffi::OsString, path::Path};
+use std::{collections::BTreeMap, ffi::OsString, path::Path};
 
 use serde_json::{Map, Value, json};
 use spool_chat::{
@@ -51,30 +55,62 @@ fn usable_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// The servers a CLI can be given: those whose name each CLI can take.
-fn usable(servers: &[McpEndpoint]) -> impl Iterator<Item = &McpEndpoint> {
-    servers.iter().filter(|s| {
-        let ok = usable_name(&s.name);
-        if !ok {
-            tracing::warn!(server = %s.id, "an MCP server's name cannot be given to a CLI; it is left out");
-        }
-        ok
+/// For each server (by id) whose tools the engine listed, its tools and whether the server
+/// marks each read-only ([`crate::runtime::Request::mcp_listed`]).
+pub(super) type Listed = BTreeMap<String, BTreeMap<String, bool>>;
+
+/// A server as a CLI is given it.
+struct Offer<'a> {
+    server: &'a McpEndpoint,
+    /// The tools the CLI may run: its allowlist, never empty.
+    allowed: Vec<&'a str>,
+    /// The server's other tools that are known (set a policy, or listed).
+    withheld: Vec<&'a str>,
+}
+
+/// The tools of `server` a CLI may run: those whose policy is `allow`, and those with no
+/// policy that the server marks read-only (in `listed`, what the engine found on it); and the
+/// others that are known.
+fn allowlist<'a>(server: &'a McpEndpoint, listed: Option<&'a BTreeMap<String, bool>>) -> (Vec<&'a str>, Vec<&'a str>) {
+    let mut names: Vec<&str> = server.tools.keys().map(String::as_str).collect();
+    names.extend(listed.into_iter().flat_map(|l| l.keys().map(String::as_str)));
+    names.sort_unstable();
+    names.dedup();
+    names.into_iter().partition(|tool| match server.tools.get(*tool) {
+        Some(policy) => *policy == ToolPolicy::Allow,
+        None => listed.and_then(|l| l.get(*tool)).copied().unwrap_or(false),
     })
 }
 
-/// The tools of `server` a CLI may not run: those whose policy is `ask` or `deny`.
-fn withheld(server: &McpEndpoint) -> impl Iterator<Item = &str> {
-    server
-        .tools
+/// The servers a CLI is given: those whose name each CLI can take and that have a tool it may
+/// run, with their allowlists.
+fn offers<'a>(servers: &'a [McpEndpoint], listed: &'a Listed) -> Vec<Offer<'a>> {
+    servers
         .iter()
-        .filter(|(_, p)| matches!(p, ToolPolicy::Ask | ToolPolicy::Deny))
-        .map(|(t, _)| t.as_str())
+        .filter_map(|server| {
+            if !usable_name(&server.name) {
+                tracing::warn!(server = %server.id, "an MCP server's name cannot be given to a CLI; it is left out");
+                return None;
+            }
+            let (allowed, withheld) = allowlist(server, listed.get(&server.id));
+            if allowed.is_empty() {
+                tracing::info!(server = %server.name, "no tool of an MCP server may run unattended; a CLI is not given it");
+                return None;
+            }
+            Some(Offer {
+                server,
+                allowed,
+                withheld,
+            })
+        })
+        .collect()
 }
 
 /// The servers as claude's and gemini's `mcpServers` (the same shape but for the type's key).
-fn mcp_servers(servers: &[McpEndpoint], cli: CliType) -> Value {
+fn mcp_servers(offers: &[Offer<'_>], cli: CliType) -> Value {
     let mut out = Map::new();
-    for server in usable(servers) {
+    for offer in offers {
+        let server = offer.server;
         let mut entry = match &server.launch {
             McpLaunch::Stdio { command, args, env } => {
                 let env: Map<String, Value> = env.iter().map(|(k, v)| (k.clone(), json!(v.expose()))).collect();
@@ -94,10 +130,7 @@ fn mcp_servers(servers: &[McpEndpoint], cli: CliType) -> Value {
             }
         };
         if cli == CliType::Gemini {
-            let excluded: Vec<&str> = withheld(server).collect();
-            if !excluded.is_empty() {
-                entry["excludeTools"] = json!(excluded);
-            }
+            entry["includeTools"] = json!(offer.allowed);
         }
         out.insert(server.name.clone(), entry);
     }
@@ -105,26 +138,28 @@ fn mcp_servers(servers: &[McpEndpoint], cli: CliType) -> Value {
 }
 
 /// claude's `--mcp-config` file.
-pub(super) fn claude_config(servers: &[McpEndpoint]) -> Value {
-    json!({ "mcpServers": mcp_servers(servers, CliType::Claude) })
+fn claude_config(offers: &[Offer<'_>]) -> Value {
+    json!({ "mcpServers": mcp_servers(offers, CliType::Claude) })
 }
 
-/// claude's tool permissions: every tool of each server allowed, but those withheld.
-pub(super) fn claude_tools(servers: &[McpEndpoint]) -> (Vec<String>, Vec<String>) {
-    let allowed = usable(servers).map(|s| format!("mcp__{}", s.name)).collect();
-    let denied = usable(servers)
-        .flat_map(|s| withheld(s).map(move |t| format!("mcp__{}__{t}", s.name)))
-        .collect();
+/// claude's tool permissions: each tool of the allowlists, and the servers' other known tools
+/// denied.
+fn claude_tools(offers: &[Offer<'_>]) -> (Vec<String>, Vec<String>) {
+    let named = |o: &Offer<'_>, tools: &[&str]| -> Vec<String> {
+        tools.iter().map(|t| format!("mcp__{}__{t}", o.server.name)).collect()
+    };
+    let allowed = offers.iter().flat_map(|o| named(o, &o.allowed)).collect();
+    let denied = offers.iter().flat_map(|o| named(o, &o.withheld)).collect();
     (allowed, denied)
 }
 
 /// gemini's system settings file.
-pub(super) fn gemini_settings(servers: &[McpEndpoint]) -> Value {
-    json!({ "mcpServers": mcp_servers(servers, CliType::Gemini) })
+fn gemini_settings(offers: &[Offer<'_>]) -> Value {
+    json!({ "mcpServers": mcp_servers(offers, CliType::Gemini) })
 }
 
 /// opencode's config file.
-pub(super) fn opencode_config(servers: &[McpEndpoint]) -> Value {
+fn opencode_config(offers: &[Offer<'_>]) -> Value {
     let sanitize = |s: &str| -> String {
         s.chars()
             .map(|c| {
@@ -138,7 +173,8 @@ pub(super) fn opencode_config(servers: &[McpEndpoint]) -> Value {
     };
     let mut mcp = Map::new();
     let mut tools = Map::new();
-    for server in usable(servers) {
+    for offer in offers {
+        let server = offer.server;
         let entry = match &server.launch {
             McpLaunch::Stdio { command, args, env } => {
                 let mut line = vec![command.clone()];
@@ -152,8 +188,11 @@ pub(super) fn opencode_config(servers: &[McpEndpoint]) -> Value {
             }
         };
         mcp.insert(server.name.clone(), entry);
-        for tool in withheld(server) {
-            tools.insert(format!("{}_{}", sanitize(&server.name), sanitize(tool)), json!(false));
+        // Every tool of the server off, then those of its allowlist on (the more specific
+        // pattern wins).
+        tools.insert(format!("{}_*", sanitize(&server.name)), json!(false));
+        for tool in &offer.allowed {
+            tools.insert(format!("{}_{}", sanitize(&server.name), sanitize(tool)), json!(true));
         }
     }
     let mut config = json!({ "$schema": "https://opencode.ai/config.json", "mcp": mcp });
@@ -180,9 +219,10 @@ fn toml_table<'a>(entries: impl Iterator<Item = (&'a String, &'a str)>) -> Strin
 const CODEX_STARTUP_TIMEOUT_S: u64 = 30;
 
 /// codex's `config.toml`.
-pub(super) fn codex_config(servers: &[McpEndpoint]) -> String {
+fn codex_config(offers: &[Offer<'_>]) -> String {
     let mut text = String::from("# Spool's MCP servers for one run.\n");
-    for server in usable(servers) {
+    for offer in offers {
+        let server = offer.server;
         text.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(&server.name)));
         // Its default, 10 s, is shorter than a server started with `npx` may take.
         text.push_str(&format!("startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_S}\n"));
@@ -208,10 +248,8 @@ pub(super) fn codex_config(servers: &[McpEndpoint]) -> String {
                 }
             }
         }
-        let disabled: Vec<String> = withheld(server).map(toml_str).collect();
-        if !disabled.is_empty() {
-            text.push_str(&format!("disabled_tools = [{}]\n", disabled.join(", ")));
-        }
+        let enabled: Vec<String> = offer.allowed.iter().map(|t| toml_str(t)).collect();
+        text.push_str(&format!("enabled_tools = [{}]\n", enabled.join(", ")));
     }
     text
 }
@@ -228,12 +266,19 @@ fn write_private(path: &Path, text: &str) -> Result<(), Error> {
         .map_err(|e| Error::Failed(format!("cannot write the CLI's MCP configuration: {e}")))
 }
 
-/// What `cli` gets for `servers`: nothing when there are none; else the configuration written
+/// What `cli` gets for `request`'s MCP servers ([`setup`]).
+pub(super) fn setup_for(cli: CliType, request: &crate::runtime::Request, root: &Path) -> Result<McpSetup, Error> {
+    setup(cli, &request.mcp_servers, &request.mcp_listed, root)
+}
+
+/// What `cli` gets for `servers` (with what the engine `listed` of their tools): nothing when
+/// no server has a tool the CLI may run; else the configuration written
 /// in a new private folder under `root` (`{work root}/.mcp`, beside the organizations' folders,
 /// not in a chat's). Not the system's temporary folder: gemini skips a settings file with a
 /// folder writable by others (`/tmp`) above it, and codex will not work from one.
-pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], root: &Path) -> Result<McpSetup, Error> {
-    if usable(servers).next().is_none() {
+pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], listed: &Listed, root: &Path) -> Result<McpSetup, Error> {
+    let offers = offers(servers, listed);
+    if offers.is_empty() {
         return Ok(McpSetup::default());
     }
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -261,8 +306,8 @@ pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], root: &Path) -> Resul
     match cli {
         CliType::Claude => {
             let path = dir.path().join("mcp.json");
-            write_private(&path, &claude_config(servers).to_string())?;
-            let (allowed, denied) = claude_tools(servers);
+            write_private(&path, &claude_config(&offers).to_string())?;
+            let (allowed, denied) = claude_tools(&offers);
             setup.args.extend([
                 "--mcp-config".to_owned(),
                 path.display().to_string(),
@@ -283,18 +328,18 @@ pub(super) fn setup(cli: CliType, servers: &[McpEndpoint], root: &Path) -> Resul
                 tracing::warn!(folder = %shared.display(), "gemini ignores a settings file below a folder others may write: this run gets no MCP server; move the CLIs' work root");
             }
             let path = dir.path().join("settings.json");
-            write_private(&path, &gemini_settings(servers).to_string())?;
+            write_private(&path, &gemini_settings(&offers).to_string())?;
             setup
                 .env
                 .push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_owned(), path.into()));
         }
         CliType::Codex => {
-            write_private(&dir.path().join("config.toml"), &codex_config(servers))?;
+            write_private(&dir.path().join("config.toml"), &codex_config(&offers))?;
             setup.env.push(("CODEX_HOME".to_owned(), dir.path().into()));
         }
         CliType::Opencode => {
             let path = dir.path().join("opencode.json");
-            write_private(&path, &opencode_config(servers).to_string())?;
+            write_private(&path, &opencode_config(&offers).to_string())?;
             setup.env.push(("OPENCODE_CONFIG".to_owned(), path.into()));
         }
     }

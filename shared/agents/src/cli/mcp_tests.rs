@@ -44,9 +44,75 @@ fn servers() -> Vec<McpEndpoint> {
     ]
 }
 
+/// What the engine found on the servers it could list: `remote`'s tools (`everything` is a
+/// stdio server it could not start).
+fn listed() -> Listed {
+    BTreeMap::from([(
+        "mcp_2".to_owned(),
+        BTreeMap::from([
+            ("search".to_owned(), true),
+            ("delete_all".to_owned(), false),
+            ("read_secret".to_owned(), true),
+        ]),
+    )])
+}
+
+/// `remote` with `read_secret` (read-only) asked for, `delete_all` (not read-only) allowed.
+fn with_policies() -> Vec<McpEndpoint> {
+    let mut servers = servers();
+    servers[1].tools = BTreeMap::from([
+        ("read_secret".to_owned(), ToolPolicy::Ask),
+        ("delete_all".to_owned(), ToolPolicy::Allow),
+    ]);
+    servers
+}
+
+#[test]
+fn a_cli_is_offered_allowed_tools_and_read_only_ones_without_a_policy_only() {
+    let servers = servers();
+    let listed = listed();
+    let given = offers(&servers, &listed);
+    let names: Vec<(&str, &[&str], &[&str])> = given
+        .iter()
+        .map(|o| (o.server.name.as_str(), &o.allowed[..], &o.withheld[..]))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            // Not listed: only its `allow` tool.
+            (
+                "everything",
+                &["echo"][..],
+                &["get-env", "trigger-long-running-operation"][..]
+            ),
+            // Listed, no policy: its read-only tools; the other (default `ask`) withheld.
+            ("remote", &["read_secret", "search"][..], &["delete_all"][..]),
+        ]
+    );
+    // A policy set wins over the hint both ways.
+    let servers = with_policies();
+    let given = offers(&servers, &listed);
+    assert_eq!(given[1].allowed, ["delete_all", "search"]);
+    assert_eq!(given[1].withheld, ["read_secret"]);
+    // A server nothing of which may run unattended is not given: `remote` unlisted (a stdio
+    // server where the engine cannot start it), or listed with no read-only tool.
+    let servers = self::servers();
+    assert_eq!(offers(&servers, &Listed::new()).len(), 1);
+    let writes = BTreeMap::from([("mcp_2".to_owned(), BTreeMap::from([("delete_all".to_owned(), false)]))]);
+    let given = offers(&servers, &writes);
+    assert_eq!(given.len(), 1);
+    assert_eq!(given[0].server.name, "everything");
+    // With no server left, the CLI gets nothing.
+    let root = tempfile::tempdir().unwrap();
+    let none = setup(CliType::Claude, &servers[1..2], &writes, root.path()).unwrap();
+    assert!(none.args.is_empty() && none._dir.is_none());
+}
+
 #[test]
 fn claude_gets_a_strict_config_with_only_the_tools_it_may_run() {
-    let config = claude_config(&servers());
+    let servers = servers();
+    let listed = listed();
+    let config = claude_config(&offers(&servers, &listed));
     let everything = &config["mcpServers"]["everything"];
     assert_eq!(everything["type"], "stdio");
     assert_eq!(everything["command"], "node");
@@ -57,42 +123,61 @@ fn claude_gets_a_strict_config_with_only_the_tools_it_may_run() {
     assert_eq!(remote["headers"]["Authorization"], HEADER_SECRET);
     // A name no CLI could take is left out.
     assert_eq!(config["mcpServers"].as_object().unwrap().len(), 2, "{config}");
-    let (allowed, denied) = claude_tools(&servers());
-    assert_eq!(allowed, ["mcp__everything", "mcp__remote"]);
+    let (allowed, denied) = claude_tools(&offers(&servers, &listed));
+    // Tool by tool, never a whole server.
+    assert_eq!(
+        allowed,
+        [
+            "mcp__everything__echo",
+            "mcp__remote__read_secret",
+            "mcp__remote__search"
+        ]
+    );
     assert_eq!(
         denied,
         [
             "mcp__everything__get-env",
-            "mcp__everything__trigger-long-running-operation"
+            "mcp__everything__trigger-long-running-operation",
+            "mcp__remote__delete_all"
         ]
     );
 }
 
 #[test]
-fn gemini_gets_streamable_http_and_excluded_tools() {
-    let settings = gemini_settings(&servers());
+fn gemini_gets_streamable_http_and_included_tools() {
+    let servers = servers();
+    let listed = listed();
+    let settings = gemini_settings(&offers(&servers, &listed));
     let remote = &settings["mcpServers"]["remote"];
     assert_eq!(remote["httpUrl"], "https://mcp.example.com/mcp");
     assert!(remote.get("url").is_none(), "{remote}");
     assert!(remote.get("type").is_none(), "{remote}");
-    assert_eq!(
-        settings["mcpServers"]["everything"]["excludeTools"],
-        json!(["get-env", "trigger-long-running-operation"])
-    );
+    assert_eq!(settings["mcpServers"]["everything"]["includeTools"], json!(["echo"]));
+    assert_eq!(remote["includeTools"], json!(["read_secret", "search"]));
+    assert!(remote.get("excludeTools").is_none(), "{remote}");
 }
 
 #[test]
-fn opencode_gets_local_and_remote_servers_and_tools_turned_off() {
-    let config = opencode_config(&servers());
+fn opencode_gets_local_and_remote_servers_with_only_allowed_tools_on() {
+    let servers = servers();
+    let listed = listed();
+    let config = opencode_config(&offers(&servers, &listed));
     let local = &config["mcp"]["everything"];
     assert_eq!(local["type"], "local");
     assert_eq!(local["command"], json!(["node", "server.js", "stdio"]));
     assert_eq!(local["environment"]["API_TOKEN"], ENV_SECRET);
     assert_eq!(config["mcp"]["remote"]["type"], "remote");
     assert_eq!(config["mcp"]["remote"]["headers"]["Authorization"], HEADER_SECRET);
-    assert_eq!(config["tools"]["everything_get-env"], false);
-    assert_eq!(config["tools"]["everything_trigger-long-running-operation"], false);
-    assert!(config["tools"].get("everything_echo").is_none());
+    assert_eq!(
+        config["tools"],
+        json!({
+            "everything_*": false,
+            "everything_echo": true,
+            "remote_*": false,
+            "remote_read_secret": true,
+            "remote_search": true,
+        })
+    );
 }
 
 #[test]
@@ -101,7 +186,8 @@ fn codex_gets_its_toml_with_quoted_keys_and_escaped_values() {
     if let McpLaunch::Stdio { args, .. } = &mut odd[0].launch {
         args.push("a \"quoted\" \\ arg\n".into());
     }
-    let text = codex_config(&odd);
+    let listed = listed();
+    let text = codex_config(&offers(&odd, &listed));
     assert!(
         text.contains("[mcp_servers.\"everything\"]\nstartup_timeout_sec = 30\ncommand = \"node\"\n"),
         "{text}"
@@ -119,8 +205,13 @@ fn codex_gets_its_toml_with_quoted_keys_and_escaped_values() {
         text.contains(&format!("http_headers = {{ \"Authorization\" = \"{HEADER_SECRET}\" }}")),
         "{text}"
     );
+    assert!(text.contains("enabled_tools = [\"echo\"]\n"), "{text}");
     assert!(
-        text.contains("disabled_tools = [\"get-env\", \"trigger-long-running-operation\"]"),
+        text.contains("enabled_tools = [\"read_secret\", \"search\"]\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("disabled_tools") && !text.contains("delete_all"),
         "{text}"
     );
     assert!(!text.contains("bad name"), "{text}");
@@ -131,7 +222,7 @@ fn secrets_go_only_into_a_private_file_that_is_removed_after_the_run() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path().join(".mcp");
     for cli in CliType::ALL {
-        let setup = setup(cli, &servers(), &root).unwrap();
+        let setup = setup(cli, &servers(), &listed(), &root).unwrap();
         // Never on the command line, never in the environment.
         let said = format!("{:?} {:?}", setup.args, setup.env);
         assert!(
@@ -174,10 +265,10 @@ fn secrets_go_only_into_a_private_file_that_is_removed_after_the_run() {
 fn no_servers_change_nothing() {
     let root = tempfile::tempdir().unwrap();
     for cli in CliType::ALL {
-        let none = setup(cli, &[], root.path()).unwrap();
+        let none = setup(cli, &[], &listed(), root.path()).unwrap();
         assert!(none.args.is_empty() && none.env.is_empty() && none._dir.is_none());
         // Only servers no CLI could name: nothing either.
-        let bad = setup(cli, &servers()[2..], root.path()).unwrap();
+        let bad = setup(cli, &servers()[2..], &listed(), root.path()).unwrap();
         assert!(bad.args.is_empty() && bad.env.is_empty() && bad._dir.is_none());
     }
 }
@@ -185,8 +276,8 @@ fn no_servers_change_nothing() {
 #[test]
 fn a_dead_runs_configuration_is_swept_and_a_live_ones_is_kept() {
     let root = tempfile::tempdir().unwrap();
-    let live = setup(CliType::Claude, &servers(), root.path()).unwrap();
-    let dead = setup(CliType::Codex, &servers(), root.path()).unwrap();
+    let live = setup(CliType::Claude, &servers(), &listed(), root.path()).unwrap();
+    let dead = setup(CliType::Codex, &servers(), &listed(), root.path()).unwrap();
     let dead_dir = dead._dir.unwrap().keep();
     // Only what is older than the age goes.
     assert_eq!(sweep(root.path(), std::time::Duration::from_secs(3600)), 0);

@@ -153,7 +153,12 @@ impl Step<'_> {
                         tool: c.name.clone(),
                         arguments: c.arguments.clone(),
                         client: true,
-                        server: client.iter().find(|t| t.name == c.name).and_then(|t| t.server.clone()),
+                        // The client named it: shown as the client's, never as a workspace's.
+                        server: client
+                            .iter()
+                            .find(|t| t.name == c.name)
+                            .and_then(|t| t.server.as_ref())
+                            .map(|s| format!("companion:{s}")),
                     });
                     self.request(RequestKind::ToolOutput, &c.id, asked).await?;
                 }

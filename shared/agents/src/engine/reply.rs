@@ -56,6 +56,7 @@ impl Step<'_> {
             files: Vec::new(),
             file_access: None,
             mcp_servers: Vec::new(),
+            mcp_listed: std::collections::BTreeMap::new(),
         }
     }
 
@@ -100,6 +101,7 @@ impl Step<'_> {
         if runtime.works_on_disk() {
             request.workspace_context = self.workspace_context().await?;
             request.mcp_servers = self.mcp_endpoints().await?;
+            request.mcp_listed = self.mcp_listed(&request.mcp_servers).await;
         } else {
             request.tools.extend(self.toolbox().await?.specs());
         }

@@ -17,6 +17,8 @@
 //! - Runtimes that work on disk (CLIs) are not given tools: they get the endpoints
 //!   ([`Request::mcp_servers`]) and give them to their program.
 
+use std::collections::BTreeMap;
+
 use spool_chat::mcp::{McpCatalog, McpEndpoint, McpLaunch, ToolPolicy, default_policy, tool_name};
 
 use super::*;
@@ -27,6 +29,13 @@ use crate::{
 
 /// The longest name a provider takes for a tool (`^[a-zA-Z0-9_-]{1,64}$`).
 const MAX_NAME: usize = 64;
+
+/// The most tools a step offers (providers refuse long lists).
+const MAX_TOOLS: usize = 128;
+/// The largest input schema offered, serialized (a larger one's tool is left out).
+const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// The start of the system message a turn gets once when tools are left out by those limits.
+const TOOLS_LEFT_OUT: &str = "Some MCP tools are not offered";
 
 /// The start of the system message a turn gets once when its stdio servers are left out.
 const STDIO_SKIPPED: &str = "The workspace's stdio MCP servers";
@@ -102,6 +111,41 @@ pub fn offered_name(server: &str, tool: &str) -> String {
     clean + &suffix
 }
 
+/// What a step offers of `tools` (in the servers' order, so the same in every step): each
+/// offered name once (a later tool whose name is taken is left out), no schema over
+/// [`MAX_SCHEMA_BYTES`], at most [`MAX_TOOLS`]; and what was left out, said for a person.
+fn admit(tools: Vec<McpTool>) -> (Vec<McpTool>, Vec<String>) {
+    let mut names = std::collections::HashSet::new();
+    let mut admitted = Vec::new();
+    let mut notes = Vec::new();
+    let mut over = 0;
+    for tool in tools {
+        let size = serde_json::to_string(&tool.spec.parameters).map_or(usize::MAX, |s| s.len());
+        if size > MAX_SCHEMA_BYTES {
+            notes.push(format!(
+                "`{}` of `{}` has an input schema over {} KiB",
+                tool.tool,
+                tool.server,
+                MAX_SCHEMA_BYTES / 1024
+            ));
+        } else if names.contains(&tool.spec.name) {
+            notes.push(format!(
+                "`{}` of `{}` would be offered as `{}`, the name of another server's tool",
+                tool.tool, tool.server, tool.spec.name
+            ));
+        } else if admitted.len() == MAX_TOOLS {
+            over += 1;
+        } else {
+            names.insert(tool.spec.name.clone());
+            admitted.push(tool);
+        }
+    }
+    if over > 0 {
+        notes.push(format!("{over} more past the limit of {MAX_TOOLS} tools per step"));
+    }
+    (admitted, notes)
+}
+
 impl Step<'_> {
     /// The enabled MCP servers of the chat's workspace (none outside a workspace or without a
     /// catalog).
@@ -124,6 +168,48 @@ impl Step<'_> {
             self.toolbox = Some(toolbox);
         }
         Ok(self.toolbox.get_or_insert_default())
+    }
+
+    /// For a CLI's request: the tools of each of `endpoints` and whether it marks each
+    /// read-only, for the servers the
+    /// engine can list (HTTP ones, and stdio ones where programs may be started), each listed
+    /// once within [`McpSettings`]' bounds. A server left out (or that fails) gets only its
+    /// `allow` tools offered to the CLI.
+    pub(super) async fn mcp_listed(&self, endpoints: &[McpEndpoint]) -> BTreeMap<String, BTreeMap<String, bool>> {
+        let settings = &self.engine.settings.mcp;
+        let listable: Vec<&McpEndpoint> = endpoints
+            .iter()
+            .filter(|e| settings.spawn_stdio || !matches!(e.launch, McpLaunch::Stdio { .. }))
+            .collect();
+        if listable.is_empty() {
+            return BTreeMap::new();
+        }
+        let place = self.stdio_place(endpoints, settings).await;
+        let listed = futures_util::future::join_all(listable.iter().map(|endpoint| async {
+            let place = match &place {
+                Ok(place) => place.as_ref(),
+                Err(e) if matches!(endpoint.launch, McpLaunch::Stdio { .. }) => return Err(e.clone()),
+                Err(_) => None,
+            };
+            let connection = Connection::open(endpoint, settings, place).await?;
+            let tools = connection.tools(settings).await;
+            connection.close().await;
+            tools
+        }))
+        .await;
+        let mut read_only = BTreeMap::new();
+        for (endpoint, listed) in listable.into_iter().zip(listed) {
+            match listed {
+                Ok(tools) => {
+                    let names = tools.into_iter().map(|t| (t.name, t.read_only)).collect();
+                    read_only.insert(endpoint.id.clone(), names);
+                }
+                Err(reason) => {
+                    tracing::warn!(server = %endpoint.name, %reason, "an MCP server's tools could not be listed for a CLI; only its `allow` tools are offered");
+                }
+            }
+        }
+        read_only
     }
 
     async fn build_toolbox(&mut self) -> Result<Toolbox, Error> {
@@ -202,6 +288,11 @@ impl Step<'_> {
                 });
             }
         }
+        let (tools, left_out) = admit(std::mem::take(&mut toolbox.tools));
+        toolbox.tools = tools;
+        if !left_out.is_empty() && !self.said_this_turn(TOOLS_LEFT_OUT) {
+            notes.push(format!("{TOOLS_LEFT_OUT}: {}.", left_out.join("; ")));
+        }
         for note in notes {
             self.system(Level::Error, &note).await?;
         }
@@ -245,16 +336,42 @@ impl Step<'_> {
         call: &ToolCall,
         state: &TurnState,
     ) -> Result<Option<Resolution>, Error> {
-        let Some(tool) = self.toolbox().await?.find(&call.name).cloned() else {
+        let tool = self.toolbox().await?.find(&call.name).cloned();
+        let Some(server) = tool
+            .as_ref()
+            .map(|t| t.server.clone())
+            .or_else(|| self.asked_server(&call.id))
+        else {
             return Ok(None);
         };
-        let server = Some(tool.server.clone());
-        if tool.policy == ToolPolicy::Allow {
-            return self.run_mcp(call, &tool).await.map(Some);
+        let server = Some(server);
+        if let Some(tool) = tool.as_ref().filter(|t| t.policy == ToolPolicy::Allow) {
+            return self.run_mcp(call, tool).await.map(Some);
         }
-        match state.answers.get(&call.id) {
-            Some(Answer::Approval(true)) => self.run_mcp(call, &tool).await.map(Some),
-            Some(Answer::Approval(false)) => {
+        match (state.answers.get(&call.id), &tool) {
+            (Some(Answer::Approval(true)), Some(tool)) => self.run_mcp(call, tool).await.map(Some),
+            // Asked in an earlier step, whose server is not offered now: it could not be
+            // reached (the reason is in this step's system message).
+            (Some(Answer::Approval(true)), None) => {
+                let error = format!(
+                    "the MCP server `{}` could not be reached, so `{}` did not run",
+                    server.as_deref().unwrap_or_default(),
+                    call.name
+                );
+                let end = ToolEnd {
+                    tool_call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    result: None,
+                    error: Some(error.clone()),
+                    declined: false,
+                    server,
+                };
+                let note = ChatEvent::system(Level::Error, format!("The approved tool did not run: {error}."));
+                self.append(vec![self.draft(ChatEvent::ToolEnd(end)), self.draft(note)])
+                    .await?;
+                Ok(Some(Resolution::Done))
+            }
+            (Some(Answer::Approval(false)), _) => {
                 let end = ToolEnd {
                     tool_call_id: call.id.clone(),
                     tool: call.name.clone(),
@@ -281,9 +398,17 @@ impl Step<'_> {
         }
     }
 
+    /// The MCP server of the tool whose approval `call_id` asked (in an earlier step).
+    fn asked_server(&self, call_id: &str) -> Option<String> {
+        self.events.iter().find_map(|e| match &e.event {
+            ChatEvent::ToolApprovalRequired(asked) if asked.tool_call_id == call_id => asked.server.clone(),
+            _ => None,
+        })
+    }
+
     /// Runs `call` on its server: `tool_start`, the call (bounded by the call timeout and the
-    /// step's time limit), `tool_end` with its result or error (and a system message when the
-    /// server failed).
+    /// step's time limit, and stopped by an abort of the turn), `tool_end` with its result or
+    /// error (and a system message when the server failed).
     async fn run_mcp(&mut self, call: &ToolCall, tool: &McpTool) -> Result<Resolution, Error> {
         let server = Some(tool.server.clone());
         let start = ChatEvent::ToolStart(ToolStart {
@@ -300,8 +425,20 @@ impl Step<'_> {
             .mcp
             .call_timeout
             .min(self.deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let after = self.read_tail;
+        let abort = super::reply::watch_abort(
+            self.engine.log.clone(),
+            self.path.clone(),
+            after,
+            self.state().start_seq.unwrap_or(after),
+            self.engine.settings.abort_wait,
+            self.own_tail.clone(),
+        );
         let outcome = match self.toolbox.as_ref().and_then(|t| t.connections.get(tool.connection)) {
-            Some(connection) => connection.call(&tool.tool, &call.arguments, timeout).await,
+            Some(connection) => tokio::select! {
+                outcome = connection.call(&tool.tool, &call.arguments, timeout) => outcome,
+                () = abort => Err("the turn was aborted while it ran".to_owned()),
+            },
             None => Err("its connection is gone".to_owned()),
         };
         let mut drafts = Vec::new();
@@ -345,5 +482,44 @@ mod tests {
         assert_eq!(long.len(), MAX_NAME);
         assert!(long.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
         assert_ne!(long, offered_name("a-server-with-a-rather-long-name", &"t".repeat(81)));
+    }
+
+    fn tool(server: &str, name: &str, parameters: serde_json::Value) -> McpTool {
+        McpTool {
+            server: server.to_owned(),
+            connection: 0,
+            tool: name.to_owned(),
+            policy: ToolPolicy::Allow,
+            spec: ToolSpec {
+                name: offered_name(server, name),
+                description: String::new(),
+                parameters,
+            },
+        }
+    }
+
+    #[test]
+    fn tools_are_offered_once_by_name_with_small_schemas_and_at_most_the_limit() {
+        let small = serde_json::json!({"type": "object"});
+        let mut tools = vec![
+            tool("a_", "_b", small.clone()),
+            tool("a", "__b", small.clone()),
+            tool(
+                "big",
+                "schema",
+                serde_json::json!({"description": "x".repeat(MAX_SCHEMA_BYTES)}),
+            ),
+        ];
+        tools.extend((0..200).map(|i| tool("many", &format!("t{i}"), small.clone())));
+        let (offered, notes) = admit(tools);
+        assert_eq!(offered.len(), MAX_TOOLS);
+        assert_eq!(offered[0].server, "a_", "the first of two same names stays");
+        assert!(offered.iter().all(|t| t.server != "a" && t.server != "big"));
+        let names: std::collections::HashSet<_> = offered.iter().map(|t| &t.spec.name).collect();
+        assert_eq!(names.len(), offered.len());
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].contains("`__b` of `a`"), "{notes:?}");
+        assert!(notes[1].contains("`schema` of `big`"), "{notes:?}");
+        assert!(notes[2].starts_with("73 more"), "{notes:?}");
     }
 }

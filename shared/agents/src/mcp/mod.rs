@@ -26,6 +26,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use spool_chat::mcp::{McpEndpoint, McpLaunch, McpProbe, McpToolInfo};
+use spool_log::subscription::spec::UrlPolicy;
 
 pub mod outcome;
 pub mod stdio;
@@ -47,6 +48,10 @@ pub struct McpSettings {
     /// Where a stdio server of a chat without a working directory runs (and has its `HOME`
     /// and `TMPDIR`): `{work_root}/{org}/{chat}`.
     pub work_root: PathBuf,
+    /// Which URLs an http server may be reached at: checked as written, and every address its
+    /// name resolves to ([`crate::outbound`]); loopback only where the deployment allows it
+    /// (`spool serve` bound to loopback).
+    pub urls: UrlPolicy,
 }
 
 impl Default for McpSettings {
@@ -57,6 +62,7 @@ impl Default for McpSettings {
             spawn_stdio: false,
             env: Vec::new(),
             work_root: std::env::temp_dir().join("spool-mcp"),
+            urls: UrlPolicy { loopback_http: false },
         }
     }
 }
@@ -106,8 +112,16 @@ impl Connection {
                     value.set_sensitive(true);
                     custom.insert(name, value);
                 }
+                crate::outbound::check_webhook_url(url, settings.urls)
+                    .map_err(|r| r.message.replacen("webhook.url", "its `url`", 1))?;
+                // No idle pooling, as rmcp's own client (a half-read answer stalls a reused
+                // connection).
+                let client = crate::outbound::client_builder(settings.urls)
+                    .pool_max_idle_per_host(0)
+                    .build()
+                    .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = tokio::time::timeout(settings.connect_timeout, ().serve(transport))
                     .await
                     .map_err(|_| timed_out("connect", settings.connect_timeout))?
@@ -188,15 +202,57 @@ fn timed_out(what: &str, limit: Duration) -> String {
     format!("it did not {what} within {:.0} s", limit.as_secs_f64())
 }
 
-/// `text` with every one of `secrets` replaced.
+/// A secret's credential part this short is not scrubbed on its own (it would blank common
+/// words).
+const MIN_CREDENTIAL: usize = 8;
+
+/// `text` with every one of `secrets` replaced: the whole value, its credential part after an
+/// auth scheme (`Bearer X`: `X`, when at least [`MIN_CREDENTIAL`] bytes), and each as written
+/// inside a JSON string and percent-encoded.
 pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut forms: Vec<String> = Vec::new();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let mut parts = vec![secret.as_str()];
+        if let Some((_, credential)) = secret.split_once(' ') {
+            let credential = credential.trim();
+            if credential.len() >= MIN_CREDENTIAL {
+                parts.push(credential);
+            }
+        }
+        for part in parts {
+            let json = serde_json::to_string(part).unwrap_or_default();
+            let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
+            forms.extend([
+                part.to_owned(),
+                json,
+                percent_encoded(part, false),
+                percent_encoded(part, true),
+            ]);
+        }
+    }
+    // Longest first, so a whole value goes before its credential part.
+    forms.retain(|f| !f.is_empty());
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
     let mut text = text.to_owned();
-    for secret in secrets {
-        if !secret.is_empty() && text.contains(secret.as_str()) {
-            text = text.replace(secret.as_str(), "[secret]");
+    for form in &forms {
+        if text.contains(form.as_str()) {
+            text = text.replace(form.as_str(), "[secret]");
         }
     }
     text
+}
+
+/// `text` percent-encoded (every byte but the unreserved ones, `A-Z a-z 0-9 - . _ ~`), in upper
+/// or `lower` case hex digits.
+fn percent_encoded(text: &str, lower: bool) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ if lower => format!("%{b:02x}"),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Tests servers: connects, lists their tools, closes ([`McpProbe`]).
@@ -228,5 +284,25 @@ impl McpProbe for Probe {
         let tools = connection.tools(&self.settings).await;
         connection.close().await;
         tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_scrubbed_whole_by_credential_escaped_and_encoded() {
+        let secrets = vec!["Bearer Tok/en\"quoted\"-1234".to_owned(), "Basic abc".to_owned()];
+        let said = "header Bearer Tok/en\"quoted\"-1234; echoed Tok/en\"quoted\"-1234; \
+                    json \"Tok/en\\\"quoted\\\"-1234\"; url ?t=Tok%2Fen%22quoted%22-1234 or Tok%2fen%22quoted%22-1234";
+        let clean = scrub(said, &secrets);
+        assert!(!clean.contains("Tok/en"), "{clean}");
+        assert!(!clean.contains("quoted"), "{clean}");
+        assert!(!clean.contains("Tok%2"), "{clean}");
+        assert_eq!(clean.matches("[secret]").count(), 5, "{clean}");
+        // A short credential part is not scrubbed alone (it would blank common words); the
+        // whole value is.
+        assert_eq!(scrub("abc and Basic abc", &secrets), "abc and [secret]");
     }
 }

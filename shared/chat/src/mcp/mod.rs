@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use spool_log::error::Error;
+use spool_log::{error::Error, subscription::refusal::Refusal};
 
 pub use secrets::{SecretBox, SecretMap, SecretPlace};
 
@@ -207,6 +207,25 @@ pub struct McpEndpoint {
     pub tools: BTreeMap<String, ToolPolicy>,
 }
 
+/// The refusal of an update of server `id` that was changed since it was read (`409 conflict`):
+/// [`McpServerStore::update_mcp_server`]'s answer when the stored `updated_ms` is not the one
+/// read.
+pub fn mcp_server_changed(id: &str) -> Error {
+    Refusal::new(
+        409,
+        CHANGED,
+        format!("MCP server `{id}` was changed meanwhile; read it again and retry"),
+    )
+    .into()
+}
+
+/// Whether `e` is [`mcp_server_changed`].
+pub fn is_mcp_server_changed(e: &Error) -> bool {
+    matches!(e, Error::Refused(r) if r.code == CHANGED)
+}
+
+const CHANGED: &str = "changed";
+
 /// Where a workspace's MCP servers are kept.
 #[async_trait]
 pub trait McpServerStore: Send + Sync {
@@ -221,9 +240,10 @@ pub trait McpServerStore: Send + Sync {
     /// A workspace's servers, oldest first.
     async fn mcp_servers(&self, org: &str, workspace_id: &str) -> Result<Vec<McpServer>, Error>;
 
-    /// Replaces a server ([`Error::Missing`] if it does not exist, [`Error::Exists`] if its new
-    /// name is another's of the workspace).
-    async fn update_mcp_server(&self, org: &str, server: &McpServer) -> Result<(), Error>;
+    /// Replaces a server, only if the stored one is still the one read: its `updated_ms` is
+    /// `read_ms` ([`mcp_server_changed`] otherwise, and nothing changed; [`Error::Missing`] if it
+    /// does not exist, [`Error::Exists`] if its new name is another's of the workspace).
+    async fn update_mcp_server(&self, org: &str, server: &McpServer, read_ms: i64) -> Result<(), Error>;
 
     /// Deletes a server ([`Error::Missing`] if it does not exist).
     async fn delete_mcp_server(&self, org: &str, id: &str) -> Result<(), Error>;

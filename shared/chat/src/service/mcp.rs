@@ -25,7 +25,7 @@ use super::mcp_checks::{
 use crate::{
     mcp::{
         McpCatalog, McpEndpoint, McpLaunch, McpProbe, McpSecret, McpServer, McpToolInfo, McpTransport, SealedSecret,
-        SecretBox, SecretMap, SecretPlace, ToolPolicy, default_policy,
+        SecretBox, SecretMap, SecretPlace, ToolPolicy, default_policy, is_mcp_server_changed,
     },
     metadata::Metadata,
     settings::CliHost,
@@ -259,9 +259,22 @@ impl McpServerService {
         Ok(servers.into_iter().map(|s| self.placed(s, &workspace)).collect())
     }
 
-    /// Changes server `id` as `edit` says; returns it changed.
+    /// Changes server `id` as `edit` says; returns it changed. The change applies to the server
+    /// as read; when another change came in between, it is read and applied again once, then
+    /// refused ([`mcp_server_changed`], `409`).
     pub async fn update(&self, org: &str, id: &str, edit: McpServerEdit) -> Result<PlacedMcpServer, Error> {
+        match self.update_once(org, id, edit.clone()).await {
+            Err(e) if is_mcp_server_changed(&e) => {
+                tracing::info!(org, mcp_server = %id, "MCP server changed meanwhile; applying the change again");
+                self.update_once(org, id, edit).await
+            }
+            done => done,
+        }
+    }
+
+    async fn update_once(&self, org: &str, id: &str, edit: McpServerEdit) -> Result<PlacedMcpServer, Error> {
         let mut server = self.stored(org, id).await?;
+        let read_ms = server.updated_ms;
         let workspace = self.workspace(org, &server.workspace_id).await?;
         if let Some(name) = edit.name {
             server.name = name;
@@ -297,11 +310,12 @@ impl McpServerService {
         if let Some(enabled) = edit.enabled {
             server.enabled = enabled;
         }
-        server.updated_ms = self.clock.now_ms();
+        // Later than the one read even within its millisecond, so each change is a new version.
+        server.updated_ms = self.clock.now_ms().max(read_ms + 1);
         check_server(&server, self.urls)?;
         let runs_on = self.runs_on(&server, &workspace)?;
         self.metadata
-            .update_mcp_server(org, &server)
+            .update_mcp_server(org, &server, read_ms)
             .await
             .map_err(named(&server))?;
         tracing::info!(org, mcp_server = %server.id, "MCP server changed");
@@ -470,15 +484,26 @@ impl McpServerService {
 impl McpCatalog for McpServerService {
     /// The workspace's enabled servers, oldest first, secrets opened. A `stdio` server is
     /// among them wherever it is kept: whoever runs the turn starts it only where it may
-    /// ([`McpLaunch::transport`]; never a Lambda).
+    /// ([`McpLaunch::transport`]; never a Lambda). A server whose secrets cannot be opened (no
+    /// data key, or one that does not open them) is left out with a warning, so the others
+    /// still serve.
     async fn endpoints(&self, org: &str, workspace_id: &str) -> Result<Vec<McpEndpoint>, Error> {
-        self.metadata
-            .mcp_servers(org, workspace_id)
-            .await?
-            .into_iter()
-            .filter(|s| s.enabled)
-            .map(|s| self.endpoint(org, s))
-            .collect()
+        let servers = self.metadata.mcp_servers(org, workspace_id).await?;
+        let mut endpoints = Vec::with_capacity(servers.len());
+        for server in servers.into_iter().filter(|s| s.enabled) {
+            let id = server.id.clone();
+            match self.endpoint(org, server) {
+                Ok(endpoint) => endpoints.push(endpoint),
+                Err(e) => tracing::warn!(
+                    org,
+                    workspace = workspace_id,
+                    mcp_server = %id,
+                    error = %e,
+                    "MCP server left out: its secrets cannot be opened"
+                ),
+            }
+        }
+        Ok(endpoints)
     }
 }
 

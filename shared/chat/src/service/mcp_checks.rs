@@ -36,17 +36,48 @@ pub(super) const MAX_ARG_BYTES: usize = 4 * 1024;
 /// The longest tool name, in bytes.
 pub(super) const MAX_TOOL_NAME_BYTES: usize = 128;
 
-/// Headers a server may not be given: the transport sets them.
-const RESERVED_HEADERS: [&str; 8] = [
+/// Headers a server may not be given: HTTP or the MCP transport sets them (and any `Mcp-*`,
+/// the protocol's own).
+const RESERVED_HEADERS: [&str; 9] = [
     "host",
     "content-length",
     "content-type",
     "transfer-encoding",
     "connection",
     "accept",
+    "last-event-id",
     "mcp-session-id",
     "mcp-protocol-version",
 ];
+
+/// Variables a program may not be given: they would undo its confinement (where it runs,
+/// which program or libraries it loads) or pose as Spool's own (any `SPOOL_*`), as would any
+/// `LD_*` or `DYLD_*`. Compared without case.
+const RESERVED_ENV: [&str; 20] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "SHELL",
+    "IFS",
+    "ENV",
+    "BASH_ENV",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "PERL5LIB",
+    "PERL5OPT",
+    "RUBYLIB",
+    "RUBYOPT",
+    "GIT_CONFIG_GLOBAL",
+];
+
+/// Prefixes of variables a program may not be given (see [`RESERVED_ENV`]).
+const RESERVED_ENV_PREFIXES: [&str; 3] = ["LD_", "DYLD_", "SPOOL_"];
 
 pub(super) fn bad_request(message: impl Into<String>) -> Error {
     Refusal::new(400, "bad_request", message).into()
@@ -127,9 +158,10 @@ pub(super) fn check_header_name(name: &str) -> Result<(), Error> {
             name.chars().take(MAX_KEY_BYTES).collect::<String>().escape_debug()
         )));
     }
-    if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+    let lower = name.to_ascii_lowercase();
+    if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("mcp-") {
         return Err(bad_request(format!(
-            "header `{name}` is set by the transport and cannot be given"
+            "header `{name}` is reserved: HTTP or the MCP transport sets it, so it cannot be given"
         )));
     }
     Ok(())
@@ -141,6 +173,14 @@ pub(super) fn check_env_name(name: &str) -> Result<(), Error> {
         return Err(bad_request(format!(
             "`{}` is not an environment variable's name (`^[A-Za-z_][A-Za-z0-9_]*$`, at most {MAX_KEY_BYTES})",
             name.chars().take(MAX_KEY_BYTES).collect::<String>().escape_debug()
+        )));
+    }
+    let upper = name.to_ascii_uppercase();
+    if RESERVED_ENV.contains(&upper.as_str()) || RESERVED_ENV_PREFIXES.iter().any(|p| upper.starts_with(p)) {
+        return Err(bad_request(format!(
+            "environment variable `{name}` is reserved: it would change where or how the program runs \
+             (PATH, HOME, TMPDIR, loaders' and interpreters' paths and options, LD_*, DYLD_*) or pose as \
+             Spool's (SPOOL_*), so it cannot be given"
         )));
     }
     Ok(())
@@ -245,6 +285,47 @@ mod tests {
         assert!(check_env_name("API_KEY").is_ok() && check_env_name("_x1").is_ok());
         for bad in ["", "1A", "A-B", "A B", "A=B"] {
             assert!(check_env_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn reserved_header_and_env_names_are_refused_saying_why() {
+        for reserved in [
+            "Mcp-Session-Id",
+            "MCP-PROTOCOL-VERSION",
+            "Mcp-Anything",
+            "Last-Event-Id",
+            "Host",
+            "Content-Length",
+            "Content-Type",
+            "Accept",
+            "Connection",
+            "Transfer-Encoding",
+        ] {
+            let e = check_header_name(reserved).unwrap_err();
+            assert!(e.to_string().contains("reserved"), "{reserved}: {e}");
+        }
+        for fine in ["Authorization", "X-Mcp-Token", "McpKey"] {
+            assert!(check_header_name(fine).is_ok(), "{fine}");
+        }
+        for reserved in [
+            "PATH",
+            "path",
+            "HOME",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "DYLD_INSERT_LIBRARIES",
+            "NODE_OPTIONS",
+            "PYTHONPATH",
+            "SPOOL_DATA_KEY",
+            "spool_anything",
+        ] {
+            let e = check_env_name(reserved).unwrap_err();
+            assert!(e.to_string().contains("reserved"), "{reserved}: {e}");
+        }
+        for fine in ["API_KEY", "GITHUB_TOKEN", "NODE_ENV", "LDAP_URL", "MY_SPOOL_ID"] {
+            assert!(check_env_name(fine).is_ok(), "{fine}");
         }
         let e = check_header_value("Authorization", "Bearer s3cr3t\r\nX: y").unwrap_err();
         assert!(!e.to_string().contains("s3cr3t"), "{e}");

@@ -188,14 +188,19 @@ impl McpHub {
         let timeout = self.call_timeout.unwrap_or(CALL_TIMEOUT);
         let name = &server.name;
         match tokio::time::timeout(timeout, running.client.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(shape_result(&serde_json::to_value(result).unwrap_or_default())),
+            Ok(Ok(result)) => {
+                let mut shaped = shape_result(&serde_json::to_value(result).unwrap_or_default());
+                server.redact_value(&mut shaped);
+                Ok(shaped)
+            }
             // The server answered with an error (no such tool, bad arguments): it is still up.
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Failed(format!(
                 "the MCP server `{name}` refused the call of `{tool}`: {}",
-                e.message
+                server.redact(&e.message)
             ))),
             Ok(Err(e)) => {
                 server.stop(&running).await;
+                let e = server.redact(&e.to_string());
                 tracing::warn!(server = %name, tool, error = %e, "an MCP server failed; it starts again on next use");
                 Err(CallError::Failed(format!(
                     "the MCP server `{name}` failed during the call of `{tool}` ({e}); it is started again on next use"
@@ -346,7 +351,22 @@ impl Server {
             .env
             .values()
             .filter(|v| v.len() >= 4)
-            .fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), "…"))
+            .fold(text.to_owned(), |text, secret| {
+                // Raw, and as it reads inside JSON text (a result that quotes its environment).
+                let quoted = serde_json::to_string(secret).unwrap_or_default();
+                let quoted = quoted.trim_matches('"');
+                text.replace(secret.as_str(), "…").replace(quoted, "…")
+            })
+    }
+
+    /// `value` without this server's env values in any of its strings.
+    fn redact_value(&self, value: &mut Value) {
+        match value {
+            Value::String(text) => *text = self.redact(text),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v)),
+            Value::Object(fields) => fields.values_mut().for_each(|v| self.redact_value(v)),
+            _ => {}
+        }
     }
 }
 

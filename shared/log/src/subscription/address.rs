@@ -5,7 +5,8 @@
 //! connected to: the instance metadata service, the VPC, the host's loopback. [`is_public`] is
 //! the one rule. It judges an IP literal when a URL is checked (`spec::check_webhook_url`, when
 //! the webhook is made and again before each request) and every address a name resolves to
-//! (`spool_worker::Webhooks`' resolver), so a literal and a name meet the same rule.
+//! (`spool_agents::outbound`'s resolver, for webhooks and MCP servers), so a literal and a name
+//! meet the same rule.
 //!
 //! IPv6 has several ways to carry an IPv4 address, and a request to one of them can end at that
 //! IPv4 address (a dual-stack socket, a NAT64 gateway, a 6to4 or Teredo relay): those are judged

@@ -92,6 +92,7 @@ fn request(cli: CliType) -> Request {
         files: Vec::new(),
         file_access: None,
         mcp_servers: Vec::new(),
+        mcp_listed: std::collections::BTreeMap::new(),
     }
 }
 

@@ -1,15 +1,19 @@
 //! The MCP part of the CLI check: each real CLI, run exactly as a turn runs it, is given the
 //! reference MCP server (`@modelcontextprotocol/server-everything` over stdio, from
-//! `tests/mcp`) in its own MCP configuration, with a secret in the server's environment and a
-//! tool denied, and talks to a fake model provider of its own wire format on localhost
+//! `tests/mcp`) in its own MCP configuration, with a secret in the server's environment, a
+//! tool denied and one allowed, and what the engine would list of its tools (the reference
+//! server's read-only hints, listed with Spool's client), and talks to a fake model provider of its own wire format on localhost
 //! (claude and opencode: Anthropic's; codex: OpenAI's Responses; gemini: Google's). The
 //! provider records each request and refuses it (`400`), so the CLI ends there.
 //!
 //! For each CLI it checks that:
-//! 1. the provider's request lists the server's `echo` tool, under the name that CLI gives it:
-//!    the CLI read Spool's configuration, started the server (the node program, under the
+//! 1. the provider's request lists the server's tools it may run (`echo`,
+//!    `toggle-simulated-logging`), under the names that CLI gives them: the CLI read Spool's configuration, started the server (the node program, under the
 //!    chat's confinement) and listed its tools;
-//! 2. the denied tool (`get-env`) is not offered;
+//! 2. the tools it may not run unattended are not offered: the denied `get-env`, and
+//!    `toggle-subscriber-updates`, which has no policy and is not read-only (`ask`); the
+//!    explicitly allowed `toggle-simulated-logging` (not read-only) is offered, and so is the
+//!    read-only `echo` (no policy);
 //! 3. the secret is nowhere in the chat's folder after the run (its input and context files
 //!    included), and the private folder that held the configuration is gone.
 
@@ -23,10 +27,11 @@ use std::{
 use axum::{Router, body::Bytes, http::StatusCode, response::IntoResponse, routing::any};
 use spool_agents::{
     cli::{CliAgents, program},
+    mcp::{McpSettings, Probe},
     runtimes::CliRuntimes,
 };
 use spool_chat::{
-    mcp::{McpEndpoint, McpLaunch, McpSecret, ToolPolicy},
+    mcp::{McpEndpoint, McpLaunch, McpProbe, McpSecret, ToolPolicy},
     workspace::CliType,
 };
 
@@ -68,15 +73,20 @@ async fn provider() -> (Arc<Mutex<Vec<String>>>, SocketAddr) {
     (seen, addr)
 }
 
-/// The names `cli` gives the server's `echo` tool and its denied `get-env` in a model request.
-fn tool_names(cli: CliType) -> (&'static str, &'static str) {
+/// The tools offered (`echo`, read-only with no policy; `toggle-simulated-logging`, allowed)
+/// and not offered (`get-env`, denied; `toggle-subscriber-updates`, `ask` by default).
+const OFFERED: [&str; 2] = ["echo", "toggle-simulated-logging"];
+const WITHHELD: [&str; 2] = ["get-env", "toggle-subscriber-updates"];
+
+/// The name `cli` gives the server's `tool` in a model request, quoted.
+fn tool_name(cli: CliType, tool: &str) -> String {
     match cli {
-        CliType::Claude => ("\"mcp__everything__echo\"", "\"mcp__everything__get-env\""),
-        CliType::Gemini => ("\"mcp_everything_echo\"", "\"mcp_everything_get-env\""),
+        CliType::Claude => format!("\"mcp__everything__{tool}\""),
+        CliType::Gemini => format!("\"mcp_everything_{tool}\""),
         // codex 0.169 groups a server's tools in a namespace (`mcp__everything`) of their own
         // names, `-` made `_`.
-        CliType::Codex => ("\"echo\"", "\"get_env\""),
-        CliType::Opencode => ("\"everything_echo\"", "\"everything_get-env\""),
+        CliType::Codex => format!("\"{}\"", tool.replace('-', "_")),
+        CliType::Opencode => format!("\"everything_{tool}\""),
     }
 }
 
@@ -153,7 +163,7 @@ async fn check_one(bin: &Path, work: &Path, cli: CliType) -> (String, Vec<String
     let mut request = request(cli);
     request.context.session_id = format!("ses_mcp_{name}");
     request.workspace_context = Some("The check's workspace.".to_owned());
-    request.mcp_servers = vec![McpEndpoint {
+    let server = McpEndpoint {
         id: "mcp_everything".to_owned(),
         name: "everything".to_owned(),
         launch: McpLaunch::Stdio {
@@ -161,8 +171,26 @@ async fn check_one(bin: &Path, work: &Path, cli: CliType) -> (String, Vec<String
             args: vec![everything().display().to_string(), "stdio".to_owned()],
             env: BTreeMap::from([("SPOOL_CHECK_TOKEN".to_owned(), McpSecret::new(SECRET))]),
         },
-        tools: BTreeMap::from([("get-env".to_owned(), ToolPolicy::Deny)]),
-    }];
+        tools: BTreeMap::from([
+            ("get-env".to_owned(), ToolPolicy::Deny),
+            ("toggle-simulated-logging".to_owned(), ToolPolicy::Allow),
+        ]),
+    };
+    // What the engine lists for a CLI's request: the tools and their read-only hints.
+    let probe = Probe::new(McpSettings {
+        env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
+        work_root: own.join("probe"),
+        spawn_stdio: true,
+        ..McpSettings::default()
+    });
+    match probe.probe(&server).await {
+        Ok(tools) => {
+            let tools = tools.into_iter().map(|t| (t.name, t.read_only)).collect();
+            request.mcp_listed = BTreeMap::from([(server.id.clone(), tools)]);
+        }
+        Err(e) => failures.push(format!("{name}: Spool's client could not list the server's tools: {e}")),
+    }
+    request.mcp_servers = vec![server];
     let chat = root.join(&request.context.org).join(&request.context.session_id);
     if cli == CliType::Gemini {
         // gemini takes `GOOGLE_GEMINI_BASE_URL` as a gateway it then refuses headless; with the
@@ -183,19 +211,22 @@ async fn check_one(bin: &Path, work: &Path, cli: CliType) -> (String, Vec<String
         Err(e) => e,
     };
     let bodies = seen.lock().map(|s| s.clone()).unwrap_or_default();
-    let (echo, denied) = tool_names(cli);
-    let offered = bodies
-        .iter()
-        .any(|b| b.contains(echo) && (cli != CliType::Codex || b.contains("\"mcp__everything\"")));
+    let names = |tools: [&str; 2]| tools.map(|t| tool_name(cli, t));
+    let (offers, withheld) = (names(OFFERED), names(WITHHELD));
+    let offered = bodies.iter().any(|b| {
+        offers.iter().all(|t| b.contains(t.as_str())) && (cli != CliType::Codex || b.contains("\"mcp__everything\""))
+    });
     let mut report = format!("cli-check: {name} with the MCP server `everything` (stdio):\n");
     if offered {
         report.push_str(&format!(
-            "  its model request lists the server's tools ({echo}), from {} request(s)\n",
+            "  its model request lists the server's tools it may run ({}), from {} request(s)\n",
+            offers.join(", "),
             bodies.len()
         ));
     } else {
         failures.push(format!(
-            "{name}: no model request listed the MCP server's {echo} ({} request(s) seen); it ended: {}",
+            "{name}: no model request listed the MCP server's {} ({} request(s) seen); it ended: {}",
+            offers.join(" and "),
             bodies.len(),
             said.lines()
                 .filter(|l| l.to_lowercase().contains("mcp"))
@@ -204,10 +235,20 @@ async fn check_one(bin: &Path, work: &Path, cli: CliType) -> (String, Vec<String
                 + &gist(&said)
         ));
     }
-    if bodies.iter().any(|b| b.contains(denied)) {
-        failures.push(format!("{name}: the denied tool {denied} was offered to the model"));
+
+    let leaked: Vec<&String> = withheld
+        .iter()
+        .filter(|t| bodies.iter().any(|b| b.contains(t.as_str())))
+        .collect();
+    if !leaked.is_empty() {
+        failures.push(format!(
+            "{name}: tools it may not run were offered to the model: {leaked:?}"
+        ));
     } else if offered {
-        report.push_str(&format!("  the denied tool ({denied}) is not offered\n"));
+        report.push_str(&format!(
+            "  the tools it may not run ({}) are not offered\n",
+            withheld.join(", ")
+        ));
     }
     let leaked = files_holding(&chat, SECRET);
     if leaked.is_empty() {
