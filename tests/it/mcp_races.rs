@@ -6,8 +6,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use spool_chat::{
     mcp::{
-        McpCatalog, McpServer, McpServerStore, McpTransport, SecretBox, SealedSecret, ToolPolicy,
-        is_mcp_server_changed,
+        McpCatalog, McpServer, McpServerStore, McpTransport, SealedSecret, SecretBox, ToolPolicy, is_mcp_server_changed,
     },
     metadata::{Metadata, Workspaces},
     service::{McpServerEdit, McpServerService, NewMcpServer},
@@ -62,7 +61,10 @@ pub(crate) async fn an_update_applies_only_to_the_version_it_read<H: Harness>(ha
     let org = unique_id("org");
     let ws = workspace(&store, &org).await;
     let id = unique_id("mcp");
-    store.create_mcp_server(&org, &server(&id, &ws, "docs", 10)).await.unwrap();
+    store
+        .create_mcp_server(&org, &server(&id, &ws, "docs", 10))
+        .await
+        .unwrap();
 
     // WHEN two changes of the version read (updated_ms 10) race, each a rename
     let (alpha, beta) = (server(&id, &ws, "alpha", 11), server(&id, &ws, "beta", 12));
@@ -180,9 +182,8 @@ where
     };
     registry.create(&org, &ws, sealed).await.unwrap();
     registry.create(&org, &ws, plain).await.unwrap();
-    let names = |endpoints: Vec<spool_chat::mcp::McpEndpoint>| {
-        endpoints.into_iter().map(|e| e.name).collect::<Vec<_>>()
-    };
+    let names =
+        |endpoints: Vec<spool_chat::mcp::McpEndpoint>| endpoints.into_iter().map(|e| e.name).collect::<Vec<_>>();
     assert_eq!(names(registry.endpoints(&org, &ws).await.unwrap()), ["sealed", "plain"]);
 
     // WHEN the catalog has no data key, or another one

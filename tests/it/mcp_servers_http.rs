@@ -138,7 +138,10 @@ where
         )
         .await;
     assert_eq!(status, 400, "{answer}");
-    assert!(answer["error"]["message"].as_str().unwrap().contains("reserved"), "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("reserved"),
+        "{answer}"
+    );
 
     // WHEN the http server's headers and tools are changed, some set and some removed
     let server_path = format!("/v1/mcp-servers/{http_id}");
@@ -314,7 +317,8 @@ where
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(logs.contains("MCP server made"), "the logs were not captured: {logs}");
     assert!(
-        logs.lines().any(|l| l.contains("MCP server left out") && l.contains(&local)),
+        logs.lines()
+            .any(|l| l.contains("MCP server left out") && l.contains(&local)),
         "the left-out server is not named: {logs}"
     );
     for secret in [HEADER_SECRET, NEW_HEADER_SECRET, ENV_SECRET, "s3cr3t"] {

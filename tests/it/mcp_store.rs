@@ -102,7 +102,9 @@ pub(crate) async fn servers_are_kept_per_workspace_with_unique_names<H: Harness>
         .create_mcp_server(&org, &server(&unique_id("mcp"), &ws, "docs", 50))
         .await
         .unwrap();
-    let missing = store.update_mcp_server(&org, &server("mcp_none", &ws, "none", 1), 1).await;
+    let missing = store
+        .update_mcp_server(&org, &server("mcp_none", &ws, "none", 1), 1)
+        .await;
     assert!(matches!(missing, Err(Error::Missing { .. })), "{missing:?}");
 
     // WHEN one is deleted, THEN it is gone and its name free

@@ -398,7 +398,10 @@ mod tests {
         for tool in ["list_chats", "read_chat", "wait_user"] {
             assert!(!writes(tool, None), "{tool} only reads");
         }
-        assert!(!refused_unseen(&ServiceError::TransportClosed), "a lost connection may have been acted on");
+        assert!(
+            !refused_unseen(&ServiceError::TransportClosed),
+            "a lost connection may have been acted on"
+        );
         assert!(!refused_unseen(&ServiceError::Timeout {
             timeout: Duration::from_secs(1)
         }));
@@ -408,9 +411,7 @@ mod tests {
     /// timeout, not a wait forever that holds every later call.
     #[tokio::test]
     async fn a_stalled_deployment_is_an_error_within_the_timeout() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let held = tokio::spawn(async move {
             let mut sockets = Vec::new();
