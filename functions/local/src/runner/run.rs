@@ -384,7 +384,8 @@ echo '{"message": "done"}' > "$SPOOL_OUTPUT_FILE"
             files: Vec::new(),
             file_access: None,
             mcp_servers: vec![endpoint.clone()],
-            mcp_listed: std::collections::BTreeMap::new(),
+            // What the engine found on it: one read-only tool, so the CLI is offered the server.
+            mcp_listed: BTreeMap::from([("mcp_1".to_owned(), BTreeMap::from([("list_issues".to_owned(), true)]))]),
         });
         assert_eq!(
             request.mcp_servers,
@@ -420,7 +421,9 @@ echo '{"message": "done"}' > "$SPOOL_OUTPUT_FILE"
         assert_eq!(seen["mcpServers"]["linear"]["headers"]["Authorization"], secret);
         let args = std::fs::read_to_string(bin.path().join("args")).unwrap();
         assert!(
-            args.contains("--strict-mcp-config") && !args.contains("s3cr3t"),
+            args.contains("--strict-mcp-config")
+                && args.contains("--allowedTools mcp__linear__list_issues")
+                && !args.contains("s3cr3t"),
             "{args}"
         );
         // Nothing of it stays where the chat's CLI works, nor anywhere under the work root.
