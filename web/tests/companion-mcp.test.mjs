@@ -153,7 +153,7 @@ test("a tool not marked read-only asks the person first: Run runs it, Decline an
     assert.equal((await events(id)).filter((e) => e.type === "tool_output_submitted").length, 0, "nothing ran before the person's word");
     await card.getByRole("button", { name: "Run" }).click();
     const ran = await eventOf(id, "tool_output_submitted");
-    assert.equal(ran.payload.error, undefined, JSON.stringify(ran.payload));
+    assert.equal(ran.payload.error ?? undefined, undefined, JSON.stringify(ran.payload));
     assert.match(JSON.stringify(ran.payload.output), /logging/i);
     await eventOf(id, "agent_end");
     // Decline: the call's output is the person's refusal, and nothing ran.
