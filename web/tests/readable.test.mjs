@@ -1,6 +1,7 @@
 // What the timeline shows reads as prose, once: a tool's arguments as fields (an instruction as
 // markdown with its line breaks), an action's result as a sentence, agents' markdown without
-// front matter headings or guessed links, previews as plain text. In a real browser
+// front matter headings or guessed links, previews as plain text, a file once (on its message,
+// and not at all once removed before sending), an answered question once. In a real browser
 // against a real `spool serve`, the built-in agent made a script for each test.
 
 import assert from "node:assert/strict";
@@ -142,5 +143,77 @@ test("markdown: front matter is never a heading, a file name is never a link, pr
   const preview = page.locator(`.chat-row[data-session="${id}"] .chat-preview`);
   await eventually(async () => assert.equal(await preview.innerText(), "Nice to meet you, Kim."));
   await screenshot(page, "readable-preview");
+  assert.deepEqual(page.errors, []);
+});
+
+/** Drops files (name → text) on the open chat, and waits until they are uploaded. */
+async function dropFiles(page, files) {
+  const transfer = await page.evaluateHandle((files) => {
+    const dt = new DataTransfer();
+    for (const [name, text] of Object.entries(files)) dt.items.add(new File([text], name, { type: "text/plain" }));
+    return dt;
+  }, files);
+  await page.dispatchEvent("dialog", "drop", { dataTransfer: transfer });
+  const pending = page.getByRole("list", { name: "Files to send" });
+  await eventually(async () => assert.equal(await pending.locator(".upload.done").count(), Object.keys(files).length));
+  return pending;
+}
+
+test("a file shows once, on its message, and one removed with × never reaches the chat", async () => {
+  const { page } = await scriptedWorkspace("Files once", { default: [{ say: "Got it." }] });
+  const id = await newChat(page);
+  const pending = await dropFiles(page, { "keep.txt": "kept", "drop.txt": "removed" });
+  await pending.getByRole("button", { name: "Remove drop.txt" }).click();
+  await eventually(async () => assert.equal(await pending.locator(".upload").count(), 1));
+  await send(page, "here is the file");
+  await agentSays(page, "Got it.").waitFor();
+  await turnEnded(id);
+  // The message names only the file kept, and the chat never recorded the other.
+  const all = await events(id);
+  const message = all.find((e) => e.type === "user_message_submitted");
+  assert.deepEqual((message.payload.files ?? []).map((f) => f.filename), ["keep.txt"]);
+  const uploads = all.filter((e) => e.type === "system" && e.payload.upload).map((e) => e.payload.upload.filename);
+  assert.deepEqual(uploads, ["keep.txt"]);
+  // The file shows once: on its message.
+  const timeline = page.getByRole("log", { name: "Conversation" });
+  await eventually(async () => assert.equal(await timeline.getByRole("button", { name: /keep\.txt/ }).count(), 1));
+  assert.equal(await timeline.locator(".message.file").count(), 0, "no bubble of its own");
+  await timeline.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /keep\.txt/ }).waitFor();
+  assert.equal(await timeline.getByText("drop.txt").count(), 0);
+  // So after a reload.
+  await page.reload();
+  await timeline.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /keep\.txt/ }).waitFor();
+  assert.equal(await timeline.getByRole("button", { name: /keep\.txt/ }).count(), 1);
+  await screenshot(page, "readable-files-once");
+  assert.deepEqual(page.errors, []);
+});
+
+test("an answered question shows once: its card, marked answered, with the answer", async () => {
+  const { page } = await scriptedWorkspace("Question once", {
+    rules: [
+      {
+        match: ["ask me"],
+        rounds: [
+          { say: "One question first.", tools: [{ name: "ask_user", arguments: { question: "What should I call you?" } }] },
+          { say: "Nice to meet you, {result}." },
+        ],
+      },
+    ],
+    default: [{ say: "Hello." }],
+  });
+  const id = await newChat(page);
+  await send(page, "ask me something");
+  const card = page.getByRole("listitem", { name: "Question" });
+  await card.getByText("What should I call you?").waitFor();
+  await card.getByRole("textbox", { name: "Your answer" }).fill("Ada");
+  await card.getByRole("button", { name: "Answer" }).click();
+  await card.getByText("You answered: Ada").waitFor();
+  await agentSays(page, "Nice to meet you, Ada").waitFor();
+  await turnEnded(id);
+  const timeline = page.getByRole("log", { name: "Conversation" });
+  assert.equal(await timeline.getByText("What should I call you?").count(), 1, "the question shows once");
+  assert.equal(await timeline.locator(".message.user", { hasText: "Ada" }).count(), 0, "the answer is on the card, not again as a message");
+  assert.equal(await timeline.getByRole("listitem", { name: "Question" }).count(), 1);
+  await screenshot(page, "readable-question-once");
   assert.deepEqual(page.errors, []);
 });
