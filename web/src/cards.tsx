@@ -26,11 +26,20 @@ function Value({ name, value }: { name: string; value: unknown }) {
   return <span class="field-text">{brief(value, 240)}</span>;
 }
 
+/** Which fields come first: what the call names (a name, a title), then the rest, then long texts. */
+const FIRST = ["name", "title", "summary", "question", "agent_id", "agent"];
+const rank = (key: string): number => {
+  const at = FIRST.indexOf(key);
+  return at >= 0 ? at : MARKDOWN_FIELDS.has(key) ? 100 : 50;
+};
+
 /** A tool's arguments as labelled fields (`Name: Helper`), nested values in short. */
 export function ArgumentFields({ args }: { args: unknown }) {
   if (typeof args !== "object" || args === null || Array.isArray(args))
     return args === undefined || args === null ? <p class="fields-none">No arguments.</p> : <p class="field-text">{brief(args, 400)}</p>;
-  const entries = Object.entries(args as Record<string, unknown>).filter(([, v]) => v !== null && v !== undefined && v !== "");
+  const entries = Object.entries(args as Record<string, unknown>)
+    .filter(([, v]) => v !== null && v !== undefined && v !== "")
+    .sort(([a], [b]) => rank(a) - rank(b));
   if (entries.length === 0) return <p class="fields-none">No arguments.</p>;
   return (
     <dl class="fields">

@@ -6,7 +6,7 @@
 // without their markup (the chat list's previews).
 
 import MarkdownIt from "markdown-it";
-import { brief, currentWorkspace, jsonObjectAt, outcome, placeHref } from "./readable";
+import { briefResult, currentWorkspace, jsonObjectAt, outcome, placeHref } from "./readable";
 
 // Images are off: a remote image in agent text would be fetched by every reader (a beacon).
 const md = new MarkdownIt({ html: false, linkify: true, breaks: true }).disable("image");
@@ -84,7 +84,7 @@ md.core.ruler.push("readable_json", (state) => {
         const ws = currentWorkspace();
         const name = said?.name ? esc(said.name) : "";
         const named = said?.place && ws && name ? `<a href="${esc(placeHref(said.place, ws))}">${name}</a>` : name;
-        const html = said ? `${esc(said.says)}${named ? `: ${named}` : ""}` : esc(brief(found.value, 200));
+        const html = said ? `${esc(said.says)}${named ? `: ${named}` : ""}` : esc(briefResult(found.value));
         const chip = new state.Token("html_inline", "", 0);
         chip.content = `<span class="inline-result" title="${esc(token.content.slice(found.start, found.end))}">${html}</span>`;
         out.push(chip);

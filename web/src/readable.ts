@@ -3,6 +3,7 @@
 // "Agent added: …") with the place it links to. Pure functions: the cards (cards.tsx) and the
 // markdown of agents' text (markdown.ts) both use them.
 
+import { shortResult } from "./mcp";
 import { href, parseRoute } from "./route";
 
 /** `text` cut to `max` characters, with an ellipsis when cut. */
@@ -41,6 +42,10 @@ const LABELS: Record<string, string> = {
   url: "URL",
   working_dir: "Working folder",
 };
+
+/** A result of no known shape in short: an MCP result as its text, anything else field by field. */
+export const briefResult = (v: unknown, max = 200): string =>
+  isRecord(v) && Array.isArray(v.content) ? shortResult(v, max) : brief(v, max);
 
 /** An argument's name as a label: `cli_type` → "CLI", `notify_email` → "Notify email". */
 export function label(key: string): string {

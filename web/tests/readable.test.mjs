@@ -5,8 +5,11 @@
 // against a real `spool serve`, the built-in agent made a script for each test.
 
 import assert from "node:assert/strict";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { api, eventually, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+import { api, eventually, screenshot, signedInPage, startBrowser, startCompanion, startSpool } from "./harness.mjs";
 
 let spool;
 let browser;
@@ -24,11 +27,15 @@ after(async () => {
 });
 
 /** A workspace whose built-in agent answers by `script`, and a signed-in page on its chats. */
-async function scriptedWorkspace(name, script) {
+async function scriptedWorkspace(name, script, companionUrl) {
   const ws = await call("POST", "/v1/workspaces", { name });
   const builtin = (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents.find((a) => a.builtin);
   await call("PATCH", `/v1/agents/${builtin.id}`, { instruction: JSON.stringify({ word_delay_ms: 1, ...script }), runtime: "scripted" });
   const page = await signedInPage(browser, spool);
+  if (companionUrl) {
+    await page.context().addInitScript((url) => localStorage.setItem("spool.companion.url", url), companionUrl);
+    await page.reload();
+  }
   await page.goto(`${spool.origin}/#/w/${ws.id}/chats`);
   await page.getByRole("heading", { name: "Chats" }).waitFor();
   return { page, ws };
@@ -88,6 +95,8 @@ test("an approval card shows the arguments as fields, the instruction as markdow
   const field = (label) => request.locator(".field", { has: page.locator("dt", { hasText: label }) }).locator("dd");
   await eventually(async () => assert.equal(await field("Name").innerText(), "Helper"));
   assert.equal(await field("Runtime").innerText(), "scripted");
+  // What it names first, the long text last.
+  assert.deepEqual(await request.locator(".fields dt").allInnerTexts(), ["Name", "Order", "Runtime", "Instruction"]);
   const text = await request.innerText();
   assert.ok(!text.includes('{"'), `no JSON on the card: ${text}`);
   assert.ok(!text.includes("\\n"), `no literal \\n on the card: ${text}`);
@@ -216,4 +225,32 @@ test("an answered question shows once: its card, marked answered, with the answe
   assert.equal(await timeline.getByRole("listitem", { name: "Question" }).count(), 1);
   await screenshot(page, "readable-question-once");
   assert.deepEqual(page.errors, []);
+});
+
+test("a companion's passages are quoted without their front matter: no headings in the reply", async () => {
+  const library = await mkdtemp(join(tmpdir(), "spool-notes-"));
+  await writeFile(join(library, "launch.md"), "---\nstatus: open\ntags: launch\n---\n# Launch plan\nThe launch needs a venue by Friday.\n");
+  const companion = await startCompanion(spool, library);
+  try {
+    const { page } = await scriptedWorkspace(
+      "Passages",
+      { notes: "From your notes ({ids}): *{summary}*\n\n", default: [{ say: "That is what I found." }] },
+      companion.url,
+    );
+    await page.getByText("Companion connected").waitFor();
+    const id = await newChat(page);
+    await send(page, "When does the launch need a venue?");
+    const bubble = agentSays(page, "From your notes");
+    await bubble.getByText(/venue by Friday/).waitFor();
+    await turnEnded(id);
+    assert.equal(await bubble.locator("h1, h2, h3, hr").count(), 0, await bubble.innerHTML());
+    const sent = (await events(id)).find((e) => e.type === "user_message_submitted");
+    const summary = sent.payload.client_context?.summary ?? "";
+    assert.match(summary, /venue by Friday/);
+    assert.ok(!summary.includes("---") && !summary.includes("\n"), summary);
+    await screenshot(page, "readable-passages");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await companion.stop();
+  }
 });
