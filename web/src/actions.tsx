@@ -1,8 +1,11 @@
 // An agent's actions as the timeline shows them: what each tool is called, and a card for each
 // call. An MCP server's tool shows as its server (a badge) and its own name ("everything › echo"),
-// its arguments and result in short, readable form, the raw JSON one click away.
+// its arguments and result in short, readable form, the raw JSON one click away. Spool's own
+// actions show their arguments as fields and their result as a sentence ("Agent added: Helper").
 
+import { ArgumentFields, OutcomeText } from "./cards";
 import { mcpTool, resultIsError, shortArguments, shortResult } from "./mcp";
+import { outcome } from "./readable";
 import type { Action } from "./timeline";
 
 export const ACTION_LABELS: Record<string, string> = {
@@ -18,6 +21,12 @@ export const ACTION_LABELS: Record<string, string> = {
   propose_plan: "Plan",
   propose_capture: "Save to notes",
 };
+
+/** Tools whose call has a card of its own in the timeline (the question, the plan): not listed again as an action. */
+const OWN_CARD = new Set(["ask_user", "propose_plan"]);
+
+/** The actions a message lists. */
+export const listedActions = (actions: Action[]): Action[] => actions.filter((a) => !OWN_CARD.has(a.tool));
 
 function summary(action: Action): string {
   const args = (action.arguments ?? {}) as Record<string, unknown>;
@@ -50,9 +59,15 @@ export function RawJson({ value }: { value: unknown }) {
   );
 }
 
-/** An MCP call's arguments in a line, and their raw JSON; Spool's own tools' as before. */
+/** An MCP call's arguments in a line, Spool's own tools' as labelled fields; their raw JSON one click away. */
 export function ToolArguments({ tool, server, args }: { tool: string; server?: string; args: unknown }) {
-  if (!mcpTool(tool, server)) return <pre>{JSON.stringify(args, null, 2)}</pre>;
+  if (!mcpTool(tool, server))
+    return (
+      <>
+        <ArgumentFields args={args} />
+        <RawJson value={{ arguments: args }} />
+      </>
+    );
   const short = shortArguments(args);
   return (
     <>
@@ -67,14 +82,18 @@ export function ActionCard({ action }: { action: Action }) {
   const failed = action.status === "error" || (action.status === "done" && resultIsError(action.result));
   const state = failed ? "error" : action.status;
   const status = { running: "running…", done: "done", error: "failed", declined: "declined" }[state];
-  if (!mcp)
+  if (!mcp) {
+    const said = action.status === "done" ? outcome(action.result, action.tool) : null;
+    const raw = action.result === undefined ? { arguments: action.arguments } : { arguments: action.arguments, [action.status === "error" ? "error" : "result"]: action.result };
     return (
       <li class={`action ${action.status}`}>
-        <span class="badge">{ACTION_LABELS[action.tool] ?? action.tool}</span> <span class="action-summary">{summary(action)}</span>{" "}
-        <span class="action-status">{status}</span>
+        <span class="badge">{ACTION_LABELS[action.tool] ?? action.tool}</span>{" "}
+        <span class="action-summary">{said ? <OutcomeText outcome={said} /> : summary(action)}</span> <span class="action-status">{status}</span>
         {action.status === "error" && typeof action.result === "string" && <div class="action-error">{action.result}</div>}
+        <RawJson value={raw} />
       </li>
     );
+  }
   const result = shortResult(action.result);
   return (
     <li class={`action mcp ${state}`}>

@@ -371,6 +371,15 @@ export class Client {
    * (straight to storage on AWS), complete it. `progress` hears the fraction sent.
    */
   async uploadFile(session: string, file: File, progress: (fraction: number) => void): Promise<FileRef> {
+    return this.completeFile(session, await this.stageFile(session, file, progress));
+  }
+
+  /**
+   * The first two steps of an upload: declares `file` and sends its bytes. The chat records it
+   * (and its agents see it) only once it is completed ([`completeFile`]); one never completed is
+   * cleaned up. Answers its attachment id.
+   */
+  async stageFile(session: string, file: File, progress: (fraction: number) => void): Promise<string> {
     const declared = await this.call(
       this.spool.api.POST("/v1/sessions/{id}/attachments", {
         params: { path: { id: session } },
@@ -381,9 +390,14 @@ export class Client {
     // A relative URL is Spool's own upload route.
     const target = url.startsWith("/") ? `${this.endpoints.api}${url}` : url;
     await sendBytes(method, target, headers, file, progress);
+    return declared.attachment_id;
+  }
+
+  /** Completes a staged file: the chat records it, and a message may name it. */
+  async completeFile(session: string, attachmentId: string): Promise<FileRef> {
     const done = await this.call(
       this.spool.api.POST("/v1/sessions/{id}/attachments/{attachment_id}/complete", {
-        params: { path: { id: session, attachment_id: declared.attachment_id } },
+        params: { path: { id: session, attachment_id: attachmentId } },
       }),
     );
     return done.attachment;

@@ -2,17 +2,17 @@
 // is folded from the chat's event stream, cached, and resumed after the last event seen.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type Agent, CLI_TYPES, type ChatEvent, type Client, type FileRef, type Session } from "./api";
+import { type Agent, CLI_TYPES, type ChatEvent, type Client, type Session } from "./api";
 import { runCompanionCalls } from "./companion";
 import { CompanionConfirms } from "./companion-view";
-import { Composer, humanSize } from "./composer";
+import { Composer } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
 import { OptionalSelect } from "./fields";
-import { Paperclip } from "./icons";
+import { FileCard, filesOnMessages, MessageFiles, replacements } from "./files-view";
 import { type Connection, ChatStream } from "./live";
-import { renderMarkdown } from "./markdown";
 import { relative, useTick } from "./time";
-import { ActionCard, ToolArguments, ToolName } from "./actions";
+import { ActionCard, listedActions, ToolArguments, ToolName } from "./actions";
+import { Markdown } from "./cards";
 import { CaptureDecision, SaveToNotes } from "./notes";
 import { TurnNotice } from "./turn-notice";
 import { NoRunnerNote, useCliChoice } from "./runners";
@@ -39,6 +39,8 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
   /** Files dropped on the chat, for the composer to upload. */
   const [dropped, setDropped] = useState<File[]>([]);
   const [dragging, setDragging] = useState(false);
+  /** The files the composer uploaded, shown only on the message that takes them. */
+  const [held, setHeld] = useState<ReadonlySet<string>>(() => new Set());
   const dropHandlers = {
     onDragOver: (e: DragEvent) => {
       if (!e.dataTransfer?.types.includes("Files")) return;
@@ -129,7 +131,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         onChanged={setSession}
         onClose={page ? undefined : () => dialog.current?.close()}
       />
-      <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} />
+      <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} held={held} />
       <CompanionConfirms sessionId={sessionId} />
       <Composer
         client={client}
@@ -141,6 +143,14 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         onSession={setSession}
         dropped={dropped}
         onDroppedTaken={() => setDropped([])}
+        onHeld={(id, hold) =>
+          setHeld((all) => {
+            const next = new Set(all);
+            if (hold) next.add(id);
+            else next.delete(id);
+            return next;
+          })
+        }
       />
       {dragging && (
         <div class="drop-hint" aria-hidden="true">
@@ -305,7 +315,8 @@ function ChatHeader(props: {
   );
 }
 
-function TimelineView({ client, sessionId, timeline, notify }: { client: Client; sessionId: string; timeline: Timeline; notify: Notify }) {
+function TimelineView(props: { client: Client; sessionId: string; timeline: Timeline; notify: Notify; held: ReadonlySet<string> }) {
+  const { client, sessionId, timeline, notify, held } = props;
   const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
   const now = useTick();
@@ -315,6 +326,15 @@ function TimelineView({ client, sessionId, timeline, notify }: { client: Client;
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [timeline]);
   const streaming = timeline.items.some((i) => i.kind === "agent" && i.state === "streaming");
+  // The tools each message's agent called just before it (so "Result: {…}" reads as what it was).
+  const toolsBefore = useMemo(() => {
+    let tools: string[] = [];
+    return timeline.items.map((item) => {
+      if (item.kind === "agent" && item.actions.length > 0) tools = [...tools, ...item.actions.map((a) => a.tool)].slice(-8);
+      return tools;
+    });
+  }, [timeline.items]);
+  const files = useMemo(() => ({ onMessages: filesOnMessages(timeline.items, held), replaced: replacements(timeline.items) }), [timeline.items, held]);
   return (
     <ol
       class="timeline"
@@ -328,45 +348,46 @@ function TimelineView({ client, sessionId, timeline, notify }: { client: Client;
       }}
     >
       {timeline.items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}
-      {timeline.items.map((item) => (
-        <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} />
+      {timeline.items.map((item, i) => (
+        <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} tools={toolsBefore[i]} files={files} />
       ))}
       <TurnNotice client={client} sessionId={sessionId} timeline={timeline} />
     </ol>
   );
 }
 
-function ItemView({ item, client, sessionId, notify, now }: { item: Item; client: Client; sessionId: string; notify: Notify; now: number }) {
+/** Where the timeline's files show: the ones on messages, and what each upload replaced. */
+interface FilesShown {
+  onMessages: Set<string>;
+  replaced: Map<string, string>;
+}
+
+function ItemView(props: { item: Item; client: Client; sessionId: string; notify: Notify; now: number; tools?: string[]; files: FilesShown }) {
+  const { item, client, sessionId, notify, now, tools, files } = props;
   switch (item.kind) {
     case "user":
       return (
         <li class="message user">
           <div class="bubble">{item.text}</div>
-          {item.files && (
-            <ul class="message-files" aria-label="Files of this message">
-              {item.files.map((f) => (
-                <li key={f.id}>
-                  <FileButton file={f} client={client} sessionId={sessionId} notify={notify} />
-                </li>
-              ))}
-            </ul>
-          )}
+          {item.files && <MessageFiles files={item.files} replaced={files.replaced} client={client} sessionId={sessionId} notify={notify} />}
           <time dateTime={item.ts}>{relative(item.ts, now)}</time>
         </li>
       );
     case "file":
+      // A file shows once: on its message.
+      if (files.onMessages.has(item.file.id)) return null;
       return <FileCard item={item} client={client} sessionId={sessionId} notify={notify} now={now} />;
     case "agent":
       return (
         <li class={`message agent ${item.state}`} aria-label={`${item.author} says`}>
           <div class="author">{item.author}</div>
-          <Markdown class="bubble" text={item.text} />
+          <Markdown class="bubble" text={item.text} env={{ tools }} />
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
           {item.state === "done" && <SaveToNotes text={item.text} sessionId={sessionId} notify={notify} />}
-          {item.actions.length > 0 && (
+          {listedActions(item.actions).length > 0 && (
             <ul class="actions" aria-label="Actions">
-              {item.actions.map((a) => (
+              {listedActions(item.actions).map((a) => (
                 <ActionCard key={a.id} action={a} />
               ))}
             </ul>
@@ -403,67 +424,6 @@ function ItemView({ item, client, sessionId, notify, now }: { item: Item; client
     case "plan":
       return <PlanCard item={item} client={client} sessionId={sessionId} notify={notify} />;
   }
-}
-
-/** A chip that downloads a chat's file (fetched with the token, saved under its name). */
-function FileButton({ file, client, sessionId, notify }: { file: FileRef; client: Client; sessionId: string; notify: Notify }) {
-  const download = async () => {
-    try {
-      const url = URL.createObjectURL(await client.fileBlob(sessionId, file.id));
-      const a = document.createElement("a");
-      a.href = url;
-      a.download = file.filename;
-      a.click();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
-    } catch (e) {
-      notify.error(e);
-    }
-  };
-  return (
-    <button type="button" class="file-chip" title={`Download ${file.filename}`} onClick={() => void download()}>
-      <Paperclip /> {file.filename} <span class="file-size">{humanSize(file.size)}</span>
-    </button>
-  );
-}
-
-/** An upload in the timeline: its chip, and the image itself for an image. */
-function FileCard({ item, client, sessionId, notify, now }: CardProps<"file"> & { now: number }) {
-  const { file } = item;
-  const [preview, setPreview] = useState<string | null>(null);
-  const image = file.content_type.startsWith("image/");
-  useEffect(() => {
-    if (!image) return;
-    let url: string | null = null;
-    let live = true;
-    client.fileBlob(sessionId, file.id).then(
-      (blob) => {
-        if (!live) return;
-        url = URL.createObjectURL(blob);
-        setPreview(url);
-      },
-      () => setPreview(null),
-    );
-    return () => {
-      live = false;
-      if (url) URL.revokeObjectURL(url);
-    };
-  }, [client, sessionId, file.id, image]);
-  return (
-    <li class="message user file" aria-label={`File ${file.filename}`}>
-      <div class="bubble">
-        <FileButton file={file} client={client} sessionId={sessionId} notify={notify} />
-        {item.replaces && <span class="badge">replaces the earlier {file.filename}</span>}
-        {preview && <img class="file-preview" src={preview} alt={file.filename} />}
-      </div>
-      <time dateTime={item.ts}>{relative(item.ts, now)}</time>
-    </li>
-  );
-}
-
-function Markdown({ text, class: className }: { text: string; class?: string }) {
-  const html = useMemo(() => renderMarkdown(text), [text]);
-  // renderMarkdown escapes all HTML: see markdown.ts.
-  return <div class={`${className ?? ""} markdown`} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
 function useAnswer(notify: Notify) {
@@ -516,8 +476,9 @@ function QuestionCard({ item, client, sessionId, notify }: CardProps<"question">
   return (
     <li class="request question" aria-label="Question">
       <p>
-        <strong>{item.author || "The agent"}</strong> asks: {item.question}
+        <strong>{item.author || "The agent"}</strong> asks:
       </p>
+      <Markdown class="question-text" text={item.question} />
       {item.answer !== undefined ? (
         <p class="answered">You answered: {item.answer}</p>
       ) : (

@@ -3,6 +3,7 @@
 
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { Agent, Client, Session } from "./api";
+import { plainText } from "./markdown";
 import { go, href } from "./route";
 import { watchFeed } from "./live";
 import { relative, useTick } from "./time";
@@ -206,7 +207,7 @@ function ChatRow({ session, ws, now, onDelete }: { session: Session; ws: string;
       <a class="chat-link" href={href({ page: "chats", ws, chat: session.id })}>
         <span class="chat-title">{session.title}</span>
         <span class="chat-agent">{session.agent_name ?? "Spool"}</span>
-        <span class="chat-preview">{session.last_message_preview || "No messages yet"}</span>
+        <span class="chat-preview">{plainText(session.last_message_preview ?? "") || "No messages yet"}</span>
         <time class="chat-time" dateTime={session.last_active_at} title={new Date(session.last_active_at).toLocaleString()}>
           {relative(session.last_active_at, now)}
         </time>

@@ -139,10 +139,24 @@ export async function contextFor(query: string): Promise<Record<string, unknown>
   if (current.status !== "connected" || !query.trim()) return null;
   try {
     const { ok, body } = await timed(`${current.url}/context-for-query?q=${encodeURIComponent(query.slice(0, 1000))}`);
-    return ok ? body : null;
+    if (!ok || typeof body !== "object" || body === null) return null;
+    const context = body as Record<string, unknown>;
+    return typeof context.summary === "string" ? { ...context, summary: quotable(context.summary) } : context;
   } catch {
     return null; // late or failed: the message goes without it
   }
+}
+
+/**
+ * Passages of notes as an agent may quote them in its markdown: without the notes' front matter,
+ * on one line (so no line of a passage becomes a heading, a rule or a list in the reply).
+ */
+export function quotable(passages: string): string {
+  return passages
+    .replace(/(^|\n|: )---[ \t]*\n(?:[\w-]+[ \t]*:[^\n]*\n)+---[ \t]*(?=\n|$)/g, "$1")
+    .replace(/(^|\n)[ \t]*(?:#{1,6}[ \t]+|---+[ \t]*(?=\n|$)|===+[ \t]*(?=\n|$))/g, "$1")
+    .replace(/\s*\n\s*/g, " ")
+    .trim();
 }
 
 export interface OpenLoop {

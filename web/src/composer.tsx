@@ -2,7 +2,8 @@
 // what the typed one does, Enter to run it), `@` mentions of the chat's own files and the working
 // directory's (a chat's file picked goes with the message, as its agents read it), and files to
 // upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent with the
-// next message.
+// next message. An upload's bytes go at once, but the chat records the file (and its agents see
+// it) only when the message that takes it is sent: one removed before is never recorded.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Client, CommandEntry, CommandPreview, FileMatch, FileRef, Session } from "./api";
@@ -12,7 +13,7 @@ import { go } from "./route";
 import { open, type Timeline } from "./timeline";
 import type { Notify } from "./toasts";
 
-/** A file on its way into the chat, or there and waiting to go with the next message. */
+/** A file on its way into the chat, or uploaded and waiting to go with the next message. */
 interface Upload {
   key: string;
   name: string;
@@ -20,6 +21,11 @@ interface Upload {
   status: "uploading" | "done" | "error";
   /** A file of the chat picked from the `@` menu, not uploaded now. */
   picked?: boolean;
+  /** Its upload's id, once its bytes are sent (it is completed when the message is sent). */
+  attachmentId?: string;
+  /** What was uploaded, to upload again if it waited too long to be completed. */
+  source?: File;
+  /** The file as the chat recorded it (completed), or the picked one. */
   file?: FileRef;
   error?: string;
 }
@@ -48,8 +54,10 @@ export function Composer(props: {
   /** Files dropped on the chat, to upload. */
   dropped: File[];
   onDroppedTaken: () => void;
+  /** A file uploaded here, to show on its message only; released: removed after the chat recorded it. */
+  onHeld?: (fileId: string, held: boolean) => void;
 }) {
-  const { client, session, sessionId, workspaceId, timeline, notify, onSession, dropped, onDroppedTaken } = props;
+  const { client, session, sessionId, workspaceId, timeline, notify, onSession, dropped, onDroppedTaken, onHeld } = props;
   // With a companion, the chat in view gets its capabilities (its token, presented to Spool).
   const companion = useCompanion();
   useEffect(() => {
@@ -64,8 +72,11 @@ export function Composer(props: {
       const key = crypto.randomUUID();
       const set = (patch: Partial<Upload>) => setUploads((all) => all.map((u) => (u.key === key ? { ...u, ...patch } : u)));
       setUploads((all) => [...all, { key, name: file.name, progress: 0, status: "uploading" }]);
-      client.uploadFile(sessionId, file, (progress) => set({ progress })).then(
-        (done) => set({ status: "done", progress: 1, file: done }),
+      client.stageFile(sessionId, file, (progress) => set({ progress })).then(
+        (attachmentId) => {
+          onHeld?.(attachmentId, true);
+          set({ status: "done", progress: 1, attachmentId, source: file });
+        },
         (err: unknown) => {
           set({ status: "error", error: err instanceof Error ? err.message : String(err) });
           notify.error(err);
@@ -81,7 +92,7 @@ export function Composer(props: {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [dropped]);
   const uploading = uploads.some((u) => u.status === "uploading");
-  const attached = uploads.flatMap((u) => (u.status === "done" && u.file ? [u.file] : []));
+  const attached = uploads.filter((u) => u.status === "done" && (u.file || u.attachmentId));
   const [sent, setSent] = useState<{ turn: string; seq: number } | null>(null);
   const [busy, setBusy] = useState(false);
   const [commands, setCommands] = useState<CommandEntry[]>([]);
@@ -191,7 +202,7 @@ export function Composer(props: {
     e?.preventDefault();
     const typed = text.trim();
     // Files alone make a message that names them.
-    const content = typed || (attached.length > 0 ? `Attached ${attached.map((f) => f.filename).join(", ")}` : "");
+    const content = typed || (attached.length > 0 ? `Attached ${attached.map((u) => u.name).join(", ")}` : "");
     if (!content || busy || uploading) return;
     setBusy(true);
     setText("");
@@ -202,13 +213,13 @@ export function Composer(props: {
       else {
         // `//…` sends a message that starts with `/`.
         const message = content.startsWith("//") ? content.slice(1) : content;
-        const ids = attached.map((f) => f.id);
+        const ids = (await recordFiles(attached)).map((f) => f.id);
         // What the person's notes say about it, and the tools of the companion's MCP servers:
         // nothing asked (and no wait) in offline mode.
         await enableFor(client, sessionId);
         const [context, tools] = await Promise.all([contextFor(message), toolsFor(sessionId)]);
         const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools);
-        setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
+        setUploads((all) => all.filter((u) => !attached.some((a) => a.key === u.key)));
         if (answer.turn_id) {
           sentTurn(answer.turn_id, sessionId, tools);
           setSent({ turn: answer.turn_id, seq: answer.seq });
@@ -220,6 +231,31 @@ export function Composer(props: {
     } finally {
       setBusy(false);
     }
+  };
+  /**
+   * Completes the uploads that go with a message (the chat records them now, before the
+   * message that names them); one that waited past its upload's time is uploaded again first.
+   */
+  const recordFiles = async (going: Upload[]): Promise<FileRef[]> => {
+    const files: FileRef[] = [];
+    for (const u of going) {
+      let file = u.file;
+      if (!file && u.attachmentId) {
+        try {
+          file = await client.completeFile(sessionId, u.attachmentId);
+        } catch (err) {
+          if (!u.source) throw err;
+          const again = await client.stageFile(sessionId, u.source, () => {});
+          onHeld?.(again, true);
+          file = await client.completeFile(sessionId, again);
+        }
+        const recorded = file;
+        // Recorded: a retry of this send names it again, and completes nothing twice.
+        setUploads((all) => all.map((x) => (x.key === u.key ? { ...x, file: recorded } : x)));
+      }
+      if (file) files.push(file);
+    }
+    return files;
   };
   const stop = async () => {
     try {
@@ -284,7 +320,12 @@ export function Composer(props: {
                   type="button"
                   class="link"
                   aria-label={`Remove ${u.name}`}
-                  onClick={() => setUploads((all) => all.filter((x) => x.key !== u.key))}
+                  onClick={() => {
+                    setUploads((all) => all.filter((x) => x.key !== u.key));
+                    // Never recorded, it is gone (the chat cleans up what is not completed); one
+                    // the chat recorded already (a send that failed) shows in the chat again.
+                    if (u.file && !u.picked) onHeld?.(u.file.id, false);
+                  }}
                 >
                   ×
                 </button>

@@ -154,9 +154,13 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           t.awaiting = e.seq;
           break;
         }
-        push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, ...(files(p.files).length > 0 ? { files: files(p.files) } : {}) });
-        // In the global chat a plain message answers the agent's open question.
-        if (typeof p.answers === "string") update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
+        // In the global chat a plain message answers the agent's open question: the answer shows
+        // once, on the question's card (the message too only when it brings files).
+        if (typeof p.answers === "string" && index.has(`q:${p.answers}`)) {
+          update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
+          if (files(p.files).length > 0) push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, files: files(p.files) });
+        } else
+          push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, ...(files(p.files).length > 0 ? { files: files(p.files) } : {}) });
         if (e.turn_id) {
           t.pendingTurn = e.turn_id;
           t.awaiting = e.seq;
@@ -164,9 +168,10 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       case "agent_message":
         if (!e.turn_id || e.turn_id === t.pendingTurn) t.awaiting = null;
-        push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [] });
+        // A question shows once: as its card.
         if (p.ask === true && typeof p.question_id === "string")
           push({ kind: "question", key: `q:${p.question_id}`, id: p.question_id, question: text(p.text), author: text(p.author) });
+        else push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [] });
         break;
       case "agent_start":
         t.agentName = text(p.agent_name) || t.agentName;
@@ -246,8 +251,9 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         break;
       case "question_answered":
         if (t.pendingTurn) t.awaiting = e.seq;
-        update(`q:${text(p.question_id)}`, "question", (q) => ({ ...q, answer: text(p.answer) }));
-        push({ kind: "user", key: `u:${e.seq}`, text: text(p.answer), ts: e.ts });
+        // The answer shows once, on the question's card.
+        if (index.has(`q:${text(p.question_id)}`)) update(`q:${text(p.question_id)}`, "question", (q) => ({ ...q, answer: text(p.answer) }));
+        else push({ kind: "user", key: `u:${e.seq}`, text: text(p.answer), ts: e.ts });
         break;
       case "plan_approval_required":
         push({ kind: "plan", key: `p:${text(p.plan_id)}`, id: text(p.plan_id), plan: text(p.plan) });

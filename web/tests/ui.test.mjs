@@ -382,13 +382,12 @@ test("files dropped on a chat upload with progress, show as chips, go with the m
   await screenshot(page, "files-uploading");
   await pending.locator(".upload.done").nth(1).waitFor({ timeout: 15_000 });
   await countIs(pending.getByRole("progressbar"), 0);
-  // The chat records each file, as a chip; the image shows itself.
-  const card = (name) => page.getByRole("listitem", { name: `File ${name}` });
+  // The message takes the files, shown on it as chips (the image as itself); the demo agent
+  // acknowledges them.
+  await send(page, "what do you make of these?");
+  const card = (name) => page.getByRole("list", { name: "Files of this message" }).getByRole("listitem", { name: `File ${name}` });
   await card("scores.csv").getByRole("button", { name: /scores\.csv/ }).waitFor();
   await card("dot.png").getByRole("img", { name: "dot.png" }).waitFor();
-  // The message takes the files; the demo agent acknowledges them.
-  await send(page, "what do you make of these?");
-  await page.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /dot\.png/ }).waitFor();
   // (The two uploads finish in either order.)
   await agentMessages(page).first().getByText("I see you shared").waitFor();
   await turnEnded(id);
