@@ -199,6 +199,11 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
     }
   }, [route.page, workspaces]);
 
+  // The tab strip scrolls sideways on a phone: it shows the current tab.
+  useEffect(() => {
+    document.querySelector(".tabs [aria-current='page']")?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }, [route.page, current]);
+
   return (
     <div class="shell">
       <header class="topbar">
