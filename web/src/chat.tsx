@@ -315,11 +315,12 @@ function TimelineView({ client, sessionId, timeline, notify }: { client: Client;
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [timeline]);
   const streaming = timeline.items.some((i) => i.kind === "agent" && i.state === "streaming");
+  // A live list (not role="log", which would take its items' list semantics away).
   return (
     <ol
       class="timeline"
       ref={list}
-      role="log"
+      aria-live="polite"
       aria-label="Conversation"
       aria-busy={streaming}
       onScroll={(e) => {
