@@ -137,3 +137,52 @@ test("axe-core finds no serious or critical violation on any view, light or dark
     await page.context().close();
   }
 });
+
+test("the skip link focuses the main content, and a chat is made, sent to and left, and the settings opened, by keyboard alone", async () => {
+  const ws = await call("POST", "/v1/workspaces", { name: "Keyboard only" });
+  const page = await signedInPage(browser, spool);
+  await page.goto(`${spool.origin}/#/w/${ws.id}/chats`);
+  await page.getByRole("heading", { name: "Chats" }).waitFor();
+  // The first Tab reaches the skip link, shown on screen; Enter moves the focus to the content.
+  await page.locator("body").focus();
+  await page.keyboard.press("Tab");
+  const skip = page.getByRole("link", { name: "Skip to content" });
+  await eventually(async () => assert.equal(await focused(page), "a: Skip to content"));
+  const box = await skip.boundingBox();
+  assert.ok(box && box.y >= 0 && box.x >= 0, `the focused skip link is on screen (${JSON.stringify(box)})`);
+  await page.keyboard.press("Enter");
+  await eventually(async () => assert.equal(await page.evaluate(() => document.activeElement?.id), "content"));
+  assert.match(page.url(), /#\/w\/ws_[^/]+\/chats$/, "the route stays where it was");
+  // The next Tab is in the content: the workspace's tabs, then "New chat".
+  await page.keyboard.press("Tab");
+  await eventually(async () => assert.equal(await focused(page), "a: Chats"));
+  await tabTo(page, "details.menu > summary");
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Tab");
+  await eventually(async () => assert.match(await focused(page), /^button: Spool/));
+  await page.keyboard.press("Enter");
+  // The chat opens with the focus in the message box; Enter sends.
+  await page.getByRole("dialog").waitFor();
+  await page.waitForFunction(() => document.activeElement?.id === "composer-input");
+  await page.keyboard.type("typed without a mouse");
+  await page.keyboard.press("Enter");
+  await page.locator(".message.user .bubble", { hasText: "typed without a mouse" }).waitFor();
+  await page.locator(".message.agent .bubble").getByText("demo agent").waitFor({ timeout: 20_000 });
+  // Escape leaves the chat; the focus is on its row in the list.
+  await page.getByRole("button", { name: "Send" }).waitFor({ timeout: 20_000 });
+  await page.keyboard.press("Escape");
+  await page.getByRole("dialog").waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.activeElement?.classList.contains("chat-link"));
+  // The settings: back to the top with the skip link, into the tabs, then to Settings.
+  await page.locator("body").focus();
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Enter");
+  await tabTo(page, ".tabs a[href$='/settings']");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(/\/settings$/);
+  await page.getByRole("heading", { name: /settings/i }).first().waitFor();
+  await tabTo(page, "#content input, #content textarea");
+  assert.match(await focused(page), /^(input|textarea)/);
+  await screenshot(page, "keyboard-settings");
+  assert.deepEqual(page.errors, []);
+});
