@@ -264,20 +264,11 @@ export class Client {
   deleteAgent = (id: string) => this.call(this.spool.api.DELETE("/v1/agents/{id}", { params: { path: { id } } }));
   reorderAgents = (ws: string, agent_ids: string[]) =>
     this.call(this.spool.api.PUT("/v1/workspaces/{id}/agents/order", { params: { path: { id: ws } }, body: { agent_ids } }));
-  /** Every task of a workspace, newest first: its pages, 1000 at a time, followed to the end. */
-  tasks = async (ws: string): Promise<Task[]> => {
-    const tasks: Task[] = [];
-    let cursor: string | null = null;
-    do {
-      const params: { path: { id: string }; query: { limit: number; cursor?: string } } = {
-        path: { id: ws },
-        query: cursor ? { limit: 1000, cursor } : { limit: 1000 },
-      };
-      const page = await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params }));
-      tasks.push(...page.tasks);
-      cursor = page.next_cursor ?? null;
-    } while (cursor);
-    return tasks;
+  /** A page of a workspace's tasks, newest first: `limit` of them after `cursor` (the previous page's `next_cursor`). */
+  taskPage = async (ws: string, page: { limit: number; cursor?: string }): Promise<{ tasks: Task[]; next_cursor: string | null }> => {
+    const query = { limit: page.limit, ...(page.cursor ? { cursor: page.cursor } : {}) };
+    const answer = await this.call(this.spool.api.GET("/v1/workspaces/{id}/tasks", { params: { path: { id: ws }, query } }));
+    return { tasks: answer.tasks, next_cursor: answer.next_cursor ?? null };
   };
   task = (id: string) => this.call(this.spool.api.GET("/v1/tasks/{id}", { params: { path: { id } } }));
   createTask = (ws: string, task: { title: string; description: string; session_id?: string }) =>

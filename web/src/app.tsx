@@ -199,8 +199,16 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
     }
   }, [route.page, workspaces]);
 
+  // The tab strip scrolls sideways on a phone: it shows the current tab.
+  useEffect(() => {
+    document.querySelector(".tabs [aria-current='page']")?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }, [route.page, current]);
+
   return (
     <div class="shell">
+      <a class="skip-link" href="#content" onClick={skipToContent}>
+        Skip to content
+      </a>
       <header class="topbar">
         <a class="brand" href="#/">
           Spool
@@ -232,16 +240,16 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
         </button>
       </header>
       {route.page === "global" ? (
-        <main class="global">
+        <main id="content" tabIndex={-1} class="global">
           <ChatWindow client={client} scope={scope} sessionId="global" notify={notify} page />
         </main>
       ) : ws && workspaces && !current ? (
-        <main class="empty">
+        <main id="content" tabIndex={-1} class="empty">
           <p>This workspace does not exist, or is not yours.</p>
           <a href="#/">Back to your workspaces</a>
         </main>
       ) : ws && current ? (
-        <main>
+        <main id="content" tabIndex={-1}>
           <nav class="tabs" aria-label="Workspace">
             <a href={href({ page: "chats", ws })} aria-current={route.page === "chats" ? "page" : undefined}>
               Chats
@@ -292,17 +300,23 @@ function Shell({ client, notify }: { client: Client; notify: Notify }) {
           {route.page === "tasks" && <TasksTab key={ws} client={client} ws={ws} notify={notify} highlight={route.task} />}
         </main>
       ) : workspaces && workspaces.length === 0 ? (
-        <main class="empty">
+        <main id="content" tabIndex={-1} class="empty">
           <h1>Welcome to Spool</h1>
           <p>A workspace holds chats, the agents that answer them, and their tasks. Make one to start.</p>
         </main>
       ) : (
-        <main class="empty" aria-busy="true">
+        <main id="content" tabIndex={-1} class="empty" aria-busy="true">
           Loading…
         </main>
       )}
     </div>
   );
+}
+
+/** The skip link moves the focus to the page's main content (the address's fragment is the route's). */
+function skipToContent(e: Event) {
+  e.preventDefault();
+  document.getElementById("content")?.focus();
 }
 
 function NewWorkspace({ client, notify, onCreated }: { client: Client; notify: Notify; onCreated: (w: Workspace) => void }) {

@@ -335,11 +335,12 @@ function TimelineView(props: { client: Client; sessionId: string; timeline: Time
     });
   }, [timeline.items]);
   const files = useMemo(() => ({ onMessages: filesOnMessages(timeline.items, held), replaced: replacements(timeline.items) }), [timeline.items, held]);
+  // A live list (not role="log", which would take its items' list semantics away).
   return (
     <ol
       class="timeline"
       ref={list}
-      role="log"
+      aria-live="polite"
       aria-label="Conversation"
       aria-busy={streaming}
       onScroll={(e) => {

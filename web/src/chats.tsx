@@ -6,6 +6,7 @@ import type { Agent, Client, Session } from "./api";
 import { plainText } from "./markdown";
 import { go, href } from "./route";
 import { watchFeed } from "./live";
+import { countOf, usePages } from "./pages";
 import { relative, useTick } from "./time";
 import type { Notify } from "./toasts";
 
@@ -15,57 +16,19 @@ const PAGE = 50;
 const SEARCH_DELAY_MS = 250;
 
 export function ChatList({ client, ws, notify, open }: { client: Client; ws: string; notify: Notify; open?: string }) {
-  const [sessions, setSessions] = useState<Session[] | null>(null);
-  const [next, setNext] = useState<string | null>(null);
-  const [loadingMore, setLoadingMore] = useState(false);
   const [typed, setTyped] = useState("");
   const [search, setSearch] = useState("");
   const [agents, setAgents] = useState<Agent[]>([]);
   const now = useTick();
-  // What the latest request is for: an answer to an older one (another search) is dropped.
-  const generation = useRef(0);
-  // How many chats are shown, and for which search.
-  const shown = useRef({ count: 0, search: "" });
-  shown.current.count = sessions?.length ?? 0;
-
-  // Reads the list again from the newest, as far as it was scrolled (so a live change never
-  // shortens what is shown), for the current search.
-  const reload = useCallback(async () => {
-    const mine = ++generation.current;
-    try {
-      const sameSearch = shown.current.search === search;
-      const limit = sameSearch ? Math.min(1000, Math.max(PAGE, shown.current.count)) : PAGE;
-      const page = await client.sessionPage(ws, { limit, q: search });
-      if (mine !== generation.current) return;
-      shown.current.search = search;
-      setSessions(page.sessions);
-      setNext(page.next_cursor);
-      setLoadingMore(false);
-    } catch (e) {
-      if (mine === generation.current) notify.error(e);
-    }
-  }, [client, ws, notify, search]);
-
-  // The next page, after the last one shown.
-  const loadMore = useCallback(async () => {
-    if (!next || loadingMore) return;
-    const mine = generation.current;
-    setLoadingMore(true);
-    try {
-      const page = await client.sessionPage(ws, { limit: PAGE, cursor: next, q: search });
-      if (mine !== generation.current) return;
-      // A chat that moved up meanwhile may come again: it is shown once, where it was.
-      setSessions((list) => {
-        const seen = new Set((list ?? []).map((s) => s.id));
-        return [...(list ?? []), ...page.sessions.filter((s) => !seen.has(s.id))];
-      });
-      setNext(page.next_cursor);
-    } catch (e) {
-      notify.error(e);
-    } finally {
-      if (mine === generation.current) setLoadingMore(false);
-    }
-  }, [client, ws, notify, search, next, loadingMore]);
+  const read = useCallback(
+    async (limit: number, cursor?: string) => {
+      const page = await client.sessionPage(ws, { limit, q: search, ...(cursor ? { cursor } : {}) });
+      return { items: page.sessions, next: page.next_cursor };
+    },
+    [client, ws, search],
+  );
+  const { items: sessions, more, loadingMore, reload, loadMore, end, update } = usePages(read, search, notify, PAGE);
+  const current = useCurrentChat(client, open, sessions);
 
   // The search asks the server once typing pauses; a new search starts from the newest.
   useEffect(() => {
@@ -77,7 +40,6 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
   }, [typed, search]);
 
   useEffect(() => {
-    void reload();
     void client.agents(ws).then(setAgents, notify.error);
     // Any feed event (a message, a reply, a rename, a new chat) reorders the list: read it again,
     // at most every 300 ms. Once the feed is followed the list is read again, so a change made
@@ -85,7 +47,10 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
     let timer: ReturnType<typeof setTimeout> | undefined;
     const changed = () => {
       clearTimeout(timer);
-      timer = setTimeout(() => void reload(), 300);
+      timer = setTimeout(() => {
+        void reload();
+        current.refresh();
+      }, 300);
     };
     const stop = watchFeed(client, ws, () => changed(), () => void reload());
     window.addEventListener("focus", changed);
@@ -94,31 +59,20 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
       clearTimeout(timer);
       window.removeEventListener("focus", changed);
     };
-  }, [client, ws, reload, notify]);
-
-  // The next page loads as the end of the list scrolls into view.
-  const end = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    const target = end.current;
-    if (!target || !next) return;
-    const observer = new IntersectionObserver((entries) => {
-      if (entries.some((e) => e.isIntersecting)) void loadMore();
-    }, { rootMargin: "0px 0px 300px 0px" });
-    observer.observe(target);
-    return () => observer.disconnect();
-  }, [next, loadMore]);
+  }, [client, ws, reload, notify, current.refresh]);
 
   // Closing a chat may have changed it (renamed, deleted).
-  // Focus returns to its row, for keyboard users.
+  // Focus returns to its row, for keyboard users (the row is kept even when no page has it).
   const wasOpen = useRef(open);
   useEffect(() => {
     const closed = wasOpen.current;
     if (closed && !open) {
       void reload();
+      current.refresh();
       document.querySelector<HTMLElement>(`.chat-row[data-session="${CSS.escape(closed)}"] .chat-link`)?.focus();
     }
     wasOpen.current = open;
-  }, [open, reload]);
+  }, [open, reload, current.refresh]);
 
   const create = async (agent: Agent) => {
     try {
@@ -133,21 +87,20 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
   const remove = async (session: Session) => {
     try {
       await client.deleteSession(session.id);
-      setSessions((list) => list?.filter((s) => s.id !== session.id) ?? null);
+      update((list) => list.filter((s) => s.id !== session.id));
+      current.forget(session.id);
       notify.info(`Deleted “${session.title}”`);
     } catch (e) {
       notify.error(e);
     }
   };
 
-  const count = sessions?.length ?? 0;
-  const status = loadingMore
-    ? "Loading more…"
-    : next
-      ? `${count} ${count === 1 ? "chat" : "chats"} shown; scroll for more`
-      : search
-        ? `${count} ${count === 1 ? "chat matches" : "chats match"} “${search}”`
-        : `All ${count} ${count === 1 ? "chat" : "chats"} shown`;
+  const shown = sessions?.length ?? 0;
+  const count = countOf(shown, more, ["chat", "chats"]);
+  const status = search ? `${count} ${!more && shown === 1 ? "matches" : "match"} “${search}”` : count;
+  const row = (s: Session, pinned = false) => (
+    <ChatRow key={s.id} session={s} ws={ws} now={now} current={s.id === open} pinned={pinned} onDelete={() => remove(s)} />
+  );
 
   return (
     <section class="chats" aria-labelledby="chats-heading">
@@ -165,26 +118,39 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
           value={typed}
           onInput={(e) => setTyped(e.currentTarget.value)}
         />
+        {sessions !== null && (
+          <p class="list-count" role="status" id="chat-count">
+            {status}
+          </p>
+        )}
       </form>
+      {current.pinned && (
+        <ul class="chat-list pinned" aria-label={open ? "The chat you are in" : "The chat you were in"}>
+          {row(current.pinned, true)}
+        </ul>
+      )}
       {sessions === null ? (
         <p aria-busy="true">Loading…</p>
       ) : sessions.length === 0 ? (
         <p class="empty">{search ? `No chat's title contains “${search}”.` : "No chats yet. Start one with “New chat”."}</p>
       ) : (
         <>
-          <ul class="chat-list" aria-busy={loadingMore}>
-            {sessions.map((s) => (
-              <ChatRow key={s.id} session={s} ws={ws} now={now} onDelete={() => remove(s)} />
-            ))}
+          <ul class="chat-list" aria-busy={loadingMore} aria-describedby="chat-count">
+            {sessions.map((s) => row(s))}
           </ul>
-          <div class="list-end" ref={end}>
-            <p class="list-status" role="status">
-              {status}
-            </p>
-            {next && !loadingMore && (
+          <div class="list-end" ref={(el) => {
+              end.current = el;
+            }}>
+            {loadingMore ? (
+              <p class="list-status" aria-busy="true">
+                Loading more…
+              </p>
+            ) : more ? (
               <button type="button" class="link" onClick={() => void loadMore()}>
                 Load more chats
               </button>
+            ) : (
+              <p class="list-status">{search ? "End of the results" : "That is every chat"}</p>
             )}
           </div>
         </>
@@ -193,7 +159,36 @@ export function ChatList({ client, ws, notify, open }: { client: Client; ws: str
   );
 }
 
-function ChatRow({ session, ws, now, onDelete }: { session: Session; ws: string; now: number; onDelete: () => void }) {
+/**
+ * The chat the person is in, or was in last: kept in view even when no loaded page has it (an
+ * older chat, opened from a search or a link). `pinned` is that chat while the list lacks it.
+ */
+function useCurrentChat(client: Client, open: string | undefined, sessions: Session[] | null) {
+  const [id, setId] = useState(open);
+  const [session, setSession] = useState<Session | null>(null);
+  const [version, setVersion] = useState(0);
+  useEffect(() => {
+    if (open) setId(open);
+  }, [open]);
+  const listed = !!id && !!sessions?.some((s) => s.id === id);
+  useEffect(() => {
+    if (!id || listed) return setSession(null);
+    let live = true;
+    client.session(id).then(
+      (s) => live && setSession(s),
+      () => live && setSession(null),
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, id, listed, version]);
+  const refresh = useCallback(() => setVersion((v) => v + 1), []);
+  const forget = useCallback((deleted: string) => setId((was) => (was === deleted ? undefined : was)), []);
+  return { id, pinned: !listed && session?.id === id ? session : null, refresh, forget };
+}
+
+function ChatRow(props: { session: Session; ws: string; now: number; current: boolean; pinned: boolean; onDelete: () => void }) {
+  const { session, ws, now, current, pinned, onDelete } = props;
   const [confirming, setConfirming] = useState(false);
   const deleteButton = useRef<HTMLButtonElement>(null);
   const wasConfirming = useRef(false);
@@ -203,8 +198,9 @@ function ChatRow({ session, ws, now, onDelete }: { session: Session; ws: string;
     wasConfirming.current = confirming;
   }, [confirming]);
   return (
-    <li class="chat-row" data-session={session.id}>
-      <a class="chat-link" href={href({ page: "chats", ws, chat: session.id })}>
+    <li class={`chat-row${current ? " current" : ""}`} data-session={session.id}>
+      <a class="chat-link" href={href({ page: "chats", ws, chat: session.id })} aria-current={current ? "true" : undefined}>
+        {pinned && <span class="chat-pin">{current ? "Open chat" : "Last opened"}</span>}
         <span class="chat-title">{session.title}</span>
         <span class="chat-agent">{session.agent_name ?? "Spool"}</span>
         <span class="chat-preview">{plainText(session.last_message_preview ?? "") || "No messages yet"}</span>

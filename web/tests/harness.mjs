@@ -103,10 +103,11 @@ export async function startBrowser() {
 
 /**
  * A page signed in through the printed link, failing the test on any uncaught script error or
- * console error (but for the 404 of the optional config.json).
+ * console error (but for the 404 of the optional config.json). `options` are the browser
+ * context's others (`isMobile`, `hasTouch` for a phone).
  */
-export async function signedInPage(browser, spool, viewport = { width: 1200, height: 850 }) {
-  const context = await browser.newContext({ viewport });
+export async function signedInPage(browser, spool, viewport = { width: 1200, height: 850 }, options = {}) {
+  const context = await browser.newContext({ viewport, ...options });
   const page = await context.newPage();
   page.errors = [];
   page.on("pageerror", (e) => page.errors.push(String(e)));
