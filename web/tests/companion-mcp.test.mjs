@@ -167,7 +167,7 @@ test("a tool not marked read-only asks the person first: Run runs it, Decline an
       return found[1];
     }, { timeout: 30_000 });
     assert.equal(declined.payload.error, "declined by the person", JSON.stringify(declined.payload));
-    assert.equal(declined.payload.output, undefined);
+    assert.equal(declined.payload.output ?? undefined, undefined);
     await page.locator("li.action.mcp.error").first().waitFor();
     assertNoErrors(page);
   } finally {

@@ -184,7 +184,7 @@ test("a file shows once, on its message, and one removed with × never reaches t
   const uploads = all.filter((e) => e.type === "system" && e.payload.upload).map((e) => e.payload.upload.filename);
   assert.deepEqual(uploads, ["keep.txt"]);
   // The file shows once: on its message.
-  const timeline = page.getByRole("log", { name: "Conversation" });
+  const timeline = page.getByRole("list", { name: "Conversation" });
   await eventually(async () => assert.equal(await timeline.getByRole("button", { name: /keep\.txt/ }).count(), 1));
   assert.equal(await timeline.locator(".message.file").count(), 0, "no bubble of its own");
   await timeline.getByRole("list", { name: "Files of this message" }).getByRole("button", { name: /keep\.txt/ }).waitFor();
@@ -219,7 +219,7 @@ test("an answered question shows once: its card, marked answered, with the answe
   await card.getByText("You answered: Ada").waitFor();
   await agentSays(page, "Nice to meet you, Ada").waitFor();
   await turnEnded(id);
-  const timeline = page.getByRole("log", { name: "Conversation" });
+  const timeline = page.getByRole("list", { name: "Conversation" });
   assert.equal(await timeline.getByText("What should I call you?").count(), 1, "the question shows once");
   assert.equal(await timeline.locator(".message.user", { hasText: "Ada" }).count(), 0, "the answer is on the card, not again as a message");
   assert.equal(await timeline.getByRole("listitem", { name: "Question" }).count(), 1);
