@@ -46,6 +46,7 @@ mod cli_models;
 mod command_retries_http;
 mod commands_http;
 mod contract;
+mod demo_agent_http;
 mod directory;
 mod files_http;
 mod fuzz_http;

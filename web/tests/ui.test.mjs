@@ -513,7 +513,7 @@ test("a task an agent creates shows a toast with a link to it", async () => {
   await screenshot(page, "chat-task-toast");
   await link.click();
   await page.waitForURL(new RegExp(`#/w/${ws.id}/tasks/task_`));
-  await page.locator(".task.highlight", { hasText: "Follow up: make a task to water the ferns" }).waitFor();
+  await page.locator(".task.highlight", { hasText: "Water the ferns" }).waitFor();
   assertNoErrors(page);
 });
 

@@ -36,6 +36,8 @@ pub enum Kind {
 pub use spool_chat::event::{ASK_USER, PROPOSE_CAPTURE, PROPOSE_PLAN};
 /// The capability a chat needs for [`PROPOSE_CAPTURE`].
 pub const CAPTURE_CAPABILITY: &str = "capture_ingest";
+/// The error of a call a person declined, as its `tool_end` says (it never ran).
+pub const DECLINED: &str = "declined by the person; not run";
 /// The name of the tool that reads the workspace's context ([`crate::context`]).
 pub const GET_WORKSPACE_CONTEXT: &str = "get_workspace_context";
 

@@ -109,7 +109,7 @@ impl Step<'_> {
                             tool_call_id: call.id.clone(),
                             tool: call.name.clone(),
                             result: None,
-                            error: Some("declined by the person; not run".to_owned()),
+                            error: Some(tools::DECLINED.to_owned()),
                             declined: true,
                             server: None,
                         };

@@ -1,11 +1,13 @@
 //! # The scripted runtime: deterministic answers, for `make run` with no API key and for tests
 //!
+//! An agent whose instruction is a script (JSON) runs it; others get the built-in [`demo`]
+//! agent, which reads what it is asked for as an [`intent::Intent`] and answers the same way.
+//!
 //! A script is a list of rules. The first rule whose `match` words appear in the person's last
 //! message answers it, in rounds: round *k* is the agent's *k*-th reply since that message, and
 //! may call tools (ask a question, propose a plan, run an action), whose results the next round
 //! can quote. A round streams its text word by word, so a script shows streaming, reloads
-//! mid-answer and aborts the way a model does. An agent whose instruction is a script (JSON)
-//! runs it; others get the built-in demo script.
+//! mid-answer and aborts the way a model does.
 //!
 //! ```json
 //! {"word_delay_ms": 30, "rules": [
@@ -19,6 +21,10 @@
 //! tool result (an answer, a plan's verdict, an action's result). A round may `fail` (the
 //! runtime errors with that message) or `sleep_ms` before it speaks. A script's `files` is said
 //! first when files were uploaded since the agent last answered, `{files}` naming them.
+
+pub mod demo;
+pub mod intent;
+pub mod titles;
 
 use std::time::Duration;
 
@@ -96,21 +102,6 @@ pub struct ScriptedCall {
 }
 
 impl Script {
-    /// The built-in demo script: it streams a short answer, and shows questions, plans, tasks,
-    /// renames and an action that needs approval when asked.
-    pub fn demo() -> Self {
-        serde_json::from_str(include_str!("demo_script.json")).unwrap_or_else(|_| Self {
-            word_delay_ms: default_delay(),
-            rules: Vec::new(),
-            files: None,
-            notes: None,
-            default: vec![Round {
-                say: "You said: {input}".to_owned(),
-                ..Round::default()
-            }],
-        })
-    }
-
     /// The script in an agent's instruction, if it is one.
     pub fn from_instruction(instruction: &str) -> Option<Self> {
         let trimmed = instruction.trim();
@@ -118,6 +109,33 @@ impl Script {
             return None;
         }
         serde_json::from_str(trimmed).ok()
+    }
+
+    /// Round `index` of the script's answer to `input`, its templates filled; `since` is the
+    /// conversation after `input`, whose last tool result is `{result}`.
+    fn round(&self, input: &str, since: &[Message], index: usize) -> Option<Round> {
+        let result = since
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .unwrap_or("");
+        let round = self.rounds_for(input).get(index)?;
+        Some(Round {
+            say: fill(&round.say, input, result),
+            tools: round
+                .tools
+                .iter()
+                .map(|call| ScriptedCall {
+                    name: call.name.clone(),
+                    arguments: fill_value(&call.arguments, input, result),
+                })
+                .collect(),
+            fail: round.fail.as_ref().map(|m| fill(m, input, result)),
+            sleep_ms: round.sleep_ms,
+        })
     }
 
     fn rounds_for(&self, input: &str) -> &[Round] {
@@ -157,7 +175,7 @@ impl Runtime for Scripted {
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
-        let script = Script::from_instruction(&request.agent_instruction).unwrap_or_else(Script::demo);
+        let script = Script::from_instruction(&request.agent_instruction);
         let last_user = request.messages.iter().rposition(|m| matches!(m, Message::User { .. }));
         let Some(last_user) = last_user else {
             return Err(Error::Failed("there is no message to answer".to_owned()));
@@ -171,26 +189,32 @@ impl Runtime for Scripted {
         let input = crate::state::as_written(input);
         let since = &request.messages[last_user + 1..];
         let round_index = since.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
-        let result = since
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::Tool { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .unwrap_or("");
-        let Some(round) = script.rounds_for(input).get(round_index) else {
+        let (round, word_delay_ms, files, notes) = match &script {
+            Some(script) => (
+                script.round(input, since, round_index),
+                script.word_delay_ms,
+                script.files.as_deref(),
+                script.notes.as_deref(),
+            ),
+            None => (
+                demo::round(request, input, since, round_index),
+                demo::WORD_DELAY_MS,
+                Some(demo::FILES),
+                Some(demo::NOTES),
+            ),
+        };
+        let Some(round) = round else {
             return Ok(Reply::default());
         };
         if round.sleep_ms > 0 {
             tokio::time::sleep(Duration::from_millis(round.sleep_ms)).await;
         }
-        if let Some(message) = &round.fail {
-            return Err(Error::Failed(fill(message, input, result)));
+        if let Some(message) = round.fail {
+            return Err(Error::Failed(message));
         }
-        let mut text = fill(&round.say, input, result);
+        let mut text = round.say;
         if round_index == 0
-            && let Some(template) = &script.files
+            && let Some(template) = files
         {
             // The files uploaded since the agent's last answer, before this message.
             let previous_answer = request.messages[..last_user]
@@ -214,7 +238,7 @@ impl Runtime for Scripted {
             }
         }
         if round_index == 0
-            && let (Some(template), Some(context)) = (&script.notes, &context)
+            && let (Some(template), Some(context)) = (notes, &context)
         {
             let ids: Vec<&str> = ["relevant_k_ids", "relevant_d_ids"]
                 .iter()
@@ -228,7 +252,7 @@ impl Runtime for Scripted {
                 text = format!("{said}{text}");
             }
         }
-        let delay = Duration::from_millis(script.word_delay_ms);
+        let delay = Duration::from_millis(word_delay_ms);
         let mut words = text.split_inclusive(' ').peekable();
         while let Some(word) = words.next() {
             sink.text(word).await?;
@@ -238,12 +262,12 @@ impl Runtime for Scripted {
         }
         let tool_calls = round
             .tools
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, call)| ToolCall {
                 id: format!("{}-{round_index}-{i}", request.context.turn_id),
-                name: call.name.clone(),
-                arguments: fill_value(&call.arguments, input, result),
+                name: call.name,
+                arguments: call.arguments,
             })
             .collect();
         Ok(Reply {
