@@ -2,11 +2,13 @@
 // what the typed one does, Enter to run it), `@` mentions of the chat's own files and the working
 // directory's (a chat's file picked goes with the message, as its agents read it), and files to
 // upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent with the
-// next message.
+// next message. While the agent answers, a typed message waits in the box with the reason,
+// and "Send when done" queues it behind the answer.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Client, CommandEntry, CommandPreview, FileMatch, FileRef, Session } from "./api";
 import { contextFor, enableFor, sentTurn, toolsFor, useCompanion } from "./companion";
+import { SendBlocked, useAddHelp } from "./feedback";
 import { Paperclip } from "./icons";
 import { go } from "./route";
 import { open, type Timeline } from "./timeline";
@@ -103,6 +105,14 @@ export function Composer(props: {
   // In the global chat a plain message answers the agent's open question.
   const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
   const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
+  // A message typed while the agent answers cannot go now (a command can): it says so.
+  const blocked = pending && text.trim() !== "" && !isCommand(text.trim());
+  /** Enter was pressed on a blocked message: the reason is announced. */
+  const [tried, setTried] = useState(false);
+  useEffect(() => {
+    if (!blocked) setTried(false);
+  }, [blocked]);
+  const addHelp = useAddHelp();
 
   // `/name` being typed: the commands that start with it; `@file` being typed: matching files.
   const typing = /^\/(\S*)$/.exec(text);
@@ -184,10 +194,12 @@ export function Composer(props: {
     if (done.turn_id && done.action === undefined) setSent({ turn: done.turn_id, seq: done.seq + 1 });
     if (done.session) onSession(done.session);
     if (done.new_session && workspaceId) go({ page: "chats", ws: workspaceId, chat: done.new_session.id });
-    if (done.commands) notify.info(`Commands: ${done.commands.map((c) => `/${c.name}`).join(" ")}`);
+    // `/help` is answered in the timeline, under the command.
+    if (done.commands) addHelp(`c:${done.seq}`, done.commands);
   };
 
-  const send = async (e?: Event) => {
+  /** Sends the typed message (`enqueue`: behind the pending turn). */
+  const send = async (e?: Event, enqueue = false) => {
     e?.preventDefault();
     const typed = text.trim();
     // Files alone make a message that names them.
@@ -207,7 +219,7 @@ export function Composer(props: {
         // nothing asked (and no wait) in offline mode.
         await enableFor(client, sessionId);
         const [context, tools] = await Promise.all([contextFor(message), toolsFor(sessionId)]);
-        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools);
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools, enqueue);
         setUploads((all) => all.filter((u) => !(u.file && ids.includes(u.file.id))));
         if (answer.turn_id) {
           sentTurn(answer.turn_id, sessionId, tools);
@@ -293,6 +305,7 @@ export function Composer(props: {
           ))}
         </ul>
       )}
+      {blocked && <SendBlocked tried={tried} busy={busy || uploading} onQueue={() => void send(undefined, true)} />}
       <input
         ref={picker}
         type="file"
@@ -363,6 +376,7 @@ export function Composer(props: {
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
             if (canSend && !uploading) void send();
+            else if (!canSend) setTried(true);
           }
         }}
       />
