@@ -111,6 +111,12 @@ impl Script {
         })
     }
 
+    /// The demo script of a chat outside any workspace (the global chat): it offers only what
+    /// such a chat can do (a question, a plan), and says where agents, tasks and renames are.
+    pub fn demo_global() -> Self {
+        serde_json::from_str(include_str!("demo_global_script.json")).unwrap_or_else(|_| Self::demo())
+    }
+
     /// The script in an agent's instruction, if it is one.
     pub fn from_instruction(instruction: &str) -> Option<Self> {
         let trimmed = instruction.trim();
@@ -157,7 +163,13 @@ impl Runtime for Scripted {
     }
 
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
-        let script = Script::from_instruction(&request.agent_instruction).unwrap_or_else(Script::demo);
+        let script = Script::from_instruction(&request.agent_instruction).unwrap_or_else(|| {
+            if request.context.workspace_id.is_some() {
+                Script::demo()
+            } else {
+                Script::demo_global()
+            }
+        });
         let last_user = request.messages.iter().rposition(|m| matches!(m, Message::User { .. }));
         let Some(last_user) = last_user else {
             return Err(Error::Failed("there is no message to answer".to_owned()));
