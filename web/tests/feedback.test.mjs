@@ -1,7 +1,8 @@
 // Feedback and focus, in a real browser against a real `spool serve` with the scripted agent:
 // a message that cannot go yet says why and stays, `/help` is answered in the chat, toasts cover
-// no Send or form action, an unavailable CLI cannot be chosen, and focus goes where the person
-// acts next.
+// no Send or form action, settings show the folders the server allows before a Save, an
+// unavailable CLI cannot be chosen, the global chat offers only what it can do, and focus goes
+// where the person acts next.
 
 import assert from "node:assert/strict";
 import { mkdtemp } from "node:fs/promises";
@@ -144,6 +145,28 @@ test("toasts cover neither Send nor Delete workspace…", async () => {
   assertNoErrors(phone);
 });
 
+test("settings show the folders the server allows before a folder is chosen", async () => {
+  const { page } = await workspacePage("Folders", "settings");
+  const allowed = page.getByRole("list", { name: "Allowed folders" });
+  await allowed.getByText(roots, { exact: true }).waitFor();
+  assert.equal(await page.locator(".toast").count(), 0, "nothing was saved to learn it");
+  await page.getByRole("radio", { name: "One folder for every chat" }).check();
+  await screenshot(page, "settings-allowed-folders");
+  assertNoErrors(page);
+
+  // A server that allows no folder says so, and offers no fixed folder.
+  const bare = await startSpool();
+  try {
+    const { page: other } = await workspacePage("No folders", "settings", bare);
+    await other.getByText("This server allows no fixed folder").waitFor();
+    assert.ok(await other.getByRole("radio", { name: "One folder for every chat" }).isDisabled());
+    assertNoErrors(other);
+    await other.context().close();
+  } finally {
+    await bare.stop();
+  }
+});
+
 test("a CLI that cannot run here cannot be chosen, and says why", async (t) => {
   const { clis } = await call("GET", "/v1/clis");
   const broken = clis.find((c) => !c.healthy);
@@ -186,3 +209,15 @@ test("after a question is answered focus is in the message box, and the agent's 
   assertNoErrors(page);
 });
 
+test("the global chat's agent offers only what a chat outside a workspace can do", async () => {
+  const page = await signedInPage(browser, spool);
+  await page.getByRole("link", { name: "Global chat" }).click();
+  await page.getByRole("button", { name: "Rename chat: Global chat" }).waitFor();
+  await send(page, "please add a helper agent");
+  const reply = page.locator(".message.agent", { hasText: "Open a workspace" });
+  await reply.waitFor({ timeout: 15_000 });
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  assert.equal(await page.getByRole("listitem", { name: "Approval request" }).count(), 0);
+  assert.equal(await page.locator(".system.error").count(), 0);
+  assertNoErrors(page);
+});
