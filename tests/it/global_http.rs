@@ -438,9 +438,59 @@ pub(crate) async fn the_chat_stream_skips_other_events_and_keeps_alive<H: Harnes
     );
 }
 
+/// The global chat belongs to no workspace: its agent offers nothing that needs one, and asked to
+/// add a helper it says where that can be done, with no approval asked and nothing failing.
+pub(crate) async fn the_global_chat_offers_only_what_it_can_do<H: Harness>(harness: &H) {
+    let stack = stack(harness).await;
+    let person = &stack.api;
+    // WHEN the person greets the global chat's agent
+    let hello = person
+        .ok(
+            Method::POST,
+            "/v1/sessions/global/messages",
+            Some(json!({ "content": "hello" })),
+        )
+        .await;
+    let events = until(person, "global", hello["turn_id"].as_str().unwrap(), "agent_end").await;
+    // THEN it offers no helper, team or task
+    let said = |events: &[Value]| -> String {
+        events
+            .iter()
+            .filter(|e| e["type"] == "message_end")
+            .map(|e| e["payload"]["text"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let greeting = said(&events);
+    assert!(greeting.contains("demo agent"), "{greeting}");
+    assert!(!greeting.contains("**helper**") && !greeting.contains("**task**"), "{greeting}");
+    // WHEN it is asked to add a helper
+    let asked = person
+        .ok(
+            Method::POST,
+            "/v1/sessions/global/messages",
+            Some(json!({ "content": "please add a helper agent" })),
+        )
+        .await;
+    let turn = asked["turn_id"].as_str().unwrap();
+    let events = until(person, "global", turn, "agent_end").await;
+    let of_turn: Vec<Value> = events.into_iter().filter(|e| e["turn_id"] == turn).collect();
+    // THEN nothing is asked, run or failed, and the answer says where agents are added
+    for e in &of_turn {
+        let kind = e["type"].as_str().unwrap();
+        assert!(
+            !["tool_approval_required", "tool_start", "tool_end", "system"].contains(&kind),
+            "{e}"
+        );
+    }
+    let answer = said(&of_turn);
+    assert!(answer.contains("a workspace's Spool agent") && answer.contains("cannot add"), "{answer}");
+}
+
 on_both_backends!(global_http:
     an_agent_asks_first_and_a_person_answers,
     the_designs_seven_checks,
     an_agents_meta_is_checked_and_kept,
     the_chat_stream_skips_other_events_and_keeps_alive,
+    the_global_chat_offers_only_what_it_can_do,
 );

@@ -147,6 +147,7 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     harness.metadata().await.create_task(&org, &task).await.unwrap();
     let clis = api.ok(Method::GET, "/v1/clis", None).await;
     assert_eq!(clis["clis"].as_array().unwrap().len(), 4, "{clis}");
+    assert!(clis["workspace_roots"].is_array(), "{clis}");
     api.ok(Method::GET, "/v1/tasks/task_1", None).await;
     api.refused(404, Method::GET, "/v1/tasks/task_2", None).await;
     let by_hand = api

@@ -76,8 +76,26 @@ pub(crate) async fn workspace_settings_over_http<H: Harness>(harness: &H) {
         "{n}"
     );
 
-    // WHEN the working directory is made static, then temp again
-    let project = spool_tests::workspace_dir(&crate::support::org_of(&api));
+    // GIVEN the folders this organization may use, as settings show them before a choice:
+    // its own root (`{org}` filled in) and the shared one, never another organization's
+    let org = crate::support::org_of(&api);
+    let allowed = |list: &Value| -> Vec<String> {
+        list["workspace_roots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let roots = allowed(&api.ok(Method::GET, "/v1/clis", None).await);
+    let own = spool_tests::workspace_root().join("orgs").join(&org);
+    assert!(roots.contains(&own.to_string_lossy().into_owned()), "{roots:?}");
+    assert!(roots.iter().all(|r| !r.contains("{org}")), "{roots:?}");
+    let others = allowed(&other.ok(Method::GET, "/v1/clis", None).await);
+    assert!(!others.contains(&own.to_string_lossy().into_owned()), "{others:?}");
+    // WHEN the working directory is made static (under one of them), then temp again
+    let project = spool_tests::workspace_dir(&org);
+    assert!(roots.iter().any(|r| project.path().starts_with(r)), "{roots:?}");
     let path = format!("/v1/workspaces/{id}");
     let ws = api
         .ok(

@@ -98,6 +98,11 @@ export interface Runner {
 export interface CliAvailability {
   clis: CliStatus[];
   runners: Runner[];
+  /**
+   * The folders under which a workspace's working directory may be on this server (as this
+   * organization may use them); empty: working directories are off, each chat gets its own.
+   */
+  workspaceRoots: string[];
 }
 /** A chat's file, as events and the attachments routes name it. */
 export type FileRef = Schemas["FileRef"];
@@ -305,6 +310,8 @@ export class Client {
     files: string[] = [],
     client_context: Record<string, unknown> | null = null,
     client_tools: { name: string; server?: string; description?: string; input_schema?: Record<string, unknown> }[] = [],
+    /** While a turn is pending: queue this message behind it (else it is refused, `409 turn_pending`). */
+    enqueue = false,
   ) =>
     this.call(
       this.spool.api.POST("/v1/sessions/{id}/messages", {
@@ -314,6 +321,7 @@ export class Client {
           client_message_id,
           ...(files.length > 0 ? { files } : {}),
           ...(client_context ? { client_context } : {}),
+          ...(enqueue ? { on_busy: "enqueue" as const } : {}),
           // (the generated type says an object schema as `Record<string, never>`)
           ...(client_tools.length > 0 ? { client_tools: client_tools as Schemas["ClientTool"][] } : {}),
         },
@@ -346,8 +354,8 @@ export class Client {
    * and the runners' beside them (none from a server that has no runners).
    */
   clis = async (): Promise<CliAvailability> => {
-    const answer: { clis: CliStatus[]; runners?: Runner[] } = await this.call(this.spool.api.GET("/v1/clis"));
-    return { clis: answer.clis, runners: answer.runners ?? [] };
+    const answer: { clis: CliStatus[]; runners?: Runner[]; workspace_roots?: string[] } = await this.call(this.spool.api.GET("/v1/clis"));
+    return { clis: answer.clis, runners: answer.runners ?? [], workspaceRoots: answer.workspace_roots ?? [] };
   };
   /** The runners that serve a workspace (`GET /v1/runners?workspace_id=`). */
   runners = async (ws: string): Promise<Runner[]> => {

@@ -7,6 +7,7 @@ import { runCompanionCalls } from "./companion";
 import { CompanionConfirms } from "./companion-view";
 import { Composer } from "./composer";
 import { forget, loadTimeline, saveTimeline } from "./cache";
+import { focusComposer, HelpCard, HelpProvider } from "./feedback";
 import { OptionalSelect } from "./fields";
 import { FileCard, filesOnMessages, MessageFiles, replacements } from "./files-view";
 import { type Connection, ChatStream } from "./live";
@@ -120,7 +121,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
   }, []);
 
   const body = (
-    <>
+    <HelpProvider>
       <ChatHeader
         client={client}
         session={session}
@@ -131,6 +132,8 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
         onChanged={setSession}
         onClose={page ? undefined : () => dialog.current?.close()}
       />
+      {/* In the window's flow, under its header: never over the message box or a card's buttons. */}
+      {!page && <Toasts inDialog />}
       <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} held={held} />
       <CompanionConfirms sessionId={sessionId} />
       <Composer
@@ -157,7 +160,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
           Drop files to upload them to this chat
         </div>
       )}
-    </>
+    </HelpProvider>
   );
   if (page)
     return (
@@ -175,7 +178,6 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
       onClick={(e) => e.target === dialog.current && dialog.current?.close()}
     >
       {body}
-      <Toasts inDialog />
     </dialog>
   );
 }
@@ -196,9 +198,11 @@ function ChatHeader(props: {
   const choice = useCliChoice(client, workspaceId ?? session?.workspace_id ?? undefined);
   const [title, setTitle] = useState("");
   const titleButton = useRef<HTMLButtonElement>(null);
+  const titleInput = useRef<HTMLInputElement>(null);
   const wasEditing = useRef(false);
-  // Back from renaming, focus returns to the title.
+  // Renaming starts in the title's box, its text selected; back from it, focus returns to the title.
   useEffect(() => {
+    if (editing) titleInput.current?.select();
     if (wasEditing.current && !editing) titleButton.current?.focus();
     wasEditing.current = editing;
   }, [editing]);
@@ -230,8 +234,8 @@ function ChatHeader(props: {
           </label>
           <input
             id="chat-title"
+            ref={titleInput}
             value={title}
-            autoFocus
             maxLength={200}
             onInput={(e) => setTitle(e.currentTarget.value)}
             onKeyDown={(e) => {
@@ -383,6 +387,7 @@ function ItemView(props: { item: Item; client: Client; sessionId: string; notify
         <li class={`message agent ${item.state}`} aria-label={`${item.author} says`}>
           <div class="author">{item.author}</div>
           <Markdown class="bubble" text={item.text} env={{ tools }} />
+          <time dateTime={item.ts}>{relative(item.ts, now)}</time>
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
           {item.state === "done" && <SaveToNotes text={item.text} sessionId={sessionId} notify={notify} />}
@@ -405,12 +410,15 @@ function ItemView(props: { item: Item; client: Client; sessionId: string; notify
       return <li class="note">{item.text}</li>;
     case "command":
       return (
-        <li class="message user command" aria-label="Command">
-          <div class="bubble">
-            <code>{item.invokedAs}</code>
-          </div>
-          <time dateTime={item.ts}>{relative(item.ts, now)}</time>
-        </li>
+        <>
+          <li class="message user command" aria-label="Command">
+            <div class="bubble">
+              <code>{item.invokedAs}</code>
+            </div>
+            <time dateTime={item.ts}>{relative(item.ts, now)}</time>
+          </li>
+          <HelpCard itemKey={item.key} />
+        </>
       );
     case "command_failed":
       return (
@@ -433,6 +441,8 @@ function useAnswer(notify: Notify) {
     setBusy(true);
     try {
       await f();
+      // The card is answered: what the person does next is write.
+      focusComposer();
     } catch (e) {
       notify.error(e);
     } finally {

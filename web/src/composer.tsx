@@ -3,11 +3,14 @@
 // directory's (a chat's file picked goes with the message, as its agents read it), and files to
 // upload (the paperclip, a paste, or a drop on the chat), each with its progress, sent with the
 // next message. An upload's bytes go at once, but the chat records the file (and its agents see
-// it) only when the message that takes it is sent: one removed before is never recorded.
+// it) only when the message that takes it is sent: one removed before is never recorded. While
+// the agent answers, a typed message waits in the box with the reason, and "Send when done"
+// queues it behind the answer.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Client, CommandEntry, CommandPreview, FileMatch, FileRef, Session } from "./api";
 import { contextFor, enableFor, sentTurn, toolsFor, useCompanion } from "./companion";
+import { SendBlocked, useAddHelp } from "./feedback";
 import { Paperclip } from "./icons";
 import { go } from "./route";
 import { open, type Timeline } from "./timeline";
@@ -114,6 +117,14 @@ export function Composer(props: {
   // In the global chat a plain message answers the agent's open question.
   const answersQuestion = session?.global === true && open(timeline).some((i) => i.kind === "question");
   const pending = (timeline.pendingTurn !== null || (sent !== null && timeline.lastSeq < sent.seq)) && !answersQuestion;
+  // A message typed while the agent answers cannot go now (a command can): it says so.
+  const blocked = pending && text.trim() !== "" && !isCommand(text.trim());
+  /** Enter was pressed on a blocked message: the reason is announced. */
+  const [tried, setTried] = useState(false);
+  useEffect(() => {
+    if (!blocked) setTried(false);
+  }, [blocked]);
+  const addHelp = useAddHelp();
 
   // `/name` being typed: the commands that start with it; `@file` being typed: matching files.
   const typing = /^\/(\S*)$/.exec(text);
@@ -195,10 +206,12 @@ export function Composer(props: {
     if (done.turn_id && done.action === undefined) setSent({ turn: done.turn_id, seq: done.seq + 1 });
     if (done.session) onSession(done.session);
     if (done.new_session && workspaceId) go({ page: "chats", ws: workspaceId, chat: done.new_session.id });
-    if (done.commands) notify.info(`Commands: ${done.commands.map((c) => `/${c.name}`).join(" ")}`);
+    // `/help` is answered in the timeline, under the command.
+    if (done.commands) addHelp(`c:${done.seq}`, done.commands);
   };
 
-  const send = async (e?: Event) => {
+  /** Sends the typed message (`enqueue`: behind the pending turn). */
+  const send = async (e?: Event, enqueue = false) => {
     e?.preventDefault();
     const typed = text.trim();
     // Files alone make a message that names them.
@@ -218,7 +231,7 @@ export function Composer(props: {
         // nothing asked (and no wait) in offline mode.
         await enableFor(client, sessionId);
         const [context, tools] = await Promise.all([contextFor(message), toolsFor(sessionId)]);
-        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools);
+        const answer = await client.sendMessage(sessionId, message, crypto.randomUUID(), ids, context, tools, enqueue);
         setUploads((all) => all.filter((u) => !attached.some((a) => a.key === u.key)));
         if (answer.turn_id) {
           sentTurn(answer.turn_id, sessionId, tools);
@@ -334,6 +347,7 @@ export function Composer(props: {
           ))}
         </ul>
       )}
+      {blocked && <SendBlocked tried={tried} busy={busy || uploading} onQueue={() => void send(undefined, true)} />}
       <input
         ref={picker}
         type="file"
@@ -404,6 +418,7 @@ export function Composer(props: {
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
             if (canSend && !uploading) void send();
+            else if (!canSend) setTried(true);
           }
         }}
       />

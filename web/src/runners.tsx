@@ -25,8 +25,8 @@ export const serves = (runner: Runner, ws: string | undefined): boolean =>
 const listed = (names: string[]) => names.join(", ");
 
 /**
- * The CLI choice where `host` runs the workspace `ws`'s CLI agents. On the server: each CLI,
- * marked when it cannot run there (it may still be picked, for when it is installed). On
+ * The CLI choice where `host` runs the workspace `ws`'s CLI agents. On the server: each CLI;
+ * one that cannot run there cannot be picked, and says why (a turn with it would only fail). On
  * runners: each CLI as the online runners serving the workspace offer it ("claude 2.0.1 — on
  * build-box"); one no online runner runs healthily cannot be picked, and says why.
  */
@@ -37,7 +37,7 @@ export function cliChoice(host: CliHost, available: CliAvailability, ws: string 
       const status = available.clis.find((c) => c.cli === cli);
       options[cli] =
         status && !status.healthy
-          ? { label: `${cli} (unavailable)`, reason: status.reason ?? "cannot run" }
+          ? { label: `${cli} — unavailable (${status.reason ?? "cannot run"})`, reason: status.reason ?? "cannot run", disabled: true }
           : { label: status?.version ? `${cli} ${status.version}` : cli };
     }
     return { host, options, noRunner: false };

@@ -1,5 +1,6 @@
 // A workspace's settings page: its title and description, where its CLI agents run (this
-// server, or runners, with the runners that serve it), its working directory, how long what its
+// server, or runners, with the runners that serve it), its working directory (with the folders
+// this server allows, shown before one is chosen), how long what its
 // chats leave behind is kept, whom Spool tells when an agent needs a person (with what that does
 // on this server), its MCP servers (mcp-servers.tsx), and deleting the workspace, which asks for
 // its title first.
@@ -81,6 +82,16 @@ function SettingsForm({
   const [onFailure, setOnFailure] = useState(n.on_failure);
   const [onTask, setOnTask] = useState(n.on_task);
   const [saving, setSaving] = useState(false);
+  /** The folders this server allows a working directory under; `null` until known. */
+  const [roots, setRoots] = useState<string[] | null>(null);
+  useEffect(() => {
+    client.clis().then(
+      (available) => setRoots(available.workspaceRoots),
+      () => setRoots(null),
+    );
+  }, [client]);
+  // On this server with no roots, a fixed folder would always be refused.
+  const noFolders = host === "server" && roots !== null && roots.length === 0;
   const submit = async (e: Event) => {
     e.preventDefault();
     setSaving(true);
@@ -156,13 +167,32 @@ function SettingsForm({
           A folder of each chat's own (temporary)
         </label>
         <label class="choice">
-          <input type="radio" name="mode" checked={mode === "static"} onChange={() => setMode("static")} />
+          <input
+            type="radio"
+            name="mode"
+            checked={mode === "static"}
+            disabled={noFolders && mode !== "static"}
+            aria-describedby="allowed-folders"
+            onChange={() => setMode("static")}
+          />
           One folder for every chat
         </label>
+        {host === "server" && roots !== null && <AllowedFolders id="allowed-folders" roots={roots} />}
         {mode === "static" && (
           <label>
             Folder
-            <input required value={path} placeholder="/srv/projects/docs" onInput={(e) => setPath(e.currentTarget.value)} />
+            <input
+              required
+              value={path}
+              list="allowed-roots"
+              placeholder={roots?.[0] ? `${roots[0]}/project` : "/srv/projects/docs"}
+              onInput={(e) => setPath(e.currentTarget.value)}
+            />
+            <datalist id="allowed-roots">
+              {(host === "server" ? (roots ?? []) : []).map((r) => (
+                <option key={r} value={r} />
+              ))}
+            </datalist>
             <small>
               {host === "runners"
                 ? "It must exist on the runners' machines, under a root each runner allows (SPOOL_WORKSPACE_ROOTS)."
@@ -202,6 +232,29 @@ function SettingsForm({
         {saving ? "Saving…" : "Save settings"}
       </button>
     </form>
+  );
+}
+
+/** The folders this server allows a working directory under, or that it allows none. */
+function AllowedFolders({ id, roots }: { id: string; roots: string[] }) {
+  if (roots.length === 0)
+    return (
+      <p class="allowed-folders" id={id}>
+        This server allows no fixed folder: agents work in a folder of each chat's own. (An operator allows folders by
+        listing roots in <code>SPOOL_WORKSPACE_ROOTS</code>.)
+      </p>
+    );
+  return (
+    <div class="allowed-folders" id={id}>
+      A fixed folder must be an existing folder under one of these:
+      <ul aria-label="Allowed folders">
+        {roots.map((r) => (
+          <li key={r}>
+            <code>{r}</code>
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }
 

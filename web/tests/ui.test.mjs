@@ -805,6 +805,9 @@ test("a chat renamed while the list starts following the feed shows its new titl
 
 test("agents are created, edited, reordered and deleted", async () => {
   const { page, ws } = await workspacePage("Agents");
+  // The server runs every CLI here (a CLI that cannot run could not be picked).
+  const healthy = ["claude", "gemini", "codex", "opencode"].map((cli) => ({ cli, installed: true, version: "1.0", healthy: true }));
+  await page.route("**/v1/clis", (route) => route.fulfill({ json: { clis: healthy, runners: [], workspace_roots: [] } }));
   await page.getByRole("link", { name: "Agents" }).click();
   const agents = async () => (await call("GET", `/v1/workspaces/${ws.id}/agents`)).agents;
   /** Waits until the API lists the workspace's agents as `expected`, in that order. */

@@ -3,7 +3,9 @@
 //! Where agents run, each of claude, gemini, codex and opencode: installed or not, its version,
 //! and whether it answers `--version`, or why not. The UI marks the ones that cannot run; the
 //! agents' context lists them. Beside them, the organization's runners (`spool runner`) and
-//! what each offers: a workspace whose CLI agents run on runners uses theirs.
+//! what each offers: a workspace whose CLI agents run on runners uses theirs. And the folders
+//! under which a workspace's working directory may be here (`SPOOL_WORKSPACE_ROOTS`, as this
+//! organization may use them), so settings show them before a folder is chosen.
 
 use std::sync::Arc;
 
@@ -22,6 +24,10 @@ pub(crate) struct CliList {
     clis: Vec<CliStatus>,
     /// The organization's runners and the CLIs each offers, online ones first.
     runners: Vec<RunnerView>,
+    /// The folders under which a workspace of this organization may have a working directory
+    /// on this server (its own roots, and shared ones no other organization claimed); empty
+    /// when working directories are off here and every chat gets a folder of its own.
+    workspace_roots: Vec<String>,
 }
 
 /// `GET /v1/clis`.
@@ -37,5 +43,10 @@ pub(crate) async fn list_clis(State(api): State<Arc<ChatApi>>, caller: Caller) -
     };
     let mut runners = api.runners.runners(caller.org(), None).await?;
     runners.sort_by_key(|r| !r.online);
-    Ok(Json(CliList { clis, runners }))
+    let workspace_roots = api.workspace_roots.allowed(caller.org()).await?;
+    Ok(Json(CliList {
+        clis,
+        runners,
+        workspace_roots,
+    }))
 }

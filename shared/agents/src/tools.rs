@@ -57,6 +57,22 @@ pub fn kind(name: &str) -> Option<Kind> {
     })
 }
 
+/// Whether the action `name` acts on the chat's workspace, so a chat outside any workspace (the
+/// global chat) is never offered it, and a call of it there fails at once, with no approval
+/// asked for what could not run.
+pub fn needs_workspace(name: &str) -> bool {
+    matches!(
+        name,
+        "create_task"
+            | GET_WORKSPACE_CONTEXT
+            | "create_agent"
+            | "update_agent"
+            | "delete_agent"
+            | "reorder_agents"
+            | "update_workspace"
+    )
+}
+
 /// Whether a call waits for a person's approval even from a CLI agent, whose actions otherwise
 /// run at once: moving the workspace's working directory decides what every later CLI run can
 /// reach, the notification address receives what agents ask and how turns fail, and the

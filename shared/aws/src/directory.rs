@@ -168,4 +168,14 @@ impl Directory for AwsMetadata {
         let item = out.attributes.unwrap_or_default();
         string(&item, "org", "a workspace root's claim")
     }
+
+    async fn root_owner(&self, root: &str) -> Result<Option<String>, Error> {
+        let Some(item) = self
+            .get(root_pk(root), "claim", "GetItem (workspace root claim)")
+            .await?
+        else {
+            return Ok(None);
+        };
+        string(&item, "org", "a workspace root's claim").map(Some)
+    }
 }

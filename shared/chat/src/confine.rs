@@ -79,7 +79,8 @@ impl Root {
     fn for_org(&self, org: &str) -> PathBuf {
         match self {
             Self::Shared { configured, .. } => configured.clone(),
-            Self::PerOrg { before, after } => before.join(org).join(after),
+            // (`after` may be empty: joined, it would leave a trailing `/`.)
+            Self::PerOrg { before, after } => before.join(org).components().chain(after.components()).collect(),
         }
     }
 }
@@ -182,6 +183,30 @@ impl WorkspaceRoots {
     /// Whether any working directory can be set at all.
     pub fn is_empty(&self) -> bool {
         self.roots.is_empty()
+    }
+
+    /// The roots under which `org` may set a working directory, as configured (its own roots
+    /// with `{org}` filled in, and the shared roots no other organization has claimed), for a
+    /// person to choose from: nothing of another organization's is named.
+    pub async fn allowed(&self, org: &str) -> Result<Vec<String>, Error> {
+        let mut allowed = Vec::new();
+        if !is_safe_segment(org) {
+            return Ok(allowed);
+        }
+        for root in &self.roots {
+            if let Root::Shared { resolved, .. } = root
+                && !self.one_org
+                && let Some(claims) = &self.claims
+                && claims
+                    .root_owner(&resolved.to_string_lossy())
+                    .await?
+                    .is_some_and(|owner| owner != org)
+            {
+                continue;
+            }
+            allowed.push(root.for_org(org).to_string_lossy().into_owned());
+        }
+        Ok(allowed)
     }
 
     /// The directory `dir` resolved, if `org` may use it: an existing directory under one of

@@ -32,6 +32,9 @@ impl Directory for Claims {
         let mut claims = self.0.lock().unwrap();
         Ok(claims.entry(root.to_owned()).or_insert_with(|| org.to_owned()).clone())
     }
+    async fn root_owner(&self, root: &str) -> Result<Option<String>, Error> {
+        Ok(self.0.lock().unwrap().get(root).cloned())
+    }
 }
 
 /// Roots over an in-memory record of claims.
@@ -216,4 +219,26 @@ fn path_segments_are_checked() {
         assert!(!is_safe_segment(bad), "{bad:?}");
     }
     assert!(is_safe_segment("ses_0193") && is_safe_segment("global"));
+}
+
+#[tokio::test]
+async fn the_roots_an_organization_may_use_are_listed_without_anothers() {
+    // GIVEN no roots: nothing is listed
+    assert!(WorkspaceRoots::none().allowed("acme").await.unwrap().is_empty());
+    // GIVEN a per-organization root and a shared one
+    let base = tempfile::tempdir().unwrap();
+    let shared = base.path().join("shared");
+    std::fs::create_dir_all(shared.join("project")).unwrap();
+    let own = base.path().join("orgs/{org}");
+    let r = roots(&[own, shared.clone()], &[]);
+    // THEN each organization sees its own root and the unclaimed shared one
+    let acme_own = base.path().join("orgs/acme");
+    assert_eq!(r.allowed("acme").await.unwrap(), [s(&acme_own), s(&shared)]);
+    // WHEN one organization claims the shared root, THEN only it still lists it
+    r.confine("acme", s(&shared.join("project"))).await.unwrap();
+    assert_eq!(r.allowed("acme").await.unwrap().len(), 2);
+    let globex = r.allowed("globex").await.unwrap();
+    assert_eq!(globex, [s(&base.path().join("orgs/globex"))]);
+    // An id that cannot name a folder is offered none.
+    assert!(r.allowed("../x").await.unwrap().is_empty());
 }

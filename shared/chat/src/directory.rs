@@ -59,6 +59,10 @@ pub trait Directory: Send + Sync {
     /// which claims it now, if no organization had; otherwise the one that did. Atomic: of two
     /// organizations claiming at once, one owns the root and both are told which.
     async fn claim_root(&self, root: &str, org: &str) -> Result<String, Error>;
+
+    /// The organization that owns the shared workspace root `root` (a resolved path), if one
+    /// has claimed it; claims nothing.
+    async fn root_owner(&self, root: &str) -> Result<Option<String>, Error>;
 }
 
 /// The organization's audit stream, within its namespace (`o/{org}/audit`): what was done with

@@ -155,4 +155,16 @@ impl Directory for EmbeddedMetadata {
         })
         .await
     }
+
+    async fn root_owner(&self, root: &str) -> Result<Option<String>, Error> {
+        let root = root.to_owned();
+        self.with(move |conn| {
+            conn.query_row("SELECT org FROM root_claims WHERE root = ?1", params![root], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| sql("read a workspace root's claim", e))
+        })
+        .await
+    }
 }

@@ -99,6 +99,16 @@ impl Step<'_> {
                 self.append(vec![self.draft(end)]).await?;
                 Ok(Resolution::Done)
             }
+            // Never offered outside a workspace: refused at once, not after an approval.
+            Some(Kind::Action { .. }) if self.session.workspace_id.is_none() && tools::needs_workspace(&call.name) => {
+                let error = format!(
+                    "`{}` acts on a workspace and this chat is in none; open a chat of the workspace to do it there",
+                    call.name
+                );
+                let end = tool_failed(&call.id, &call.name, &error);
+                self.append(vec![self.draft(end)]).await?;
+                Ok(Resolution::Done)
+            }
             Some(Kind::Action { needs_approval, .. })
                 if needs_approval && (!one_shot || tools::always_needs_approval(call)) =>
             {

@@ -27,7 +27,10 @@ impl Step<'_> {
             agent_instruction: own,
             messages,
             tools: {
-                let mut specs = tools::specs(builtin && self.session.workspace_id.is_some());
+                let in_workspace = self.session.workspace_id.is_some();
+                let mut specs = tools::specs(builtin && in_workspace);
+                // Outside a workspace (the global chat) no workspace action is offered.
+                specs.retain(|s| in_workspace || !tools::needs_workspace(&s.name));
                 if self.can_capture() {
                     specs.push(tools::capture_spec());
                 }
