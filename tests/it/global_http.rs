@@ -463,7 +463,10 @@ pub(crate) async fn the_global_chat_offers_only_what_it_can_do<H: Harness>(harne
     };
     let greeting = said(&events);
     assert!(greeting.contains("demo agent"), "{greeting}");
-    assert!(!greeting.contains("**helper**") && !greeting.contains("**task**"), "{greeting}");
+    assert!(
+        !greeting.contains("**helper**") && !greeting.contains("**task**"),
+        "{greeting}"
+    );
     // WHEN it is asked to add a helper
     let asked = person
         .ok(
@@ -484,7 +487,10 @@ pub(crate) async fn the_global_chat_offers_only_what_it_can_do<H: Harness>(harne
         );
     }
     let answer = said(&of_turn);
-    assert!(answer.contains("a workspace's Spool agent") && answer.contains("cannot add"), "{answer}");
+    assert!(
+        answer.contains("a workspace's Spool agent") && answer.contains("cannot add"),
+        "{answer}"
+    );
 }
 
 on_both_backends!(global_http:
