@@ -214,7 +214,7 @@ test("the global chat's agent offers only what a chat outside a workspace can do
   await page.getByRole("link", { name: "Global chat" }).click();
   await page.getByRole("button", { name: "Rename chat: Global chat" }).waitFor();
   await send(page, "please add a helper agent");
-  const reply = page.locator(".message.agent", { hasText: "Open a workspace" });
+  const reply = page.locator(".message.agent", { hasText: "Here I cannot add any" });
   await reply.waitFor({ timeout: 15_000 });
   await page.getByRole("button", { name: "Send" }).waitFor();
   assert.equal(await page.getByRole("listitem", { name: "Approval request" }).count(), 0);
