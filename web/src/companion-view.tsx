@@ -3,6 +3,8 @@
 // cards that ask the person before a tool of the companion's MCP servers that is not read-only runs.
 
 import { useEffect, useState } from "preact/hooks";
+import { RawJson } from "./actions";
+import { ArgumentFields } from "./cards";
 import { companionUrl, type OpenLoop, type Suggestion, setCompanionUrl, sidePanel, useCompanion, useConfirms } from "./companion";
 
 export function CompanionBadge() {
@@ -91,7 +93,8 @@ export function CompanionConfirms({ sessionId }: { sessionId: string }) {
           <p>
             The agent asks to run <code>{c.tool}</code> of your companion's MCP server <code>{c.server}</code> on this machine, with:
           </p>
-          <pre class="tool-arguments">{JSON.stringify(c.arguments ?? {}, null, 2)}</pre>
+          <ArgumentFields args={c.arguments} />
+          <RawJson value={{ arguments: c.arguments }} />
           <div class="buttons">
             <button type="button" class="primary" onClick={() => c.answer(true)}>
               Run

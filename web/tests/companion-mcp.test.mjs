@@ -150,6 +150,9 @@ test("a tool not marked read-only asks the person first: Run runs it, Decline an
     const card = page.getByRole("alertdialog", { name: /toggle-simulated-logging/ });
     await card.waitFor({ timeout: 30_000 });
     await card.getByText("everything", { exact: true }).waitFor();
+    // Its arguments read as fields (or "No arguments."), their JSON only behind "Raw JSON".
+    await card.locator(".fields, .fields-none").first().waitFor();
+    assert.equal(await card.locator("pre.tool-arguments").count(), 0, "no JSON block on the card");
     assert.equal((await events(id)).filter((e) => e.type === "tool_output_submitted").length, 0, "nothing ran before the person's word");
     await card.getByRole("button", { name: "Run" }).click();
     const ran = await eventOf(id, "tool_output_submitted");
