@@ -101,7 +101,11 @@ test("/help is answered in the chat, and stays after every toast is gone", async
   const { page } = await workspacePage("Help");
   await newChat(page);
   await composer(page).fill("/help");
+  // The menu opens once the chat's commands are read: Escape closes it (before, it would close the chat).
+  const menu = page.getByRole("listbox", { name: "Commands" });
+  await menu.waitFor();
   await page.keyboard.press("Escape");
+  await menu.waitFor({ state: "hidden" });
   await page.keyboard.press("Enter");
   const card = page.getByRole("listitem", { name: "Commands of this chat" });
   await card.waitFor();
