@@ -22,6 +22,9 @@ function useRoute(): Route {
   useEffect(() => {
     const changed = () => setRoute(parseRoute(location.hash));
     window.addEventListener("hashchange", changed);
+    // A change between the first render and this subscription (a link followed, the address
+    // typed) would be missed: read the address once more now that changes are heard.
+    changed();
     return () => window.removeEventListener("hashchange", changed);
   }, []);
   return route;
