@@ -53,6 +53,7 @@ mod fuzz_http;
 mod global_http;
 mod half_done_http;
 mod handshake;
+mod history;
 mod isolation_http;
 mod lambda_events;
 mod llm_http;

@@ -26,6 +26,7 @@ fn agent(id: &str, ws: &str, position: u32) -> Agent {
         runtime: Some(Runtime::Scripted),
         model: None,
         cli_type: None,
+        context_tokens: None,
         position,
         builtin: false,
         created_ms: 1,

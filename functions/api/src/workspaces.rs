@@ -92,6 +92,8 @@ pub(crate) struct AgentView {
     runtime: Option<Runtime>,
     model: Option<String>,
     cli_type: Option<CliType>,
+    /// Its context budget in tokens; `null`: its runtime's own.
+    context_tokens: Option<u64>,
     position: u32,
     builtin: bool,
     #[schema(format = DateTime)]
@@ -112,6 +114,7 @@ impl From<Agent> for AgentView {
             runtime: a.runtime,
             model: a.model,
             cli_type: a.cli_type,
+            context_tokens: a.context_tokens,
             position: a.position,
             builtin: a.builtin,
         }
@@ -168,6 +171,10 @@ pub(crate) struct NewAgent {
     model: Option<String>,
     #[serde(default)]
     cli_type: Option<CliType>,
+    /// How many tokens of the chat's history it is given before the oldest part is summarised
+    /// (256 to 2,000,000); absent: its runtime's own budget.
+    #[serde(default)]
+    context_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -189,6 +196,10 @@ pub(crate) struct AgentPatch {
     #[serde(default)]
     #[schema(value_type = Option<CliType>)]
     cli_type: Patch<CliType>,
+    /// `null` returns to the runtime's own budget.
+    #[serde(default)]
+    #[schema(value_type = Option<u64>)]
+    context_tokens: Patch<u64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -317,6 +328,7 @@ pub(crate) async fn create_agent(
         runtime: new.runtime,
         model: new.model,
         cli_type: new.cli_type,
+        context_tokens: new.context_tokens,
         order: None,
     };
     let agent = api.workspaces.add_agent(caller.org(), &workspace_id, fields).await?;
@@ -349,6 +361,7 @@ pub(crate) async fn update_agent(
         runtime: change.runtime,
         model: change.model,
         cli_type: change.cli_type,
+        context_tokens: change.context_tokens,
     };
     Ok(Json(api.workspaces.update_agent(caller.org(), &id, edit).await?.into()))
 }

@@ -175,6 +175,7 @@ impl ActionContext<'_> {
             runtime: parse(args, "runtime")?,
             model: optional_text(args, "model")?,
             cli_type: parse(args, "cli_type")?,
+            context_tokens: None,
             // Its place in the list, from 0 (the list's end when beyond it).
             order: parse(args, "order")?,
         };
@@ -195,6 +196,7 @@ impl ActionContext<'_> {
             runtime: set(parse(args, "runtime")?),
             model: set(optional_text(args, "model")?),
             cli_type: set(parse(args, "cli_type")?),
+            context_tokens: spool_chat::settings::Patch::Keep,
         };
         let agent = self
             .workspaces

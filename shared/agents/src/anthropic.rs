@@ -111,6 +111,14 @@ impl Runtime for Anthropic {
         format!("anthropic:{}", self.0.model(request))
     }
 
+    fn context_budget(&self, request: &Request) -> u64 {
+        crate::history::model_budget(self.0.model(request))
+    }
+
+    fn summarizes(&self) -> bool {
+        true
+    }
+
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
         let mut post = self
             .0

@@ -14,6 +14,7 @@ mod cli_args;
 pub mod context;
 pub mod engine;
 pub mod files;
+pub mod history;
 pub mod http;
 pub mod mcp;
 pub mod openai;

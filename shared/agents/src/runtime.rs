@@ -16,6 +16,9 @@ pub use crate::files::{Attached, FileAccess};
 /// A tool call and token counts are the events' own types.
 pub use spool_chat::event::{ToolCall, Usage};
 
+/// The context budget of a runtime that does not say ([`Runtime::context_budget`]), in tokens.
+pub const DEFAULT_BUDGET: u64 = 96_000;
+
 /// One message of the conversation a runtime answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -177,6 +180,19 @@ pub trait Runtime: Send + Sync {
     /// of calling [`Self::respond`].
     fn runner_cli(&self) -> Option<spool_chat::workspace::CliType> {
         None
+    }
+
+    /// About how many tokens of conversation it takes ([`crate::history`]): most of its
+    /// model's context window, leaving room for the answer. An agent's `context_tokens`
+    /// overrides it.
+    fn context_budget(&self, _request: &Request) -> u64 {
+        DEFAULT_BUDGET
+    }
+
+    /// Whether it can write a summary of a long chat itself (a model can); the others get
+    /// Spool's own ([`crate::history::extract`]).
+    fn summarizes(&self) -> bool {
+        false
     }
 
     /// Answers the conversation, streaming its text into `sink`. Dropping the future stops it

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use spool_chat::{
-    event::{ChatEvent, ControlAction, ControlSubmitted, Decision, PlanAction, UserMessage},
+    event::{ChatEvent, ControlAction, ControlSubmitted, Decision, HistoryCompacted, PlanAction, UserMessage},
     session::Event,
 };
 use spool_commands::CommandAction;
@@ -242,7 +242,17 @@ pub fn conversation(events: &[Event], with_context: bool) -> Vec<Message> {
 
 /// [`conversation`], with when each message was written (its event's `ts`).
 pub fn conversation_timed(events: &[Event], with_context: bool) -> (Vec<Message>, Vec<String>) {
+    let (messages, stamps, _) = conversation_traced(events, with_context);
+    (messages, stamps)
+}
+
+/// [`conversation_timed`], with the seq of the event that added each message (for a summary,
+/// the last seq it covers).
+pub fn conversation_traced(events: &[Event], with_context: bool) -> (Vec<Message>, Vec<String>, Vec<u64>) {
     let mut stamps: Vec<String> = Vec::new();
+    // The seq of the event that added each message, for a summary to replace those it covers.
+    let mut seqs: Vec<u64> = Vec::new();
+    let mut compacting: Option<String> = None;
     let mut messages = Vec::new();
     let mut open_calls: Vec<(String, String)> = Vec::new();
     let close = |messages: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
@@ -262,6 +272,11 @@ pub fn conversation_timed(events: &[Event], with_context: bool) -> (Vec<Message>
     };
     for event in events {
         match &event.event {
+            // `/compact`'s prompt asks Spool, not the agent: its summary stands for it.
+            ChatEvent::SlashCommandInvoked(invoked) if invoked.action == Some(CommandAction::CompactHistory) => {
+                compacting = event.turn_id.clone();
+            }
+            ChatEvent::UserMessageSubmitted(_) if compacting.is_some() && event.turn_id == compacting => {}
             ChatEvent::UserMessageSubmitted(message) => {
                 close(&mut messages, &mut open_calls);
                 messages.push(Message::User {
@@ -310,6 +325,26 @@ pub fn conversation_timed(events: &[Event], with_context: bool) -> (Vec<Message>
                 };
                 result(&mut messages, &mut open_calls, &out.tool_call_id, output);
             }
+            // A summary stands in for the messages it covers (those still here, after a
+            // `/clear` or an earlier summary), wherever the summary's event is.
+            ChatEvent::HistoryCompacted(compacted) => {
+                let keep: Vec<bool> = seqs.iter().map(|&seq| seq > compacted.through_seq).collect();
+                let mut keep_iter = keep.iter();
+                messages.retain(|_| *keep_iter.next().unwrap_or(&true));
+                let mut keep_iter = keep.iter();
+                stamps.retain(|_| *keep_iter.next().unwrap_or(&true));
+                let mut keep_iter = keep.iter();
+                seqs.retain(|_| *keep_iter.next().unwrap_or(&true));
+                open_calls.retain(|(id, _)| messages.iter().any(|m| calls(m, id)));
+                messages.insert(
+                    0,
+                    Message::System {
+                        text: summary_text(compacted),
+                    },
+                );
+                stamps.insert(0, event.ts.clone());
+                seqs.insert(0, compacted.through_seq);
+            }
             ChatEvent::System(note) => messages.push(match &note.upload {
                 Some(upload) => Message::File(Attached {
                     file: upload.file.clone(),
@@ -324,9 +359,27 @@ pub fn conversation_timed(events: &[Event], with_context: bool) -> (Vec<Message>
         }
         // What this event added was written when it was (a `/clear` empties both).
         stamps.resize(messages.len(), event.ts.clone());
+        seqs.resize(messages.len(), event.seq);
     }
-    (messages, stamps)
+    (messages, stamps, seqs)
 }
+
+/// Whether `message` is an assistant's reply that made call `id`.
+fn calls(message: &Message, id: &str) -> bool {
+    matches!(message, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.id == id))
+}
+
+/// How a summary reads to an agent.
+pub fn summary_text(compacted: &HistoryCompacted) -> String {
+    format!(
+        "{SUMMARY_OPEN} (events {}–{} of this chat, summarised to fit your context; the chat still \
+         holds them):\n{}",
+        compacted.from_seq, compacted.through_seq, compacted.summary
+    )
+}
+
+/// How a summary's text begins, so a summary of a summary can find the one before.
+pub const SUMMARY_OPEN: &str = "Summary of the conversation so far";
 
 #[cfg(test)]
 mod tests {

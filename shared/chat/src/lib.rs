@@ -6,6 +6,7 @@
 //! - [`event`]: a chat's typed event vocabulary ([`event::ChatEvent`]) and feed events;
 //! - [`session`]: chat sessions, their event envelope and the port that stores their records;
 //! - [`global`]: the global chat read as the second source design's messages;
+//! - [`history`]: a chat's message index (its events without the deltas), for agents' history;
 //! - [`listing`]: lists (chats, tasks, turns) in pages, walked with opaque cursors;
 //! - [`service`]: the chat's write side (messages, answers, controls, agents' messages) and a
 //!   workspace's (its settings, agents and tasks), over ports only, for every HTTP function and
@@ -39,6 +40,7 @@ pub mod current_turn;
 pub mod directory;
 pub mod event;
 pub mod global;
+pub mod history;
 pub mod listing;
 pub mod manage;
 pub mod mcp;

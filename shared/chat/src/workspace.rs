@@ -138,6 +138,10 @@ pub struct Agent {
     /// The CLI, for the CLI runtime.
     #[serde(default)]
     pub cli_type: Option<CliType>,
+    /// How many tokens of the chat's history it is given before the oldest part is
+    /// summarised; `None`: its runtime's own budget (most of its model's context window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
     /// Its place in the workspace's list, from 0.
     pub position: u32,
     /// Whether this is the workspace's built-in Spool agent.
@@ -148,6 +152,11 @@ pub struct Agent {
     /// When it last changed.
     pub updated_ms: i64,
 }
+
+/// The smallest context budget an agent may set, in tokens.
+pub const MIN_CONTEXT_TOKENS: u64 = 256;
+/// The largest.
+pub const MAX_CONTEXT_TOKENS: u64 = 2_000_000;
 
 impl Agent {
     /// The built-in Spool agent of workspace `workspace_id`.
@@ -161,6 +170,7 @@ impl Agent {
             runtime: None,
             model: None,
             cli_type: None,
+            context_tokens: None,
             position: 0,
             builtin: true,
             created_ms: now_ms,
@@ -177,6 +187,16 @@ impl Agent {
         }
         if self.runtime == Some(Runtime::Cli) && self.cli_type.is_none() {
             return Err(Error::invalid("agent", "the cli runtime needs a cli_type"));
+        }
+        if let Some(tokens) = self.context_tokens
+            && !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&tokens)
+        {
+            return Err(Error::invalid(
+                "context_tokens",
+                format!(
+                    "give a number of tokens from {MIN_CONTEXT_TOKENS} to {MAX_CONTEXT_TOKENS}, or null for the runtime's own"
+                ),
+            ));
         }
         Ok(())
     }

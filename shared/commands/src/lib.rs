@@ -47,17 +47,21 @@ pub enum CommandAction {
     ClearContext,
     /// List the chat's commands.
     Help,
+    /// Summarise the chat's history before this point for the agent (a turn of its own, whose
+    /// worker writes `history_compacted`); the chat keeps every event.
+    CompactHistory,
 }
 
 impl CommandAction {
     /// Every action, in the order `/help` lists them.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::NewSession,
         Self::StopStream,
         Self::SetModel,
         Self::SwitchMode,
         Self::Rename,
         Self::ClearContext,
+        Self::CompactHistory,
         Self::Help,
     ];
 
@@ -70,6 +74,7 @@ impl CommandAction {
             Self::SwitchMode => "switch_mode",
             Self::Rename => "rename",
             Self::ClearContext => "clear_context",
+            Self::CompactHistory => "compact_history",
             Self::Help => "help",
         }
     }

@@ -16,13 +16,14 @@ use super::{
 };
 
 /// The built-in commands' files, by name.
-const BUILTIN: [(&str, &str); 8] = [
+const BUILTIN: [(&str, &str); 9] = [
     ("new", include_str!("builtin/new.md")),
     ("stop", include_str!("builtin/stop.md")),
     ("model", include_str!("builtin/model.md")),
     ("mode", include_str!("builtin/mode.md")),
     ("rename", include_str!("builtin/rename.md")),
     ("clear", include_str!("builtin/clear.md")),
+    ("compact", include_str!("builtin/compact.md")),
     ("help", include_str!("builtin/help.md")),
     ("summarize", include_str!("builtin/summarize.md")),
 ];
@@ -316,7 +317,17 @@ mod tests {
         let names: Vec<&str> = builtin().iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
-            ["new", "stop", "model", "mode", "rename", "clear", "help", "summarize"]
+            [
+                "new",
+                "stop",
+                "model",
+                "mode",
+                "rename",
+                "clear",
+                "compact",
+                "help",
+                "summarize"
+            ]
         );
         let actions: Vec<_> = builtin().iter().filter_map(|c| c.action).collect();
         assert_eq!(actions.len(), CommandAction::ALL.len(), "every action has a command");

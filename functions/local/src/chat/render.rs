@@ -58,6 +58,10 @@ pub(crate) fn text(event: &Event) -> String {
         ChatEvent::SlashCommandInvoked(c) => format!("{}: {}\n", c.author, c.invoked_as),
         ChatEvent::SlashCommandFailed(f) => format!("! {}: {}\n", f.invoked_as, f.reason),
         ChatEvent::AgentMessage(m) => format!("{}: {}\n", m.author, m.text),
+        ChatEvent::HistoryCompacted(c) => format!(
+            "  (history compacted: events {}–{} summarised for the agent; the chat keeps them)\n",
+            c.from_seq, c.through_seq
+        ),
         _ => String::new(),
     }
 }

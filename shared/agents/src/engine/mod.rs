@@ -31,6 +31,7 @@
 
 mod calls;
 mod end;
+mod history;
 mod reply;
 mod runner;
 mod toolbox;
@@ -85,9 +86,6 @@ use crate::{
     state::{Answer, TurnState, conversation_timed},
     tools::{self, Kind},
 };
-
-/// How many events before a step's trigger it reads: the history its runtime sees.
-pub const HISTORY_WINDOW: u64 = 2000;
 
 /// The capability that lets a client's context into the prompt.
 pub const CONTEXT_CAPABILITY: &str = "context_for_query";
@@ -352,22 +350,6 @@ impl Engine {
         }
     }
 
-    /// The chat's events a step needs: the last [`HISTORY_WINDOW`] before its trigger and all
-    /// after, so a step costs the same in a chat of a million events as in a new one. When the
-    /// turn began before that window (a very long turn), from the start.
-    async fn recent_events(&self, path: &StreamPath, job: &TurnJob) -> Result<Vec<Event>, Error> {
-        let from = job.trigger_seq.saturating_sub(HISTORY_WINDOW);
-        let events = read_events(self.log.as_ref(), path, from, usize::MAX).await?.events;
-        let starts_inside = events
-            .iter()
-            .find(|e| e.turn_id.as_deref() == Some(&*job.turn_id))
-            .is_some_and(|e| e.kind == EventKind::Submit);
-        if from == 0 || starts_inside {
-            return Ok(events);
-        }
-        Ok(read_events(self.log.as_ref(), path, 0, usize::MAX).await?.events)
-    }
-
     /// [`Self::recent_events`], and for a job queued before its message
     /// ([`TurnJob::before_message_ms`]), the events until that message is among them: a step
     /// may start before the request that queued it appends it. It waits on the stream until
@@ -532,6 +514,15 @@ impl Step<'_> {
             }
         };
         self.mcp_models = !runtime.works_on_disk() && runtime.runner_cli().is_none();
+        if let Some(focus) = self.compact_command() {
+            // `/compact`: the history before it is summarised, and nothing is answered.
+            if !self.compact(runtime.as_ref(), true, &focus).await? {
+                self.system(Level::Info, "There is nothing before this to compact yet.")
+                    .await?;
+            }
+            return self.finish(EndReason::Complete, None).await;
+        }
+        self.compact(runtime.as_ref(), false, "").await?;
         loop {
             let state = self.state();
             if state.abort_seq.is_some() {

@@ -11,17 +11,20 @@
 //!
 //! The payloads are kept by family: a person's messages and controls and the files they name
 //! (`messages`), an agent's turns (`turns`), what an agent asks a person and the answers
-//! (`requests`), slash commands (`commands`) and the feed's events (`feed`); each is one of this
+//! (`requests`), slash commands (`commands`), what agents remember of a long chat (`history`)
+//! and the feed's events (`feed`); each is one of this
 //! module's types.
 
 mod commands;
 mod feed;
+mod history;
 mod messages;
 mod requests;
 mod turns;
 
 pub use commands::{SlashCommandFailed, SlashCommandInvoked};
 pub use feed::{AuthorType, FeedEvent};
+pub use history::{CompactReason, HistoryCompacted};
 pub use messages::{
     AgentMessage, ClientTool, ControlAction, ControlSubmitted, FileRef, ToolOutputSubmitted, Uploaded, UserMessage,
 };
@@ -96,6 +99,8 @@ pub enum ChatEvent {
     SlashCommandInvoked(SlashCommandInvoked),
     /// A slash command could not run.
     SlashCommandFailed(SlashCommandFailed),
+    /// The chat's oldest history, summarised for agents (nothing is deleted).
+    HistoryCompacted(HistoryCompacted),
 }
 
 impl ChatEvent {
@@ -121,7 +126,7 @@ impl ChatEvent {
             | Self::PlanApprovalRequired(_)
             | Self::Usage(_)
             | Self::AgentEnd(_) => EventKind::Harness,
-            Self::System(_) | Self::SlashCommandFailed(_) => EventKind::System,
+            Self::System(_) | Self::SlashCommandFailed(_) | Self::HistoryCompacted(_) => EventKind::System,
         }
     }
 
@@ -149,6 +154,7 @@ impl ChatEvent {
             Self::System(_) => "system",
             Self::SlashCommandInvoked(_) => "slash_command_invoked",
             Self::SlashCommandFailed(_) => "slash_command_failed",
+            Self::HistoryCompacted(_) => "history_compacted",
         }
     }
 

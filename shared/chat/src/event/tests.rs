@@ -224,6 +224,20 @@ fn every_variant_has_its_pinned_json() {
             json!({ "type": "agent_end", "payload": { "reason": "error", "error": "no input" } }),
         ),
         (
+            ChatEvent::HistoryCompacted(HistoryCompacted {
+                from_seq: 1,
+                through_seq: 40,
+                summary: "They planned the launch.".into(),
+                by: "extract".into(),
+                tokens_before: 900,
+                tokens_after: 12,
+                reason: CompactReason::Budget,
+            }),
+            json!({ "type": "history_compacted", "payload": { "from_seq": 1, "through_seq": 40,
+                "summary": "They planned the launch.", "by": "extract", "tokens_before": 900,
+                "tokens_after": 12, "reason": "budget" } }),
+        ),
+        (
             ChatEvent::system(Level::Info, "picked up again"),
             json!({ "type": "system", "payload": { "level": "info", "message": "picked up again" } }),
         ),

@@ -303,8 +303,14 @@ impl ChatService {
             new_session_id: (found.command.action == Some(CommandAction::NewSession)).then(|| new_id("ses")),
             author: request.author.clone(),
         };
-        let Some(action) = found.command.action else {
-            let prompt = match render(&found.command.body, &found.invocation.arguments) {
+        // `/compact` runs in the worker, as a turn of its own: it goes as a prompt does (its
+        // claim, its queue, its retries), and the worker summarises instead of answering.
+        let Some(action) = found.command.action.filter(|a| *a != CommandAction::CompactHistory) else {
+            let body = match found.command.body.as_str() {
+                "" => "Compact this chat's history.",
+                body => body,
+            };
+            let prompt = match render(body, &found.invocation.arguments) {
                 Ok(prompt) => prompt,
                 Err(e) => {
                     return self
@@ -509,6 +515,10 @@ impl ChatService {
                 ActionDone::Renamed(changed.title)
             }
             CommandAction::ClearContext => ActionDone::Cleared,
+            // It runs as a turn ([`Self::run`] sends it as a prompt); never here.
+            CommandAction::CompactHistory => {
+                return Err(Error::invalid("command", "/compact runs as a turn of its own"));
+            }
             CommandAction::Help => {
                 let registry = self.commands(org, session.workspace_id.as_deref()).await?;
                 ActionDone::Help(registry.entries().cloned().collect())

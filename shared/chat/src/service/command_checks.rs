@@ -81,6 +81,9 @@ pub(super) fn effect(action: CommandAction, arguments: &str) -> String {
             "The agent starts afresh: the messages before this stay in the chat, outside its context.".to_owned()
         }
         CommandAction::Help => "Lists this chat's commands.".to_owned(),
+        CommandAction::CompactHistory => "Summarises the chat so far for the agent, to free its context: the \
+            messages stay in the chat, the agent sees their summary."
+            .to_owned(),
     }
 }
 

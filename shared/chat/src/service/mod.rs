@@ -263,6 +263,7 @@ impl ChatService {
             Ok(()) | Err(Error::NotFound { .. } | Error::Gone { .. }) => {}
             Err(e) => return Err(e),
         }
+        crate::history::remove(self.log.as_ref(), org, id).await?;
         self.metadata.delete_session(org, id).await?;
         if let Some(ws) = workspace {
             let event = FeedEvent::ChatDeleted {

@@ -60,6 +60,8 @@ pub struct NewAgent {
     pub model: Option<String>,
     /// Its CLI.
     pub cli_type: Option<CliType>,
+    /// Its context budget in tokens (its runtime's own when absent).
+    pub context_tokens: Option<u64>,
     /// Its place in the list, from 0 (the list's end when absent or beyond it).
     pub order: Option<usize>,
 }
@@ -77,6 +79,8 @@ pub struct AgentEdit {
     pub model: Patch<String>,
     /// Its CLI.
     pub cli_type: Patch<CliType>,
+    /// Its context budget in tokens.
+    pub context_tokens: Patch<u64>,
 }
 
 impl WorkspaceService {
@@ -230,6 +234,7 @@ impl WorkspaceService {
             runtime: new.runtime,
             model: new.model,
             cli_type: new.cli_type,
+            context_tokens: new.context_tokens,
             position: agents.iter().map(|a| a.position + 1).max().unwrap_or(0),
             builtin: false,
             created_ms: now,
@@ -261,6 +266,7 @@ impl WorkspaceService {
         edit.runtime.apply(&mut agent.runtime);
         edit.model.apply(&mut agent.model);
         edit.cli_type.apply(&mut agent.cli_type);
+        edit.context_tokens.apply(&mut agent.context_tokens);
         agent.validate()?;
         agent.updated_ms = self.clock.now_ms();
         self.metadata.update_agent(org, &agent).await?;
