@@ -420,6 +420,21 @@ function ItemView(props: { item: Item; client: Client; sessionId: string; notify
           <HelpCard itemKey={item.key} />
         </>
       );
+    case "compacted":
+      return (
+        <li class="compacted" aria-label="History compacted">
+          <details>
+            <summary>
+              {item.reason === "command" ? "History compacted on request" : "Earlier messages summarised for the agent"}
+            </summary>
+            <p class="compacted-note">
+              The agent now sees this summary instead of the messages before it; they stay in the chat.
+              {item.by === "extract" ? " Spool wrote it from the messages' first lines." : ` Written by ${item.by}.`}
+            </p>
+            <Markdown class="compacted-summary" text={item.summary} />
+          </details>
+        </li>
+      );
     case "command_failed":
       return (
         <li class="system error command-failed" role="alert">

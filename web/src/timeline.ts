@@ -31,6 +31,7 @@ export type Item =
   | { kind: "note"; key: string; text: string; ts: string }
   | { kind: "command"; key: string; invokedAs: string; commandKind: string; action?: string; turnId?: string; ts: string }
   | { kind: "command_failed"; key: string; invokedAs: string; reason: string; ts: string }
+  | { kind: "compacted"; key: string; fromSeq: number; throughSeq: number; summary: string; by: string; reason: string; ts: string }
   | {
       kind: "approval";
       key: string;
@@ -140,6 +141,19 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           t.awaiting = e.seq;
         }
         break;
+      case "history_compacted":
+        // The agent's memory of the chat before this: a divider that opens to the summary.
+        push({
+          kind: "compacted",
+          key: `h:${e.seq}`,
+          fromSeq: typeof p.from_seq === "number" ? p.from_seq : 0,
+          throughSeq: typeof p.through_seq === "number" ? p.through_seq : 0,
+          summary: text(p.summary),
+          by: text(p.by),
+          reason: text(p.reason),
+          ts: e.ts,
+        });
+        break;
       case "slash_command_failed":
         push({ kind: "command_failed", key: `cf:${e.seq}`, invokedAs: text(p.invoked_as), reason: text(p.reason), ts: e.ts });
         break;
@@ -148,7 +162,13 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         // item stands for it.
         if (
           e.turn_id &&
-          t.items.some((i) => i.kind === "command" && i.key === `c:${e.seq - 1}` && i.commandKind === "prompt" && i.turnId === e.turn_id)
+          t.items.some(
+            (i) =>
+              i.kind === "command" &&
+              i.key === `c:${e.seq - 1}` &&
+              (i.commandKind === "prompt" || i.action === "compact_history") &&
+              i.turnId === e.turn_id,
+          )
         ) {
           t.pendingTurn = e.turn_id;
           t.awaiting = e.seq;
