@@ -223,6 +223,8 @@ bench: deps nginx tests/bench/reference/node_modules/.installed $(ELECTRIC) ## B
 	./target/release/spool-bench --env-file .emulator/bench/env --spool target/release/spool \
 	  --reference tests/bench/reference/server.mjs --electric $(ELECTRIC) --nginx $(NGINX) --out target/bench/log.json --readme README.md
 	python3 tests/bench/companion.py target/release/spool
+	: "a step's cost at 1,000, 10,000 and 100,000 events of history (reads, bytes, time): target/bench/history.json"
+	cargo nextest run --release -p spool-tests --all-features --run-ignored only --no-capture -E 'test(step_cost_bench)'
 
 # `npm install --no-save`, not `npm ci`: the reference server's file store (lmdb) has optional
 # per-platform packages that this npm leaves out of the lock file, which `npm ci` then refuses.

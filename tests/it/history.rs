@@ -12,7 +12,9 @@ use spool_agents::{Runtimes, openai::OpenAi};
 use spool_chat::session::{EventDraft, Session, append_events};
 use spool_tests::{Harness, draft};
 
-use crate::support::{Stack, org_of, send, stack_with};
+use spool_tests::counting::{CountingLog, Counts};
+
+use crate::support::{Stack, org_of, send, stack_watching};
 
 /// What the fake model writes when asked to summarise.
 const SUMMARY: &str = "SUMMARY: the launch is on Tuesday; Ada owns the slides.";
@@ -49,6 +51,8 @@ struct Setup {
     chat: String,
     /// The seq of the last event written before the test's own.
     tail: u64,
+    /// What the worker read of the log.
+    counts: Arc<Counts>,
 }
 
 /// Up to 1,000 of the chat's events after seq `after`.
@@ -91,7 +95,15 @@ async fn long_chat<H: Harness>(
         .with_state(model.clone());
     let base = spool_tests::serve_on_loopback(app).await;
     let runtimes = Runtimes::scripted_only().with_openai(Arc::new(OpenAi::new(&format!("{base}/v1"), None, "fake")));
-    let stack = stack_with(harness, runtimes).await;
+    let counts = Arc::new(Counts::default());
+    let counted = counts.clone();
+    let wrap = move |inner| -> Arc<dyn spool_log::port::StreamLog> {
+        Arc::new(CountingLog {
+            inner,
+            counts: counted.clone(),
+        })
+    };
+    let stack = stack_watching(harness, runtimes, &wrap).await;
     let api = &stack.api;
     let ws = api
         .ok(Method::POST, "/v1/workspaces", Some(json!({ "name": "Long" })))
@@ -166,6 +178,7 @@ async fn long_chat<H: Harness>(
         model,
         chat,
         tail,
+        counts,
     }
 }
 
@@ -337,6 +350,74 @@ pub(crate) async fn a_deleted_chat_takes_its_index_along<H: Harness>(harness: &H
     assert!(
         s.stack.log.metadata(&index).await.is_err(),
         "the index is gone with its chat"
+    );
+}
+
+/// What the worker reads of the log for a step of the second turn in a chat of `exchanges`
+/// streamed answers (the first turn builds the chat's index and summarises its history):
+/// (reads, bytes).
+async fn second_step_reads<H: Harness>(harness: &H, exchanges: usize) -> (u64, u64) {
+    second_step(harness, exchanges).await.0
+}
+
+/// [`second_step_reads`], and how long the second turn took from its message to its end.
+async fn second_step<H: Harness>(harness: &H, exchanges: usize) -> ((u64, u64), std::time::Duration) {
+    let s = long_chat(harness, 1_500, exchanges, 100, 2).await;
+    // Sealed first, as the background sealer would have: the first turn's end then does not
+    // seal the whole chat while the second waits behind it.
+    let path = Session::stream(&org_of(&s.stack.api), &s.chat).unwrap();
+    s.stack.log.seal(&path, spool_log::stream::SealMode::Full).await.unwrap();
+    let api = &s.stack.api;
+    let first = send(api, &s.chat, "First").await;
+    until(api, &s.chat, s.tail, &first, "agent_end").await;
+    // The first step's end and the second turn's start both count: let the first finish.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    s.counts.take();
+    let started = std::time::Instant::now();
+    let second = send(api, &s.chat, "Second").await;
+    until(api, &s.chat, s.tail, &second, "agent_end").await;
+    (s.counts.take(), started.elapsed())
+}
+
+/// `make bench`: a step's cost at 1,000, 10,000 and 100,000 events of history (the second
+/// turn's, on the embedded backend): its log reads, bytes read and time, as a table and in
+/// `target/bench/history.json`. Not a test: `--run-ignored only`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: make bench runs it"]
+async fn step_cost_bench() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let mut rows = Vec::new();
+    println!("| history (events) | log reads | bytes read | step (ms, message to agent_end) |");
+    println!("|---:|---:|---:|---:|");
+    for exchanges in [10, 100, 1_000] {
+        let ((reads, bytes), took) = second_step(&harness, exchanges).await;
+        let events = exchanges * 105;
+        println!("| {events} | {reads} | {bytes} | {} |", took.as_millis());
+        rows.push(json!({ "events": events, "reads": reads, "bytes": bytes, "ms": took.as_millis() as u64 }));
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/history.json");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    std::fs::write(&out, serde_json::to_vec_pretty(&json!({ "step_cost": rows })).unwrap()).unwrap();
+}
+
+/// A step reads about as much of a chat of 10,500 events as of one of 1,050: counted reads
+/// and bytes, not time. On the embedded backend only: on the emulator, sealing the 10,500
+/// events the test writes at once takes minutes (AWS reads go through the same index code).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_of_a_long_chat_reads_what_a_step_of_a_short_one_does() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let (short_reads, short_bytes) = second_step_reads(&harness, 10).await;
+    let (long_reads, long_bytes) = second_step_reads(&harness, 100).await;
+    eprintln!(
+        "a step's reads: 1,050 events {short_reads} reads, {short_bytes} B; 10,500 events {long_reads} reads, {long_bytes} B"
+    );
+    assert!(
+        long_reads <= short_reads + 2,
+        "{long_reads} reads against {short_reads}"
+    );
+    assert!(
+        long_bytes <= short_bytes * 2,
+        "{long_bytes} bytes against {short_bytes}"
     );
 }
 

@@ -6,6 +6,8 @@
 //! uses a fresh temporary directory; the AWS harness uses the emulator that `make emulator-up`
 //! started (read from `.env.emulator`) and keeps tests apart with unique stream paths.
 
+pub mod counting;
+
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use async_trait::async_trait;

@@ -28,8 +28,11 @@ use spool_log::{
 
 use crate::{event::ChatEvent, session::Event};
 
-/// How many index messages one backward read takes.
-const READ_BACK: u64 = 512;
+/// How many index messages the first backward read takes; each further one takes twice as
+/// many as the one before, up to [`READ_BACK_MAX`].
+const READ_BACK: u64 = 64;
+/// The most one backward read takes.
+const READ_BACK_MAX: u64 = 4096;
 /// How many events one catch-up append carries at most.
 const BATCH: usize = 256;
 
@@ -141,7 +144,8 @@ async fn append(log: &dyn StreamLog, index: &StreamPath, batch: Vec<Bytes>, last
 
 /// The chat's indexed events after its latest `history_compacted` summary's range (the summary
 /// included), up to `through` (a seq), oldest first; all of them when there is no summary.
-/// Reads the index backwards from its tail, [`READ_BACK`] events at a time.
+/// Reads the index backwards from its tail, [`READ_BACK`] events first and twice as many each
+/// time after, so a summary near the tail costs one small read.
 pub async fn since_summary(log: &dyn StreamLog, org: &str, id: &str, through: u64) -> Result<Vec<Event>, Error> {
     let index = index_path(org, id)?;
     let mut end = match log.metadata(&index).await {
@@ -151,8 +155,10 @@ pub async fn since_summary(log: &dyn StreamLog, org: &str, id: &str, through: u6
     };
     let mut chunks: Vec<Vec<Event>> = Vec::new();
     let mut covered: Option<u64> = None;
+    let mut step = READ_BACK;
     while end > 0 {
-        let start = end.saturating_sub(READ_BACK);
+        let start = end.saturating_sub(step);
+        step = (step * 2).min(READ_BACK_MAX);
         let mut events = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
         let mut at = start;
         while at < end {

@@ -113,7 +113,7 @@ pub(crate) async fn stack_notifying<H: Harness>(
     notifier: Arc<dyn Notifier>,
 ) -> Stack {
     let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
-    stack_over(harness, metadata, runtimes, settings, poll, notifier, None).await
+    stack_over(harness, metadata, runtimes, settings, poll, notifier, None, None).await
 }
 
 /// [`stack_configured`], the engine finding workspaces' MCP servers in `catalog`.
@@ -133,6 +133,7 @@ pub(crate) async fn stack_with_mcp<H: Harness>(
         test_poll(),
         notifier,
         Some(catalog),
+        None,
     )
     .await
 }
@@ -149,11 +150,33 @@ pub(crate) async fn stack_capped<H: Harness>(harness: &H, caps: spool_chat::caps
         test_poll(),
         Arc::new(LogNotifier),
         None,
+        None,
     )
     .await
 }
 
+/// [`stack_with`], its worker reading the log through `wrap` (a test that counts a step's
+/// reads).
+pub(crate) async fn stack_watching<H: Harness>(harness: &H, runtimes: Runtimes, wrap: &WrapLog) -> Stack {
+    let metadata: Arc<dyn Metadata> = Arc::new(harness.metadata().await);
+    stack_over(
+        harness,
+        metadata,
+        runtimes,
+        test_settings(),
+        test_poll(),
+        Arc::new(LogNotifier),
+        None,
+        Some(wrap),
+    )
+    .await
+}
+
+/// How a test puts something between the worker and the log.
+pub(crate) type WrapLog = dyn Fn(Arc<dyn StreamLog>) -> Arc<dyn StreamLog>;
+
 /// [`stack_notifying`] over `metadata`.
+#[allow(clippy::too_many_arguments)]
 async fn stack_over<H: Harness>(
     harness: &H,
     metadata: Arc<dyn Metadata>,
@@ -162,13 +185,16 @@ async fn stack_over<H: Harness>(
     poll: spool_worker::PollSettings,
     notifier: Arc<dyn Notifier>,
     mcp: Option<Arc<dyn spool_chat::mcp::McpCatalog>>,
+    engine_log: Option<&WrapLog>,
 ) -> Stack {
     let log: Arc<dyn StreamLog> = Arc::new(harness.instance().await);
+    // The worker's own view of the log, when a test watches what steps read.
+    let worker_log = engine_log.map_or_else(|| log.clone(), |wrap| wrap(log.clone()));
     let turns = harness.turns().await;
     let files = harness.files().await;
     let push = super::push(metadata.clone(), log.clone());
     let engine = Engine::new(
-        log.clone(),
+        worker_log,
         metadata.clone(),
         Arc::new(runtimes),
         Arc::new(SystemClock),
