@@ -24,6 +24,7 @@ mod chat_record;
 mod command;
 mod command_checks;
 mod command_retry;
+mod fork;
 mod keys;
 mod mcp;
 mod mcp_checks;
@@ -43,6 +44,7 @@ pub use attachment::{
 pub use chat_record::{ChatChange, ChatRecords, ListedChat};
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
+pub use fork::{Forked, NewFork};
 pub use keys::KeyDirectory;
 pub use mcp::{McpServerEdit, McpServerService, McpTest, NewMcpServer, PlacedMcpServer, RunsOn};
 pub use message::{Accepted, Message, Posted};
