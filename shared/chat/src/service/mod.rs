@@ -5,7 +5,7 @@
 //!
 //! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]; one
 //! that answers an agent's question, [`question`]), an answer to a request and a control
-//! ([`answer`]), an agent's message, a chat's creation and
+//! ([`answer`]), an agent's message, a chat's creation, fork ([`fork`]) and
 //! deletion — lives here, once, and takes only the ports it needs: session records, the stream
 //! log, the turn queue and a clock. It returns domain results ([`Posted`], [`Answered`]); the
 //! HTTP functions parse a request, call one method, and map the result to a response.
