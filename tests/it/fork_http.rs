@@ -229,6 +229,13 @@ pub(crate) async fn forks_and_sources_outlive_each_other<H: Harness>(harness: &H
     // AND the fork takes a message and is answered
     let turn = send(api, &copy, "Please rename this chat to Survivor").await;
     until(api, &copy, &turn, "agent_end").await;
+    // AND a fork of the fork reads the history both inherited, and has the file too
+    let grandchild = fork(api, &copy, json!({})).await;
+    let grandchild = grandchild["id"].as_str().unwrap().to_owned();
+    let (parent_raw, child_raw) = (raw_events(api, &copy).await, raw_events(api, &grandchild).await);
+    assert_eq!(child_raw[..parent_raw.len()], parent_raw[..]);
+    let (_, _, bytes) = download(api, &grandchild, &file_id).await;
+    assert_eq!(bytes, b"kept in the fork");
 
     // GIVEN another chat and a fork of it
     let (_, chat) = demo_chat(api).await;
