@@ -70,7 +70,7 @@ pub(crate) async fn upload(api: &Api, chat: &str, filename: &str, content_type: 
 
 /// Fetches a file as a browser would: the route's answer (a redirect is followed by hand, to
 /// see it), its headers and bytes.
-async fn download(api: &Api, chat: &str, id: &str) -> (StatusCode, HeaderMap, Vec<u8>) {
+pub(crate) async fn download(api: &Api, chat: &str, id: &str) -> (StatusCode, HeaderMap, Vec<u8>) {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -49,6 +49,7 @@ mod contract;
 mod demo_agent_http;
 mod directory;
 mod files_http;
+mod fork_http;
 mod fuzz_http;
 mod global_http;
 mod half_done_http;

@@ -259,6 +259,17 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     api.ok(Method::GET, &format!("/v1/sessions/{chat}/events"), None).await;
     api.refused(400, Method::GET, &format!("/v1/sessions/{chat}/events?after=x"), None)
         .await;
+    // A fork, and its refusals.
+    let fork = format!("/v1/sessions/{chat}/fork");
+    let forked = api
+        .ok(Method::POST, &fork, Some(json!({ "at_seq": 1, "title": "Fork" })))
+        .await;
+    assert_eq!(forked["at_seq"], 1, "{forked}");
+    api.refused(400, Method::POST, &fork, Some(json!({ "at_seq": -1 })))
+        .await;
+    other.refused(404, Method::POST, &fork, Some(json!({}))).await;
+    api.refused(409, Method::POST, "/v1/sessions/global/fork", Some(json!({})))
+        .await;
     // No worker runs here: the first turn is queued.
     let turns = api.ok(Method::GET, &format!("/v1/sessions/{chat}/turns"), None).await;
     assert_eq!(turns["turns"].as_array().unwrap().len(), 2, "{turns}");

@@ -302,6 +302,9 @@ export class Client {
     this.call(this.spool.api.POST("/v1/sessions", { body: { workspace_id, agent_id } }));
   updateSession = (id: string, patch: { title?: string; agent_id?: string; cli_type?: CliType | null }) =>
     this.call(this.spool.api.PATCH("/v1/sessions/{id}", { params: { path: { id } }, body: patch }));
+  /** A new chat whose history is this one's up to and including event `at_seq` (its last when absent). */
+  forkSession = (id: string, at_seq?: number) =>
+    this.call(this.spool.api.POST("/v1/sessions/{id}/fork", { params: { path: { id } }, body: at_seq === undefined ? {} : { at_seq } }));
   deleteSession = (id: string) => this.call(this.spool.api.DELETE("/v1/sessions/{id}", { params: { path: { id } } }));
   sendMessage = (
     id: string,

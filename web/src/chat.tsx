@@ -10,6 +10,7 @@ import { forget, loadTimeline, saveTimeline } from "./cache";
 import { focusComposer, HelpCard, HelpProvider } from "./feedback";
 import { OptionalSelect } from "./fields";
 import { FileCard, filesOnMessages, MessageFiles, replacements } from "./files-view";
+import { ForkFromHere } from "./fork";
 import { type Connection, ChatStream } from "./live";
 import { relative, useTick } from "./time";
 import { ActionCard, listedActions, ToolArguments, ToolName } from "./actions";
@@ -134,7 +135,7 @@ export function ChatWindow({ client, scope, sessionId, workspaceId, notify, onCl
       />
       {/* In the window's flow, under its header: never over the message box or a card's buttons. */}
       {!page && <Toasts inDialog />}
-      <TimelineView client={client} sessionId={sessionId} timeline={timeline} notify={notify} held={held} />
+      <TimelineView client={client} sessionId={sessionId} workspaceId={workspaceId} timeline={timeline} notify={notify} held={held} />
       <CompanionConfirms sessionId={sessionId} />
       <Composer
         client={client}
@@ -319,8 +320,16 @@ function ChatHeader(props: {
   );
 }
 
-function TimelineView(props: { client: Client; sessionId: string; timeline: Timeline; notify: Notify; held: ReadonlySet<string> }) {
-  const { client, sessionId, timeline, notify, held } = props;
+function TimelineView(props: {
+  client: Client;
+  sessionId: string;
+  /** The chat's workspace: its chats can be forked (the global chat cannot). */
+  workspaceId?: string;
+  timeline: Timeline;
+  notify: Notify;
+  held: ReadonlySet<string>;
+}) {
+  const { client, sessionId, workspaceId, timeline, notify, held } = props;
   const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
   const now = useTick();
@@ -354,7 +363,17 @@ function TimelineView(props: { client: Client; sessionId: string; timeline: Time
     >
       {timeline.items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}
       {timeline.items.map((item, i) => (
-        <ItemView key={item.key} item={item} client={client} sessionId={sessionId} notify={notify} now={now} tools={toolsBefore[i]} files={files} />
+        <ItemView
+          key={item.key}
+          item={item}
+          client={client}
+          sessionId={sessionId}
+          workspaceId={workspaceId}
+          notify={notify}
+          now={now}
+          tools={toolsBefore[i]}
+          files={files}
+        />
       ))}
       <TurnNotice client={client} sessionId={sessionId} timeline={timeline} />
     </ol>
@@ -367,8 +386,17 @@ interface FilesShown {
   replaced: Map<string, string>;
 }
 
-function ItemView(props: { item: Item; client: Client; sessionId: string; notify: Notify; now: number; tools?: string[]; files: FilesShown }) {
-  const { item, client, sessionId, notify, now, tools, files } = props;
+function ItemView(props: {
+  item: Item;
+  client: Client;
+  sessionId: string;
+  workspaceId?: string;
+  notify: Notify;
+  now: number;
+  tools?: string[];
+  files: FilesShown;
+}) {
+  const { item, client, sessionId, workspaceId, notify, now, tools, files } = props;
   switch (item.kind) {
     case "user":
       return (
@@ -391,6 +419,9 @@ function ItemView(props: { item: Item; client: Client; sessionId: string; notify
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
           {item.state === "done" && <SaveToNotes text={item.text} sessionId={sessionId} notify={notify} />}
+          {workspaceId && item.state !== "streaming" && item.forkSeq !== undefined && (
+            <ForkFromHere client={client} sessionId={sessionId} workspaceId={workspaceId} atSeq={item.forkSeq} notify={notify} />
+          )}
           {listedActions(item.actions).length > 0 && (
             <ul class="actions" aria-label="Actions">
               {listedActions(item.actions).map((a) => (

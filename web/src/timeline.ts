@@ -26,6 +26,13 @@ export type Item =
       state: "streaming" | "done" | "aborted" | "interrupted";
       actions: Action[];
       toolCallIds: string[];
+      /** Its turn, if it has one. */
+      turnId?: string;
+      /**
+       * Where a fork "from here" ends (`at_seq`): its turn's `agent_end` when nothing was shown
+       * after the message, else the message's end. Absent while it streams.
+       */
+      forkSeq?: number;
     }
   | { kind: "system"; key: string; level: string; text: string; ts: string }
   | { kind: "note"; key: string; text: string; ts: string }
@@ -191,7 +198,8 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         // A question shows once: as its card.
         if (p.ask === true && typeof p.question_id === "string")
           push({ kind: "question", key: `q:${p.question_id}`, id: p.question_id, question: text(p.text), author: text(p.author) });
-        else push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [] });
+        else
+          push({ kind: "agent", key: `a:${e.seq}`, author: text(p.author), text: text(p.text), ts: e.ts, state: "done", actions: [], toolCallIds: [], forkSeq: e.seq });
         break;
       case "agent_start":
         t.agentName = text(p.agent_name) || t.agentName;
@@ -215,6 +223,8 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
           text: typeof p.text === "string" ? p.text : m.text,
           state,
           toolCallIds: calls.map((c) => c.id),
+          ...(e.turn_id ? { turnId: e.turn_id } : {}),
+          forkSeq: e.seq,
         }));
         break;
       }
@@ -285,13 +295,18 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
       case "control_submitted":
         if (p.action === "abort") push({ kind: "note", key: `c:${e.seq}`, text: "You stopped the agent.", ts: e.ts });
         break;
-      case "agent_end":
+      case "agent_end": {
         if (!e.turn_id || e.turn_id === t.pendingTurn) t.pendingTurn = t.awaiting = null;
+        // The turn's last message, with nothing shown after it: a fork from it takes the whole turn.
+        const last = t.items[t.items.length - 1];
+        if (last?.kind === "agent" && last.turnId === e.turn_id && last.state === "done" && last.actions.every((a) => a.status !== "running"))
+          t.items[t.items.length - 1] = { ...last, forkSeq: e.seq };
         for (let i = 0; i < t.items.length; i++) {
           const item = t.items[i];
           if (item?.kind === "agent" && item.state === "streaming") t.items[i] = { ...item, state: "interrupted" };
         }
         break;
+      }
       case "system": {
         const upload = files([p.upload])[0];
         if (upload)

@@ -19,6 +19,7 @@ mod docs;
 mod events;
 pub mod extract;
 mod files;
+mod forks;
 pub mod global;
 mod handshake;
 pub mod mcp;
@@ -376,6 +377,7 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
             messages::MAX_MESSAGE_BODY_BYTES,
         ))
         .routes(routes!(events::list_events))
+        .routes(routes!(forks::fork_session))
         .routes(routes!(turns::list_turns))
         .routes(routes!(turns::get_turn))
         .routes(routes!(answers::control))

@@ -76,6 +76,19 @@ fn transfer(request: &aws_sdk_s3::presigning::PresignedRequest) -> Transfer {
     }
 }
 
+/// A key as `CopyObject`'s source names it: URL-encoded, its `/` kept.
+fn copy_source_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~/".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[async_trait]
 impl FileStore for S3Files {
     async fn upload(
@@ -195,6 +208,28 @@ impl FileStore for S3Files {
             .await
             .map_err(|e| s3("DeleteObjectTagging (attachment)", e))?;
         Ok(())
+    }
+
+    /// A server-side `CopyObject`: the bytes never leave S3. The copy has no tags, so the
+    /// lifecycle rule of pending uploads never takes it.
+    async fn copy(&self, from: &str, to: &str) -> Result<(), Error> {
+        use aws_sdk_s3::error::ProvideErrorMetadata as _;
+        let copied = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(to)
+            .copy_source(format!("{}/{}", self.bucket, copy_source_key(from)))
+            .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
+            .send()
+            .await;
+        match copied {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().code() == Some("NoSuchKey") => Err(Error::Missing {
+                what: format!("the bytes of `{from}`"),
+            }),
+            Err(e) => Err(s3("CopyObject (attachment)", e)),
+        }
     }
 
     async fn delete(&self, key: &str) -> Result<(), Error> {

@@ -164,6 +164,11 @@ pub trait FileStore: Send + Sync {
     /// Deletes what is stored at `key` (nothing there is fine).
     async fn delete(&self, key: &str) -> Result<(), Error>;
 
+    /// Stores the completed object at `from` again as `to`, kept (never pending), within the
+    /// store: a fork's copy of a file its history names, which stays when the original goes.
+    /// Nothing at `from` is [`Error::Missing`]; an object at `to` already (a retry) is fine.
+    async fn copy(&self, from: &str, to: &str) -> Result<(), Error>;
+
     /// The SHA-256 of what is stored at `key` (lower-case hex), if anything is: read once, unless
     /// the store verified and kept it at upload.
     async fn sha256(&self, key: &str) -> Result<Option<String>, Error> {

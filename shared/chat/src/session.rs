@@ -344,25 +344,7 @@ pub async fn append_at(
     now_rfc3339: &str,
     tail: u64,
 ) -> Result<Appended, Error> {
-    let messages = drafts
-        .iter()
-        .zip(tail + 1..)
-        .map(|(draft, seq)| {
-            let event = Event {
-                v: EVENT_VERSION,
-                seq,
-                ts: now_rfc3339.to_owned(),
-                session_id: session_id.to_owned(),
-                kind: draft.event.kind(),
-                event: draft.event.clone(),
-                client_message_id: draft.client_message_id.clone(),
-                turn_id: draft.turn_id.clone(),
-            };
-            serde_json::to_vec(&event)
-                .map(Bytes::from)
-                .map_err(|e| Error::unavailable("encode an event", e))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let messages = encode_events(session_id, drafts, tail, now_rfc3339)?;
     let count = messages.len() as u64;
     let mut append = Append::messages(messages);
     append.expected_tail = Some(tail);
@@ -385,6 +367,36 @@ pub async fn append_at(
         last: range.last,
         duplicate: false,
     })
+}
+
+/// The messages of `drafts` as events of chat `session_id` written right after `tail` (the
+/// first gets seq `tail + 1`) at `now_rfc3339`: what [`append_at`] appends, and what a fork
+/// starts with ([`crate::service::ChatService::fork`]).
+pub fn encode_events(
+    session_id: &str,
+    drafts: &[EventDraft],
+    tail: u64,
+    now_rfc3339: &str,
+) -> Result<Vec<Bytes>, Error> {
+    drafts
+        .iter()
+        .zip(tail + 1..)
+        .map(|(draft, seq)| {
+            let event = Event {
+                v: EVENT_VERSION,
+                seq,
+                ts: now_rfc3339.to_owned(),
+                session_id: session_id.to_owned(),
+                kind: draft.event.kind(),
+                event: draft.event.clone(),
+                client_message_id: draft.client_message_id.clone(),
+                turn_id: draft.turn_id.clone(),
+            };
+            serde_json::to_vec(&event)
+                .map(Bytes::from)
+                .map_err(|e| Error::unavailable("encode an event", e))
+        })
+        .collect()
 }
 
 /// Events read from a session stream.

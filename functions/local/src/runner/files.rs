@@ -108,6 +108,10 @@ impl FileStore for TurnFiles {
     async fn delete(&self, _: &str) -> Result<(), Error> {
         Err(refused("delete"))
     }
+
+    async fn copy(&self, _: &str, _: &str) -> Result<(), Error> {
+        Err(refused("copy"))
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //!
 //! Everything that writes to a chat on a caller's behalf — a person's message ([`message`]; one
 //! that answers an agent's question, [`question`]), an answer to a request and a control
-//! ([`answer`]), an agent's message, a chat's creation and
+//! ([`answer`]), an agent's message, a chat's creation, fork ([`fork`]) and
 //! deletion — lives here, once, and takes only the ports it needs: session records, the stream
 //! log, the turn queue and a clock. It returns domain results ([`Posted`], [`Answered`]); the
 //! HTTP functions parse a request, call one method, and map the result to a response.
@@ -24,6 +24,7 @@ mod chat_record;
 mod command;
 mod command_checks;
 mod command_retry;
+mod fork;
 mod keys;
 mod mcp;
 mod mcp_checks;
@@ -43,6 +44,7 @@ pub use attachment::{
 pub use chat_record::{ChatChange, ChatRecords, ListedChat};
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
+pub use fork::{Forked, NewFork};
 pub use keys::KeyDirectory;
 pub use mcp::{McpServerEdit, McpServerService, McpTest, NewMcpServer, PlacedMcpServer, RunsOn};
 pub use message::{Accepted, Message, Posted};

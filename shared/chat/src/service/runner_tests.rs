@@ -321,6 +321,9 @@ impl FileStore for Files {
     async fn delete(&self, _: &str) -> Result<(), Error> {
         unimplemented!()
     }
+    async fn copy(&self, _: &str, _: &str) -> Result<(), Error> {
+        unimplemented!()
+    }
 }
 
 /// The turn queue: what was queued.
