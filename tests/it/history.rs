@@ -366,7 +366,11 @@ async fn second_step<H: Harness>(harness: &H, exchanges: usize) -> ((u64, u64), 
     // Sealed first, as the background sealer would have: the first turn's end then does not
     // seal the whole chat while the second waits behind it.
     let path = Session::stream(&org_of(&s.stack.api), &s.chat).unwrap();
-    s.stack.log.seal(&path, spool_log::stream::SealMode::Full).await.unwrap();
+    s.stack
+        .log
+        .seal(&path, spool_log::stream::SealMode::Full)
+        .await
+        .unwrap();
     let api = &s.stack.api;
     let first = send(api, &s.chat, "First").await;
     until(api, &s.chat, s.tail, &first, "agent_end").await;

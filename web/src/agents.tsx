@@ -6,7 +6,7 @@ import { OptionalSelect } from "./fields";
 import { type CliChoice, NoRunnerNote, useCliChoice } from "./runners";
 import type { Notify } from "./toasts";
 
-const BLANK: AgentFields = { name: "", instruction: "", runtime: null, model: null, cli_type: null };
+const BLANK: AgentFields = { name: "", instruction: "", runtime: null, model: null, cli_type: null, context_tokens: null };
 
 export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; notify: Notify }) {
   const [agents, setAgents] = useState<Agent[] | null>(null);
@@ -85,6 +85,7 @@ export function AgentsTab({ client, ws, notify }: { client: Client; ws: string; 
                     runtime: agent.runtime ?? null,
                     model: agent.model ?? null,
                     cli_type: agent.cli_type ?? null,
+                    context_tokens: agent.context_tokens ?? null,
                   }}
                   onCancel={() => setEditing(null)}
                   onSave={(fields) =>
@@ -168,6 +169,7 @@ function AgentForm({
     runtime: initial.runtime,
     model: initial.model,
     cli_type: initial.cli_type,
+    context_tokens: initial.context_tokens,
   });
   const set = <K extends keyof AgentFields>(k: K, v: AgentFields[K]) => setF((old) => ({ ...old, [k]: v }));
   // It answers with a CLI, and no runner could run one.
@@ -208,6 +210,25 @@ function AgentForm({
             onChange={(v) => set("cli_type", v)}
           />
         </div>
+        <label>
+          Context budget (tokens)
+          <input
+            type="number"
+            min={256}
+            max={2000000}
+            step={1}
+            value={f.context_tokens ?? ""}
+            placeholder="the model's own"
+            aria-describedby={`${noteId}-context`}
+            onInput={(e) => {
+              const n = Number.parseInt(e.currentTarget.value, 10);
+              set("context_tokens", Number.isFinite(n) ? n : null);
+            }}
+          />
+        </label>
+        <p class="hint" id={`${noteId}-context`}>
+          How much of the chat the agent is given; past it, the oldest part is summarised (the chat keeps every message).
+        </p>
         {noRunner && <NoRunnerNote client={client} id={noteId} />}
         <div class="buttons">
           <button type="submit" class="primary" disabled={!f.name.trim()}>

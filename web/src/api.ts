@@ -119,6 +119,8 @@ export type AgentFields = Required<Pick<Schemas["NewAgent"], "name" | "instructi
   runtime: Runtime | null;
   model: string | null;
   cli_type: CliType | null;
+  /** Tokens of history it is given before the oldest part is summarised; null: its model's own. */
+  context_tokens: number | null;
 };
 
 interface StoredToken {
