@@ -8,7 +8,8 @@
 //! *before* it is appended and waits for it ([`crate::turns::TurnJob::before_message_ms`]): a crash
 //! after the append leaves a message whose turn runs anyway. A message in a chat where an
 //! agent asked a question answers the oldest such question instead, and starts no turn
-//! (`question.rs`).
+//! (`question.rs`). In a workspace past its monthly token budget a message that would start a
+//! turn is refused (`429 budget_exceeded`, [`super::UsageService`]) and nothing is appended.
 
 use serde_json::{Map, Value};
 
@@ -111,6 +112,11 @@ impl ChatService {
                 return Ok(Posted::Accepted(answered));
             }
         }
+        // A message that would start a turn in a workspace past its monthly token budget is
+        // refused before anything is written (answers above start none).
+        super::UsageService::new(self.metadata.clone(), self.clock.clone())
+            .check_budget(org, session.workspace_id.as_deref())
+            .await?;
         let mut turn_id = new_id("turn");
         let mut claimed = None;
         if !message.queue_if_busy {
