@@ -378,6 +378,37 @@ pub(crate) async fn a_redelivered_step_counts_once<H: Harness>(harness: &H) {
     assert!(ledger.chat_usage("another", "ses_a").await.unwrap().is_empty());
 }
 
+/// An agent cannot change its workspace's budget, even with a person's approval of the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_cannot_change_the_budget() {
+    let harness = spool_tests::EmbeddedHarness::new();
+    let stack = crate::support::stack(&harness).await;
+    let api = &stack.api;
+    let script = json!({ "word_delay_ms": 0, "rules": [{ "match": ["budget"], "rounds": [
+        { "say": "Raising it.", "tools": [{ "name": "update_workspace", "arguments": { "monthly_token_budget": 99_999_999 } }] },
+        { "say": "Done." }] }], "default": [{ "say": "Hello." }] });
+    let (ws, chat) = crate::support::chat_with(api, script).await;
+    let path = format!("/v1/workspaces/{ws}");
+    api.ok(Method::PATCH, &path, Some(json!({ "monthly_token_budget": 5000 })))
+        .await;
+    let turn = send(api, &chat, "raise the budget").await;
+    let asked = until(api, &chat, &turn, "tool_approval_required").await;
+    let call = one(&asked, &turn, "tool_approval_required")["payload"]["tool_call_id"].clone();
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{chat}/approval"),
+        Some(json!({ "tool_call_id": call, "decision": "approve" })),
+    )
+    .await;
+    let events = until(api, &chat, &turn, "agent_end").await;
+    let error = one(&events, &turn, "tool_end")["payload"]["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(error.contains("a person's to set"), "{error}");
+    assert_eq!(api.ok(Method::GET, &path, None).await["monthly_token_budget"], 5000);
+}
+
 on_both_backends!(
     usage_http: tokens_add_up_per_chat_and_workspace,
     a_budget_stops_the_next_turn,
