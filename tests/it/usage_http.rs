@@ -276,7 +276,14 @@ pub(crate) async fn a_budget_stops_the_next_turn<H: Harness>(harness: &H) {
         openai("slow", 1000, 0, 100, Duration::from_millis(400)),
         openai("never", 1, 0, 1, Duration::from_millis(2)),
     ]);
-    let first = send(api, &g, "first").await;
+    let sent = api
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{g}/messages"),
+            Some(json!({ "content": "first", "client_message_id": "first-1" })),
+        )
+        .await;
+    let first = sent["turn_id"].as_str().unwrap().to_owned();
     // WHEN a second message is queued behind it, before the budget is reached
     let queued = api
         .ok(
@@ -317,6 +324,19 @@ pub(crate) async fn a_budget_stops_the_next_turn<H: Harness>(harness: &H) {
     assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("1100") && message.contains("1000"), "{message}");
+    assert_eq!(all_events(api, &g).await.len(), before);
+    // (A retry of the message accepted before the budget was reached answers as it did.)
+    let retried = api
+        .ok(
+            Method::POST,
+            &format!("/v1/sessions/{g}/messages"),
+            Some(json!({ "content": "first", "client_message_id": "first-1" })),
+        )
+        .await;
+    assert_eq!(
+        (&retried["seq"], retried["duplicate"].as_bool()),
+        (&sent["seq"], Some(true))
+    );
     assert_eq!(all_events(api, &g).await.len(), before);
 
     // AND raising the budget lets turns run again
