@@ -89,6 +89,7 @@ mod stream_http;
 mod subscriptions_http;
 mod support;
 mod turns;
+mod usage_http;
 mod webhooks_http;
 mod workspaces;
 mod workspaces_http;

@@ -283,6 +283,24 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     );
     api.refused(404, Method::GET, &format!("/v1/sessions/{chat}/turns/turn_nope"), None)
         .await;
+    // Usage (no model ran here: all zeros).
+    let usage = api.ok(Method::GET, &format!("/v1/sessions/{chat}/usage"), None).await;
+    assert_eq!(usage["input_tokens"], 0, "{usage}");
+    let usage = api
+        .ok(
+            Method::GET,
+            &format!("/v1/workspaces/{ws}/usage?from=2026-01-01&to=2026-02-01"),
+            None,
+        )
+        .await;
+    assert_eq!(usage["by_chat"], json!([]), "{usage}");
+    api.refused(
+        400,
+        Method::GET,
+        &format!("/v1/workspaces/{ws}/usage?from=2026-02-30"),
+        None,
+    )
+    .await;
 
     // Controls and answers.
     let metadata = harness.metadata().await;

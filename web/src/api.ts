@@ -23,6 +23,10 @@ export type WorkspaceChange = Schemas["WorkspaceChange"] & { cli_host?: CliHost 
 export type Agent = Schemas["AgentView"];
 export type Session = Schemas["SessionView"];
 export type Task = Schemas["TaskView"];
+/** A chat's tokens and their estimated cost (`GET /v1/sessions/{id}/usage`). */
+export type ChatUsage = Schemas["ChatUsageView"];
+/** A workspace's over a range of days, with its monthly budget (`GET /v1/workspaces/{id}/usage`). */
+export type WorkspaceUsage = Schemas["WorkspaceUsageView"];
 /** A page of chats, and the cursor of the next (`null` on the last page). */
 export interface SessionPage {
   sessions: Session[];
@@ -258,6 +262,11 @@ export class Client {
   workspaces = async () => (await this.call(this.spool.api.GET("/v1/workspaces"))).workspaces;
   createWorkspace = (title: string) => this.call(this.spool.api.POST("/v1/workspaces", { body: { title } }));
   workspace = (ws: string) => this.call(this.spool.api.GET("/v1/workspaces/{id}", { params: { path: { id: ws } } }));
+  /** The workspace's usage on days `[from, to)`: this UTC month by default. */
+  workspaceUsage = (ws: string, query: { from?: string; to?: string } = {}) =>
+    this.call(this.spool.api.GET("/v1/workspaces/{id}/usage", { params: { path: { id: ws }, query } }));
+  /** A chat's usage, by agent and model. */
+  sessionUsage = (id: string) => this.call(this.spool.api.GET("/v1/sessions/{id}/usage", { params: { path: { id } } }));
   updateWorkspace = (ws: string, change: WorkspaceChange) =>
     this.call(this.spool.api.PATCH("/v1/workspaces/{id}", { params: { path: { id: ws } }, body: change }));
   deleteWorkspace = (ws: string) =>

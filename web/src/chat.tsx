@@ -20,6 +20,7 @@ import { TurnNotice } from "./turn-notice";
 import { NoRunnerNote, useCliChoice } from "./runners";
 import { apply, EMPTY, type Item, type Timeline } from "./timeline";
 import { type Notify, Toasts } from "./toasts";
+import { ChatUsageDetails } from "./usage";
 
 interface Props {
   client: Client;
@@ -308,6 +309,7 @@ function ChatHeader(props: {
         </div>
       )}
       {noRunner && <NoRunnerNote client={client} id="chat-no-runner" />}
+      {session && <ChatUsageDetails key={session.id} client={client} sessionId={session.id} />}
       <span class={`connection ${connection}`} role="status">
         {connection === "live" ? "Live" : connection === "connecting" ? "Connecting…" : "Offline, retrying…"}
       </span>

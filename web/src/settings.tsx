@@ -3,13 +3,14 @@
 // this server allows, shown before one is chosen), how long what its
 // chats leave behind is kept, whom Spool tells when an agent needs a person (with what that does
 // on this server), its MCP servers (mcp-servers.tsx), and deleting the workspace, which asks for
-// its title first.
+// its title first. Its usage this month (usage.tsx) shows above its monthly token budget.
 
 import { useEffect, useState } from "preact/hooks";
 import { type CliHost, type Client, cliHostOf, type Workspace, type WorkspaceChange } from "./api";
 import { McpServers } from "./mcp-servers";
 import { RunnersList } from "./runners";
 import type { Notify } from "./toasts";
+import { WorkspaceMonth } from "./usage";
 
 export function SettingsTab(props: {
   client: Client;
@@ -81,6 +82,7 @@ function SettingsForm({
   const [onQuestion, setOnQuestion] = useState(n.on_question);
   const [onFailure, setOnFailure] = useState(n.on_failure);
   const [onTask, setOnTask] = useState(n.on_task);
+  const [budget, setBudget] = useState(workspace.monthly_token_budget == null ? "" : String(workspace.monthly_token_budget));
   const [saving, setSaving] = useState(false);
   /** The folders this server allows a working directory under; `null` until known. */
   const [roots, setRoots] = useState<string[] | null>(null);
@@ -116,6 +118,8 @@ function SettingsForm({
     if (onFailure !== n.on_failure) notifications.on_failure = onFailure;
     if (onTask !== n.on_task) notifications.on_task = onTask;
     if (Object.keys(notifications).length > 0) change.notifications = notifications;
+    const newBudget = budget.trim() === "" ? null : Number(budget);
+    if (newBudget !== (workspace.monthly_token_budget ?? null)) change.monthly_token_budget = newBudget;
     await onSave(change);
     setSaving(false);
   };
@@ -227,6 +231,27 @@ function SettingsForm({
         <p class={`status status-${n.status.state}`} role="status" aria-label="Notification status">
           {n.status.message}
         </p>
+      </fieldset>
+      <fieldset>
+        <legend>Usage</legend>
+        <WorkspaceMonth client={client} ws={workspace.id} version={workspace.updated_at} />
+        <label>
+          Monthly token budget
+          <input
+            type="number"
+            min={1}
+            step={1}
+            inputMode="numeric"
+            value={budget}
+            placeholder="No budget"
+            aria-describedby="budget-hint"
+            onInput={(e) => setBudget(e.currentTarget.value)}
+          />
+          <small id="budget-hint">
+            Input and output tokens the workspace's chats may use in a calendar month (UTC). Once reached, new turns are
+            refused until the month ends. Leave empty for no budget.
+          </small>
+        </label>
       </fieldset>
       <button type="submit" class="primary" disabled={saving}>
         {saving ? "Saving…" : "Save settings"}

@@ -30,6 +30,7 @@ mod runner;
 mod sessions;
 mod tasks;
 mod turns;
+mod usage;
 mod webhooks;
 mod workspaces;
 mod writes;
@@ -45,7 +46,8 @@ use spool_chat::{
     metadata::Metadata,
     revocation::Revocations,
     service::{
-        AttachmentLimits, ChatRecords, ChatService, KeyDirectory, McpServerService, RunnerService, WorkspaceService,
+        AttachmentLimits, ChatRecords, ChatService, KeyDirectory, McpServerService, RunnerService, UsageService,
+        WorkspaceService,
     },
     turns::TurnQueue,
     webhook::endpoints::HookEndpoints,
@@ -87,6 +89,8 @@ pub struct ChatApi {
     hooks: HookEndpoints,
     /// Workspaces' MCP servers.
     mcp_servers: McpServerService,
+    /// Usage reports and budgets.
+    usage: UsageService,
     /// The directory's API keys, for the handshake.
     api_keys: KeyDirectory,
     /// Where workspaces' working directories may be (files are searched there).
@@ -139,6 +143,7 @@ impl ChatApi {
             records: ChatRecords::new(stores.metadata.clone(), stores.log.clone(), clock.clone()),
             hooks: HookEndpoints::new(stores.metadata.clone(), clock.clone()),
             mcp_servers: McpServerService::new(stores.metadata.clone(), clock.clone(), None, false),
+            usage: UsageService::new(stores.metadata.clone(), clock.clone()),
             api_keys: KeyDirectory::new(stores.metadata.clone()),
             metadata: stores.metadata,
             aggregates: Arc::new(spool_log::aggregate::Direct(stores.log)),
@@ -380,6 +385,8 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         .routes(routes!(forks::fork_session))
         .routes(routes!(turns::list_turns))
         .routes(routes!(turns::get_turn))
+        .routes(routes!(usage::session_usage))
+        .routes(routes!(usage::workspace_usage))
         .routes(routes!(answers::control))
         .routes(routes!(answers::tool_output))
         .routes(routes!(answers::approval))

@@ -178,7 +178,8 @@ pub(crate) fn check_client_message_id(id: &str) -> Result<(), ApiError> {
 #[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "sessions", params(("id" = String, Path, description = SESSION_ID)), request_body = NewMessage,
     responses((status = 202, description = "Appended as `user_message_submitted`; its turn is queued", body = MessageAccepted), (status = 404, description = "No such session in the caller's organization", body = ErrorBody),
         (status = 409, description = "A turn is pending (`turn_pending`, naming it)", body = ErrorBody),
-        (status = 413, description = "The body is larger than 1 MiB", body = ErrorBody), Refusals))]
+        (status = 413, description = "The body is larger than 1 MiB", body = ErrorBody), Refusals,
+        (status = 429, description = "Over a rate limit (`rate_limited`), or the workspace's monthly token budget is used up (`budget_exceeded`: nothing was appended; raise the budget or wait for the next month)", body = ErrorBody)))]
 pub(crate) async fn post_message(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,

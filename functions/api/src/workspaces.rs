@@ -45,6 +45,9 @@ pub(crate) struct WorkspaceView {
     notifications: NotificationsView,
     /// Where its CLI agents run: its own setting, or the deployment's default.
     cli_host: CliHost,
+    /// The most input and output tokens its chats' models may use in a UTC month; past it new
+    /// turns are refused (`429 budget_exceeded`). `null`: no budget.
+    monthly_token_budget: Option<u64>,
     #[schema(format = DateTime)]
     created_at: String,
     #[schema(format = DateTime)]
@@ -74,6 +77,7 @@ impl WorkspaceView {
             working_directory_path: w.working_dir.clone(),
             working_dir: w.working_dir,
             cleanup: w.cleanup,
+            monthly_token_budget: w.monthly_token_budget,
             notifications: NotificationsView {
                 settings: w.notifications,
                 status,
@@ -142,6 +146,11 @@ pub(crate) struct NewWorkspace {
     /// `server` or `runners`; the deployment's default when absent.
     #[serde(default)]
     cli_host: Option<CliHost>,
+    /// The most input and output tokens its chats' models may use in a UTC month (none by
+    /// default).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    monthly_token_budget: Option<u64>,
 }
 
 impl NewWorkspace {
@@ -155,6 +164,7 @@ impl NewWorkspace {
             cleanup: self.cleanup,
             notifications: self.notifications,
             cli_host: self.cli_host.map_or(Patch::Keep, Patch::Set),
+            monthly_token_budget: self.monthly_token_budget.map_or(Patch::Keep, Patch::Set),
         }
     }
 }

@@ -220,6 +220,14 @@ impl ActionContext<'_> {
     }
 
     async fn update_workspace(&self, args: &Value) -> Result<Value, Refusal> {
+        // The budget holds agents to what people allow them: only a person sets it.
+        if args.get("monthly_token_budget").is_some_and(|v| !v.is_null()) {
+            return Err(
+                "the monthly token budget is a person's to set, in the workspace's settings; \
+                        agents cannot change it"
+                    .to_owned(),
+            );
+        }
         // Models fill the fields they do not mean with `null`: those are left alone here (an
         // agent clears the notification address with `""` and makes the directory `temp` by
         // its mode).

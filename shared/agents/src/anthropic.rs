@@ -132,7 +132,10 @@ impl Runtime for Anthropic {
         let response = failed("Anthropic", post.send().await).await?;
         let mut events = SseReader::new(response, "Anthropic");
         let mut reply = Reply::default();
-        let mut usage = Usage::default();
+        let mut usage = Usage {
+            model: Some(self.0.model(request).to_owned()),
+            ..Usage::default()
+        };
         let mut tools: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
         let mut stopped = false;
         while let Some(event) = events.next().await? {
@@ -144,7 +147,14 @@ impl Runtime for Anthropic {
             let index = data["index"].as_u64().unwrap_or(0);
             match data["type"].as_str().unwrap_or_default() {
                 "message_start" => {
-                    usage.input_tokens = data["message"]["usage"]["input_tokens"].as_u64().unwrap_or(0);
+                    // Anthropic counts cache reads and cache writes apart from `input_tokens`:
+                    // Spool's input is all three, its cached input the reads.
+                    let counts = &data["message"]["usage"];
+                    let count = |name: &str| counts[name].as_u64().unwrap_or(0);
+                    usage.cached_input_tokens = count("cache_read_input_tokens");
+                    usage.input_tokens = count("input_tokens")
+                        .saturating_add(usage.cached_input_tokens)
+                        .saturating_add(count("cache_creation_input_tokens"));
                 }
                 "content_block_start" => {
                     let block = &data["content_block"];

@@ -2,7 +2,9 @@
 //!
 //! `POST {base_url}/chat/completions` with `stream: true` and the agent's tools, as OpenAI,
 //! Ollama, vLLM, OpenRouter and others speak it. Text deltas stream into the sink; tool calls
-//! arrive in pieces (by index) and are put together; the last chunk reports usage.
+//! arrive in pieces (by index) and are put together; the last chunk reports usage (asked for
+//! with `stream_options.include_usage`): `prompt_tokens` (the cached ones included),
+//! `prompt_tokens_details.cached_tokens` and `completion_tokens`, for the model asked.
 
 use std::collections::BTreeMap;
 
@@ -147,7 +149,9 @@ impl Runtime for OpenAi {
             if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
                 reply.usage = Some(Usage {
                     input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                    cached_input_tokens: usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
                     output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+                    model: Some(self.0.model(request).to_owned()),
                 });
             }
             let Some(choice) = chunk["choices"].get(0) else {

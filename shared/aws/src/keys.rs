@@ -3,7 +3,7 @@
 //! Every partition key of the metadata table, and the keys of its indexes, in one place: the
 //! modules that store the items ([`crate::directory`], [`crate::workspaces`],
 //! [`crate::commands`], [`crate::sessions`], [`crate::attachments`], [`crate::subscriptions`],
-//! [`crate::webhooks`], [`crate::runners`]) and the counters that hold the caps ([`crate::caps`]) build their keys
+//! [`crate::webhooks`], [`crate::runners`], [`crate::usage`]) and the counters that hold the caps ([`crate::caps`]) build their keys
 //! here, and their tables say what each item holds under which `sk`. Every key of an
 //! organization's records starts with `o#{org}`, so a request can only ever address its own
 //! organization's records. (The streams table's keys are in [`crate::items`].)
@@ -105,6 +105,17 @@ pub(crate) fn deliveries_pk(org: &str, hook_id: &str) -> String {
     format!("o#{org}#hook#{hook_id}")
 }
 
+/// A chat's usage: its ledger entries and totals ([`crate::usage`]), apart from the chat's
+/// own partition so they outlive it.
+pub(crate) fn usage_chat_pk(org: &str, chat_id: &str) -> String {
+    format!("o#{org}#usage#ses#{chat_id}")
+}
+
+/// A workspace's usage totals by day and month ([`crate::usage`]).
+pub(crate) fn usage_ws_pk(org: &str, ws: &str) -> String {
+    format!("o#{org}#usage#ws#{ws}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +147,7 @@ mod tests {
         assert_eq!(deliveries_pk("o1", "h1"), "o#o1#hook#h1");
         assert_eq!(runner_jobs_pk("o1"), "o#o1#rjobs");
         assert_eq!(runners_pk("o1"), "o#o1#runners");
+        assert_eq!(usage_chat_pk("o1", "s1"), "o#o1#usage#ses#s1");
+        assert_eq!(usage_ws_pk("o1", "w1"), "o#o1#usage#ws#w1");
     }
 }

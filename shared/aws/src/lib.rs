@@ -32,6 +32,7 @@ pub mod sessions;
 pub mod stores;
 pub mod subscriptions;
 pub mod turn_queue;
+pub mod usage;
 pub mod webhooks;
 pub mod workspaces;
 

@@ -24,7 +24,9 @@
 //! - [`caps`]: how much one workspace, chat or organization may hold, enforced by the stores;
 //! - [`revocation`]: revoked API keys, whose tokens stop working within a bound;
 //! - [`runner`]: CLI turns offered to runners, the machines that hold the code;
-//! - [`mcp`]: a workspace's MCP servers, whose tools its agents call.
+//! - [`mcp`]: a workspace's MCP servers, whose tools its agents call;
+//! - [`usage`]: the usage ledger (models' tokens per chat, agent, model and day), prices and
+//!   reports.
 //!
 //! Invariants: every write is an event in the chat's stream before anything acts on it; a chat
 //! has at most one pending turn (its claim), and a claim a crash left behind is released or its
@@ -53,5 +55,6 @@ pub mod service;
 pub mod session;
 pub mod settings;
 pub mod turns;
+pub mod usage;
 pub mod webhook;
 pub mod workspace;

@@ -136,7 +136,7 @@ pub trait Workspaces: Send + Sync {
 
 /// Everything Spool keeps besides streams: [`Directory`](crate::directory::Directory), [`Workspaces`],
 /// [`Sessions`], slash commands, files, the protocol's subscriptions and chat
-/// webhooks, runners' jobs and MCP servers, from one adapter.
+/// webhooks, runners' jobs, MCP servers and the usage ledger, from one adapter.
 pub trait Metadata:
     crate::directory::Directory
     + Workspaces
@@ -147,6 +147,7 @@ pub trait Metadata:
     + crate::webhook::HookStore
     + crate::runner::RunnerStore
     + crate::mcp::McpServerStore
+    + crate::usage::UsageLedger
 {
 }
 
@@ -160,5 +161,6 @@ impl<T> Metadata for T where
         + crate::webhook::HookStore
         + crate::runner::RunnerStore
         + crate::mcp::McpServerStore
+        + crate::usage::UsageLedger
 {
 }

@@ -12,6 +12,8 @@ use spool_log::error::Error;
 
 /// The most days a cleanup setting may keep something.
 pub const MAX_KEEP_DAYS: u32 = 3650;
+/// The largest monthly token budget a workspace may set (a trillion tokens).
+pub const MAX_MONTHLY_TOKEN_BUDGET: u64 = 1_000_000_000_000;
 /// How long finished turn records and idle chats' folders are kept unless a workspace says.
 pub const DEFAULT_KEEP_DAYS: u32 = 7;
 
@@ -271,6 +273,11 @@ pub struct WorkspaceChange {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::settings::CliHost>))]
     pub cli_host: Patch<crate::settings::CliHost>,
+    /// The most input and output tokens its chats' models may use in a calendar month (UTC);
+    /// `null` removes the budget.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1))]
+    pub monthly_token_budget: Patch<u64>,
 }
 
 #[cfg(test)]
@@ -320,6 +327,8 @@ mod tests {
             r#"{"working_directory_mode":"static"}"#,
             r#"{"working_directory_mode":"temp","working_directory_path":"/tmp"}"#,
             r#"{"title":"  "}"#,
+            r#"{"monthly_token_budget":0}"#,
+            r#"{"monthly_token_budget":1000000000001}"#,
         ] {
             let mut ws = workspace();
             assert!(

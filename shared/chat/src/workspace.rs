@@ -48,6 +48,11 @@ pub struct Workspace {
     /// worker under `spool serve`, runners on AWS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli_host: Option<crate::settings::CliHost>,
+    /// The most input and output tokens its chats' models may use in a calendar month (UTC);
+    /// past it new turns are refused ([`crate::service::UsageService::budget_exceeded`]). None:
+    /// no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly_token_budget: Option<u64>,
     /// When it was made (ms since the Unix epoch).
     pub created_ms: i64,
     /// When it last changed.
@@ -66,6 +71,7 @@ impl Workspace {
             cleanup: Cleanup::default(),
             notifications: Notifications::default(),
             cli_host: None,
+            monthly_token_budget: None,
             created_ms: now_ms,
             updated_ms: now_ms,
         }
@@ -229,6 +235,17 @@ impl Workspace {
         if let Some(email) = &self.notifications.email {
             check_email(email)?;
         }
+        if let Some(budget) = self.monthly_token_budget
+            && !(1..=crate::settings::MAX_MONTHLY_TOKEN_BUDGET).contains(&budget)
+        {
+            return Err(Error::invalid(
+                "monthly_token_budget",
+                format!(
+                    "give a number of tokens from 1 to {}, or null for no budget",
+                    crate::settings::MAX_MONTHLY_TOKEN_BUDGET
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -347,6 +364,7 @@ impl WorkspaceChange {
     ) -> Result<(), Error> {
         let host_before = workspace.cli_host.unwrap_or(default_host);
         self.cli_host.apply(&mut workspace.cli_host);
+        self.monthly_token_budget.apply(&mut workspace.monthly_token_budget);
         if let Some(title) = self.title {
             workspace.name = crate::names::clean(&title);
         }

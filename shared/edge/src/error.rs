@@ -53,6 +53,7 @@ pub struct ErrorDetail {
 pub const CODES: &[&str] = &[
     "answered_already",
     "bad_request",
+    "budget_exceeded",
     "checksum_mismatch",
     "closed",
     "conflict",

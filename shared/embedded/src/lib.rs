@@ -31,6 +31,7 @@ mod sessions;
 mod stores;
 mod subscriptions;
 mod turn_queue;
+mod usage;
 mod webhooks;
 mod worker_slot;
 mod workspaces;

@@ -23,7 +23,7 @@ use spool_log::error::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 10;
+const SCHEMA_VERSION: i64 = 11;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -230,6 +230,26 @@ CREATE TABLE IF NOT EXISTS mcp_servers (
 );
 CREATE INDEX IF NOT EXISTS mcp_servers_by_workspace ON mcp_servers (org, workspace_id, created_ms);";
 
+/// Version 11: the usage ledger ([`crate::usage`]), one row per model step.
+const MIGRATION_11: &str = "
+CREATE TABLE IF NOT EXISTS usage_entries (
+    org                 TEXT NOT NULL,
+    chat_id             TEXT NOT NULL,
+    seq                 INTEGER NOT NULL,
+    workspace_id        TEXT,
+    agent_id            TEXT,
+    agent_name          TEXT NOT NULL,
+    model               TEXT,
+    day                 TEXT NOT NULL,
+    input_tokens        INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    ts_ms               INTEGER NOT NULL,
+    PRIMARY KEY (org, chat_id, seq)
+);
+CREATE INDEX IF NOT EXISTS usage_by_workspace_day ON usage_entries (org, workspace_id, day)
+    WHERE workspace_id IS NOT NULL;";
+
 /// The embedded metadata store (organizations, keys, workspaces, agents); cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedMetadata {
@@ -338,6 +358,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 10 {
             conn.execute_batch(MIGRATION_10)?;
+        }
+        if version < 11 {
+            conn.execute_batch(MIGRATION_11)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

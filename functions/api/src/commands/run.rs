@@ -208,7 +208,8 @@ pub(crate) async fn preview(
     responses((status = 202, description = "Invoked: the action ran, or the prompt's turn is queued", body = InvokeAccepted),
         (status = 400, description = "Bad arguments, or a command file that does not parse (`slash_command_failed` says why)", body = ErrorBody),
         (status = 404, description = "No such session, or no such command (`unknown_command`)", body = ErrorBody),
-        (status = 409, description = "A turn is pending (`turn_pending`), or nothing runs to stop", body = ErrorBody), Refusals))]
+        (status = 409, description = "A turn is pending (`turn_pending`), or nothing runs to stop", body = ErrorBody), Refusals,
+        (status = 429, description = "Over a rate limit (`rate_limited`), or a prompt's turn would pass the workspace's monthly token budget (`budget_exceeded`: nothing was appended)", body = ErrorBody)))]
 pub(crate) async fn invoke(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,

@@ -157,6 +157,8 @@ impl Step<'_> {
             drafts.push(self.draft(ChatEvent::Usage(usage)));
         }
         self.append(drafts).await?;
+        // The summary's tokens are the workspace's too.
+        self.record_usage().await;
         Ok(true)
     }
 
@@ -197,7 +199,9 @@ impl Step<'_> {
                     if let Some(u) = reply.usage {
                         let total = usage.get_or_insert_with(runtime::Usage::default);
                         total.input_tokens += u.input_tokens;
+                        total.cached_input_tokens += u.cached_input_tokens;
                         total.output_tokens += u.output_tokens;
+                        total.model = u.model.or_else(|| total.model.take());
                     }
                 }
                 failed => {

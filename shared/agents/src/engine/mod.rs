@@ -27,11 +27,13 @@
 //! (`message_end{interrupted}`) and open tools, and carries on.
 //!
 //! This file holds the engine and a step's loop; `calls.rs` its tool calls, `reply.rs` the
-//! runtime's reply and the abort watch, `end.rs` the turn's end and the step's appends.
+//! runtime's reply and the abort watch, `end.rs` the turn's end and the step's appends,
+//! `ledger.rs` the usage ledger and the token budget.
 
 mod calls;
 mod end;
 mod history;
+mod ledger;
 mod reply;
 mod runner;
 mod toolbox;
@@ -481,6 +483,9 @@ impl Step<'_> {
                 self.system(Level::Error, "There is no message to answer; the turn did not start.")
                     .await?;
                 return self.finish(EndReason::Error, Some("no input")).await;
+            }
+            if let Some(outcome) = self.refuse_over_budget().await? {
+                return Ok(outcome);
             }
             let described = match &runtime {
                 Ok(runtime) => runtime.describe(&self.runtime_request(Vec::new())),

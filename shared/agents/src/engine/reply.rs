@@ -298,6 +298,7 @@ impl Step<'_> {
             drafts.push(self.draft(ChatEvent::Usage(usage)));
         }
         self.append(drafts).await?;
+        self.record_usage().await;
         if !reply.text.trim().is_empty() {
             let (now_ms, _) = self.now();
             let text = preview(&reply.text);

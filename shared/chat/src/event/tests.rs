@@ -212,9 +212,13 @@ fn every_variant_has_its_pinned_json() {
         (
             ChatEvent::Usage(Usage {
                 input_tokens: 3,
+                cached_input_tokens: 2,
                 output_tokens: 5,
+                model: Some("gpt-4o-mini".into()),
             }),
-            json!({ "type": "usage", "payload": { "input_tokens": 3, "output_tokens": 5 } }),
+            json!({ "type": "usage", "payload": {
+                "input_tokens": 3, "cached_input_tokens": 2, "output_tokens": 5, "model": "gpt-4o-mini"
+            } }),
         ),
         (
             ChatEvent::AgentEnd(AgentEnd {
@@ -376,4 +380,20 @@ fn feed_events_are_flat_with_the_designs_fields() {
     for (event, pinned) in cases {
         assert_eq!(serde_json::to_value(&event).unwrap(), pinned);
     }
+}
+
+#[test]
+fn usage_written_before_cached_tokens_and_models_still_parses() {
+    let old: ChatEvent =
+        serde_json::from_value(json!({ "type": "usage", "payload": { "input_tokens": 3, "output_tokens": 5 } }))
+            .unwrap();
+    assert_eq!(
+        old,
+        ChatEvent::Usage(Usage {
+            input_tokens: 3,
+            cached_input_tokens: 0,
+            output_tokens: 5,
+            model: None,
+        })
+    );
 }

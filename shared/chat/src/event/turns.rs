@@ -133,14 +133,22 @@ pub struct ToolEnd {
     pub server: Option<String>,
 }
 
-/// Token counts, as the provider reports them.
+/// Token counts of one model call, as the provider reports them; the usage ledger
+/// ([`crate::usage`]) adds them up.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Tokens read.
+    /// Tokens read, the cached ones included.
     pub input_tokens: u64,
+    /// Of those, how many the provider read from its prompt cache (`0` in events written before
+    /// it was recorded).
+    #[serde(default)]
+    pub cached_input_tokens: u64,
     /// Tokens written.
     pub output_tokens: u64,
+    /// The model the runtime asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// How a turn ended.

@@ -13,7 +13,7 @@ use crate::{
 use spool_log::error::Error;
 
 /// How many of a chat's last events a retried action is looked for in.
-const RETRY_WINDOW: u64 = 200;
+pub(super) const RETRY_WINDOW: u64 = 200;
 
 /// How long after its invoked event a setting's first attempt is given to finish before a
 /// retry changes the chat itself ([`ChatService::unsettled`]).

@@ -8,7 +8,8 @@
 //! *before* it is appended and waits for it ([`crate::turns::TurnJob::before_message_ms`]): a crash
 //! after the append leaves a message whose turn runs anyway. A message in a chat where an
 //! agent asked a question answers the oldest such question instead, and starts no turn
-//! (`question.rs`).
+//! (`question.rs`). In a workspace past its monthly token budget a message that would start a
+//! turn is refused (`429 budget_exceeded`, [`super::UsageService`]) and nothing is appended.
 
 use serde_json::{Map, Value};
 
@@ -110,6 +111,19 @@ impl ChatService {
             if let Some(answered) = self.answer_agent(org, session, question, &message, &files).await? {
                 return Ok(Posted::Accepted(answered));
             }
+        }
+        // A message that would start a turn in a workspace past its monthly token budget is
+        // refused before anything is written (answers above start none); a retry of one
+        // accepted before is answered as it was.
+        let budget = super::UsageService::new(self.metadata.clone(), self.clock.clone())
+            .check_budget(org, session.workspace_id.as_deref())
+            .await;
+        if let Err(refused) = budget
+            && !self
+                .sent_before(org, session, message.client_message_id.as_deref())
+                .await?
+        {
+            return Err(refused);
         }
         let mut turn_id = new_id("turn");
         let mut claimed = None;
@@ -216,6 +230,21 @@ impl ChatService {
             turn_id: Some(turn_id),
             duplicate: false,
             answers: None,
+        }))
+    }
+
+    /// Whether the chat's recent events hold a message sent with `client_message_id`.
+    async fn sent_before(&self, org: &str, session: &Session, client_message_id: Option<&str>) -> Result<bool, Error> {
+        let Some(cmid) = client_message_id else {
+            return Ok(false);
+        };
+        let path = Session::stream(org, &session.id)?;
+        let tail = self.log.metadata(&path).await?.tail.seq();
+        let window = super::command_retry::RETRY_WINDOW;
+        let page =
+            crate::session::read_events(self.log.as_ref(), &path, tail.saturating_sub(window), window as usize).await?;
+        Ok(page.events.iter().any(|e| {
+            e.client_message_id.as_deref() == Some(cmid) && matches!(e.event, ChatEvent::UserMessageSubmitted(_))
         }))
     }
 

@@ -33,6 +33,7 @@ mod question;
 mod reads;
 mod runner;
 mod task;
+mod usage;
 mod workspace;
 
 use std::sync::Arc;
@@ -50,6 +51,7 @@ pub use mcp::{McpServerEdit, McpServerService, McpTest, NewMcpServer, PlacedMcpS
 pub use message::{Accepted, Message, Posted};
 pub use runner::{RunnerFile, RunnerFileBody, RunnerPorts, RunnerService, RunnerView, SUPERSEDED};
 pub use task::{NewTask, TaskAuthor, TaskEdit};
+pub use usage::{BUDGET_EXCEEDED, BudgetExceeded, UsageService};
 pub use workspace::{AgentEdit, NewAgent, WorkspaceService};
 
 use crate::{
