@@ -3,23 +3,12 @@
 // opens it, and what the source said after that answer is not in it.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { api, eventually, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+import { test } from "node:test";
+import { eventually, screenshot, served, signedInPage } from "./harness.mjs";
 
-let spool;
-let browser;
-let call;
-
-before(async () => {
-  spool = await startSpool();
-  browser = await startBrowser();
-  call = await api(spool);
-});
-
-after(async () => {
-  await browser?.close();
-  await spool?.stop();
-});
+const server = served();
+/** The API, as the server's key. */
+const call = (...args) => server.call(...args);
 
 /** All of a chat's events (a small chat: one page). */
 const events = async (chat) => (await call("GET", `/v1/sessions/${chat}/events?after=0&limit=1000`)).events;
@@ -40,8 +29,8 @@ test("Fork from here on an answer opens a new chat with the history up to it, an
   const chat = (await call("POST", "/v1/sessions", { workspace_id: ws.id, title: "Launch" })).id;
   const first = await answered(chat, "Please rename this chat to Launch planning");
   await answered(chat, "Please rename this chat to Second step");
-  const page = await signedInPage(browser, spool);
-  await page.goto(`${spool.origin}/#/w/${ws.id}/chats/${chat}`);
+  const page = await signedInPage(server.browser, server.spool);
+  await page.goto(`${server.spool.origin}/#/w/${ws.id}/chats/${chat}`);
   const dialog = page.getByRole("dialog");
   const firstAnswer = dialog.getByRole("listitem", { name: /says$/ }).filter({ hasText: "now called Launch planning" });
   await firstAnswer.waitFor();

@@ -11,6 +11,7 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { after, before } from "node:test";
 import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -178,4 +179,23 @@ export async function startCompanion(spool, library, extraArgs = []) {
       await rm(saltDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A `spool serve` (with `env`) and a browser for one file's tests: started before them and
+ * stopped after. Its fields (`spool`, `browser`, and `call`, the API as the server's key) are
+ * set once the tests run.
+ */
+export function served(env = {}) {
+  const it = { spool: undefined, browser: undefined, call: undefined };
+  before(async () => {
+    it.spool = await startSpool(env);
+    it.browser = await startBrowser();
+    it.call = await api(it.spool);
+  });
+  after(async () => {
+    await it.browser?.close();
+    await it.spool?.stop();
+  });
+  return it;
 }

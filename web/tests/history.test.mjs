@@ -3,23 +3,12 @@
 // not shown as the person's message, and the messages before it stay.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { api, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+import { test } from "node:test";
+import { screenshot, served, signedInPage } from "./harness.mjs";
 
-let spool;
-let browser;
-let call;
-
-before(async () => {
-  spool = await startSpool();
-  browser = await startBrowser();
-  call = await api(spool);
-});
-
-after(async () => {
-  await browser?.close();
-  await spool?.stop();
-});
+const server = served();
+/** The API, as the server's key. */
+const call = (...args) => server.call(...args);
 
 test("a compaction is a divider that opens to the summary, and the chat keeps its messages", async () => {
   const ws = await call("POST", "/v1/workspaces", { name: "Long" });
@@ -27,8 +16,8 @@ test("a compaction is a divider that opens to the summary, and the chat keeps it
   const script = { rules: [], default: [{ say: "Noted." }] };
   await call("PATCH", `/v1/agents/${builtin.id}`, { instruction: JSON.stringify(script), runtime: "scripted" });
   const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id, agent_id: builtin.id });
-  const page = await signedInPage(browser, spool);
-  await page.goto(`${spool.origin}/#/w/${ws.id}/chats/${chat.id}`);
+  const page = await signedInPage(server.browser, server.spool);
+  await page.goto(`${server.spool.origin}/#/w/${ws.id}/chats/${chat.id}`);
   const log = page.getByRole("dialog");
   await page.getByRole("combobox", { name: "Message", exact: true }).fill("Plan the launch for Tuesday");
   await page.getByRole("button", { name: "Send" }).click();

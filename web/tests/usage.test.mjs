@@ -5,31 +5,20 @@
 // server's.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { api, screenshot, signedInPage, startBrowser, startSpool } from "./harness.mjs";
+import { test } from "node:test";
+import { screenshot, served, signedInPage } from "./harness.mjs";
 
-let spool;
-let browser;
-let call;
-
-before(async () => {
-  spool = await startSpool();
-  browser = await startBrowser();
-  call = await api(spool);
-});
-
-after(async () => {
-  await browser?.close();
-  await spool?.stop();
-});
+const server = served();
+/** The API, as the server's key. */
+const call = (...args) => server.call(...args);
 
 test("the settings show the month's usage and save a monthly token budget; a chat shows its usage", async () => {
   const ws = await call("POST", "/v1/workspaces", { title: "Metered" });
   const chat = await call("POST", "/v1/sessions", { workspace_id: ws.id, title: "Costly" });
-  const page = await signedInPage(browser, spool);
+  const page = await signedInPage(server.browser, server.spool);
 
   // The settings: this month's usage (none yet), no budget; a budget set and saved.
-  await page.goto(`${spool.origin}/#/w/${ws.id}/settings`);
+  await page.goto(`${server.spool.origin}/#/w/${ws.id}/settings`);
   const month = page.getByRole("group", { name: "This month's usage" });
   await month.getByText("input and output tokens").waitFor();
   assert.match(await month.innerText(), /\b0\b input and output tokens\./);
@@ -65,7 +54,7 @@ test("the settings show the month's usage and save a monthly token budget; a cha
       },
     }),
   );
-  await page.goto(`${spool.origin}/#/w/${ws.id}/chats/${chat.id}`);
+  await page.goto(`${server.spool.origin}/#/w/${ws.id}/chats/${chat.id}`);
   const dialog = page.getByRole("dialog");
   await dialog.locator("summary", { hasText: "Usage" }).click();
   const panel = dialog.getByRole("region", { name: "This chat's usage" });

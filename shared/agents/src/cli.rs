@@ -521,10 +521,6 @@ impl Runtime for Cli {
         format!("cli:{}", self.name())
     }
 
-    fn context_budget(&self, _: &Request) -> u64 {
-        crate::history::CLI_BUDGET
-    }
-
     async fn respond(&self, request: &Request, sink: &mut dyn Sink) -> Result<Reply, Error> {
         let place = self.place(request).await?;
         let step = new_id("run");

@@ -183,10 +183,14 @@ pub trait Runtime: Send + Sync {
     }
 
     /// About how many tokens of conversation it takes ([`crate::history`]): most of its
-    /// model's context window, leaving room for the answer. An agent's `context_tokens`
-    /// overrides it.
+    /// model's context window, leaving room for the answer (a CLI's: the size of its input
+    /// file). An agent's `context_tokens` overrides it.
     fn context_budget(&self, _request: &Request) -> u64 {
-        DEFAULT_BUDGET
+        if self.works_on_disk() {
+            crate::history::CLI_BUDGET
+        } else {
+            DEFAULT_BUDGET
+        }
     }
 
     /// Whether it can write a summary of a long chat itself (a model can); the others get

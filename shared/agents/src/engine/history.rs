@@ -98,15 +98,9 @@ impl Step<'_> {
             // An earlier delivery of this step did it.
             return Ok(true);
         }
-        let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
         let start = self.state().start_seq.unwrap_or(0);
-        let seen: Vec<Event> = self
-            .events
-            .iter()
-            .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
-            .cloned()
-            .collect();
-        let (messages, _, seqs) = conversation_traced(&seen, with_context);
+        let seen = self.seen();
+        let (messages, _, seqs) = conversation_traced(&seen, self.with_context());
         let request = self.runtime_request(Vec::new());
         let fixed = budget::tokens(&request.instruction)
             + request

@@ -83,20 +83,27 @@ impl Step<'_> {
         Ok(self.context.clone())
     }
 
+    /// The chat as this turn sees it: as it was when the turn's message came, and what the turn
+    /// added since (a message queued behind it, `on_busy: enqueue`, is the next turn's).
+    pub(super) fn seen(&self) -> Vec<Event> {
+        let start = self.state().start_seq.unwrap_or(0);
+        self.events
+            .iter()
+            .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the chat lets a client's context into the prompt.
+    pub(super) fn with_context(&self) -> bool {
+        self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY)
+    }
+
     /// What the runtime is asked for its next reply: the chat as it was when this turn's
     /// message came and what this turn added since, with what a runtime that works on disk
     /// needs (the workspace's context, the chat's files).
     pub(super) async fn request_for(&mut self, runtime: &dyn Runtime) -> Result<Request, Error> {
-        let with_context = self.session.capabilities.iter().any(|c| c == CONTEXT_CAPABILITY);
-        // A message queued behind this turn (`on_busy: enqueue`) is the next turn's to answer.
-        let start = self.state().start_seq.unwrap_or(0);
-        let seen: Vec<Event> = self
-            .events
-            .iter()
-            .filter(|e| e.seq <= start || e.turn_id.as_deref() == Some(self.job.turn_id.as_str()))
-            .cloned()
-            .collect();
-        let (messages, stamps) = conversation_timed(&seen, with_context);
+        let (messages, stamps) = conversation_timed(&self.seen(), self.with_context());
         let mut request = self.runtime_request(messages);
         request.stamps = stamps;
         // A runtime that works on disk (a CLI) gets the context file and the chat's files; a
