@@ -151,8 +151,18 @@ pub(crate) async fn a_fork_at_the_tail_ends_the_turn_left_open<H: Harness>(harne
     let turn = send(api, &chat, "Could you set up a team of agents?").await;
     let events = until(api, &chat, &turn, "ask_question").await;
     let tail = seq_of(events.last().unwrap());
-    // WHEN it is forked with an empty body
-    let (status, forked) = api.raw(Method::POST, &format!("/v1/sessions/{chat}/fork"), b"").await;
+    // WHEN it is forked with no body (an empty body that says it is JSON is not JSON: 400)
+    let (status, _) = api.raw(Method::POST, &format!("/v1/sessions/{chat}/fork"), b"").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let response = api
+        .http
+        .post(format!("{}/v1/sessions/{chat}/fork", api.base))
+        .bearer_auth(api.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let forked: Value = response.json().await.unwrap();
     assert_eq!(status, StatusCode::CREATED, "{forked}");
     let copy = forked["id"].as_str().unwrap().to_owned();
     // THEN it inherits everything, is titled after its source, and ended the waiting turn

@@ -427,7 +427,66 @@ async fn a_step_of_a_long_chat_reads_what_a_step_of_a_short_one_does() {
 
 on_both_backends!(
     history: the_first_message_of_a_long_chat_reaches_the_model,
+    concurrent_catch_ups_index_each_event_once,
     a_long_history_is_compacted_once_and_the_summary_is_sent,
     compact_on_demand_summarises_what_came_before,
     a_deleted_chat_takes_its_index_along,
 );
+
+/// Workers catching a chat's index up at once write each event once, in order, and a catch-up
+/// after more events adds only those: the index is the chat without its deltas, byte for byte.
+pub(crate) async fn concurrent_catch_ups_index_each_event_once<H: Harness>(harness: &H) {
+    let s = long_chat(harness, 1_000_000, 30, 20, 2).await;
+    let org = org_of(&s.stack.api);
+    let log = s.stack.log.clone();
+    let catch_ups: Vec<_> = (0..4)
+        .map(|_| {
+            let (log, org, chat) = (log.clone(), org.clone(), s.chat.clone());
+            tokio::spawn(async move { spool_chat::history::catch_up(log.as_ref(), &org, &chat).await })
+        })
+        .collect();
+    for catch_up in catch_ups {
+        catch_up.await.unwrap().unwrap();
+    }
+    let chat = Session::stream(&org, &s.chat).unwrap();
+    let index = spool_chat::history::index_path(&org, &s.chat).unwrap();
+    let read_all = |path: spool_log::stream::StreamPath| {
+        let log = log.clone();
+        async move {
+            let mut out = Vec::new();
+            let mut at = spool_log::stream::Offset::START;
+            loop {
+                let chunk = log
+                    .read(&path, spool_log::stream::Position::At(at), None)
+                    .await
+                    .unwrap();
+                out.extend(chunk.messages.iter().cloned());
+                at = chunk.next_offset;
+                if chunk.up_to_date {
+                    return out;
+                }
+            }
+        }
+    };
+    let expected: Vec<Bytes> = read_all(chat.clone())
+        .await
+        .into_iter()
+        .filter(|m| !String::from_utf8_lossy(m).contains("\"type\":\"message_update\""))
+        .collect();
+    assert_eq!(
+        read_all(index.clone()).await,
+        expected,
+        "each event once, in order, byte for byte"
+    );
+    // More events: a catch-up adds just those.
+    let more = [draft("system", json!({ "level": "info", "message": "later" }), None)];
+    append_events(log.as_ref(), &chat, &s.chat, &more, None, "2026-12-07T00:00:01Z", None)
+        .await
+        .unwrap();
+    spool_chat::history::catch_up(log.as_ref(), &org, &s.chat)
+        .await
+        .unwrap();
+    let indexed = read_all(index).await;
+    assert_eq!(indexed.len(), expected.len() + 1);
+    assert!(String::from_utf8_lossy(indexed.last().unwrap()).contains("later"));
+}

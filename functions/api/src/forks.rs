@@ -20,7 +20,7 @@ use crate::{
     sessions::{SESSION_ID, SessionView},
 };
 
-/// What to fork; every field may be left out (an empty body is `{}`).
+/// What to fork; every field may be left out (a request with no body is `{}`).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkRequest {
@@ -74,9 +74,13 @@ pub(crate) async fn fork_session(
     State(api): State<Arc<ChatApi>>,
     caller: Caller,
     PathOf(id): PathOf<Id>,
+    headers: axum::http::HeaderMap,
     BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let request: ForkRequest = if body.iter().all(u8::is_ascii_whitespace) {
+    // No body at all (no content type either) is `{}`; a body that says it is something is
+    // read as the JSON object every route takes.
+    let bare = body.is_empty() && !headers.contains_key(axum::http::header::CONTENT_TYPE);
+    let request: ForkRequest = if bare {
         ForkRequest::default()
     } else {
         json_body(&body)?
