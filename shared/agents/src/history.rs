@@ -45,9 +45,6 @@ const WINDOWS: [(&str, u64); 12] = [
 /// The window of a model Spool does not know (a local server's, often): small, so an
 /// unknown model is never sent more than it may take; an agent's `context_tokens` says more.
 const UNKNOWN_WINDOW: u64 = 32_768;
-/// The budget of a CLI agent's input file, in tokens (about a megabyte): the CLI reads the
-/// history itself, and its own context management does the rest.
-pub const CLI_BUDGET: u64 = 250_000;
 
 /// The budget for model `model`: three quarters of its window, leaving room for the answer
 /// and the estimate's error.

@@ -18,6 +18,9 @@ pub use spool_chat::event::{ToolCall, Usage};
 
 /// The context budget of a runtime that does not say ([`Runtime::context_budget`]), in tokens.
 pub const DEFAULT_BUDGET: u64 = 96_000;
+/// The budget of a runtime that works on disk (a CLI's input file), in tokens (about a
+/// megabyte): the CLI reads the history itself, and its own context management does the rest.
+pub const CLI_BUDGET: u64 = 250_000;
 
 /// One message of the conversation a runtime answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,7 +190,7 @@ pub trait Runtime: Send + Sync {
     /// file). An agent's `context_tokens` overrides it.
     fn context_budget(&self, _request: &Request) -> u64 {
         if self.works_on_disk() {
-            crate::history::CLI_BUDGET
+            CLI_BUDGET
         } else {
             DEFAULT_BUDGET
         }
