@@ -39,6 +39,18 @@ impl LocalFiles {
         }
         Ok(self.root.join(key))
     }
+
+    /// The folder `path` goes in, made (owner-only) if it is not there.
+    async fn folder_of(&self, path: &Path) -> Result<PathBuf, Error> {
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        tokio::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .await
+            .map_err(|e| Error::unavailable("make a folder for Spool's files", e))?;
+        Ok(dir)
+    }
 }
 
 /// A file removed when this is dropped (nothing there is fine).
@@ -70,14 +82,8 @@ impl FileStore for LocalFiles {
     /// Writes `bytes` as `key` through a temporary file renamed into place, replacing it.
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
         let path = self.path(key)?;
-        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let dir = self.folder_of(&path).await?;
         let io = |e: std::io::Error| Error::unavailable("write a file of Spool's", e);
-        tokio::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .await
-            .map_err(io)?;
         let temporary = dir.join(format!(".{}.part", uuid_like()));
         let _temporary = RemoveOnDrop(temporary.clone());
         let mut file = tokio::fs::OpenOptions::new()
@@ -101,14 +107,8 @@ impl FileStore for LocalFiles {
                 what: format!("the upload of `{key}`"),
             });
         }
-        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let dir = self.folder_of(&path).await?;
         let io = |e: std::io::Error| Error::unavailable("write an attachment", e);
-        tokio::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .await
-            .map_err(io)?;
         let temporary = dir.join(format!(".{}.part", uuid_like()));
         // Removed however this ends: an error, or the request dropped (a client gone, a deadline).
         let _temporary = RemoveOnDrop(temporary.clone());
@@ -190,14 +190,8 @@ impl FileStore for LocalFiles {
     /// the other, so the bytes are kept once for both.
     async fn copy(&self, from: &str, to: &str) -> Result<(), Error> {
         let (source, target) = (self.path(from)?, self.path(to)?);
-        let dir = target.parent().unwrap_or(&self.root).to_path_buf();
+        self.folder_of(&target).await?;
         let io = |e: std::io::Error| Error::unavailable("copy an attachment", e);
-        tokio::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .await
-            .map_err(io)?;
         match tokio::fs::hard_link(&source, &target).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),

@@ -36,7 +36,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 use super::ChatService;
 use crate::{
     attachment::{Attachment, AttachmentStatus, object_key},
-    event::{AgentEnd, ChatEvent, EndReason, FeedEvent, Level, MessageEnd, ToolEnd},
+    event::{AgentEnd, ChatEvent, EndReason, Level, MessageEnd, ToolEnd},
     session::{Event, EventDraft, Session, encode_events, read_events},
     workspace::{MAX_NAME_CHARS, new_id},
 };
@@ -174,14 +174,7 @@ impl ChatService {
         if let Err(e) = self.metadata.create_session(org, &session).await {
             return Err(self.undo_fork(org, &session.id, e).await);
         }
-        if let Some(ws) = &session.workspace_id {
-            let event = FeedEvent::ChatCreated {
-                chat_id: session.id.clone(),
-                chat_title: session.title.clone(),
-                workspace_id: ws.clone(),
-            };
-            self.feed(org, ws, &event).await?;
-        }
+        self.announce_created(org, &session).await?;
         self.seal_when_idle(org, &session, at + drafts.len() as u64).await;
         let ended_turns: Vec<String> = open.into_iter().map(|t| t.turn_id).collect();
         tracing::info!(org, source = %source.id, fork = %session.id, at, ended = ended_turns.len(), files, "chat forked");

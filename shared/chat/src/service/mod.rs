@@ -246,6 +246,13 @@ impl ChatService {
             }
             Err(e) => return Err(e),
         }
+        self.announce_created(org, &session).await?;
+        tracing::info!(org, session = %session.id, "session created");
+        Ok(session)
+    }
+
+    /// Announces a new chat on its workspace's feed, if it is in one.
+    pub(super) async fn announce_created(&self, org: &str, session: &Session) -> Result<(), Error> {
         if let Some(ws) = &session.workspace_id {
             let event = FeedEvent::ChatCreated {
                 chat_id: session.id.clone(),
@@ -254,8 +261,7 @@ impl ChatService {
             };
             self.feed(org, ws, &event).await?;
         }
-        tracing::info!(org, session = %session.id, "session created");
-        Ok(session)
+        Ok(())
     }
 
     /// Deletes a chat: its files' bytes, its stream, then its records (a retry after a failure
