@@ -34,6 +34,7 @@ mod ai_sdk_http;
 mod answers_http;
 mod attachment_files;
 mod attachments_http;
+mod branches;
 mod capabilities_http;
 #[cfg(feature = "emulator")]
 mod caps_aws;

@@ -26,6 +26,7 @@ fn session(id: &str, workspace: Option<&str>, at: i64) -> Session {
         last_active_ms: at,
         preview: String::new(),
         pending_turn: None,
+        branch_seq: None,
     }
 }
 
@@ -308,8 +309,32 @@ pub(crate) async fn attachments_are_kept_with_their_chat<H: Harness>(harness: &H
     assert!(a.attachments(&org, &chat).await.unwrap().is_empty());
 }
 
+/// A chat's latest branch event is kept beside its record, only ever moving forward, and an
+/// update of the record leaves it alone.
+pub(crate) async fn a_chats_branch_only_moves_forward<H: Harness>(harness: &H) {
+    let (a, b) = (harness.metadata().await, harness.metadata().await);
+    let (org, chat) = (unique_id("org"), unique_id("ses"));
+    a.create_session(&org, &session(&chat, None, 100)).await.unwrap();
+    assert_eq!(b.session(&org, &chat).await.unwrap().unwrap().branch_seq, None);
+    a.note_branch(&org, &chat, 12).await.unwrap();
+    b.note_branch(&org, &chat, 7).await.unwrap();
+    assert_eq!(a.session(&org, &chat).await.unwrap().unwrap().branch_seq, Some(12));
+    let mut renamed = b.session(&org, &chat).await.unwrap().unwrap();
+    renamed.title = "Renamed".to_owned();
+    renamed.branch_seq = Some(1);
+    b.update_session(&org, &renamed).await.unwrap();
+    b.note_branch(&org, &chat, 30).await.unwrap();
+    let read = a.session(&org, &chat).await.unwrap().unwrap();
+    assert_eq!((read.title.as_str(), read.branch_seq), ("Renamed", Some(30)));
+    // Another organization's chat of that id is not touched; a missing chat is no error
+    a.note_branch(&unique_id("org"), &chat, 99).await.unwrap();
+    a.note_branch(&org, &unique_id("ses"), 99).await.unwrap();
+    assert_eq!(b.session(&org, &chat).await.unwrap().unwrap().branch_seq, Some(30));
+}
+
 on_both_backends!(
     sessions: sessions_are_listed_by_last_activity,
+    a_chats_branch_only_moves_forward,
     a_session_has_one_pending_turn,
     turn_records_move_forward_and_expire,
     runs_of_a_step_are_counted_per_step,

@@ -22,6 +22,7 @@ fn chat(id: &str, ws: &str, at: i64, title: &str, by: &str, agent: &str) -> Sess
         last_active_ms: at,
         preview: String::new(),
         pending_turn: None,
+        branch_seq: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! # A chat's events, as pages
 //!
-//! `GET /v1/sessions/{id}/events?after=&limit=`: the history as JSON pages, for clients that
-//! do not read the chat's stream (`/v1/stream/sessions/{id}`, on the stream function).
+//! `GET /v1/sessions/{id}/events?after=&limit=&branch=`: the history as JSON pages, for clients
+//! that do not read the chat's stream (`/v1/stream/sessions/{id}`, on the stream function,
+//! which holds every event): the chat's active branch ([`spool_chat::branch`]), or every event.
 
 use std::sync::Arc;
 
@@ -31,6 +32,22 @@ pub(crate) struct EventsQuery {
     /// At most this many (1 to 1000, default 100).
     #[serde(default)]
     limit: Option<usize>,
+    /// `active` (the default): the events of the chat's active branch only (an edited
+    /// message's earlier versions and what followed them are left out, so a page may hold
+    /// fewer than `limit`); `all`: every event.
+    #[serde(default)]
+    branch: Option<BranchFilter>,
+}
+
+/// Which of a chat's branches a read shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum BranchFilter {
+    /// The active branch.
+    #[default]
+    Active,
+    /// Every event.
+    All,
 }
 
 /// A page of a session's events.
@@ -63,7 +80,11 @@ pub(crate) async fn list_events(
             tail.saturating_sub(limit as u64)
         }
     };
-    let page = api.chats.events(caller.org(), &session, after, limit).await?;
+    let mut page = api.chats.events(caller.org(), &session, after, limit).await?;
+    if query.branch.unwrap_or_default() == BranchFilter::Active {
+        let branch = api.chats.branch_now(caller.org(), &session).await?;
+        page.events.retain(|e| branch.shows(e.seq));
+    }
     Ok(Json(EventList {
         up_to_date: page.next >= page.tail,
         last_seq: page.next,

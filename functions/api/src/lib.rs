@@ -12,6 +12,7 @@ pub mod admin;
 mod answers;
 mod attachments;
 pub mod audit;
+mod branches;
 mod capabilities;
 mod clis;
 mod commands;
@@ -383,6 +384,9 @@ fn routes() -> OpenApiRouter<Arc<ChatApi>> {
         ))
         .routes(routes!(events::list_events))
         .routes(routes!(forks::fork_session))
+        .routes(limited(routes!(branches::edit), messages::MAX_MESSAGE_BODY_BYTES))
+        .routes(routes!(branches::regenerate))
+        .routes(routes!(branches::select))
         .routes(routes!(turns::list_turns))
         .routes(routes!(turns::get_turn))
         .routes(routes!(usage::session_usage))

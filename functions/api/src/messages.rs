@@ -128,6 +128,7 @@ impl NewMessage {
             client_context: self.client_context,
             command: None,
             client_tools: self.client_tools,
+            revision: None,
         })
     }
 }
@@ -199,16 +200,25 @@ impl ChatApi {
     ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
         let message = message.checked(&caller.0.sub)?;
         let session = self.session_of(caller, session_id).await?;
-        match self.chats.post_message(caller.org(), &session, message).await? {
-            Posted::Accepted(accepted) => Ok((StatusCode::ACCEPTED, Json(accepted.into()))),
-            Posted::Busy(holder) => Err(ApiError::Busy {
-                message: format!(
-                    "turn `{}` is still pending in this chat; wait for its agent_end, abort it, \
-                     or send the message with \"on_busy\": \"enqueue\"",
-                    holder.turn_id
-                ),
-                turn_id: holder.turn_id,
-            }),
-        }
+        accepted(self.chats.post_message(caller.org(), &session, message).await?)
+    }
+}
+
+/// A message's `202`, or the `409 turn_pending` of a chat that is busy with another turn.
+pub(crate) fn accepted(posted: Posted) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
+    match posted {
+        Posted::Accepted(accepted) => Ok((StatusCode::ACCEPTED, Json(accepted.into()))),
+        Posted::Busy(holder) => Err(busy(
+            holder,
+            "wait for its agent_end, abort it, or send the message with \"on_busy\": \"enqueue\"",
+        )),
+    }
+}
+
+/// The `409 turn_pending` of a chat whose turn `holder` is pending, saying what to do (`next`).
+pub(crate) fn busy(holder: spool_chat::session::PendingTurn, next: &str) -> ApiError {
+    ApiError::Busy {
+        message: format!("turn `{}` is still pending in this chat; {next}", holder.turn_id),
+        turn_id: holder.turn_id,
     }
 }

@@ -397,6 +397,7 @@ mod tests {
             client_context: Some(json!({ "relevant_k_ids": ["k_0123456789abcdef"], "summary": "in July" })),
             answers: None,
             client_tools: Vec::new(),
+            revision: None,
         };
         let text = user_text(&message, true);
         assert_eq!(as_written(&text), "When do the tomatoes need water?");

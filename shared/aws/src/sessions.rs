@@ -56,6 +56,7 @@ fn decode(item: &Item) -> Result<Session, Error> {
         .and_then(|v| v.as_s().ok())
         .cloned()
         .unwrap_or_default();
+    session.branch_seq = item.get("br").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
     session.pending_turn = item
         .get("pt")
         .and_then(|v| v.as_s().ok())
@@ -160,6 +161,18 @@ impl Sessions for AwsMetadata {
             .await;
         // Not applied: the session is gone or has newer activity; nothing to record either way.
         applied(result, "UpdateItem (session activity)").map(drop)
+    }
+
+    async fn note_branch(&self, org: &str, id: &str, seq: u64) -> Result<(), Error> {
+        let result = self
+            .update_session_item(org, id)
+            .update_expression("SET br = :seq")
+            .expression_attribute_values(":seq", n(seq))
+            .condition_expression("attribute_exists(pk) AND (attribute_not_exists(br) OR br < :seq)")
+            .send()
+            .await;
+        // Not applied: the session is gone or a later branch is recorded.
+        applied(result, "UpdateItem (session branch)").map(drop)
     }
 
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {

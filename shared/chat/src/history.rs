@@ -26,7 +26,7 @@ use spool_log::{
     stream::{Append, ContentType, CreateStream, Offset, Position, StreamPath},
 };
 
-use crate::{event::ChatEvent, session::Event};
+use crate::{branch::Branch, event::ChatEvent, session::Event};
 
 /// How many index messages the first backward read takes; each further one takes twice as
 /// many as the one before, up to [`READ_BACK_MAX`].
@@ -142,45 +142,46 @@ async fn append(log: &dyn StreamLog, index: &StreamPath, batch: Vec<Bytes>, last
     }
 }
 
-/// The chat's indexed events after its latest `history_compacted` summary's range (the summary
-/// included), up to `through` (a seq), oldest first; all of them when there is no summary.
-/// Reads the index backwards from its tail, [`READ_BACK`] events first and twice as many each
-/// time after, so a summary near the tail costs one small read.
-pub async fn since_summary(log: &dyn StreamLog, org: &str, id: &str, through: u64) -> Result<Vec<Event>, Error> {
+/// The chat's indexed events on its active branch ([`crate::branch`]) after the branch's
+/// latest `history_compacted` summary's range (the summary included), up to `through` (a seq),
+/// oldest first; all of them when there is no summary. `later` is the branch a later event (one
+/// after `through`) set, if the caller read one. Reads the index backwards from its tail,
+/// [`READ_BACK`] events first and twice as many each time after, so a summary near the tail
+/// costs one small read; a summary another branch holds is passed over.
+pub async fn since_summary(
+    log: &dyn StreamLog,
+    org: &str,
+    id: &str,
+    through: u64,
+    later: Option<Branch>,
+) -> Result<Vec<Event>, Error> {
     let index = index_path(org, id)?;
     let mut end = match log.metadata(&index).await {
         Ok(meta) => meta.tail.seq(),
         Err(Error::NotFound { .. } | Error::Gone { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
+    let mut branch = later;
     let mut chunks: Vec<Vec<Event>> = Vec::new();
     let mut covered: Option<u64> = None;
     let mut step = READ_BACK;
     while end > 0 {
         let start = end.saturating_sub(step);
         step = (step * 2).min(READ_BACK_MAX);
-        let mut events = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-        let mut at = start;
-        while at < end {
-            let chunk = log.read(&index, Position::At(Offset::after(at)), None).await?;
-            if chunk.messages.is_empty() {
+        let mut events = read_index(log, &index, start, end).await?;
+        events.retain(|e| e.seq <= through);
+        // Newest first: a summary counts if the branch in force after it shows it.
+        for e in events.iter().rev() {
+            if covered.is_some() {
                 break;
             }
-            for message in chunk
-                .messages
-                .iter()
-                .take(usize::try_from(end - at).unwrap_or(usize::MAX))
-            {
-                events.push(event(&index, message)?);
-                at += 1;
+            match &e.event {
+                ChatEvent::HistoryCompacted(c) if branch.as_ref().is_none_or(|b| b.shows(e.seq)) => {
+                    covered = Some(c.through_seq);
+                }
+                _ if branch.is_none() => branch = Branch::set_by(e),
+                _ => {}
             }
-        }
-        events.retain(|e| e.seq <= through);
-        if covered.is_none() {
-            covered = events.iter().rev().find_map(|e| match &e.event {
-                ChatEvent::HistoryCompacted(c) => Some(c.through_seq),
-                _ => None,
-            });
         }
         let reached = covered.is_some_and(|c| events.first().is_some_and(|e| e.seq <= c + 1));
         chunks.push(events);
@@ -190,8 +191,39 @@ pub async fn since_summary(log: &dyn StreamLog, org: &str, id: &str, through: u6
         end = start;
     }
     let mut events: Vec<Event> = chunks.into_iter().rev().flatten().collect();
-    if let Some(c) = covered {
-        events.retain(|e| e.seq > c);
+    let branch = branch.unwrap_or_default();
+    let after = covered.unwrap_or(0);
+    events.retain(|e| e.seq > after && branch.shows(e.seq));
+    Ok(events)
+}
+
+/// Every event the chat's message index holds, oldest first (on every branch).
+pub async fn all(log: &dyn StreamLog, org: &str, id: &str) -> Result<Vec<Event>, Error> {
+    let index = index_path(org, id)?;
+    match log.metadata(&index).await {
+        Ok(meta) => read_index(log, &index, 0, meta.tail.seq()).await,
+        Err(Error::NotFound { .. } | Error::Gone { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The index's messages after offset `start` through `end`.
+async fn read_index(log: &dyn StreamLog, index: &StreamPath, start: u64, end: u64) -> Result<Vec<Event>, Error> {
+    let mut events = Vec::with_capacity(usize::try_from(end.saturating_sub(start)).unwrap_or(0).min(4096));
+    let mut at = start;
+    while at < end {
+        let chunk = log.read(index, Position::At(Offset::after(at)), None).await?;
+        if chunk.messages.is_empty() {
+            break;
+        }
+        for message in chunk
+            .messages
+            .iter()
+            .take(usize::try_from(end - at).unwrap_or(usize::MAX))
+        {
+            events.push(event(index, message)?);
+            at += 1;
+        }
     }
     Ok(events)
 }

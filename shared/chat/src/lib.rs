@@ -34,6 +34,7 @@
 //! recorded answer.
 
 pub mod attachment;
+pub mod branch;
 pub mod caps;
 pub mod claim;
 pub mod clis;

@@ -30,6 +30,10 @@ pub trait Sessions: Send + Sync {
     /// Records activity: `last_active_ms` and `preview`, unless newer activity is recorded.
     async fn touch_session(&self, org: &str, id: &str, at_ms: i64, preview: &str) -> Result<(), Error>;
 
+    /// Records that the chat's latest branch event is at `seq`, unless a later one is recorded
+    /// (nothing if the session is gone).
+    async fn note_branch(&self, org: &str, id: &str, seq: u64) -> Result<(), Error>;
+
     /// Deletes the session's record and open requests ([`Error::Missing`] if it does not exist).
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error>;
 

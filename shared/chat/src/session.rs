@@ -74,6 +74,11 @@ pub struct Session {
     /// changed only by [`Sessions::claim_turn`] and [`Sessions::release_turn`].
     #[serde(skip)]
     pub pending_turn: Option<PendingTurn>,
+    /// The seq of its latest branch event (an edit, a regenerate, a version chosen again:
+    /// [`crate::branch`]), which decides its active branch; none if it never branched. Kept
+    /// apart from the other fields and changed only by [`Sessions::note_branch`].
+    #[serde(skip)]
+    pub branch_seq: Option<u64>,
 }
 
 fn is_zero(n: &i64) -> bool {

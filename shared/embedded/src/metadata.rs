@@ -23,7 +23,7 @@ use spool_log::error::Error;
 
 use crate::db::{connect, sql};
 
-const SCHEMA_VERSION: i64 = 11;
+const SCHEMA_VERSION: i64 = 12;
 
 /// Version 2: who holds a turn's lease, so a restarted worker takes its own back at once.
 const MIGRATION_2: &str = "ALTER TABLE turn_queue ADD COLUMN holder TEXT;";
@@ -230,6 +230,9 @@ CREATE TABLE IF NOT EXISTS mcp_servers (
 );
 CREATE INDEX IF NOT EXISTS mcp_servers_by_workspace ON mcp_servers (org, workspace_id, created_ms);";
 
+/// Version 12: a chat's latest branch event ([`spool_chat::branch`]), beside its record.
+const MIGRATION_12: &str = "ALTER TABLE sessions ADD COLUMN branch_seq INTEGER;";
+
 /// Version 11: the usage ledger ([`crate::usage`]), one row per model step.
 const MIGRATION_11: &str = "
 CREATE TABLE IF NOT EXISTS usage_entries (
@@ -361,6 +364,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 11 {
             conn.execute_batch(MIGRATION_11)?;
+        }
+        if version < 12 {
+            conn.execute_batch(MIGRATION_12)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
     })();

@@ -22,10 +22,10 @@ fn encode(session: &Session) -> Result<String, Error> {
     serde_json::to_string(session).map_err(|e| Error::unavailable("embedded metadata: encode a session", e))
 }
 
-type SessionRow = (String, i64, String, Option<String>);
+type SessionRow = (String, i64, String, Option<String>, Option<i64>);
 
 fn decode(row: &Row<'_>) -> rusqlite::Result<SessionRow> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
 }
 
 fn corrupt(e: serde_json::Error) -> Error {
@@ -34,11 +34,12 @@ fn corrupt(e: serde_json::Error) -> Error {
     }
 }
 
-fn merge((data, last_active_ms, preview, pending): SessionRow) -> Result<Session, Error> {
+fn merge((data, last_active_ms, preview, pending, branch_seq): SessionRow) -> Result<Session, Error> {
     let mut session: Session = serde_json::from_str(&data).map_err(corrupt)?;
     session.last_active_ms = last_active_ms;
     session.preview = preview;
     session.pending_turn = pending.map(|p| serde_json::from_str(&p)).transpose().map_err(corrupt)?;
+    session.branch_seq = branch_seq.and_then(|s| u64::try_from(s).ok());
     Ok(session)
 }
 
@@ -77,7 +78,7 @@ impl Sessions for EmbeddedMetadata {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
             conn.query_row(
-                "SELECT data, last_active_ms, preview, pending FROM sessions WHERE org = ?1 AND id = ?2",
+                "SELECT data, last_active_ms, preview, pending, branch_seq FROM sessions WHERE org = ?1 AND id = ?2",
                 params![org, id],
                 decode,
             )
@@ -122,6 +123,21 @@ impl Sessions for EmbeddedMetadata {
         .await
     }
 
+    async fn note_branch(&self, org: &str, id: &str, seq: u64) -> Result<(), Error> {
+        let (org, id) = (org.to_owned(), id.to_owned());
+        let seq = i64::try_from(seq).map_err(|_| Error::invalid("seq", "out of range"))?;
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET branch_seq = ?3
+                 WHERE org = ?1 AND id = ?2 AND (branch_seq IS NULL OR branch_seq < ?3)",
+                params![org, id, seq],
+            )
+            .map(drop)
+            .map_err(|e| sql("note a session's branch", e))
+        })
+        .await
+    }
+
     async fn delete_session(&self, org: &str, id: &str) -> Result<(), Error> {
         let (org, id) = (org.to_owned(), id.to_owned());
         self.with(move |conn| {
@@ -155,7 +171,7 @@ impl Sessions for EmbeddedMetadata {
             // rows stream in, so a search reads no further than the page it fills.
             let mut statement = conn
                 .prepare_cached(
-                    "SELECT data, last_active_ms, preview, pending FROM sessions
+                    "SELECT data, last_active_ms, preview, pending, branch_seq FROM sessions
                      WHERE org = ?1 AND workspace_key = ?2
                        AND (?3 IS NULL OR (last_active_ms, id) < (?3, ?4))
                        AND (?5 IS NULL OR json_extract(data, '$.created_by') = ?5)

@@ -3,6 +3,7 @@
 //! ([`crate::history`]).
 
 use spool_chat::{
+    branch::Branch,
     event::{CompactReason, HistoryCompacted},
     history as index,
 };
@@ -30,21 +31,29 @@ impl Engine {
         let log = self.log.as_ref();
         let (org, id) = (job.org.as_str(), job.session_id.as_str());
         let indexed = match index::catch_up(log, org, id).await {
-            Ok(through) => index::since_summary(log, org, id, through.min(job.trigger_seq.saturating_sub(1)))
-                .await
-                .map(|events| (through, events)),
+            Ok(through) => {
+                let raw_from = through.min(job.trigger_seq.saturating_sub(1));
+                let raw = read_events(log, path, raw_from, usize::MAX).await?.events;
+                // The branch the trigger (an edit, a regenerate) or a later event set, if any,
+                // decides which summary and which indexed events are on the active branch.
+                index::since_summary(log, org, id, raw_from, Branch::latest(&raw))
+                    .await
+                    .map(|events| (raw_from, events, raw))
+            }
             Err(e) => Err(e),
         };
-        let (through, mut events) = match indexed {
+        let (raw_from, mut events, raw) = match indexed {
             Ok(found) => found,
             Err(e @ (Error::NotFound { .. } | Error::Gone { .. })) => return Err(e),
             Err(e) => {
                 tracing::warn!(org, chat = id, error = %e, "the chat's message index could not be read; reading the chat whole");
-                return Ok(read_events(log, path, 0, usize::MAX).await?.events);
+                let mut events = read_events(log, path, 0, usize::MAX).await?.events;
+                Branch::keep_active(&mut events);
+                return Ok(events);
             }
         };
-        let raw_from = through.min(job.trigger_seq.saturating_sub(1));
-        events.extend(read_events(log, path, raw_from, usize::MAX).await?.events);
+        events.extend(raw);
+        Branch::keep_active(&mut events);
         // A message a dead worker left open before the trigger needs its deltas (never seen
         // in practice: an open message is the trigger's own step's).
         let state = TurnState::replay(&events, &job.turn_id);

@@ -31,6 +31,10 @@ pub struct UserMessage {
     /// them in this message's turn, which waits for each call's output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_tools: Vec<ClientTool>,
+    /// The earlier message this is a new version of (an edit or a regenerate), and what the
+    /// chat's active branch leaves out from here on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<super::Revision>,
 }
 
 /// A tool a client declares and runs: an agent's call of it is a `tool_start` marked

@@ -11,10 +11,11 @@
 //!
 //! The payloads are kept by family: a person's messages and controls and the files they name
 //! (`messages`), an agent's turns (`turns`), what an agent asks a person and the answers
-//! (`requests`), slash commands (`commands`), what agents remember of a long chat (`history`)
-//! and the feed's events (`feed`); each is one of this
+//! (`requests`), slash commands (`commands`), what agents remember of a long chat (`history`),
+//! a chat's branches (`branches`) and the feed's events (`feed`); each is one of this
 //! module's types.
 
+mod branches;
 mod commands;
 mod feed;
 mod history;
@@ -22,6 +23,7 @@ mod messages;
 mod requests;
 mod turns;
 
+pub use branches::{BranchSelected, Revision, RevisionKind};
 pub use commands::{SlashCommandFailed, SlashCommandInvoked};
 pub use feed::{AuthorType, FeedEvent};
 pub use history::{CompactReason, HistoryCompacted};
@@ -101,6 +103,8 @@ pub enum ChatEvent {
     SlashCommandFailed(SlashCommandFailed),
     /// The chat's oldest history, summarised for agents (nothing is deleted).
     HistoryCompacted(HistoryCompacted),
+    /// An earlier version of a message is on the chat's active branch again.
+    BranchSelected(BranchSelected),
 }
 
 impl ChatEvent {
@@ -113,7 +117,8 @@ impl ChatEvent {
             | Self::ApprovalSubmitted(_)
             | Self::QuestionAnswered(_)
             | Self::PlanSubmitted(_)
-            | Self::SlashCommandInvoked(_) => EventKind::Submit,
+            | Self::SlashCommandInvoked(_)
+            | Self::BranchSelected(_) => EventKind::Submit,
             Self::AgentMessage(_)
             | Self::AgentStart(_)
             | Self::MessageStart(_)
@@ -155,6 +160,7 @@ impl ChatEvent {
             Self::SlashCommandInvoked(_) => "slash_command_invoked",
             Self::SlashCommandFailed(_) => "slash_command_failed",
             Self::HistoryCompacted(_) => "history_compacted",
+            Self::BranchSelected(_) => "branch_selected",
         }
     }
 

@@ -242,6 +242,31 @@ fn every_variant_has_its_pinned_json() {
                 "tokens_after": 12, "reason": "budget" } }),
         ),
         (
+            ChatEvent::BranchSelected(BranchSelected {
+                seq: 7,
+                author: "u1".into(),
+                from_seq: 30,
+                hidden: vec![[12, 20]],
+            }),
+            json!({ "type": "branch_selected", "payload": { "seq": 7, "author": "u1", "from_seq": 30,
+                "hidden": [[12, 20]] } }),
+        ),
+        (
+            ChatEvent::UserMessageSubmitted(UserMessage {
+                content: "hi again".into(),
+                author: "u1".into(),
+                revision: Some(Revision {
+                    of: 3,
+                    kind: RevisionKind::Edit,
+                    from_seq: 2,
+                    hidden: Vec::new(),
+                }),
+                ..UserMessage::default()
+            }),
+            json!({ "type": "user_message_submitted", "payload": { "content": "hi again", "author": "u1",
+                "revision": { "of": 3, "kind": "edit", "from_seq": 2 } } }),
+        ),
+        (
             ChatEvent::system(Level::Info, "picked up again"),
             json!({ "type": "system", "payload": { "level": "info", "message": "picked up again" } }),
         ),

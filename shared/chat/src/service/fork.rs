@@ -130,6 +130,7 @@ impl ChatService {
             last_active_ms: now,
             preview: String::new(),
             pending_turn: None,
+            branch_seq: None,
         };
         session.validate()?;
         // What the fork inherits does not change: the source only grows past `at`.
@@ -173,6 +174,11 @@ impl ChatService {
         };
         if let Err(e) = self.metadata.create_session(org, &session).await {
             return Err(self.undo_fork(org, &session.id, e).await);
+        }
+        // The fork's active branch is the one its history's latest branch event set.
+        if let Some(seq) = self.branch_at(org, source, at).await? {
+            self.metadata.note_branch(org, &session.id, seq).await?;
+            session.branch_seq = Some(seq);
         }
         self.announce_created(org, &session).await?;
         self.seal_when_idle(org, &session, at + drafts.len() as u64).await;

@@ -44,6 +44,9 @@ pub struct Message {
     pub command: Option<SlashCommandInvoked>,
     /// Tools the client declares and runs, for this message's turn ([`ClientTool::check`]ed).
     pub client_tools: Vec<crate::event::ClientTool>,
+    /// The earlier message it is a new version of ([`super::Revise`]); its `hidden` is taken
+    /// again from the chat's branch once the chat is claimed.
+    pub revision: Option<crate::event::Revision>,
 }
 
 /// A message accepted: its event's seq and the turn it starts.
@@ -70,7 +73,7 @@ pub enum Posted {
 
 impl ChatService {
     /// Appends a person's message to a chat and asks for the turn it starts.
-    pub async fn post_message(&self, org: &str, session: &Session, message: Message) -> Result<Posted, Error> {
+    pub async fn post_message(&self, org: &str, session: &Session, mut message: Message) -> Result<Posted, Error> {
         let files = self.message_files(org, session, &message.files).await?;
         let open = self.metadata.open_requests(org, &session.id).await?;
         // In the global chat, a plain window onto the agent-first chat, the next message answers
@@ -129,7 +132,17 @@ impl ChatService {
         let mut claimed = None;
         if !message.queue_if_busy {
             match self.claim(org, session, &turn_id, &message).await? {
-                Claim::Claimed => claimed = Some(turn_id.clone()),
+                Claim::Claimed => {
+                    claimed = Some(turn_id.clone());
+                    // A new version's branch, read again now that no other branch event can be
+                    // written until this one is.
+                    if let Some(revision) = message.revision.as_mut()
+                        && let Err(e) = self.rebranch(org, session, revision).await
+                    {
+                        self.metadata.release_turn(org, &session.id, &turn_id).await?;
+                        return Err(e);
+                    }
+                }
                 Claim::Retry(adopted) => turn_id = adopted,
                 Claim::Busy(holder) => return Ok(Posted::Busy(holder)),
             }
@@ -323,5 +336,6 @@ pub(super) fn user_message(message: &Message, files: Vec<FileRef>, answers: Opti
         client_context: message.client_context.clone().filter(|c| !c.is_null()),
         answers,
         client_tools: message.client_tools.clone(),
+        revision: message.revision.clone(),
     }
 }

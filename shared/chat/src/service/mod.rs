@@ -19,6 +19,7 @@
 
 mod answer;
 mod attachment;
+mod branches;
 mod chat_reads;
 mod chat_record;
 mod command;
@@ -42,6 +43,7 @@ pub use answer::{Answered, Submitted};
 pub use attachment::{
     AttachmentLimits, Completion, Declared, NewUpload, Received, agent_path, current_files, file_ref, human_size,
 };
+pub use branches::{Revise, Selected};
 pub use chat_record::{ChatChange, ChatRecords, ListedChat};
 pub use command::{ActionDone, CommandRequest, Found, Invoked, Planned, Preview, Refused, Resolution};
 pub use command_checks::Failure;
@@ -230,6 +232,7 @@ impl ChatService {
             last_active_ms: now,
             preview: String::new(),
             pending_turn: None,
+            branch_seq: None,
         };
         session.validate()?;
         let json = ContentType::parse("application/json")?;
@@ -446,6 +449,7 @@ pub async fn ensure_global_session(
         last_active_ms: now_ms,
         preview: String::new(),
         pending_turn: None,
+        branch_seq: None,
     };
     match metadata.create_session(org, &session).await {
         Ok(()) => Ok(session),

@@ -150,6 +150,9 @@ impl Sessions for Records {
     async fn touch_session(&self, _: &str, _: &str, _: i64, _: &str) -> Result<(), Error> {
         unimplemented!()
     }
+    async fn note_branch(&self, _: &str, _: &str, _: u64) -> Result<(), Error> {
+        unimplemented!()
+    }
     async fn delete_session(&self, _: &str, _: &str) -> Result<(), Error> {
         unimplemented!()
     }
