@@ -228,21 +228,39 @@ test("a turn waiting on a person is resumed even after a later, enqueued turn ra
   assert.ok(reloaded.messages[1].parts.some((p) => p.state === "approval-requested"));
 });
 
-test("an edited message is refused: a chat keeps every message", async () => {
+test("regenerate() and an edited message make branches; a reload shows the active one", async () => {
   const session = await newChat();
-  const response = await fetch(`${spool.origin}/v1/ai-sdk/chat`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${spool.token}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      id: session,
-      trigger: "submit-message",
-      messageId: "u-edit",
-      messages: [{ id: "u-edit", role: "user", parts: [{ type: "text", text: "edited" }] }],
-    }),
-  });
-  assert.equal(response.status, 400);
-  assert.match((await response.json()).error.message, /new message/);
-  assert.deepEqual(await spool.events(session), []);
+  const errors = [];
+  const chat = new Chat({ id: session, transport: transport(), onError: (e) => errors.push(e) });
+  await chat.sendMessage({ text: "good morning" });
+  const [question, first] = chat.messages;
+  // regenerate(): the same question answered again, as a new turn
+  await chat.regenerate();
+  assert.deepEqual(errors, []);
+  assert.equal(chat.messages.length, 2);
+  const again = chat.messages[1];
+  assert.notEqual(again.id, first.id, "a new turn answers");
+  assert.equal(text(again), await storedAnswer(session, again.id));
+  assert.ok(text(again).includes("good morning"), text(again));
+  // An edit: the person's message sent again under its id with new text
+  await chat.sendMessage({ text: "good evening", messageId: question.id });
+  assert.deepEqual(errors, []);
+  assert.equal(chat.messages.length, 2);
+  const edited = chat.messages[1];
+  assert.ok(text(edited).includes("good evening"), text(edited));
+  // A reload reads the active branch: the edited question and its answer only
+  const said = (events) =>
+    events
+      .filter((e) => e.type === "user_message_submitted" || e.type === "message_end")
+      .map((e) => e.payload.content ?? e.turn_id);
+  assert.deepEqual(said(await spool.events(session)), ["good evening", edited.id]);
+  // Every earlier answer is still reachable through the API
+  const all = said(await spool.events(session, { branch: "all" }));
+  assert.deepEqual(all, ["good morning", first.id, "good morning", again.id, "good evening", edited.id]);
+  // Sending the edit again is a retry, not another version
+  await chat.sendMessage({ text: "good evening", messageId: question.id });
+  assert.equal(chat.messages[1].id, edited.id);
+  assert.equal(said(await spool.events(session, { branch: "all" })).length, 6);
 });
 
 test("a question is a client tool: its output is the person's answer", async () => {

@@ -65,14 +65,17 @@ export async function startSpool() {
       const key = await run("create-api-key", "other");
       return (await call("POST", "/v1/handshake", { version: "1", api_key: key.api_key })).jwt;
     },
-    /** Every event of a chat. */
-    async events(session) {
+    /** A chat's events: its active branch's, or with `branch: "all"` every one. */
+    async events(session, { branch = "active" } = {}) {
       const out = [];
-      for (;;) {
-        const page = await call("GET", `/v1/sessions/${session}/events?after=${out.length ? out.at(-1).seq : 0}`, undefined, token);
+      let after = 0;
+      for (let i = 0; i < 1000; i++) {
+        const page = await call("GET", `/v1/sessions/${session}/events?after=${after}&branch=${branch}`, undefined, token);
         out.push(...page.events);
-        if (page.up_to_date || !page.events.length) return out;
+        if (page.up_to_date || page.last_seq === after) return out;
+        after = page.last_seq;
       }
+      throw new Error(`${session}'s events did not end`);
     },
     async stop() {
       child.kill("SIGTERM");

@@ -171,15 +171,19 @@ pub(crate) async fn edits_and_regenerates_branch_the_chat<H: Harness>(harness: &
         ["A", "ANSWER 1", "B", "ANSWER 2", "B", "ANSWER 3"]
     );
 
-    // Edit the first message: the chat starts over from it
+    // Edit the first message: the chat starts over from it; the edit's retry is the same edit
     let first = seq_of(api, &chat, "A").await;
-    revise(
-        api,
-        &chat,
-        &format!("messages/{first}/edit"),
-        json!({ "content": "A2" }),
-    )
-    .await;
+    let route = format!("/v1/sessions/{chat}/messages/{first}/edit");
+    let body = json!({ "content": "A2", "client_message_id": "edit-1" });
+    let (status, accepted) = api.call(Method::POST, &route, Some(body.clone())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    until(api, &chat, accepted["turn_id"].as_str().unwrap(), "agent_end").await;
+    let (status, retried) = api.call(Method::POST, &route, Some(body)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{retried}");
+    assert_eq!(
+        (&retried["seq"], &retried["turn_id"], &retried["duplicate"]),
+        (&accepted["seq"], &accepted["turn_id"], &json!(true))
+    );
     assert_eq!(last_sent(&model), ["A2"]);
     assert_eq!(said(api, &chat, "active").await, ["A2", "ANSWER 4"]);
 

@@ -77,25 +77,12 @@ pub(crate) async fn edit(
     PathOf((id, seq)): PathOf<(Id, u64)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if edit.content.trim().is_empty() {
-        return Err(ApiError::bad_request("`content` is blank; send the message's new text"));
-    }
-    if edit.content.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "`content` is longer than {MAX_MESSAGE_CHARS} characters"
-        )));
-    }
-    if let Some(cmid) = &edit.client_message_id {
-        check_client_message_id(cmid)?;
-    }
-    let session = api.session_of(&caller, &id).await?;
     let revise = Revise::Edit {
         seq,
         content: edit.content,
         client_message_id: edit.client_message_id,
     };
-    let posted = api.chats.revise(caller.org(), &session, revise, &caller.0.sub).await?;
-    accepted_or_busy(posted)
+    api.revise(&caller, &id, revise).await
 }
 
 /// `POST /v1/sessions/{id}/regenerate`.
@@ -115,16 +102,11 @@ pub(crate) async fn regenerate(
     // No body at all is `{}`; a body that says it is something is read as JSON.
     let bare = body.is_empty() && !headers.contains_key(axum::http::header::CONTENT_TYPE);
     let request: Regenerate = if bare { Regenerate::default() } else { json_body(&body)? };
-    if let Some(cmid) = &request.client_message_id {
-        check_client_message_id(cmid)?;
-    }
-    let session = api.session_of(&caller, &id).await?;
     let revise = Revise::Regenerate {
         seq: request.seq,
         client_message_id: request.client_message_id,
     };
-    let posted = api.chats.revise(caller.org(), &session, revise, &caller.0.sub).await?;
-    accepted_or_busy(posted)
+    api.revise(&caller, &id, revise).await
 }
 
 /// `POST /v1/sessions/{id}/messages/{seq}/select`.
@@ -157,9 +139,40 @@ pub(crate) async fn select(
     }
 }
 
-fn accepted_or_busy(posted: spool_chat::service::Posted) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
-    match posted {
-        spool_chat::service::Posted::Busy(holder) => Err(busy(holder, WAIT)),
-        posted => accepted(posted),
+impl ChatApi {
+    /// A new version of a person's message in the caller's session `session_id`: its text
+    /// and client id checked as a message's are, then the chat service's rules.
+    pub(crate) async fn revise(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        revise: Revise,
+    ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
+        let client_message_id = match &revise {
+            Revise::Edit {
+                content,
+                client_message_id,
+                ..
+            } => {
+                if content.trim().is_empty() {
+                    return Err(ApiError::bad_request("`content` is blank; send the message's new text"));
+                }
+                if content.chars().count() > MAX_MESSAGE_CHARS {
+                    return Err(ApiError::BadRequest(format!(
+                        "`content` is longer than {MAX_MESSAGE_CHARS} characters"
+                    )));
+                }
+                client_message_id
+            }
+            Revise::Regenerate { client_message_id, .. } => client_message_id,
+        };
+        if let Some(cmid) = client_message_id {
+            check_client_message_id(cmid)?;
+        }
+        let session = self.session_of(caller, session_id).await?;
+        match self.chats.revise(caller.org(), &session, revise, &caller.0.sub).await? {
+            spool_chat::service::Posted::Busy(holder) => Err(busy(holder, WAIT)),
+            posted => accepted(posted),
+        }
     }
 }

@@ -12,7 +12,7 @@ use axum::Json;
 use serde_json::Value;
 use spool_edge::{
     ApiError,
-    writes::{Answer, ChatWrites, Credentials, NewMessage, Posted, Written},
+    writes::{Answer, ChatWrites, Credentials, NewMessage, Posted, Revise, Written, revise_route_and_body},
 };
 
 use crate::{ChatApi, MAX_BODY_BYTES, messages};
@@ -61,6 +61,21 @@ impl ChatWrites for InProcess {
             Ok(Posted {
                 seq: submitted.seq,
                 turn_id: submitted.turn_id,
+            })
+        })
+    }
+
+    fn revise(&self, credentials: Credentials, session: &str, revise: Revise) -> Written<Posted> {
+        let api = self.0.clone();
+        let session = session.to_owned();
+        Box::pin(async move {
+            let authorization = credentials.authorization.as_ref().and_then(|v| v.to_str().ok());
+            let caller = api.admit(authorization, &credentials.extensions, true).await?;
+            within(&revise_route_and_body(&revise).1, messages::MAX_MESSAGE_BODY_BYTES)?;
+            let (_, Json(accepted)) = api.revise(&caller, &session, revise).await?;
+            Ok(Posted {
+                seq: accepted.seq,
+                turn_id: accepted.turn_id,
             })
         })
     }

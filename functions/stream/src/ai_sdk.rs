@@ -34,7 +34,10 @@ use crate::{
     turn_stream::{self, Translate},
     writes::{self, Ask},
 };
-use spool_chat::event::{Decision, PlanAction};
+use spool_chat::{
+    event::{ChatEvent, Decision, PlanAction},
+    session::Event,
+};
 use spool_edge::{
     ApiError,
     writes::{Answer, NewMessage},
@@ -106,23 +109,44 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
     let (parts, chat): (_, ChatRequest) =
         turn_stream::read_post(&api, request, "the AI SDK transport's request").await?;
     let path = turn_stream::authorize(&api, &parts, Some(&chat.id)).await?;
-    if chat.trigger.as_deref() == Some("regenerate-message") {
-        return Err(ApiError::bad_request(
-            "a Spool chat keeps every answer: send the message again instead of regenerating one",
-        ));
-    }
-    // An edit resends a person's message under its id (a continuation after an answer names
-    // the assistant's message instead).
-    let edited = chat
-        .messages
-        .last()
-        .is_some_and(|m| m.role == "user" && chat.message_id.as_deref() == Some(m.id.as_str()));
-    if edited {
-        return Err(ApiError::bad_request(
-            "a Spool chat keeps every message: send the edited text as a new message",
-        ));
-    }
-    let ask = ask(&chat)?;
+    let ask = if chat.trigger.as_deref() == Some("regenerate-message") {
+        // The messages end with the person's message whose answer is made again (its latest
+        // version); without one the chat's last message's is.
+        let last_user = chat.messages.iter().rev().find(|m| m.role == "user");
+        let cmid = last_user.map(|m| turn_stream::client_message_id("ai-sdk", &m.id));
+        let found = match &cmid {
+            Some(cmid) => writes::version_of(&api, &path, cmid).await?.map(|e| e.seq),
+            None => None,
+        };
+        writes::regenerate(found.zip(cmid.as_deref()))
+    } else {
+        let ask = ask(&chat)?;
+        // An edit resends a person's message under its id with new text (a continuation after
+        // an answer names the assistant's message instead); the same text is a retry.
+        let edited = chat
+            .messages
+            .last()
+            .is_some_and(|m| m.role == "user" && chat.message_id.as_deref() == Some(m.id.as_str()));
+        match ask {
+            Ask::Message(message) if edited => match writes::version_of(&api, &path, &message.client_message_id).await?
+            {
+                // The first version, sent again as it was: a retry of it.
+                Some(Event {
+                    event: ChatEvent::UserMessageSubmitted(before),
+                    client_message_id,
+                    ..
+                }) if before.content == message.content
+                    && client_message_id.as_deref() == Some(message.client_message_id.as_str()) =>
+                {
+                    Ask::Message(message)
+                }
+                // New text, or an edit's again (its client id makes it a retry).
+                Some(latest) => writes::edit(latest.seq, &message.client_message_id, message.content),
+                None => Ask::Message(message),
+            },
+            ask => ask,
+        }
+    };
     let answering = matches!(ask, Ask::Answer { .. });
     match writes::post(&api, &parts, &chat.id, &path, ask).await? {
         (Some(turn), mut after) => {

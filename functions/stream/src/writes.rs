@@ -12,10 +12,10 @@ use std::time::Duration;
 use crate::wire::ui_message;
 use axum::http::{HeaderValue, StatusCode, header, request::Parts};
 use serde_json::Value;
-use spool_chat::session::Event;
+use spool_chat::{event::ChatEvent, session::Event};
 use spool_edge::{
     ApiError,
-    writes::{Answer, ChatWrites, Credentials, NewMessage, Posted, Written},
+    writes::{Answer, ChatWrites, Credentials, NewMessage, Posted, Revise, Written, revise_route_and_body},
 };
 use spool_log::stream::StreamPath;
 
@@ -28,6 +28,8 @@ use crate::{StreamApi, turn_stream::request_event};
 pub(crate) enum Ask {
     /// Post a person's message.
     Message(NewMessage),
+    /// Make a new version of a person's message (an edit, a regenerate).
+    Revise(Revise),
     /// Answer what the turn waits on, then continue its stream.
     Answer {
         /// The answer.
@@ -58,6 +60,10 @@ pub(crate) async fn post(
             let posted = writes.post_message(credentials, session, message).await?;
             Ok((posted.turn_id, posted.seq.saturating_sub(1)))
         }
+        Ask::Revise(revise) => {
+            let posted = writes.revise(credentials, session, revise).await?;
+            Ok((posted.turn_id, posted.seq.saturating_sub(1)))
+        }
         Ask::Answer { answer, asked } => {
             let call_id = answer.call_id().to_owned();
             let asked = match asked {
@@ -80,6 +86,47 @@ pub(crate) async fn post(
             Ok((asked.turn_id, asked.seq))
         }
     }
+}
+
+/// The latest version of the person's message a front end posted under the client id `cmid`
+/// (its first version has that id; later ones have it as a prefix: [`edit`], [`regenerate`]).
+pub(crate) async fn version_of(api: &StreamApi, path: &StreamPath, cmid: &str) -> Result<Option<Event>, ApiError> {
+    let prefix = format!("{cmid}:");
+    Ok(find_back(api.log.as_ref(), path, |e| {
+        matches!(e.event, ChatEvent::UserMessageSubmitted(_))
+            && e.client_message_id
+                .as_deref()
+                .is_some_and(|c| c == cmid || c.starts_with(&prefix))
+    })
+    .await?)
+}
+
+/// An edit of the message at `seq`, which a front end knows by `cmid`, to `content`: its own
+/// client id names the message and the text, so the front end's retry is the same edit.
+pub(crate) fn edit(seq: u64, cmid: &str, content: String) -> Ask {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(content.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ask::Revise(Revise::Edit {
+        seq,
+        content,
+        client_message_id: Some(format!("{cmid}:e{hex}")),
+    })
+}
+
+/// The answer to the message a front end knows by `cmid` (found at `seq`), made again; none: the
+/// chat's last message's.
+pub(crate) fn regenerate(found: Option<(u64, &str)>) -> Ask {
+    Ask::Revise(match found {
+        Some((seq, cmid)) => Revise::Regenerate {
+            seq: Some(seq),
+            client_message_id: Some(format!("{cmid}:{}", spool_chat::workspace::new_id("r"))),
+        },
+        None => Revise::Regenerate {
+            seq: None,
+            client_message_id: None,
+        },
+    })
 }
 
 /// The chat API at a URL (AWS: the API function, which this read-only function reaches over
@@ -156,6 +203,11 @@ impl ChatWrites for Remote {
 
     fn answer(&self, credentials: Credentials, session: &str, answer: Answer) -> Written<Posted> {
         let (route, body) = answer.route_and_body();
+        self.send(credentials, &format!("/v1/sessions/{session}/{route}"), &body)
+    }
+
+    fn revise(&self, credentials: Credentials, session: &str, revise: Revise) -> Written<Posted> {
+        let (route, body) = revise_route_and_body(&revise);
         self.send(credentials, &format!("/v1/sessions/{session}/{route}"), &body)
     }
 }

@@ -12,6 +12,7 @@ use std::{future::Future, pin::Pin};
 use axum::http::{Extensions, HeaderValue};
 use serde_json::{Value, json};
 use spool_chat::event::{Decision, PlanAction};
+pub use spool_chat::service::Revise;
 
 use crate::ApiError;
 
@@ -136,6 +137,24 @@ impl Answer {
     }
 }
 
+/// A new version's route under `/v1/sessions/{id}/`, and its body there.
+pub fn revise_route_and_body(revise: &Revise) -> (String, Value) {
+    match revise {
+        Revise::Edit {
+            seq,
+            content,
+            client_message_id,
+        } => (
+            format!("messages/{seq}/edit"),
+            json!({ "content": content, "client_message_id": client_message_id }),
+        ),
+        Revise::Regenerate { seq, client_message_id } => (
+            "regenerate".to_owned(),
+            json!({ "seq": seq, "client_message_id": client_message_id }),
+        ),
+    }
+}
+
 /// A write done: its event's `seq`, and the turn it starts or resumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Posted {
@@ -151,4 +170,7 @@ pub trait ChatWrites: Send + Sync {
     fn post_message(&self, credentials: Credentials, session: &str, message: NewMessage) -> Written<Posted>;
     /// Gives `answer` in the chat `session` as the caller of `credentials`.
     fn answer(&self, credentials: Credentials, session: &str, answer: Answer) -> Written<Posted>;
+    /// Makes a new version of a person's message (an edit, a regenerate) in the chat `session`
+    /// as the caller of `credentials`.
+    fn revise(&self, credentials: Credentials, session: &str, revise: Revise) -> Written<Posted>;
 }

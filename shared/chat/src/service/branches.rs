@@ -19,7 +19,7 @@ use crate::{
 use spool_log::{clock::rfc3339_ms, error::Error};
 
 /// What to make a new version of, and how.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Revise {
     /// The message at `seq`, with new text (its files and client data kept).
     Edit {
@@ -88,6 +88,11 @@ impl ChatService {
     /// Appends a new version of a person's message, by `author`, and asks for its turn.
     pub async fn revise(&self, org: &str, session: &Session, revise: Revise, author: &str) -> Result<Posted, Error> {
         let path = Session::stream(org, &session.id)?;
+        let cmid = match &revise {
+            Revise::Edit { client_message_id, .. } | Revise::Regenerate { client_message_id, .. } => {
+                client_message_id.clone()
+            }
+        };
         let branch = self.branch_now(org, session).await?;
         let (target, kind) = match &revise {
             Revise::Edit { seq, .. } => (Some(*seq), RevisionKind::Edit),
@@ -120,6 +125,11 @@ impl ChatService {
             ));
         };
         if !branch.shows(original.seq) {
+            // A retry of a new version finds the message it revised left behind by that version.
+            if let Some(first) = self.retried(org, session, cmid.as_deref()).await? {
+                self.metadata.note_branch(org, &session.id, first.seq).await?;
+                return Ok(Posted::Accepted(first));
+            }
             return Err(Error::invalid(
                 "seq",
                 format!(
@@ -251,13 +261,32 @@ fn revisable(event: &ChatEvent) -> Option<&UserMessage> {
 }
 
 impl ChatService {
+    /// The first attempt of the new version sent with `cmid`, if there was one (read back
+    /// through the chat: only when a revision would be refused).
+    async fn retried(&self, org: &str, session: &Session, cmid: Option<&str>) -> Result<Option<Accepted>, Error> {
+        let Some(cmid) = cmid else {
+            return Ok(None);
+        };
+        let path = Session::stream(org, &session.id)?;
+        let first = crate::current_turn::find_back(self.log.as_ref(), &path, |e| {
+            e.client_message_id.as_deref() == Some(cmid) && matches!(e.event, ChatEvent::UserMessageSubmitted(_))
+        })
+        .await?;
+        match first {
+            Some(first) => Ok(Some(self.first_attempt(org, session, &path, first.seq).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// Takes `revision`'s `hidden` from the chat's branch as its record says now, and checks
-    /// the message it revises is still on it.
+    /// the message it revises is still on it (unless this is a retry of a version sent with
+    /// `cmid`).
     pub(super) async fn rebranch(
         &self,
         org: &str,
         session: &Session,
         revision: &mut crate::event::Revision,
+        cmid: Option<&str>,
     ) -> Result<(), Error> {
         let fresh = self
             .metadata
@@ -268,6 +297,10 @@ impl ChatService {
             })?;
         let branch = self.branch_now(org, &fresh).await?;
         if !branch.shows(revision.of) {
+            // A retry of this very version: its append finds the first attempt's.
+            if self.retried(org, session, cmid).await?.is_some() {
+                return Ok(());
+            }
             return Err(Error::invalid(
                 "seq",
                 format!(

@@ -136,8 +136,9 @@ impl ChatService {
                     claimed = Some(turn_id.clone());
                     // A new version's branch, read again now that no other branch event can be
                     // written until this one is.
+                    let cmid = message.client_message_id.clone();
                     if let Some(revision) = message.revision.as_mut()
-                        && let Err(e) = self.rebranch(org, session, revision).await
+                        && let Err(e) = self.rebranch(org, session, revision, cmid.as_deref()).await
                     {
                         self.metadata.release_turn(org, &session.id, &turn_id).await?;
                         return Err(e);
@@ -248,17 +249,26 @@ impl ChatService {
 
     /// Whether the chat's recent events hold a message sent with `client_message_id`.
     async fn sent_before(&self, org: &str, session: &Session, client_message_id: Option<&str>) -> Result<bool, Error> {
-        let Some(cmid) = client_message_id else {
-            return Ok(false);
-        };
+        match client_message_id {
+            Some(cmid) => Ok(self.sent_at(org, session, cmid).await?.is_some()),
+            None => Ok(false),
+        }
+    }
+
+    /// The seq of the message sent with `cmid`, if the chat's recent events hold it.
+    pub(super) async fn sent_at(&self, org: &str, session: &Session, cmid: &str) -> Result<Option<u64>, Error> {
         let path = Session::stream(org, &session.id)?;
         let tail = self.log.metadata(&path).await?.tail.seq();
         let window = super::command_retry::RETRY_WINDOW;
         let page =
             crate::session::read_events(self.log.as_ref(), &path, tail.saturating_sub(window), window as usize).await?;
-        Ok(page.events.iter().any(|e| {
-            e.client_message_id.as_deref() == Some(cmid) && matches!(e.event, ChatEvent::UserMessageSubmitted(_))
-        }))
+        Ok(page
+            .events
+            .iter()
+            .find(|e| {
+                e.client_message_id.as_deref() == Some(cmid) && matches!(e.event, ChatEvent::UserMessageSubmitted(_))
+            })
+            .map(|e| e.seq))
     }
 
     /// What the first attempt of a retried message, appended at `seq`, was answered: its seq,
