@@ -316,6 +316,15 @@ export class Client {
   /** A new chat whose history is this one's up to and including event `at_seq` (its last when absent). */
   forkSession = (id: string, at_seq?: number) =>
     this.call(this.spool.api.POST("/v1/sessions/{id}/fork", { params: { path: { id } }, body: at_seq === undefined ? {} : { at_seq } }));
+  /** A new version of the person's message at `seq`, with new text; its turn answers it. */
+  editMessage = (id: string, seq: number, content: string) =>
+    this.call(this.spool.api.POST("/v1/sessions/{id}/messages/{seq}/edit", { params: { path: { id, seq } }, body: { content } }));
+  /** The answer to the person's message at `seq` made again (a new version of the message). */
+  regenerate = (id: string, seq: number) =>
+    this.call(this.spool.api.POST("/v1/sessions/{id}/regenerate", { params: { path: { id } }, body: { seq } }));
+  /** The person's message at `seq` (an earlier version) back on the chat's active branch. */
+  selectVersion = (id: string, seq: number) =>
+    this.call(this.spool.api.POST("/v1/sessions/{id}/messages/{seq}/select", { params: { path: { id, seq } } }));
   deleteSession = (id: string) => this.call(this.spool.api.DELETE("/v1/sessions/{id}", { params: { path: { id } } }));
   sendMessage = (
     id: string,

@@ -18,7 +18,9 @@ import { Markdown } from "./cards";
 import { CaptureDecision, SaveToNotes } from "./notes";
 import { TurnNotice } from "./turn-notice";
 import { NoRunnerNote, useCliChoice } from "./runners";
-import { apply, EMPTY, type Item, type Timeline } from "./timeline";
+import { apply, EMPTY, type Item, shown, type Timeline } from "./timeline";
+import { Compacted } from "./compacted";
+import { type Versioning, VersionControls, versioning } from "./versions";
 import { type Notify, Toasts } from "./toasts";
 import { ChatUsageDetails } from "./usage";
 
@@ -340,16 +342,20 @@ function TimelineView(props: {
     const el = list.current;
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [timeline]);
-  const streaming = timeline.items.some((i) => i.kind === "agent" && i.state === "streaming");
+  // The chat's active branch; its earlier versions are a switch away (`./versions`).
+  const items = useMemo(() => shown(timeline), [timeline.items, timeline.hidden]);
+  const idle = timeline.pendingTurn === null;
+  const versions = useMemo(() => versioning(timeline.items, items, idle), [timeline.items, items, idle]);
+  const streaming = items.some((i) => i.kind === "agent" && i.state === "streaming");
   // The tools each message's agent called just before it (so "Result: {…}" reads as what it was).
   const toolsBefore = useMemo(() => {
     let tools: string[] = [];
-    return timeline.items.map((item) => {
+    return items.map((item) => {
       if (item.kind === "agent" && item.actions.length > 0) tools = [...tools, ...item.actions.map((a) => a.tool)].slice(-8);
       return tools;
     });
-  }, [timeline.items]);
-  const files = useMemo(() => ({ onMessages: filesOnMessages(timeline.items, held), replaced: replacements(timeline.items) }), [timeline.items, held]);
+  }, [items]);
+  const files = useMemo(() => ({ onMessages: filesOnMessages(items, held), replaced: replacements(items) }), [items, held]);
   // A live list (not role="log", which would take its items' list semantics away).
   return (
     <ol
@@ -363,11 +369,12 @@ function TimelineView(props: {
         pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
       }}
     >
-      {timeline.items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}
-      {timeline.items.map((item, i) => (
+      {items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}
+      {items.map((item, i) => (
         <ItemView
           key={item.key}
           item={item}
+          versioning={versions.get(item.key)}
           client={client}
           sessionId={sessionId}
           workspaceId={workspaceId}
@@ -397,8 +404,10 @@ function ItemView(props: {
   now: number;
   tools?: string[];
   files: FilesShown;
+  versioning?: Versioning;
 }) {
   const { item, client, sessionId, workspaceId, notify, now, tools, files } = props;
+  const versionControls = <VersionControls client={client} sessionId={sessionId} item={item} versioning={props.versioning} notify={notify} />;
   switch (item.kind) {
     case "user":
       return (
@@ -406,6 +415,7 @@ function ItemView(props: {
           <div class="bubble">{item.text}</div>
           {item.files && <MessageFiles files={item.files} replaced={files.replaced} client={client} sessionId={sessionId} notify={notify} />}
           <time dateTime={item.ts}>{relative(item.ts, now)}</time>
+          {versionControls}
         </li>
       );
     case "file":
@@ -421,6 +431,7 @@ function ItemView(props: {
           {item.state === "aborted" && <span class="badge warn">stopped</span>}
           {item.state === "interrupted" && <span class="badge warn">interrupted</span>}
           {item.state === "done" && <SaveToNotes text={item.text} sessionId={sessionId} notify={notify} />}
+          {versionControls}
           {workspaceId && item.state !== "streaming" && item.forkSeq !== undefined && (
             <ForkFromHere client={client} sessionId={sessionId} workspaceId={workspaceId} atSeq={item.forkSeq} notify={notify} />
           )}
@@ -454,20 +465,7 @@ function ItemView(props: {
         </>
       );
     case "compacted":
-      return (
-        <li class="compacted" aria-label="History compacted">
-          <details>
-            <summary>
-              {item.reason === "command" ? "History compacted on request" : "Earlier messages summarised for the agent"}
-            </summary>
-            <p class="compacted-note">
-              The agent now sees this summary instead of the messages before it; they stay in the chat.
-              {item.by === "extract" ? " Spool wrote it from the messages' first lines." : ` Written by ${item.by}.`}
-            </p>
-            <Markdown class="compacted-summary" text={item.summary} />
-          </details>
-        </li>
-      );
+      return <Compacted item={item} />;
     case "command_failed":
       return (
         <li class="system error command-failed" role="alert">

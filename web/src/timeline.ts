@@ -3,6 +3,7 @@
 // The state is plain JSON, so it can be cached and a reload resumes after `lastSeq`.
 
 import type { ChatEvent, FileRef } from "./api";
+import { type Ranges, setBy, shows } from "./branches";
 
 export interface Action {
   id: string;
@@ -14,8 +15,17 @@ export interface Action {
   result?: unknown;
 }
 
-export type Item =
-  | { kind: "user"; key: string; text: string; ts: string; files?: FileRef[] }
+/** What the timeline shows: each item knows the seq of the event that made it (`seq`). */
+export type Item = (
+  | {
+      kind: "user";
+      key: string;
+      text: string;
+      ts: string;
+      files?: FileRef[];
+      /** The earlier message this is a new version of (an edit, a regenerate). */
+      versionOf?: number;
+    }
   | { kind: "file"; key: string; file: FileRef; replaces?: string; ts: string }
   | {
       kind: "agent";
@@ -51,7 +61,8 @@ export type Item =
       decision?: string;
     }
   | { kind: "question"; key: string; id: string; question: string; answer?: string; author?: string }
-  | { kind: "plan"; key: string; id: string; plan: string; action?: string; feedback?: string };
+  | { kind: "plan"; key: string; id: string; plan: string; action?: string; feedback?: string }
+) & { seq?: number };
 
 export interface Timeline {
   /** Items oldest first. */
@@ -69,6 +80,8 @@ export interface Timeline {
   awaiting?: number | null;
   /** The agent answering now (from `agent_start`). */
   agentName: string;
+  /** What the chat's active branch leaves out (`./branches`); absent until it branches. */
+  hidden?: Ranges;
 }
 
 export const EMPTY: Timeline = { items: [], lastSeq: 0, pendingTurn: null, agentName: "Agent" };
@@ -95,9 +108,10 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
   // Index of each item by key, so updates find their item without a scan.
   const index = new Map<string, number>();
   t.items.forEach((item, i) => index.set(item.key, i));
+  let at = 0;
   const push = (item: Item) => {
     index.set(item.key, t.items.length);
-    t.items.push(item);
+    t.items.push({ ...item, seq: at });
   };
   const update = <K extends Item["kind"]>(key: string, kind: K, f: (item: Extract<Item, { kind: K }>) => Item) => {
     const i = index.get(key);
@@ -132,7 +146,11 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
     // Read field by field (the `text` and `files` helpers check each), whatever the type.
     const p: Record<string, unknown> = e.payload ?? {};
     const msgKey = `m:${text(p.message_id)}`;
+    at = e.seq;
     switch (e.type) {
+      case "branch_selected":
+        t.hidden = setBy(e.seq, p) ?? t.hidden;
+        break;
       case "slash_command_invoked":
         push({
           kind: "command",
@@ -165,6 +183,7 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         push({ kind: "command_failed", key: `cf:${e.seq}`, invokedAs: text(p.invoked_as), reason: text(p.reason), ts: e.ts });
         break;
       case "user_message_submitted":
+        if (p.revision) t.hidden = setBy(e.seq, p.revision) ?? t.hidden;
         // A prompt command's rendered prompt (the event after it, in its turn): the command
         // item stands for it.
         if (
@@ -186,8 +205,17 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
         if (typeof p.answers === "string" && index.has(`q:${p.answers}`)) {
           update(`q:${p.answers}`, "question", (q) => ({ ...q, answer: text(p.content) }));
           if (files(p.files).length > 0) push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, files: files(p.files) });
-        } else
-          push({ kind: "user", key: `u:${e.seq}`, text: text(p.content), ts: e.ts, ...(files(p.files).length > 0 ? { files: files(p.files) } : {}) });
+        } else {
+          const versionOf = (p.revision as { of?: unknown } | undefined)?.of;
+          push({
+            kind: "user",
+            key: `u:${e.seq}`,
+            text: text(p.content),
+            ts: e.ts,
+            ...(files(p.files).length > 0 ? { files: files(p.files) } : {}),
+            ...(typeof versionOf === "number" ? { versionOf } : {}),
+          });
+        }
         if (e.turn_id) {
           t.pendingTurn = e.turn_id;
           t.awaiting = e.seq;
@@ -323,9 +351,12 @@ export function apply(timeline: Timeline, events: ChatEvent[]): Timeline {
   return t;
 }
 
+/** The items on the chat's active branch. */
+export const shown = (t: Timeline): Item[] => (t.hidden ? t.items.filter((i) => shows(t.hidden, i.seq)) : t.items);
+
 /** The requests still waiting on a person. */
 export const open = (t: Timeline): Item[] =>
-  t.items.filter(
+  shown(t).filter(
     (i) =>
       (i.kind === "approval" && !i.decision) || (i.kind === "question" && i.answer === undefined) || (i.kind === "plan" && !i.action),
   );

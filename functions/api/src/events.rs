@@ -36,6 +36,7 @@ pub(crate) struct EventsQuery {
     /// message's earlier versions and what followed them are left out, so a page may hold
     /// fewer than `limit`); `all`: every event.
     #[serde(default)]
+    #[param(inline)]
     branch: Option<BranchFilter>,
 }
 
