@@ -400,7 +400,50 @@ pub(crate) async fn bad_revisions_are_refused_and_change_nothing<H: Harness>(har
     );
 }
 
+/// A new version whose request died after its append (before the chat's record heard of it,
+/// and before its turn was queued): once its turn runs, the record knows the branch, and
+/// `GET …/events` shows it.
+pub(crate) async fn a_versions_turn_tells_the_record_of_its_branch<H: Harness>(harness: &H) {
+    let (stack, model, chat) = chat_with_model(harness).await;
+    let api = &stack.api;
+    let turn = send(api, &chat, "A").await;
+    until(api, &chat, &turn, "agent_end").await;
+    let first = seq_of(api, &chat, "A").await;
+    // The edit as the service would write it, then nothing more (the request died).
+    let org = crate::support::org_of(api);
+    let path = spool_chat::session::Session::stream(&org, &chat).unwrap();
+    let revision = json!({ "of": first, "kind": "edit", "from_seq": first });
+    let edit = spool_tests::draft(
+        "user_message_submitted",
+        json!({ "content": "A2", "author": "p", "revision": revision }),
+        Some("t_orphan"),
+    );
+    let appended = spool_chat::session::append_events(
+        stack.log.as_ref(),
+        &path,
+        &chat,
+        &[edit],
+        None,
+        "2026-12-07T00:00:00Z",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        said(api, &chat, "active").await,
+        ["A", "ANSWER 1", "A2"],
+        "the record has not heard of it"
+    );
+    // Its turn runs (as the claim's reconciliation queues it)
+    let job = spool_chat::turns::TurnJob::new(&org, &chat, "t_orphan", appended.first);
+    stack.turns.enqueue(&job).await.unwrap();
+    until(api, &chat, "t_orphan", "agent_end").await;
+    assert_eq!(last_sent(&model), ["A2"]);
+    assert_eq!(said(api, &chat, "active").await, ["A2", "ANSWER 2"]);
+}
+
 on_both_backends!(
     branches: edits_and_regenerates_branch_the_chat,
     bad_revisions_are_refused_and_change_nothing,
+    a_versions_turn_tells_the_record_of_its_branch,
 );

@@ -52,6 +52,13 @@ impl Engine {
                 return Ok(events);
             }
         };
+        // A new version's turn tells the chat's record of its branch, in case the request that
+        // appended it died before it could (the record only ever moves forward).
+        if let Some(trigger) = raw.iter().find(|e| e.seq == job.trigger_seq)
+            && Branch::set_by(trigger).is_some()
+        {
+            self.metadata.note_branch(org, id, trigger.seq).await?;
+        }
         events.extend(raw);
         Branch::keep_active(&mut events);
         // A message a dead worker left open before the trigger needs its deltas (never seen
