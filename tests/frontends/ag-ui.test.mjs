@@ -188,6 +188,29 @@ test("a dropped run resumes after the last seq the client has, with nothing lost
   assert.equal(past.status, 400);
 });
 
+test("a message resent under its id with new text is a new version; the same text is a retry", async () => {
+  const session = await newChat();
+  const agent = agentFor(session);
+  agent.addMessage({ id: "u-edit", role: "user", content: "hello there" });
+  const first = await run(agent, { runId: "run-a" });
+  const firstTurn = first[0].metadata.spool.turn_id;
+  // The person edits their message: the front end sends it again under its id
+  agent.setMessages([{ id: "u-edit", role: "user", content: "good evening" }]);
+  const edited = await run(agent, { runId: "run-b" });
+  const editedTurn = edited[0].metadata.spool.turn_id;
+  assert.notEqual(editedTurn, firstTurn);
+  assert.ok(content(edited).includes("good evening"), content(edited));
+  // The chat's active branch holds the new version only; every event is kept
+  const said = (events) => events.filter((e) => e.type === "user_message_submitted").map((e) => e.payload.content);
+  assert.deepEqual(said(await spool.events(session)), ["good evening"]);
+  assert.deepEqual(said(await spool.events(session, { branch: "all" })), ["hello there", "good evening"]);
+  // Sent again as it is now: the same run again, no third version
+  agent.setMessages([{ id: "u-edit", role: "user", content: "good evening" }]);
+  const again = await run(agent, { runId: "run-c" });
+  assert.equal(again[0].metadata.spool.turn_id, editedTurn);
+  assert.equal(said(await spool.events(session, { branch: "all" })).length, 2);
+});
+
 test("another organization cannot run or resume a chat", async () => {
   const session = await newChat();
   const other = await spool.otherToken();

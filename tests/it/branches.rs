@@ -82,18 +82,17 @@ fn last_sent(model: &Model) -> Vec<String> {
         .collect()
 }
 
+/// The chat's events on `branch` (`active` or `all`).
+async fn events(api: &Api, chat: &str, branch: &str) -> Vec<Value> {
+    let path = format!("/v1/sessions/{chat}/events?after=0&limit=1000&branch={branch}");
+    let page = api.ok(Method::GET, &path, None).await;
+    page["events"].as_array().unwrap().clone()
+}
+
 /// The chat's people's messages and answers, in order, on `branch` (`active` or `all`).
 async fn said(api: &Api, chat: &str, branch: &str) -> Vec<String> {
-    let page = api
-        .ok(
-            Method::GET,
-            &format!("/v1/sessions/{chat}/events?after=0&limit=1000&branch={branch}"),
-            None,
-        )
-        .await;
-    page["events"]
-        .as_array()
-        .unwrap()
+    events(api, chat, branch)
+        .await
         .iter()
         .filter_map(|e| match e["type"].as_str() {
             Some("user_message_submitted") => e["payload"]["content"].as_str().map(str::to_owned),
@@ -103,23 +102,20 @@ async fn said(api: &Api, chat: &str, branch: &str) -> Vec<String> {
         .collect()
 }
 
+/// The seq of the person's message `text`: its first version of that text, or its latest.
+async fn seq_of_message(api: &Api, chat: &str, text: &str, latest: bool) -> u64 {
+    let all = events(api, chat, "all").await;
+    let mut found = all
+        .iter()
+        .filter(|e| e["type"] == "user_message_submitted" && e["payload"]["content"] == text)
+        .filter_map(|e| e["seq"].as_u64());
+    let seq = if latest { found.next_back() } else { found.next() };
+    seq.unwrap_or_else(|| panic!("no message {text:?}"))
+}
+
 /// The seq of the person's message `text` (its latest version of that text).
 async fn seq_of(api: &Api, chat: &str, text: &str) -> u64 {
-    let page = api
-        .ok(
-            Method::GET,
-            &format!("/v1/sessions/{chat}/events?after=0&limit=1000&branch=all"),
-            None,
-        )
-        .await;
-    page["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|e| e["type"] == "user_message_submitted" && e["payload"]["content"] == text)
-        .and_then(|e| e["seq"].as_u64())
-        .unwrap_or_else(|| panic!("no message {text:?}"))
+    seq_of_message(api, chat, text, true).await
 }
 
 /// Posts a revision; answers its turn once it ended.
@@ -195,22 +191,7 @@ pub(crate) async fn edits_and_regenerates_branch_the_chat<H: Harness>(harness: &
     assert_eq!(again, json!({ "changed": false }));
 
     // Back to the first answer to B, then a new message follows it
-    let original_b = {
-        let page = api
-            .ok(
-                Method::GET,
-                &format!("/v1/sessions/{chat}/events?after=0&limit=1000&branch=all"),
-                None,
-            )
-            .await;
-        page["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["type"] == "user_message_submitted" && e["payload"]["content"] == "B")
-            .and_then(|e| e["seq"].as_u64())
-            .unwrap()
-    };
+    let original_b = seq_of_message(api, &chat, "B", false).await;
     select(api, &chat, original_b).await;
     assert_eq!(said(api, &chat, "active").await, ["A", "ANSWER 1", "B", "ANSWER 2"]);
     let turn = send(api, &chat, "C").await;

@@ -246,6 +246,7 @@ pub(crate) async fn another_organization_gets_404_on_every_route_and_changes_not
             (t, "id") if t.starts_with("/v1/webhooks/") => mine.webhook.clone(),
             (t, "id") if t.starts_with("/v1/mcp-servers/") => mine.mcp_server.clone(),
             (t, "id") if t.starts_with("/v1/sessions/") => mine.chat.clone(),
+            (t, "seq") if t.starts_with("/v1/sessions/") => "1".to_owned(),
             (t, "id") if t.starts_with("/v1/ai-sdk/chat/") => mine.chat.clone(),
             (t, "id") if t.starts_with("/v1/ag-ui/chat/") => mine.chat.clone(),
             ("/v1/stream/{path}", "path") => "notes/a".to_owned(),

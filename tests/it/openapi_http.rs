@@ -270,6 +270,63 @@ pub(crate) async fn every_answer_is_one_the_document_promises<H: Harness>(harnes
     other.refused(404, Method::POST, &fork, Some(json!({}))).await;
     api.refused(409, Method::POST, "/v1/sessions/global/fork", Some(json!({})))
         .await;
+    // Versions, in forks of the chat's first message (no turn pending there).
+    let fork_of_first = || async {
+        let forked = api.ok(Method::POST, &fork, Some(json!({ "at_seq": 1 }))).await;
+        forked["id"].as_str().unwrap().to_owned()
+    };
+    let edited = fork_of_first().await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{edited}/messages/1/edit"),
+        Some(json!({ "content": "Hello again" })),
+    )
+    .await;
+    api.refused(409, Method::POST, &format!("/v1/sessions/{edited}/regenerate"), None)
+        .await;
+    api.refused(
+        400,
+        Method::POST,
+        &format!("/v1/sessions/{edited}/messages/1/edit"),
+        Some(json!({ "content": "" })),
+    )
+    .await;
+    let regenerated = fork_of_first().await;
+    api.ok(
+        Method::POST,
+        &format!("/v1/sessions/{regenerated}/regenerate"),
+        Some(json!({ "seq": 1 })),
+    )
+    .await;
+    api.refused(
+        404,
+        Method::POST,
+        &format!("/v1/sessions/{regenerated}/messages/999/select"),
+        None,
+    )
+    .await;
+    let chosen = fork_of_first().await;
+    let shown = api
+        .ok(Method::POST, &format!("/v1/sessions/{chosen}/messages/1/select"), None)
+        .await;
+    assert_eq!(shown, json!({ "changed": false }));
+    api.refused(
+        409,
+        Method::POST,
+        &format!("/v1/sessions/{chat}/messages/1/select"),
+        None,
+    )
+    .await;
+    api.refused(
+        400,
+        Method::POST,
+        &format!("/v1/sessions/{regenerated}/messages/2/select"),
+        None,
+    )
+    .await;
+    other
+        .refused(404, Method::POST, &format!("/v1/sessions/{chat}/regenerate"), None)
+        .await;
     // No worker runs here: the first turn is queued.
     let turns = api.ok(Method::GET, &format!("/v1/sessions/{chat}/turns"), None).await;
     assert_eq!(turns["turns"].as_array().unwrap().len(), 2, "{turns}");

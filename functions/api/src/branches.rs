@@ -21,7 +21,7 @@ use utoipa::ToSchema;
 
 use crate::{
     ChatApi,
-    extract::{BodyBytes, Caller, Id, JsonBody, PathOf, json_body},
+    extract::{BodyBytes, Caller, Id, JsonBody, PathOf, optional_json_body},
     messages::{MAX_MESSAGE_CHARS, MessageAccepted, accepted, busy, check_client_message_id},
     sessions::SESSION_ID,
 };
@@ -99,9 +99,7 @@ pub(crate) async fn regenerate(
     headers: axum::http::HeaderMap,
     BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    // No body at all is `{}`; a body that says it is something is read as JSON.
-    let bare = body.is_empty() && !headers.contains_key(axum::http::header::CONTENT_TYPE);
-    let request: Regenerate = if bare { Regenerate::default() } else { json_body(&body)? };
+    let request: Regenerate = optional_json_body(&headers, &body)?;
     let revise = Revise::Regenerate {
         seq: request.seq,
         client_message_id: request.client_message_id,

@@ -241,6 +241,20 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body is not valid here: {e}")))
 }
 
+/// A body every field of which may be left out: no body at all (no content type either) is
+/// `T::default()`; a body that says it is something is read as [`json_body`] reads one (an
+/// empty one is then `400`).
+pub fn optional_json_body<T: DeserializeOwned + Default>(
+    headers: &axum::http::HeaderMap,
+    body: &Bytes,
+) -> Result<T, ApiError> {
+    if body.is_empty() && !headers.contains_key(axum::http::header::CONTENT_TYPE) {
+        Ok(T::default())
+    } else {
+        json_body(body)
+    }
+}
+
 pub use spool_chat::settings::Patch;
 pub use spool_log::clock::rfc3339_ms;
 

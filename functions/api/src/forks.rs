@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use crate::{
     ChatApi,
-    extract::{BodyBytes, Caller, Id, PathOf, json_body},
+    extract::{BodyBytes, Caller, Id, PathOf, optional_json_body},
     sessions::{SESSION_ID, SessionView},
 };
 
@@ -77,14 +77,7 @@ pub(crate) async fn fork_session(
     headers: axum::http::HeaderMap,
     BodyBytes(body): BodyBytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    // No body at all (no content type either) is `{}`; a body that says it is something is
-    // read as the JSON object every route takes.
-    let bare = body.is_empty() && !headers.contains_key(axum::http::header::CONTENT_TYPE);
-    let request: ForkRequest = if bare {
-        ForkRequest::default()
-    } else {
-        json_body(&body)?
-    };
+    let request: ForkRequest = optional_json_body(&headers, &body)?;
     let at_seq = at_seq(request.at_seq)?;
     api.limit_create(&caller)?;
     let source = api.session_of(&caller, &id).await?;

@@ -141,7 +141,7 @@ pub(crate) struct MessageAccepted {
     /// The agent turn it queued; `null` when it answered an agent's question instead.
     pub(crate) turn_id: Option<String>,
     /// Whether this was a retry of an earlier message (same `client_message_id`).
-    duplicate: bool,
+    pub(crate) duplicate: bool,
     /// The agent's question this message answered, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     answers: Option<String>,

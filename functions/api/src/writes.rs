@@ -46,6 +46,7 @@ impl ChatWrites for InProcess {
             Ok(Posted {
                 seq: accepted.seq,
                 turn_id: accepted.turn_id,
+                duplicate: accepted.duplicate,
             })
         })
     }
@@ -61,6 +62,7 @@ impl ChatWrites for InProcess {
             Ok(Posted {
                 seq: submitted.seq,
                 turn_id: submitted.turn_id,
+                duplicate: false,
             })
         })
     }
@@ -76,6 +78,7 @@ impl ChatWrites for InProcess {
             Ok(Posted {
                 seq: accepted.seq,
                 turn_id: accepted.turn_id,
+                duplicate: accepted.duplicate,
             })
         })
     }

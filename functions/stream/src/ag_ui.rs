@@ -7,7 +7,8 @@
 //!   `resume` entries answer the interrupts the last run finished with (an approval, a plan's
 //!   decision, a question's answer: see [`answer`]); otherwise its last user message is posted
 //!   to the chat (a digest of its id is the `client_message_id`, so a retry posts nothing
-//!   twice). The response is the turn as AG-UI events
+//!   twice; sent again under its id with other text, it is a new version of the message, an
+//!   edit: [`spool_chat::branch`]). The response is the turn as AG-UI events
 //!   ([`crate::wire::ag_ui`]).
 //! - `GET /v1/ag-ui/chat/{id}/stream` resumes the chat's running or waiting turn: from its
 //!   start, or after `?after=<seq>` (every event's `metadata.spool.seq`) for a client that kept

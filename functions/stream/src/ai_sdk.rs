@@ -8,7 +8,10 @@
 //!   `POST /v1/sessions/{id}/messages` posts one (its UI message id makes the `client_message_id`,
 //!   so the transport's retry is the same message); a last assistant message carries a
 //!   person's answer (an approval, a plan's decision, a question's answer as the question
-//!   tool's output), which is posted to the answer route. The response is the turn as a UI
+//!   tool's output), which is posted to the answer route. A person's message resent under its
+//!   id with new text (`sendMessage({text, messageId})`) is a new version of it, and
+//!   `trigger: "regenerate-message"` answers the last person's message again (`regenerate()`):
+//!   both start a branch of the chat ([`spool_chat::branch`]). The response is the turn as a UI
 //!   message stream ([`crate::wire::ui_message`]).
 //! - `GET /v1/ai-sdk/chat/{id}/stream` resumes: the chat's latest turn, replayed from its start
 //!   while it runs or waits on a person, or `204` when it has ended.
@@ -34,10 +37,7 @@ use crate::{
     turn_stream::{self, Translate},
     writes::{self, Ask},
 };
-use spool_chat::{
-    event::{ChatEvent, Decision, PlanAction},
-    session::Event,
-};
+use spool_chat::event::{Decision, PlanAction};
 use spool_edge::{
     ApiError,
     writes::{Answer, NewMessage},
@@ -79,9 +79,6 @@ struct ChatRequest {
     messages: Vec<UiMessage>,
     #[serde(default)]
     trigger: Option<String>,
-    /// The message a submit replaces (an edit), or a regenerate answers again.
-    #[serde(default, rename = "messageId")]
-    message_id: Option<String>,
     /// Tools the front end runs (the transport's `body: {tools: [{name, description,
     /// inputSchema}]}`): the agent may call them; their outputs come back as the assistant
     /// message's tool parts (`addToolOutput`).
@@ -120,32 +117,9 @@ pub(crate) async fn post(State(api): State<Arc<StreamApi>>, request: Request) ->
         };
         writes::regenerate(found.zip(cmid.as_deref()))
     } else {
-        let ask = ask(&chat)?;
-        // An edit resends a person's message under its id with new text (a continuation after
-        // an answer names the assistant's message instead); the same text is a retry.
-        let edited = chat
-            .messages
-            .last()
-            .is_some_and(|m| m.role == "user" && chat.message_id.as_deref() == Some(m.id.as_str()));
-        match ask {
-            Ask::Message(message) if edited => match writes::version_of(&api, &path, &message.client_message_id).await?
-            {
-                // The first version, sent again as it was: a retry of it.
-                Some(Event {
-                    event: ChatEvent::UserMessageSubmitted(before),
-                    client_message_id,
-                    ..
-                }) if before.content == message.content
-                    && client_message_id.as_deref() == Some(message.client_message_id.as_str()) =>
-                {
-                    Ask::Message(message)
-                }
-                // New text, or an edit's again (its client id makes it a retry).
-                Some(latest) => writes::edit(latest.seq, &message.client_message_id, message.content),
-                None => Ask::Message(message),
-            },
-            ask => ask,
-        }
+        // An edit resends a person's message under its id with new text (`writes::post` makes
+        // it a new version of that message).
+        ask(&chat)?
     };
     let answering = matches!(ask, Ask::Answer { .. });
     match writes::post(&api, &parts, &chat.id, &path, ask).await? {

@@ -57,7 +57,24 @@ pub(crate) async fn post(
     };
     match ask {
         Ask::Message(message) => {
-            let posted = writes.post_message(credentials, session, message).await?;
+            let (cmid, content) = (message.client_message_id.clone(), message.content.clone());
+            let posted = writes.post_message(credentials.clone(), session, message).await?;
+            // A front end's message resent under its id with other text than its latest version
+            // is an edit of that version (the same text is a retry).
+            let latest = match posted.duplicate {
+                true => version_of(api, path, &cmid).await?,
+                false => None,
+            };
+            let posted = match latest {
+                Some(Event {
+                    seq,
+                    event: ChatEvent::UserMessageSubmitted(version),
+                    ..
+                }) if seq != posted.seq || version.content != content => {
+                    writes.revise(credentials, session, edit(seq, &cmid, content)).await?
+                }
+                _ => posted,
+            };
             Ok((posted.turn_id, posted.seq.saturating_sub(1)))
         }
         Ask::Revise(revise) => {
@@ -102,16 +119,17 @@ pub(crate) async fn version_of(api: &StreamApi, path: &StreamPath, cmid: &str) -
 }
 
 /// An edit of the message at `seq`, which a front end knows by `cmid`, to `content`: its own
-/// client id names the message and the text, so the front end's retry is the same edit.
-pub(crate) fn edit(seq: u64, cmid: &str, content: String) -> Ask {
+/// client id names the message and the text, so the front end's retry is the same edit
+/// ([`post`] makes one of a message resent under its id with other text).
+fn edit(seq: u64, cmid: &str, content: String) -> Revise {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(content.as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Ask::Revise(Revise::Edit {
+    Revise::Edit {
         seq,
         content,
         client_message_id: Some(format!("{cmid}:e{hex}")),
-    })
+    }
 }
 
 /// The answer to the message a front end knows by `cmid` (found at `seq`), made again; none: the
@@ -187,6 +205,7 @@ impl Remote {
             Ok(Posted {
                 seq: posted.get("seq").and_then(Value::as_u64).unwrap_or(0),
                 turn_id: posted.get("turn_id").and_then(Value::as_str).map(str::to_owned),
+                duplicate: posted.get("duplicate").and_then(Value::as_bool).unwrap_or(false),
             })
         })
     }

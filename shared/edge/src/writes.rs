@@ -162,6 +162,8 @@ pub struct Posted {
     pub seq: u64,
     /// The turn; none when a message answered an agent's question instead.
     pub turn_id: Option<String>,
+    /// Whether it repeated an earlier write's client id: that write's answer.
+    pub duplicate: bool,
 }
 
 /// The chat's writes, as the front ends' routes make them for their callers.

@@ -300,6 +300,8 @@ pub(crate) fn valid_body(op: &Operation, fill: &dyn Fn(&str) -> String) -> Optio
         ("post", "/v1/sessions") => json!({ "workspace_id": fill("workspace_id") }),
         ("patch", "/v1/sessions/{id}") => json!({ "title": "Renamed" }),
         ("post", "/v1/sessions/{id}/messages") => json!({ "content": "hello", "on_busy": "enqueue" }),
+        ("post", "/v1/sessions/{id}/messages/{seq}/edit") => json!({ "content": "hello again" }),
+        ("post", "/v1/sessions/{id}/regenerate") => json!({}),
         ("post", "/v1/sessions/{id}/control") => json!({ "action": "abort" }),
         ("post", "/v1/sessions/{id}/tool-output") => {
             json!({ "tool": "grep", "tool_call_id": "call-t", "output": { "lines": 1 } })
