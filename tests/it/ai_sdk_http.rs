@@ -100,6 +100,34 @@ pub(crate) async fn the_stream_function_posts_through_the_api_function<H: Harnes
     assert_eq!(again.status(), StatusCode::OK);
     drop(again);
     assert_eq!(events(&a, &chat).await.len(), 1);
+
+    // AND an edit (the message's id sent again with new text) goes to the API's edit route: once
+    // the turn no longer holds the chat, it is a new version of the message
+    let edit = |text: &str| {
+        let body = json!({ "id": chat, "trigger": "submit-message", "messageId": "m1",
+            "messages": [{ "id": "m1", "role": "user", "parts": [{ "type": "text", "text": text }] }] });
+        a.http
+            .post(format!("{with_secret}/v1/ai-sdk/chat"))
+            .bearer_auth(a.token.as_deref().unwrap())
+            .json(&body)
+            .send()
+    };
+    let busy = edit("hello again").await.unwrap();
+    assert_eq!(
+        busy.status(),
+        StatusCode::CONFLICT,
+        "no worker runs here: the first turn holds the chat"
+    );
+    let org = crate::support::org_of(&a);
+    let turn = stored[0]["turn_id"].as_str().unwrap();
+    assert!(metadata.release_turn(&org, &chat, turn).await.unwrap());
+    let edited = edit("hello again").await.unwrap();
+    assert_eq!(edited.status(), StatusCode::OK);
+    drop(edited);
+    let now = events(&a, &chat).await;
+    assert_eq!(now.len(), 1, "the active branch is the new version: {now:?}");
+    assert_eq!(now[0]["payload"]["content"], "hello again");
+    assert_eq!(now[0]["payload"]["revision"]["of"], stored[0]["seq"]);
 }
 
 async fn events(a: &Api, chat: &str) -> Vec<Value> {
