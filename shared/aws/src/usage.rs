@@ -27,10 +27,11 @@ use spool_chat::usage::{DayRange, Month, Tokens, UsageEntry, UsageLedger, UsageR
 use spool_log::error::Error;
 
 use crate::{
-    errors::{build, cancellation_reasons, ddb},
+    errors::{build, cancellation_reasons},
     items::{Item, n, s},
     keys::{usage_chat_pk, usage_ws_pk},
     metadata::AwsMetadata,
+    workspaces::SortKeys,
 };
 
 /// How many times a record is tried against concurrent writers of the same totals.
@@ -128,32 +129,6 @@ impl AwsMetadata {
         }
         Ok(writes)
     }
-
-    /// The items of `pk` whose `sk` lies in `[low, high]`.
-    async fn query_between(&self, pk: String, low: String, high: String) -> Result<Vec<Item>, Error> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .dynamodb
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :low AND :high")
-                .expression_attribute_values(":pk", s(&pk))
-                .expression_attribute_values(":low", s(&low))
-                .expression_attribute_values(":high", s(&high))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| ddb("Query (usage)", e))?;
-            items.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(key) => start = Some(key),
-                None => return Ok(items),
-            }
-        }
-    }
 }
 
 fn text(item: &Item, name: &str) -> Option<String> {
@@ -211,12 +186,10 @@ impl UsageLedger for AwsMetadata {
     }
 
     async fn workspace_usage(&self, org: &str, workspace_id: &str, range: DayRange) -> Result<Vec<UsageRow>, Error> {
+        let (low, high) = (format!("d#{}", range.from), format!("d#{}", range.to));
+        let keys = SortKeys::Between(&low, &high);
         let items = self
-            .query_between(
-                usage_ws_pk(org, workspace_id),
-                format!("d#{}", range.from),
-                format!("d#{}", range.to),
-            )
+            .query_items(usage_ws_pk(org, workspace_id), keys, "Query (usage)")
             .await?;
         Ok(items.iter().map(row).collect())
     }

@@ -201,27 +201,46 @@ impl AwsMetadata {
 
     /// Every item of a partition whose sort key starts with `prefix` (all of them for "").
     pub(crate) async fn query_prefix(&self, pk: String, prefix: &str) -> Result<Vec<Item>, Error> {
+        let keys = if prefix.is_empty() {
+            SortKeys::All
+        } else {
+            SortKeys::Prefix(prefix)
+        };
+        self.query_items(pk, keys, "Query (metadata)").await
+    }
+
+    /// Every item of a partition whose sort key `keys` takes, read page after page
+    /// (consistently); `what` names the request in errors.
+    pub(crate) async fn query_items(
+        &self,
+        pk: String,
+        keys: SortKeys<'_>,
+        what: &'static str,
+    ) -> Result<Vec<Item>, Error> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
-            let mut query = self
+            let query = self
                 .dynamodb
                 .query()
                 .table_name(&self.table)
                 .expression_attribute_values(":pk", s(&pk))
                 .consistent_read(true);
-            query = if prefix.is_empty() {
-                query.key_condition_expression("pk = :pk")
-            } else {
-                query
+            let query = match keys {
+                SortKeys::All => query.key_condition_expression("pk = :pk"),
+                SortKeys::Prefix(prefix) => query
                     .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                    .expression_attribute_values(":prefix", s(prefix))
+                    .expression_attribute_values(":prefix", s(prefix)),
+                SortKeys::Between(low, high) => query
+                    .key_condition_expression("pk = :pk AND sk BETWEEN :low AND :high")
+                    .expression_attribute_values(":low", s(low))
+                    .expression_attribute_values(":high", s(high)),
             };
             let page = query
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| ddb("Query (metadata)", e))?;
+                .map_err(|e| ddb(what, e))?;
             items.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(key) => start = Some(key),
@@ -528,4 +547,15 @@ impl Workspaces for AwsMetadata {
             |t| query.matches(t),
         ))
     }
+}
+
+/// Which items of a partition a query takes, by sort key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SortKeys<'a> {
+    /// All of them.
+    All,
+    /// Those whose sort key starts with this.
+    Prefix(&'a str),
+    /// Those whose sort key lies in `[low, high]`.
+    Between(&'a str, &'a str),
 }
