@@ -4,54 +4,27 @@
 //! streaming format) that numbers its answers, keeps every request, and takes its time over a
 //! message that says `SLOW`.
 
-use std::sync::{Arc, Mutex};
+use std::{sync::Arc, time::Duration};
 
-use axum::{Router, body::Bytes, extract::State, response::IntoResponse, routing::post};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use spool_agents::{Runtimes, openai::OpenAi};
 use spool_tests::Harness;
 
-use crate::support::{Api, Stack, send, stack_with, until};
-
-#[derive(Default)]
-struct Model {
-    requests: Mutex<Vec<Value>>,
-}
-
-async fn complete(State(model): State<Arc<Model>>, body: Bytes) -> impl IntoResponse {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let slow = request["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .is_some_and(|m| m["content"].as_str().is_some_and(|c| c.contains("SLOW")));
-    let n = {
-        let mut requests = model.requests.lock().unwrap();
-        requests.push(request);
-        requests.len()
-    };
-    if slow {
-        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    }
-    let chunks = [
-        json!({ "choices": [{ "index": 0, "delta": { "content": format!("ANSWER {n}") } }] }),
-        json!({ "choices": [], "usage": { "prompt_tokens": 10, "completion_tokens": 2 } }),
-    ];
-    let mut body = String::new();
-    for chunk in chunks {
-        body.push_str(&format!("data: {chunk}\n\n"));
-    }
-    body.push_str("data: [DONE]\n\n");
-    ([("content-type", "text/event-stream")], body)
-}
+use crate::support::{Api, Stack, model::FakeModel, send, stack_with, until};
 
 /// A stack whose agents answer through the fake model, and a chat with such an agent.
-async fn chat_with_model<H: Harness>(harness: &H) -> (Stack, Arc<Model>, String) {
-    let model = Arc::new(Model::default());
-    let app = Router::new()
-        .route("/v1/chat/completions", post(complete))
-        .with_state(model.clone());
-    let base = spool_tests::serve_on_loopback(app).await;
+async fn chat_with_model<H: Harness>(harness: &H) -> (Stack, Arc<FakeModel>, String) {
+    // Numbered answers, slow for a message that says SLOW.
+    let (model, base) = FakeModel::serve((10, 2), |request, n| {
+        let slow = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["content"].as_str().is_some_and(|c| c.contains("SLOW")));
+        let delay = if slow { Duration::from_secs(3) } else { Duration::ZERO };
+        (format!("ANSWER {n}"), delay)
+    })
+    .await;
     let runtimes = Runtimes::scripted_only().with_openai(Arc::new(OpenAi::new(&format!("{base}/v1"), None, "fake")));
     let stack = stack_with(harness, runtimes).await;
     let api = &stack.api;
@@ -73,7 +46,7 @@ async fn chat_with_model<H: Harness>(harness: &H) -> (Stack, Arc<Model>, String)
 }
 
 /// The texts of what the model was last sent, after its instruction.
-fn last_sent(model: &Model) -> Vec<String> {
+fn last_sent(model: &FakeModel) -> Vec<String> {
     let requests = model.requests.lock().unwrap();
     let last = requests.last().expect("the model was asked");
     last["messages"].as_array().unwrap()[1..]

@@ -3,9 +3,9 @@
 //! streaming format) that answers a summarising request with a summary and anything else with
 //! "OK", and keeps every request it got.
 
-use std::sync::{Arc, Mutex};
+use std::{sync::Arc, time::Duration};
 
-use axum::{Router, body::Bytes, extract::State, response::IntoResponse, routing::post};
+use axum::body::Bytes;
 use reqwest::Method;
 use serde_json::{Value, json};
 use spool_agents::{Runtimes, openai::OpenAi};
@@ -14,40 +14,16 @@ use spool_tests::{Harness, draft};
 
 use spool_tests::counting::{CountingLog, Counts};
 
-use crate::support::{Stack, org_of, send, stack_watching};
+use crate::support::{Stack, model::FakeModel, org_of, send, stack_watching};
 
 /// What the fake model writes when asked to summarise.
 const SUMMARY: &str = "SUMMARY: the launch is on Tuesday; Ada owns the slides.";
 /// The chat's first message.
 const FIRST: &str = "FIRST: the launch is on Tuesday and Ada owns the slides.";
 
-#[derive(Default)]
-struct Model {
-    requests: Mutex<Vec<Value>>,
-}
-
-async fn complete(State(model): State<Arc<Model>>, body: Bytes) -> impl IntoResponse {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let summarising = request["messages"][0]["content"]
-        .as_str()
-        .is_some_and(|s| s.starts_with("You summarise"));
-    model.requests.lock().unwrap().push(request);
-    let text = if summarising { SUMMARY } else { "OK" };
-    let chunks = [
-        json!({ "choices": [{ "index": 0, "delta": { "content": text } }] }),
-        json!({ "choices": [], "usage": { "prompt_tokens": 20, "completion_tokens": 5 } }),
-    ];
-    let mut body = String::new();
-    for chunk in chunks {
-        body.push_str(&format!("data: {chunk}\n\n"));
-    }
-    body.push_str("data: [DONE]\n\n");
-    ([("content-type", "text/event-stream")], body)
-}
-
 struct Setup {
     stack: Stack,
-    model: Arc<Model>,
+    model: Arc<FakeModel>,
     chat: String,
     /// The seq of the last event written before the test's own.
     tail: u64,
@@ -89,11 +65,15 @@ async fn long_chat<H: Harness>(
     deltas: usize,
     words: usize,
 ) -> Setup {
-    let model = Arc::new(Model::default());
-    let app = Router::new()
-        .route("/v1/chat/completions", post(complete))
-        .with_state(model.clone());
-    let base = spool_tests::serve_on_loopback(app).await;
+    // A summarising request gets a summary; anything else "OK".
+    let (model, base) = FakeModel::serve((20, 5), |request, _| {
+        let summarising = request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You summarise"));
+        let text = if summarising { SUMMARY } else { "OK" };
+        (text.to_owned(), Duration::ZERO)
+    })
+    .await;
     let runtimes = Runtimes::scripted_only().with_openai(Arc::new(OpenAi::new(&format!("{base}/v1"), None, "fake")));
     let counts = Arc::new(Counts::default());
     let counted = counts.clone();

@@ -5,6 +5,7 @@
 
 mod api;
 mod chat;
+pub(crate) mod model;
 pub(crate) mod spec;
 mod stack;
 
