@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use spool_log::{
-    aggregate::{IfMissing, apply, stamp},
+    aggregate::{Appender, IfMissing, apply, stamp},
     port::{StreamReader, StreamWriter},
     stream::{ContentType, CreateStream, Position, StreamPath},
 };
@@ -120,7 +120,29 @@ pub(crate) async fn a_missing_stream_drops_its_events_or_is_made<H: Harness>(har
     assert_eq!(chat_ids(&log, &audit).await, tags("h", 0..3));
 }
 
+pub(crate) async fn an_appender_remembers_its_tail_and_reads_when_another_moved_it<H: Harness>(harness: &H) {
+    // GIVEN a feed, a worker's appender, and another worker appending the careful way
+    let (log, path) = feed(harness).await;
+    let other = harness.instance().await;
+    let appender = Appender::new(Arc::new(log.clone()));
+    let batch = events("m", 8);
+    // WHEN the appender appends a batch, and the queue hands it over again with the next
+    assert_eq!(appender.apply(&path, &batch[..3], IfMissing::Drop).await.unwrap(), 3);
+    assert_eq!(appender.apply(&path, &batch[..4], IfMissing::Drop).await.unwrap(), 1);
+    // AND another worker appends the next (the tail the appender remembers is stale)
+    assert_eq!(apply(&other, &path, &batch[4..5], IfMissing::Drop).await.unwrap(), 1);
+    // AND the appender is handed that event again, with two new ones
+    let again = appender.apply(&path, &batch[3..7], IfMissing::Drop).await.unwrap();
+    // AND, on the tail it wrote, a stale batch and the last event
+    let stale = appender.apply(&path, &batch[5..7], IfMissing::Drop).await.unwrap();
+    let last = appender.apply(&path, &batch[6..8], IfMissing::Drop).await.unwrap();
+    // THEN each event is in the stream once, in the order handed over
+    assert_eq!((again, stale, last), (2, 0, 1));
+    assert_eq!(chat_ids(&log, &path).await, tags("m", 0..8));
+}
+
 on_both_backends!(aggregates:
+    an_appender_remembers_its_tail_and_reads_when_another_moved_it,
     a_batch_delivered_again_is_appended_once,
     two_deliveries_at_once_append_a_batch_once,
     a_missing_stream_drops_its_events_or_is_made,
@@ -175,6 +197,31 @@ mod queue {
             event.records.push(record);
         }
         event
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_on_the_tail_the_worker_wrote_is_one_put_and_no_read() {
+        // GIVEN a feed a worker's appender appended to once (reading its tail to do so)
+        let harness = AwsHarness::new();
+        let (log, path) = feed(&harness).await;
+        let appender = Appender::new(Arc::new(log));
+        let batch = events("c", 5);
+        assert_eq!(appender.apply(&path, &batch[..2], IfMissing::Drop).await.unwrap(), 2);
+        // WHEN the next batches come (one starting with an event it appended before)
+        harness.requests.reset();
+        assert_eq!(appender.apply(&path, &batch[1..4], IfMissing::Drop).await.unwrap(), 2);
+        assert_eq!(appender.apply(&path, &batch[4..], IfMissing::Drop).await.unwrap(), 1);
+        // THEN each was one conditional PutItem, and nothing was read
+        let requests = harness.requests.snapshot();
+        let dynamodb: Vec<_> = requests
+            .iter()
+            .filter(|((service, _), _)| service == "DynamoDB")
+            .collect();
+        assert_eq!(
+            dynamodb,
+            vec![(&("DynamoDB".to_owned(), "PutItem".to_owned()), &2)],
+            "{requests:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,8 +18,8 @@ impl Worker {
         events: &[Value],
         if_missing: IfMissing,
     ) -> Result<(), Error> {
-        let log = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
-        let appended = spool_log::aggregate::apply(log.as_ref(), path, events, if_missing).await?;
+        let appender = self.aggregates.as_ref().ok_or(Error::NoAggregates)?;
+        let appended = appender.apply(path, events, if_missing).await?;
         tracing::debug!(%path, events = events.len(), appended, "aggregate events appended");
         // To the workspace's webhooks: each event is one delivery however often it comes, so a
         // failure here fails the batch, which SQS delivers again.

@@ -17,8 +17,9 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Runs jobs.
 pub struct Worker {
     pub(crate) sealer: Arc<dyn StreamSealer>,
-    /// Where aggregate streams' events from the aggregates queue are appended.
-    pub(crate) aggregates: Option<Arc<dyn StreamLog>>,
+    /// Where aggregate streams' events from the aggregates queue are appended (remembering
+    /// each stream's tail, so a batch on a tail this worker wrote reads nothing).
+    pub(crate) aggregates: Option<Arc<spool_log::aggregate::Appender>>,
     pub(crate) engine: Option<Arc<Engine>>,
     pub(crate) max_attempts: u32,
     /// The deliveries of a job the queue makes before its dead-letter queue (the template's
@@ -99,7 +100,7 @@ impl Worker {
     /// records, from the aggregates queue) to `log`.
     #[must_use]
     pub fn with_aggregates(mut self, log: Arc<dyn StreamLog>) -> Self {
-        self.aggregates = Some(log);
+        self.aggregates = Some(Arc::new(spool_log::aggregate::Appender::new(log)));
         self
     }
 

@@ -52,6 +52,79 @@ pub struct RequestCounter {
 struct Counts {
     requests: BTreeMap<(String, String), u64>,
     capacity: BTreeMap<String, f64>,
+    /// DynamoDB requests by operation and the shape of the keys they address.
+    targets: BTreeMap<String, u64>,
+}
+
+/// A key with its ids taken out: `o#{org}#ses#{id}` is `o#_#ses#_`, `m#00000000000000000042`
+/// is `m#_`. Segments that are short words stay.
+fn shape(key: &str) -> String {
+    key.split('#')
+        .map(|part| {
+            let word = !part.is_empty() && part.len() <= 8 && part.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            if word { part } else { "_" }
+        })
+        .collect::<Vec<_>>()
+        .join("#")
+}
+
+/// What a DynamoDB request addresses: its keys' shapes (and, for an update, what it sets).
+fn target(input: &aws_smithy_runtime_api::client::interceptors::context::Input) -> Option<String> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let key_of = |key: Option<&std::collections::HashMap<String, AttributeValue>>| {
+        let part = |name: &str| {
+            key.and_then(|k| k.get(name))
+                .and_then(|v| v.as_s().ok())
+                .map_or_else(|| "-".to_owned(), |v| shape(v))
+        };
+        format!("{} {}", part("pk"), part("sk"))
+    };
+    if let Some(i) = input.downcast_ref::<GetItemInput>() {
+        return Some(format!("GetItem {}", key_of(i.key())));
+    }
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return Some(format!("PutItem {}", key_of(i.item())));
+    }
+    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
+        return Some(format!("DeleteItem {}", key_of(i.key())));
+    }
+    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        let what: String = i.update_expression().unwrap_or("").chars().take(40).collect();
+        return Some(format!("UpdateItem {} [{what}]", key_of(i.key())));
+    }
+    if let Some(i) = input.downcast_ref::<QueryInput>() {
+        let values = i.expression_attribute_values();
+        let pk = values
+            .and_then(|v| v.get(":pk").or_else(|| v.get(":k")))
+            .and_then(|v| v.as_s().ok())
+            .map_or_else(|| "-".to_owned(), |v| shape(v));
+        let index = i.index_name().unwrap_or("");
+        return Some(format!(
+            "Query {index} {pk} [{}]",
+            i.key_condition_expression().unwrap_or("")
+        ));
+    }
+    if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
+        let items: Vec<String> = i
+            .transact_items()
+            .iter()
+            .map(|t| {
+                if let Some(p) = t.put() {
+                    format!("put {}", key_of(Some(p.item())))
+                } else if let Some(u) = t.update() {
+                    format!("update {}", key_of(Some(u.key())))
+                } else if let Some(c) = t.condition_check() {
+                    format!("check {}", key_of(Some(c.key())))
+                } else if let Some(d) = t.delete() {
+                    format!("delete {}", key_of(Some(d.key())))
+                } else {
+                    "?".to_owned()
+                }
+            })
+            .collect();
+        return Some(format!("TransactWriteItems {}", items.join(", ")));
+    }
+    None
 }
 
 /// DynamoDB operations that consume write capacity; the others consume read capacity.
@@ -103,6 +176,12 @@ impl RequestCounter {
             .sum()
     }
 
+    /// DynamoDB requests by operation and the shape of the keys they address (ids taken out),
+    /// to see which records a workload's requests go to.
+    pub fn targets(&self) -> BTreeMap<String, u64> {
+        self.counts().targets.clone()
+    }
+
     /// Forgets every count.
     pub fn reset(&self) {
         *self.counts() = Counts::default();
@@ -134,6 +213,9 @@ impl Intercept for RequestCounter {
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let input = context.input_mut();
+        if let Some(target) = target(input) {
+            *self.counts().targets.entry(target).or_default() += 1;
+        }
         macro_rules! ask {
             ($($input:ty),*) => {
                 $(if let Some(input) = input.downcast_mut::<$input>() {

@@ -16,7 +16,10 @@
 //! delivered again (its worker crashed after the append, or its lease ran out) appends nothing
 //! twice: a follower sees each event once, in the order it was handed over.
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -124,11 +127,65 @@ pub async fn apply(
     events: &[Value],
     if_missing: IfMissing,
 ) -> Result<usize, Error> {
+    Ok(apply_reading(log, path, events, if_missing).await?.0)
+}
+
+/// A stream's tail and the ids of its last messages up to it, as this process last wrote them.
+#[derive(Debug, Clone)]
+struct Recent {
+    tail: u64,
+    /// Oldest first, at most [`DEDUPE_WINDOW`].
+    ids: VecDeque<String>,
+}
+
+impl Recent {
+    fn new(tail: u64, ids: impl IntoIterator<Item = String>) -> Self {
+        let mut recent = Self {
+            tail,
+            ids: VecDeque::new(),
+        };
+        recent.extend(0, ids);
+        recent
+    }
+
+    /// After `appended` more messages, these ids among them.
+    fn extend(&mut self, appended: usize, ids: impl IntoIterator<Item = String>) {
+        self.tail += appended as u64;
+        self.ids.extend(ids);
+        while self.ids.len() > DEDUPE_WINDOW as usize {
+            self.ids.pop_front();
+        }
+    }
+}
+
+/// The events of `events` that are not among `seen` (nor repeated in the batch), encoded, with
+/// their ids.
+fn fresh(events: &[Value], seen: &HashSet<&str>) -> (Vec<Bytes>, Vec<String>) {
+    let mut batch = HashSet::new();
+    events
+        .iter()
+        .filter(|e| id_of(e).is_none_or(|id| !seen.contains(id) && batch.insert(id)))
+        .map(|e| (Bytes::from(e.to_string()), id_of(e).map(str::to_owned)))
+        .fold((Vec::new(), Vec::new()), |(mut bodies, mut ids), (body, id)| {
+            bodies.push(body);
+            ids.extend(id);
+            (bodies, ids)
+        })
+}
+
+/// [`apply`], and what the stream's tail and last ids are after its append (`None` when it
+/// appended nothing).
+async fn apply_reading(
+    log: &dyn StreamLog,
+    path: &StreamPath,
+    events: &[Value],
+    if_missing: IfMissing,
+) -> Result<(usize, Option<Recent>), Error> {
     for _ in 0..MAX_ROUNDS {
         let tail = match log.metadata(path).await {
             Ok(meta) if meta.closed => {
                 tracing::warn!(%path, events = events.len(), "the aggregate stream is closed; its events are dropped");
-                return Ok(0);
+                return Ok((0, None));
             }
             Ok(meta) => meta.tail.seq(),
             Err(Error::NotFound { .. } | Error::Gone { .. }) => match if_missing {
@@ -138,28 +195,27 @@ pub async fn apply(
                 }
                 IfMissing::Drop => {
                     tracing::debug!(%path, events = events.len(), "no such aggregate stream; its events are dropped");
-                    return Ok(0);
+                    return Ok((0, None));
                 }
             },
             Err(e) => return Err(e),
         };
         let seen = recent_ids(log, path, tail).await?;
-        let mut batch = HashSet::new();
-        let fresh: Vec<Bytes> = events
-            .iter()
-            .filter(|e| id_of(e).is_none_or(|id| !seen.contains(id) && batch.insert(id)))
-            .map(|e| Bytes::from(e.to_string()))
-            .collect();
-        if fresh.is_empty() {
-            return Ok(0);
+        let (bodies, ids) = fresh(events, &seen.iter().map(String::as_str).collect());
+        if bodies.is_empty() {
+            return Ok((0, Some(Recent::new(tail, seen))));
         }
-        let count = fresh.len();
+        let count = bodies.len();
         let append = Append {
             expected_tail: Some(tail),
-            ..Append::messages(fresh)
+            ..Append::messages(bodies)
         };
         match log.append(path, append).await {
-            Ok(_) => return Ok(count),
+            Ok(_) => {
+                let mut recent = Recent::new(tail, seen);
+                recent.extend(count, ids);
+                return Ok((count, Some(recent)));
+            }
             // Another delivery appended first, or the stream went: look again.
             Err(Error::TailMismatch { .. } | Error::NotFound { .. } | Error::Gone { .. } | Error::Closed { .. }) => {}
             Err(e) => return Err(e),
@@ -171,9 +227,93 @@ pub async fn apply(
     ))
 }
 
-/// The ids among the last [`DEDUPE_WINDOW`] messages before `tail`.
-async fn recent_ids(log: &dyn StreamLog, path: &StreamPath, tail: u64) -> Result<HashSet<String>, Error> {
-    let mut ids = HashSet::new();
+/// Streams whose tail and last ids an [`Appender`] keeps at most (then it forgets them all).
+const REMEMBERED_STREAMS: usize = 10_000;
+
+/// [`apply`] for a worker that appends many batches to the same streams: it remembers each
+/// stream's tail and last ids as of its own last append, so while no one else appends to the
+/// stream, a batch is checked against those ids in memory and appended on that tail, with no
+/// read: on AWS, one conditional `PutItem`. The append's condition is the proof: if the tail
+/// is still the one remembered, the stream's last messages are the ones remembered (a log only
+/// grows). If it moved (another worker appended, the stream went), the batch takes
+/// [`apply`]'s path of reads.
+pub struct Appender {
+    log: Arc<dyn StreamLog>,
+    recent: Mutex<HashMap<StreamPath, Recent>>,
+}
+
+impl std::fmt::Debug for Appender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Appender").finish_non_exhaustive()
+    }
+}
+
+impl Appender {
+    /// Appending to `log`.
+    pub fn new(log: Arc<dyn StreamLog>) -> Self {
+        Self {
+            log,
+            recent: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The log it appends to.
+    pub fn log(&self) -> &Arc<dyn StreamLog> {
+        &self.log
+    }
+
+    /// [`apply`], reading nothing when this appender wrote the stream's tail.
+    pub async fn apply(&self, path: &StreamPath, events: &[Value], if_missing: IfMissing) -> Result<usize, Error> {
+        // Taken out while the batch is decided: a concurrent batch of the stream reads.
+        let known = self.lock().remove(path);
+        if let Some(mut recent) = known {
+            let (bodies, ids) = fresh(events, &recent.ids.iter().map(String::as_str).collect());
+            if bodies.is_empty() {
+                self.remember(path, recent);
+                return Ok(0);
+            }
+            let count = bodies.len();
+            let append = Append {
+                expected_tail: Some(recent.tail),
+                ..Append::messages(bodies)
+            };
+            match self.log.append(path, append).await {
+                Ok(_) => {
+                    recent.extend(count, ids);
+                    self.remember(path, recent);
+                    return Ok(count);
+                }
+                Err(
+                    Error::TailMismatch { .. } | Error::NotFound { .. } | Error::Gone { .. } | Error::Closed { .. },
+                ) => {
+                    tracing::debug!(%path, "the aggregate stream moved since this worker's last append; reading it");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (count, recent) = apply_reading(self.log.as_ref(), path, events, if_missing).await?;
+        if let Some(recent) = recent {
+            self.remember(path, recent);
+        }
+        Ok(count)
+    }
+
+    fn remember(&self, path: &StreamPath, recent: Recent) {
+        let mut streams = self.lock();
+        if streams.len() >= REMEMBERED_STREAMS {
+            streams.clear();
+        }
+        streams.insert(path.clone(), recent);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<StreamPath, Recent>> {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The ids among the last [`DEDUPE_WINDOW`] messages before `tail`, oldest first.
+async fn recent_ids(log: &dyn StreamLog, path: &StreamPath, tail: u64) -> Result<Vec<String>, Error> {
+    let mut ids = Vec::new();
     let mut from = Offset::after(tail.saturating_sub(DEDUPE_WINDOW));
     while from.seq() < tail {
         let chunk = log.read(path, Position::At(from), None).await?;
@@ -181,7 +321,7 @@ async fn recent_ids(log: &dyn StreamLog, path: &StreamPath, tail: u64) -> Result
             if let Ok(event) = serde_json::from_slice::<Value>(message)
                 && let Some(id) = id_of(&event)
             {
-                ids.insert(id.to_owned());
+                ids.push(id.to_owned());
             }
         }
         if chunk.messages.is_empty() || chunk.up_to_date {

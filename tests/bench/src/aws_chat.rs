@@ -47,6 +47,9 @@ pub(crate) struct Usage {
     /// DynamoDB capacity units (read or write) by operation.
     #[serde(default)]
     pub(crate) units_by_operation: BTreeMap<String, f64>,
+    /// DynamoDB requests by operation and the shape of the keys they address.
+    #[serde(default)]
+    pub(crate) targets: BTreeMap<String, f64>,
 }
 
 impl Usage {
@@ -66,6 +69,11 @@ impl Usage {
                 .capacity_by_operation()
                 .into_iter()
                 .map(|(op, units)| (op, units / per))
+                .collect(),
+            targets: counter
+                .targets()
+                .into_iter()
+                .map(|(target, n)| (target, n as f64 / per))
                 .collect(),
         }
     }

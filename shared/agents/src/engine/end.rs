@@ -36,6 +36,7 @@ impl Engine {
             context: None,
             toolbox: None,
             mcp_models: false,
+            workspace: WorkspaceOnce::new(),
         };
         let state = TurnState::replay(&step.events, &job.turn_id);
         // A turn nothing asked for (its message never came) has nothing to end.
@@ -116,14 +117,24 @@ impl Step<'_> {
     /// read for here (how long to keep a record, whom to tell) must not stop a turn, so a
     /// failed read is logged and taken as no workspace.
     pub(super) async fn workspace(&self) -> Option<Workspace> {
-        let ws = self.session.workspace_id.as_ref()?;
-        match self.engine.metadata.workspace(&self.job.org, ws).await {
+        match self.workspace_record().await {
             Ok(found) => found,
             Err(e) => {
-                tracing::warn!(org = %self.job.org, workspace = %ws, error = %e, "cannot read the chat's workspace; its settings are not applied to this step");
+                tracing::warn!(org = %self.job.org, workspace = ?self.session.workspace_id, error = %e, "cannot read the chat's workspace; its settings are not applied to this step");
                 None
             }
         }
+    }
+
+    /// The chat's workspace record, read once in the step.
+    pub(super) async fn workspace_record(&self) -> Result<Option<Workspace>, Error> {
+        workspace_once(
+            self.engine.metadata.as_ref(),
+            &self.workspace,
+            &self.job.org,
+            &self.session,
+        )
+        .await
     }
 
     /// Tells the workspace's person about `kind`, as its settings ask ([`spool_chat::notifier`]).

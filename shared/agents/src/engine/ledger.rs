@@ -58,7 +58,7 @@ impl Step<'_> {
             return Ok(None);
         };
         let usage = UsageService::new(self.engine.metadata.clone(), self.engine.clock.clone());
-        let exceeded = match self.engine.metadata.workspace(&self.job.org, &workspace_id).await {
+        let exceeded = match self.workspace_record().await {
             Ok(Some(workspace)) => usage.budget_exceeded(&self.job.org, &workspace).await,
             Ok(None) => Ok(None),
             Err(e) => Err(e),

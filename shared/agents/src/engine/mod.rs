@@ -302,7 +302,10 @@ impl Engine {
             None => None,
         };
         let read = events.last().map_or(0, |e| e.seq);
-        let (runtimes, on_runners) = self.runtimes_for(&job.org, &session, agent.as_ref()).await?;
+        let workspace = WorkspaceOnce::new();
+        let (runtimes, on_runners) = self
+            .runtimes_for(&job.org, &session, agent.as_ref(), &workspace)
+            .await?;
         let mut turn = Step {
             engine: self,
             runtimes,
@@ -324,6 +327,7 @@ impl Engine {
             context: None,
             toolbox: None,
             mcp_models: false,
+            workspace,
         };
         let outcome = turn.drive().await;
         // However the step ended, its MCP connections close and its stdio servers stop.
@@ -442,6 +446,25 @@ struct Step<'a> {
     toolbox: Option<toolbox::Toolbox>,
     /// Whether the step's runtime is a model's, which gets the MCP servers' tools.
     mcp_models: bool,
+    /// The chat's workspace record, read once in the step ([`Step::workspace_record`]).
+    workspace: WorkspaceOnce,
+}
+
+/// A chat's workspace record, read at most once in a step: its settings, budget, context and
+/// folder are what they were when the step first needed them.
+type WorkspaceOnce = tokio::sync::OnceCell<Option<Workspace>>;
+
+/// The workspace of `session`, read into `once` unless it was already.
+async fn workspace_once(
+    metadata: &dyn Metadata,
+    once: &WorkspaceOnce,
+    org: &str,
+    session: &Session,
+) -> Result<Option<Workspace>, Error> {
+    let Some(ws) = &session.workspace_id else {
+        return Ok(None);
+    };
+    once.get_or_try_init(|| metadata.workspace(org, ws)).await.cloned()
 }
 
 impl Step<'_> {

@@ -115,9 +115,7 @@ impl Step<'_> {
         } else {
             request.tools.extend(self.toolbox().await?.specs());
         }
-        if let Some(ws) = &self.session.workspace_id
-            && let Some(workspace) = self.engine.metadata.workspace(&self.job.org, ws).await?
-        {
+        if let Some(workspace) = self.workspace_record().await? {
             request.context.working_dir = workspace.working_dir;
             request.context.workspace_name = Some(workspace.name);
         }

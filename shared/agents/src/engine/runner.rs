@@ -28,16 +28,14 @@ impl Engine {
         org: &str,
         session: &Session,
         agent: Option<&Agent>,
+        workspace: &super::WorkspaceOnce,
     ) -> Result<(Arc<Runtimes>, bool), Error> {
         let model_only = session.cli_override.is_none()
             && agent.is_some_and(|a| !a.builtin && a.runtime.is_some_and(|r| r != spool_chat::workspace::Runtime::Cli));
         if model_only {
             return Ok((self.runtimes.clone(), false));
         }
-        let workspace = match &session.workspace_id {
-            Some(ws) => self.metadata.workspace(org, ws).await?,
-            None => None,
-        };
+        let workspace = super::workspace_once(self.metadata.as_ref(), workspace, org, session).await?;
         let host = workspace
             .as_ref()
             .and_then(|w| w.cli_host)

@@ -305,16 +305,11 @@ impl Step<'_> {
         if !endpoints.iter().any(|e| matches!(e.launch, McpLaunch::Stdio { .. })) {
             return Ok(None);
         }
-        let working_dir = match &self.session.workspace_id {
-            Some(ws) => self
-                .engine
-                .metadata
-                .workspace(&self.job.org, ws)
-                .await
-                .map_err(|e| e.to_string())?
-                .and_then(|w| w.working_dir),
-            None => None,
-        };
+        let working_dir = self
+            .workspace_record()
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|w| w.working_dir);
         let roots = &self.engine.settings.workspace_roots;
         Place::for_chat(settings, roots, &self.job.org, &self.session.id, working_dir.as_deref())
             .await
