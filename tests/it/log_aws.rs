@@ -492,3 +492,42 @@ async fn a_superseded_check_that_seals_still_arms_the_next() {
     assert_eq!(report.sealed_through, Offset::after(2));
     assert_eq!(recorder.take(), vec![2], "a check that sealed arms the next");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealing_lists_the_bucket_only_after_a_sealer_stopped_mid_page() {
+    let h = AwsHarness::new();
+    let path = unique_path("no-list");
+    let log = h.instance().await;
+    log.create(&path, json()).await.unwrap();
+    for i in 0..60 {
+        log.append(&path, Append::one(msg(i))).await.unwrap();
+    }
+    // WHEN the stream is sealed into full pages, and then to its end
+    h.requests.reset();
+    let full = log.seal(&path, SealMode::Full).await.unwrap();
+    log.append(&path, Append::one(msg(60))).await.unwrap();
+    let last = log.seal(&path, SealMode::Final).await.unwrap();
+    // THEN pages were written without a single LIST of the bucket
+    assert!(!full.written.is_empty() && !last.written.is_empty());
+    assert_eq!(requests(&h, "ListObjectsV2"), 0, "{:?}", h.requests.snapshot());
+    assert_eq!(
+        requests(&h, "PutObject"),
+        full.written.len() as u64 + last.written.len() as u64
+    );
+
+    // WHEN a sealer stops after writing a page but before recording it
+    for i in 61..100 {
+        log.append(&path, Append::one(msg(i))).await.unwrap();
+    }
+    h.fail_points().arm(spool_log::failpoint::SEAL_AFTER_PAGE_WRITE);
+    assert!(log.seal(&path, SealMode::Final).await.is_err());
+    h.fail_points().disarm(spool_log::failpoint::SEAL_AFTER_PAGE_WRITE);
+    // THEN the next pass looks, finds the page and records it; and the one after looks no more
+    let again = h.instance().await.seal(&path, SealMode::Final).await.unwrap();
+    assert_eq!(again.adopted.len(), 1);
+    assert_eq!(again.sealed_through, Offset::after(100));
+    h.requests.reset();
+    log.append(&path, Append::one(msg(100))).await.unwrap();
+    log.seal(&path, SealMode::Final).await.unwrap();
+    assert_eq!(requests(&h, "ListObjectsV2"), 0);
+}

@@ -219,6 +219,7 @@ impl Head {
                 .map_err(|_| corrupt("org"))?,
             forks: item.opt_num("nf")?.unwrap_or(0),
             deleted: item.bool_attr("del"),
+            sealing: item.opt_num("sip")?,
         };
         Ok(Self {
             state,

@@ -182,6 +182,7 @@ impl StreamRow {
             closed: self.closed,
             stream_seq: self.stream_seq,
             sealed: self.sealed as u64,
+            sealing: None,
             lineage: serde_json::from_str(&self.lineage).map_err(|_| corrupt("lineage"))?,
             origin: self
                 .origin

@@ -83,6 +83,13 @@ pub trait PageStore: Send + Sync {
     async fn load_state(&self, path: &StreamPath) -> Result<Option<StreamState>, Error>;
     /// A page of this stream incarnation that starts at message `first`, if one was written.
     async fn find_page_starting_at(&self, sid: &str, first: u64) -> Result<Option<SeqRange>, Error>;
+    /// Whether [`Self::write_page`] records in the stream's state that a page is about to be
+    /// written ([`StreamState::sealing`], cleared by [`Self::commit_sealed`]), so that sealing
+    /// looks for an unrecorded page only when a sealer stopped between the two. A store that
+    /// does not (where looking is cheap) is looked in on every pass.
+    fn records_page_intents(&self) -> bool {
+        false
+    }
     /// Messages after sequence number `after`, up to `through`, from the hot tail: at least one
     /// (if any) and about `max_bytes`.
     async fn read_hot(&self, sid: &str, after: u64, through: u64, max_bytes: usize) -> Result<Vec<Bytes>, Error>;
@@ -115,8 +122,10 @@ pub async fn seal_stream(
     // Hot rows a crashed run already covered with a committed page.
     store.release_hot(&state, sealed).await?;
 
-    // Pages an interrupted run wrote but did not record.
-    while let Some(range) = store.find_page_starting_at(&state.sid, sealed + 1).await? {
+    // Pages an interrupted run wrote but did not record: only where one may be (on S3 a look
+    // is a LIST, dearer than the write it recovers).
+    let look = !store.records_page_intents() || state.sealing.is_some();
+    while look && let Some(range) = store.find_page_starting_at(&state.sid, sealed + 1).await? {
         if range.last > state.tail {
             break;
         }

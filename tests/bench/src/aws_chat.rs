@@ -8,14 +8,16 @@
 //! counted apart:
 //!
 //! 1. **Writing**: `turns` messages, round three chats, each answered by the scripted agent
-//!    streaming a 60-word answer at 40 words a second (the engine writes an update at most
-//!    every 100 ms), one after the other. The worker seals full pages as they fill and each
-//!    chat's last page once the chat has been idle (10 s here, 10 minutes deployed), so this
+//!    calling a tool (the workspace's context) and then streaming a 300-word answer at 50 words
+//!    a second (the engine writes an update at most every 100 ms), one after the other. The worker seals full pages as they fill and each
+//!    chat's last page once the chat has been idle (30 s here, 10 minutes deployed), so this
 //!    counts sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
 //!    that is not counted.
 //! 2. **Catching up**: one reader reads a whole chat from its start over the Durable Streams
 //!    route, from the sealed pages.
 //! 3. **An idle live reader**: one SSE connection to a chat, open 15 s with nothing new.
+//! 4. **The naive designs** ([`crate::naive`]): the same turns' events, written and read the
+//!    naive ways.
 
 use std::{
     collections::BTreeMap,
@@ -54,7 +56,7 @@ pub(crate) struct Usage {
 
 impl Usage {
     /// What `counter` counted, divided by `per`.
-    fn of(counter: &RequestCounter, per: f64) -> Self {
+    pub(crate) fn of(counter: &RequestCounter, per: f64) -> Self {
         let requests = counter
             .snapshot()
             .into_iter()
@@ -128,6 +130,13 @@ pub(crate) struct AwsChat {
     pub(crate) turn_p50_seconds: f64,
     #[serde(default)]
     pub(crate) turn_max_seconds: f64,
+    /// CPU time of this whole process (the API, the worker, the stream routes and the SDK
+    /// clients) while the turns were written, per turn: more than the worker's alone.
+    #[serde(default)]
+    pub(crate) cpu_seconds_per_turn: f64,
+    /// The same turns' events in the two naive designs.
+    #[serde(default)]
+    pub(crate) naive: Vec<crate::naive::Naive>,
 }
 
 /// The median and the largest of `samples`.
@@ -137,10 +146,42 @@ fn median_and_max(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (median, samples.last().copied().unwrap_or_default())
 }
 
-/// 60 words, streamed at 40 a second.
+/// Words in a turn's answer (a word of the scripted agent stands for a model's token).
+pub(crate) const ANSWER_WORDS: usize = 300;
+/// Words a second the answer streams at.
+pub(crate) const WORDS_PER_SECOND: u64 = 50;
+
+/// The turn of issue #39's fixed shape: a tool call (the workspace's context, which runs at
+/// once), then a 300-word answer streamed at 50 words a second.
 fn script() -> Value {
-    let words = (0..60).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
-    json!({ "word_delay_ms": 25, "default": [{ "say": words }] })
+    let words = (0..ANSWER_WORDS)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    json!({
+        "word_delay_ms": 1000 / WORDS_PER_SECOND,
+        "default": [
+            { "say": "Let me look.", "tools": [{ "name": "get_workspace_context", "arguments": {} }] },
+            { "say": words },
+        ],
+    })
+}
+
+/// CPU seconds this process has used (user and system), from `/proc/self/stat`; 0 where there
+/// is none.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // The kernel's USER_HZ is 100 on Linux.
+    (ticks(14) + ticks(15)) / 100.0
 }
 
 /// Runs the phases with `turns` turns on the emulator `config` points at.
@@ -182,6 +223,8 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     // 1. Writing.
     crate::progress("aws chat", &format!("{turns} turns"));
     counter.reset();
+    let cpu_before = cpu_seconds();
+    let mut written = Vec::new();
     let mut bytes = 0usize;
     let (mut posting, mut turning, mut waiting) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let (mut posts, mut runs) = (Vec::new(), Vec::new());
@@ -203,7 +246,13 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         waiting += started.elapsed();
         chat.at = seen.at;
         bytes += seen.bytes;
+        written.push(crate::naive::Turn {
+            chat: i as usize % CHATS,
+            events: seen.messages,
+            seconds: seen.ran.as_secs_f64(),
+        });
     }
+    let cpu_seconds_per_turn = (cpu_seconds() - cpu_before) / turns as f64;
     // The worker acknowledges a turn's job and seals its page after the turn's last event: wait
     // until Spool is quiet (the queues' idle long polls aside), at most 10 s.
     let busy = |c: &RequestCounter| {
@@ -268,6 +317,8 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     idle_reader_minute.requests.retain(|op, _| !op.starts_with("SQS"));
 
     server.abort();
+    // 4. The same turns in the naive designs.
+    let naive = crate::naive::run(&config, &written, CHATS).await?;
     Ok(AwsChat {
         turns,
         events,
@@ -286,12 +337,14 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         api_request_max_ms: median_and_max(posts).1.as_secs_f64() * 1000.0,
         turn_p50_seconds: median_and_max(runs.clone()).0.as_secs_f64(),
         turn_max_seconds: median_and_max(runs).1.as_secs_f64(),
+        cpu_seconds_per_turn,
+        naive,
     })
 }
 
 /// How long a chat waits, idle, before its last page is sealed in this workload: longer than
-/// the pause between two turns of one chat (two other chats' turns, about 3.5 s).
-const IDLE_SEAL: Duration = Duration::from_secs(10);
+/// the pause between two turns of one chat (two other chats' turns, about 13 s).
+const IDLE_SEAL: Duration = Duration::from_secs(30);
 
 /// The turns go round this many chats, as a worker serving several chats sees them. (It also
 /// keeps the emulator's queueing out of the way: moto's FIFO long poll holds back a group that
@@ -312,6 +365,8 @@ struct Seen {
     at: Offset,
     /// Bytes of the events read.
     bytes: usize,
+    /// The events read.
+    messages: Vec<bytes::Bytes>,
     /// From the turn's `agent_start` to its `agent_end`, by their timestamps: how long the
     /// worker ran it (on Lambda, the billed duration, queueing aside).
     ran: Duration,
@@ -330,12 +385,14 @@ async fn until_turn_ends(
             .and_then(|ts| time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok())
     };
     let mut bytes = 0;
+    let mut messages = Vec::new();
     let mut started = None;
     for _ in 0..2400 {
         let chunk = log.read(path, Position::At(at), None).await?;
         at = chunk.next_offset;
         for message in &chunk.messages {
             bytes += message.len();
+            messages.push(message.clone());
             let event: Value = serde_json::from_slice(message)?;
             if event["turn_id"] != turn {
                 continue;
@@ -347,7 +404,12 @@ async fn until_turn_ends(
                         anyhow::bail!("turn {turn} ended without a timed agent_start");
                     };
                     let ran = Duration::try_from(end - start).unwrap_or_default();
-                    return Ok(Seen { at, bytes, ran });
+                    return Ok(Seen {
+                        at,
+                        bytes,
+                        messages,
+                        ran,
+                    });
                 }
                 _ => {}
             }

@@ -61,9 +61,29 @@ pub(crate) struct Model {
     pub(crate) prices: String,
     pub(crate) per_million_events: Vec<Line>,
     pub(crate) per_live_reader_hour: Vec<Line>,
-    /// A naive design's million events, from the same events: one DynamoDB item per event.
+    /// The naive designs' million events, measured with the same events
+    /// ([`crate::naive`]): by design, its lines.
     #[serde(default)]
-    pub(crate) naive_per_million_events: Vec<Line>,
+    pub(crate) designs: Vec<(String, Vec<Line>)>,
+    /// A turn of the fixed shape, in USD per million turns: Spool's, then each naive design's
+    /// (written, one live reader while it runs, one later catch-up).
+    #[serde(default)]
+    pub(crate) per_million_turns: Vec<(String, f64)>,
+    /// The floor per million events: a write unit each and their share of a full page (DynamoDB
+    /// and S3), and with the turns' Lambda time at the chosen memory size.
+    #[serde(default)]
+    pub(crate) floor: Floor,
+    /// The worker's memory sizes: MB, a turn's modeled duration in seconds, USD per million
+    /// turns; and the size chosen.
+    #[serde(default)]
+    pub(crate) worker_memory: Vec<(u32, f64, f64)>,
+    #[serde(default)]
+    pub(crate) worker_memory_chosen: u32,
+    /// Chat events per turn, and the turn's worker CPU seconds the memory model starts from.
+    #[serde(default)]
+    pub(crate) events_per_turn: f64,
+    #[serde(default)]
+    pub(crate) cpu_seconds_per_turn: f64,
     /// An idle reader-hour of one chat read by this many readers through CloudFront with read
     /// grants (long-polls collapsed), and how many times cheaper than an SSE reader-hour.
     #[serde(default)]
@@ -75,6 +95,32 @@ pub(crate) struct Model {
     /// S3 PUTs per million events if every page were full (the page-size minimum).
     #[serde(default)]
     pub(crate) page_minimum_puts_per_million: f64,
+}
+
+/// The physical floor of a million chat events.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Floor {
+    /// One write unit per event and its share of a full page's PUT.
+    pub(crate) storage_usd: f64,
+    /// The same with each turn's Lambda time (its model stream) at the chosen memory size.
+    pub(crate) total_usd: f64,
+}
+
+/// Memory sizes a worker is priced at, in MB.
+const WORKER_MEMORY_MB: [u32; 4] = [128, 256, 512, 1024];
+/// A Lambda function gets one full vCPU at this many MB, and a share in proportion below.
+const FULL_VCPU_MB: f64 = 1769.0;
+/// How much longer than at a full vCPU a turn may take at the chosen size.
+const MAX_STRETCH: f64 = 1.10;
+/// The smallest size chosen: the worker's largest append (8 MiB) held a few times over, its
+/// model stream and its runtime, with room.
+const MIN_WORKER_MB: u32 = 256;
+
+/// A turn's duration at `mb`: its wait on the model as measured, and its CPU time slowed by
+/// the share of a vCPU Lambda gives that size.
+fn turn_seconds_at(mb: u32, turn_seconds: f64, cpu_seconds: f64) -> f64 {
+    let wait = (turn_seconds - cpu_seconds).max(0.0);
+    wait + cpu_seconds * (FULL_VCPU_MB / f64::from(mb)).max(1.0)
 }
 
 fn line(item: &str, units: f64, price: f64) -> Line {
@@ -199,35 +245,104 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
         })
         .collect();
 
-    // Naive: each event its own conditional PutItem (1 write unit per KB, key overhead
-    // included), read back once by Query (eventually consistent: half a unit per 4 KB); no
-    // pages, no seal jobs; the same Lambda and API Gateway costs as Spool's.
-    let item_kb = ((chat.mean_event_bytes + 64.0) / 1024.0).ceil();
-    let mut naive = vec![
-        line(
-            "DynamoDB write units, one item per event",
-            1e6 * item_kb,
-            DYNAMODB_WRITE_UNIT,
-        ),
-        line(
-            "DynamoDB read units, one reader catching up (Query)",
-            (1e6 * (chat.mean_event_bytes + 64.0) / 4096.0 / 2.0).ceil(),
-            DYNAMODB_READ_UNIT,
-        ),
-    ];
-    naive.extend(
-        per_million
+    // The worker's memory: the turn's measured wait, and its CPU time slowed at small sizes.
+    let turn_s = or_mean(chat.turn_p50_seconds, chat.turn_seconds);
+    let per_turn_calls = 1e6 / (chat.events as f64 / chat.turns.max(1) as f64);
+    let worker_memory: Vec<(u32, f64, f64)> = WORKER_MEMORY_MB
+        .iter()
+        .map(|&mb| {
+            let seconds = turn_seconds_at(mb, turn_s, chat.cpu_seconds_per_turn);
+            (mb, seconds, 1e6 * seconds * f64::from(mb) / 1024.0 * LAMBDA_GB_SECOND)
+        })
+        .collect();
+    let fastest = turn_seconds_at(1024, turn_s, chat.cpu_seconds_per_turn);
+    let worker_memory_chosen = worker_memory
+        .iter()
+        .filter(|(mb, seconds, _)| *mb >= MIN_WORKER_MB && *seconds <= fastest * MAX_STRETCH)
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+        .map_or(1024, |m| m.0);
+    let events_per_turn = chat.events as f64 / chat.turns.max(1) as f64;
+
+    // What every design pays alike: the turn's job on the turns queue (send, receive, delete),
+    // the API's invocations and the Lambda time; the naive designs' live readers' own
+    // invocations are left out (which favours them).
+    let shared: Vec<Line> = per_million
+        .iter()
+        .filter(|l| l.item.starts_with("Lambda") || l.item.starts_with("API Gateway"))
+        .cloned()
+        .chain([line(
+            "SQS requests, the turn's job (send, receive, delete)",
+            3.0 * per_turn_calls,
+            SQS_REQUEST,
+        )])
+        .collect();
+    let designs: Vec<(String, Vec<Line>)> = chat
+        .naive
+        .iter()
+        .map(|naive| {
+            let mut lines = Vec::new();
+            for (usage, what) in [
+                (&naive.write, "writing"),
+                (&naive.live, "one live reader polling every 500 ms"),
+                (&naive.catch_up, "one reader catching up"),
+            ] {
+                lines.extend(
+                    requests(usage, what)
+                        .into_iter()
+                        .map(|mut l| {
+                            l.units *= 1000.0;
+                            l.usd *= 1000.0;
+                            l
+                        })
+                        .filter(|l| l.units > 0.0),
+                );
+            }
+            lines.extend(shared.iter().cloned());
+            (naive.design.clone(), lines)
+        })
+        .collect();
+
+    // A turn of the fixed shape. Spool's live reader costs what an SSE reader-minute does for
+    // the turn's time, and reads the turn's events once (as the catch-up reader does).
+    let usd = |lines: &[Line]| lines.iter().map(|l| l.usd).sum::<f64>();
+    let catch_up_per_event: f64 = per_million
+        .iter()
+        .filter(|l| l.item.ends_with("one reader catching up"))
+        .map(|l| l.usd)
+        .sum::<f64>()
+        / 1e6;
+    let spool_turn =
+        usd(&per_million) / 1e6 * events_per_turn + catch_up_per_event * events_per_turn + sse_hour / 3600.0 * turn_s;
+    let mut per_million_turns = vec![("Spool".to_owned(), spool_turn * 1e6)];
+    per_million_turns.extend(
+        designs
             .iter()
-            .filter(|l| l.item.starts_with("Lambda") || l.item.starts_with("API Gateway"))
-            .cloned(),
+            .map(|(name, lines)| (name.clone(), usd(lines) / 1e6 * events_per_turn * 1e6)),
     );
+
+    // The floor: a write unit per (small) event, its share of a full page; and the turn's Lambda
+    // time at the chosen size.
+    let page_share = chat.mean_event_bytes / spool_log::limits::LogLimits::DEFAULT_PAGE_BYTES as f64 * S3_PUT;
+    let storage_usd = 1e6 * (DYNAMODB_WRITE_UNIT + page_share);
+    let chosen_s = turn_seconds_at(worker_memory_chosen, turn_s, chat.cpu_seconds_per_turn);
+    let floor = Floor {
+        storage_usd,
+        total_usd: storage_usd
+            + per_turn_calls * chosen_s * f64::from(worker_memory_chosen) / 1024.0 * LAMBDA_GB_SECOND,
+    };
     let page_minimum_puts_per_million =
         1e6 * chat.mean_event_bytes / spool_log::limits::LogLimits::DEFAULT_PAGE_BYTES as f64;
     Model {
         prices: PRICES.to_owned(),
         per_million_events: per_million,
         per_live_reader_hour: per_hour,
-        naive_per_million_events: naive,
+        designs,
+        per_million_turns,
+        floor,
+        worker_memory,
+        worker_memory_chosen,
+        events_per_turn,
+        cpu_seconds_per_turn: chat.cpu_seconds_per_turn,
         collapsed_reader_hours,
         origin_polls_per_key: k,
         page_minimum_puts_per_million,
@@ -251,13 +366,56 @@ pub(crate) fn table(model: &Model) -> String {
         let total: f64 = lines.iter().map(|l| l.usd).sum();
         out.push_str(&format!("| **total** | | **{total:.4}** |\n\n"));
     }
-    if !model.naive_per_million_events.is_empty() {
-        out.push_str("| a naive design, per million chat events (one DynamoDB item per event, no pages) | units | USD |\n| --- | ---: | ---: |\n");
-        for l in &model.naive_per_million_events {
+    for (design, lines) in &model.designs {
+        out.push_str(&format!(
+            "| a naive design, per million chat events: {design} (measured on the emulator with the same events) | units | USD |\n| --- | ---: | ---: |\n"
+        ));
+        for l in lines {
             out.push_str(&format!("| {} | {:.0} | {:.4} |\n", l.item, l.units, l.usd));
         }
-        let total: f64 = model.naive_per_million_events.iter().map(|l| l.usd).sum();
+        let total: f64 = lines.iter().map(|l| l.usd).sum();
         out.push_str(&format!("| **total** | | **{total:.4}** |\n\n"));
+    }
+    if !model.per_million_turns.is_empty() {
+        out.push_str(&format!(
+            "| per million turns of the fixed shape ({:.0} events each: a message, a tool call, a 300-word answer at 50 words a second; one live reader, one later catch-up) | USD | against Spool |\n| --- | ---: | ---: |\n",
+            model.events_per_turn
+        ));
+        let spool = model.per_million_turns[0].1;
+        for (design, usd) in &model.per_million_turns {
+            out.push_str(&format!("| {design} | {usd:.2} | {:.2}× |\n", usd / spool.max(1e-12)));
+        }
+        out.push('\n');
+    }
+    if model.floor.total_usd > 0.0 {
+        let storage: f64 = model
+            .per_million_events
+            .iter()
+            .filter(|l| l.item.contains("writing and sealing") || l.item.contains("catching up"))
+            .map(|l| l.usd)
+            .sum();
+        out.push_str(&format!(
+            "The floor of a million chat events: ${:.4} of storage (a write unit each and its share of a full page; Spool's DynamoDB, S3 and SQS cost ${storage:.4}, {:.2}× the floor), ${:.4} with the turns' Lambda time at {} MB.\n\n",
+            model.floor.storage_usd,
+            storage / model.floor.storage_usd.max(1e-12),
+            model.floor.total_usd,
+            model.worker_memory_chosen
+        ));
+    }
+    if !model.worker_memory.is_empty() {
+        out.push_str(&format!(
+            "| the worker's memory (arm64; a turn's wait on its model as measured, its {:.3} CPU seconds slowed by the vCPU share of the size: modeled, Lambda does not run here) | turn seconds | USD per million turns |\n| --- | ---: | ---: |\n",
+            model.cpu_seconds_per_turn
+        ));
+        for (mb, seconds, usd) in &model.worker_memory {
+            let chosen = if *mb == model.worker_memory_chosen {
+                " (chosen)"
+            } else {
+                ""
+            };
+            out.push_str(&format!("| {mb} MB{chosen} | {seconds:.2} | {usd:.2} |\n"));
+        }
+        out.push('\n');
     }
     if !model.collapsed_reader_hours.is_empty() {
         out.push_str(&format!(

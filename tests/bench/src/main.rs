@@ -9,6 +9,7 @@ mod aws_chat;
 mod chat;
 mod collapse;
 mod cost;
+mod naive;
 mod pages;
 mod protocol;
 mod uploads;
@@ -101,8 +102,9 @@ struct Args {
     /// a small one).
     #[arg(long)]
     only_collapse: bool,
-    /// Run only the AWS chat workload (with `--env-file`) and print what it sent per 1,000
-    /// events.
+    /// Run only the AWS chat workload and the naive designs (with `--env-file`): print the
+    /// requests per 1,000 events and the cost model, and keep the figures in
+    /// `target/bench/aws-chat.json`.
     #[arg(long)]
     only_aws_chat: bool,
 }
@@ -438,11 +440,11 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
     ];
     let mut out = format!(
         "AWS backend on the emulator, in process as `spool serve --backend aws`: {} scripted turns \
-         (60 words at 40 a second; {:.2} s each in the worker on average, median {:.2} s, slowest \
+         (each a tool call, then a 300-word answer at 50 words a second; {:.2} s each in the worker on average, median {:.2} s, slowest \
          {:.2} s; posts {:.0} ms on average, median {:.0} ms, slowest {:.0} ms; {:.2} s from the \
          message to its `agent_end` read back) wrote {} events ({:.0} B each on average) round three chats; the \
          worker seals full pages as they fill and each chat's last page once the chat has been \
-         idle (10 s here, 10 minutes deployed).\n\n| requests (SDK-counted) |",
+         idle (30 s here, 10 minutes deployed). The process used {:.2} CPU seconds a turn.\n\n| requests (SDK-counted) |",
         chat.turns,
         chat.turn_seconds,
         chat.turn_p50_seconds,
@@ -453,6 +455,7 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
         chat.message_to_end_seconds,
         chat.events,
         chat.mean_event_bytes,
+        chat.cpu_seconds_per_turn,
     );
     for (name, _) in phases {
         out.push_str(&format!(" {name} |"));
@@ -473,6 +476,15 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
     }
     row("DynamoDB write capacity units", &|u| u.write_units);
     row("DynamoDB read capacity units", &|u| u.read_units);
+    // Where the writing phase's DynamoDB requests go, by the shape of the keys they address.
+    let mut targets: Vec<(&String, &f64)> = chat.write.targets.iter().collect();
+    targets.sort_by(|a, b| b.1.total_cmp(a.1));
+    if !targets.is_empty() {
+        out.push_str("\n| DynamoDB requests writing and sealing, by the records they address (ids as `_`) | per 1,000 events |\n| --- | ---: |\n");
+        for (target, n) in targets.into_iter().take(16) {
+            out.push_str(&format!("| `{}` | {n:.2} |\n", target.replace('|', "\\|")));
+        }
+    }
     out
 }
 
@@ -602,7 +614,11 @@ async fn main() -> anyhow::Result<()> {
         let env_file = args.env_file.as_ref().context("--only-aws-chat needs --env-file")?;
         let config = spool_platform::Config::from_env_and_file(env_file)?;
         let chat = aws_chat::run(&config, args.aws_chat_turns).await?;
-        println!("{}", serde_json::to_string_pretty(&chat)?);
+        let json = std::path::Path::new("target/bench/aws-chat.json");
+        std::fs::create_dir_all("target/bench")?;
+        std::fs::write(json, serde_json::to_string_pretty(&chat)?)?;
+        println!("{}\n{}", aws_chat_table(&chat), cost::table(&cost::model(&chat, None)));
+        progress("aws chat", &format!("the figures are in {}", json.display()));
         return Ok(());
     }
     let limits = LogLimits::default();

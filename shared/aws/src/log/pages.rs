@@ -310,7 +310,33 @@ impl PageStore for AwsLog {
         self.inner.hot_messages(sid, after, through, max_bytes).await
     }
 
+    fn records_page_intents(&self) -> bool {
+        true
+    }
+
     async fn write_page(&self, state: &StreamState, range: SeqRange, page: Bytes) -> Result<(), Error> {
+        // The head says a page is coming before it is written (`sip`, cleared by the commit that
+        // records it), so the next pass looks for an unrecorded page only after a sealer
+        // stopped in between: a LIST on every pass would cost more than the pages.
+        let intent = self
+            .inner
+            .clients
+            .dynamodb
+            .update_item()
+            .table_name(&self.inner.opts.table)
+            .set_key(Some(head_key(&state.path)))
+            .update_expression("SET sip = :last")
+            .condition_expression("sid = :sid")
+            .expression_attribute_values(":last", n(range.last))
+            .expression_attribute_values(":sid", s(&state.sid))
+            .send()
+            .await;
+        match intent {
+            Ok(_) => {}
+            // The stream went (or was made again): the commit after this write finds it too.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {}
+            Err(e) => return Err(ddb("UpdateItem (page intent)", e)),
+        }
         let key = page_key(&state.sid, range);
         for attempt in 0..8 {
             let result = self
@@ -396,7 +422,10 @@ impl PageStore for AwsLog {
                 update = update.expression_attribute_values(":sseq", s(seq));
             }
         }
-        let result = update.update_expression(format!("SET {}", set.join(", "))).send().await;
+        let result = update
+            .update_expression(format!("SET {} REMOVE sip", set.join(", ")))
+            .send()
+            .await;
         match result {
             Ok(_) => Ok(true),
             Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => Ok(false),

@@ -132,6 +132,7 @@ impl StreamState {
             }),
             forks: 0,
             deleted: false,
+            sealing: None,
         })
     }
 

@@ -61,6 +61,11 @@ pub struct StreamState {
     pub forks: u64,
     /// Deleted while forks still needed it: gone for clients (`410`), kept for the forks.
     pub deleted: bool,
+    /// The last message of a page a sealer said it was about to write past [`Self::sealed`],
+    /// until a commit of the sealed point cleared it: such a page may be in storage,
+    /// unrecorded (the sealer stopped in between). Only stores that record this intent
+    /// ([`crate::seal::PageStore::records_page_intents`]) set it.
+    pub sealing: Option<u64>,
 }
 
 /// A run of a fork's inherited messages: those after the previous segment's `upto`, up to and
@@ -148,6 +153,7 @@ impl StreamState {
             origin: None,
             forks: 0,
             deleted: false,
+            sealing: None,
         })
     }
 
