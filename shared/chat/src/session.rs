@@ -415,39 +415,49 @@ pub struct EventPage {
     pub tail: u64,
 }
 
-/// Up to `limit` events of a session stream after `after` (a seq), oldest first.
+/// Up to `limit` events of a session stream after `after` (a seq; one past the tail reads
+/// from the tail), oldest first. Reads until a read says it reached the tail, which it also
+/// tells: the stream's metadata is read only when `limit` stops the page first.
 pub async fn read_events(
     log: &dyn spool_log::port::StreamReader,
     path: &StreamPath,
     after: u64,
     limit: usize,
 ) -> Result<EventPage, Error> {
-    let tail = log.metadata(path).await?.tail.seq();
+    use spool_log::stream::{Offset, Position};
     let mut page = EventPage {
         events: Vec::new(),
-        next: after.min(tail),
-        tail,
+        next: after,
+        tail: after,
     };
-    while page.events.len() < limit && page.next < tail {
-        let chunk = log
-            .read(
-                path,
-                spool_log::stream::Position::At(spool_log::stream::Offset::after(page.next)),
-                None,
-            )
-            .await?;
-        if chunk.messages.is_empty() {
-            break;
-        }
-        for message in chunk.messages.iter().take(limit - page.events.len()) {
+    loop {
+        let chunk = match log.read(path, Position::At(Offset::after(page.next)), None).await {
+            Ok(chunk) => chunk,
+            Err(Error::OffsetBeyondTail { tail, .. }) if page.events.is_empty() => {
+                page.next = tail.seq();
+                page.tail = tail.seq();
+                return Ok(page);
+            }
+            Err(e) => return Err(e),
+        };
+        let room = limit - page.events.len();
+        let all = chunk.messages.len() <= room;
+        for message in chunk.messages.iter().take(room) {
             let event: Event = serde_json::from_slice(message).map_err(|e| Error::Corrupt {
                 what: format!("an event of `{path}`: {e}"),
             })?;
             page.events.push(event);
             page.next += 1;
         }
+        if chunk.up_to_date {
+            page.tail = chunk.next_offset.seq();
+            return Ok(page);
+        }
+        if !all || page.events.len() >= limit || chunk.messages.is_empty() {
+            page.tail = log.metadata(path).await?.tail.seq().max(page.next);
+            return Ok(page);
+        }
     }
-    Ok(page)
 }
 
 #[cfg(test)]

@@ -372,7 +372,8 @@ struct Seen {
     ran: Duration,
 }
 
-/// Reads the chat's stream from `at` until `turn`'s `agent_end`. Bounded: two minutes.
+/// Reads the chat's stream from `at` until `turn`'s `agent_end`. Bounded: 2,400 reads or waits of
+/// at most a second.
 async fn until_turn_ends(
     log: &impl StreamReader,
     path: &StreamPath,
@@ -415,7 +416,9 @@ async fn until_turn_ends(
             }
         }
         if chunk.up_to_date {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Waits for more without a read every few milliseconds: this process's CPU time
+            // is what the cost model's worker memory starts from.
+            log.wait(path, at, Duration::from_secs(1)).await?;
         }
     }
     anyhow::bail!("turn {turn} did not end within two minutes")
