@@ -120,7 +120,7 @@ const MIN_WORKER_MB: u32 = 256;
 /// the share of a vCPU Lambda gives that size.
 fn turn_seconds_at(mb: u32, turn_seconds: f64, cpu_seconds: f64) -> f64 {
     let wait = (turn_seconds - cpu_seconds).max(0.0);
-    wait + cpu_seconds * (FULL_VCPU_MB / f64::from(mb)).max(1.0)
+    cpu_seconds.mul_add((FULL_VCPU_MB / f64::from(mb)).max(1.0), wait)
 }
 
 fn line(item: &str, units: f64, price: f64) -> Line {
@@ -311,8 +311,8 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
         .map(|l| l.usd)
         .sum::<f64>()
         / 1e6;
-    let spool_turn =
-        usd(&per_million) / 1e6 * events_per_turn + catch_up_per_event * events_per_turn + sse_hour / 3600.0 * turn_s;
+    let per_event = usd(&per_million) / 1e6 + catch_up_per_event;
+    let spool_turn = (sse_hour / 3600.0).mul_add(turn_s, per_event * events_per_turn);
     let mut per_million_turns = vec![("Spool".to_owned(), spool_turn * 1e6)];
     per_million_turns.extend(
         designs
@@ -325,10 +325,10 @@ pub(crate) fn model(chat: &AwsChat, collapse: Option<&Collapse>) -> Model {
     let page_share = chat.mean_event_bytes / spool_log::limits::LogLimits::DEFAULT_PAGE_BYTES as f64 * S3_PUT;
     let storage_usd = 1e6 * (DYNAMODB_WRITE_UNIT + page_share);
     let chosen_s = turn_seconds_at(worker_memory_chosen, turn_s, chat.cpu_seconds_per_turn);
+    let lambda_usd = per_turn_calls * chosen_s * f64::from(worker_memory_chosen) / 1024.0 * LAMBDA_GB_SECOND;
     let floor = Floor {
         storage_usd,
-        total_usd: storage_usd
-            + per_turn_calls * chosen_s * f64::from(worker_memory_chosen) / 1024.0 * LAMBDA_GB_SECOND,
+        total_usd: storage_usd + lambda_usd,
     };
     let page_minimum_puts_per_million =
         1e6 * chat.mean_event_bytes / spool_log::limits::LogLimits::DEFAULT_PAGE_BYTES as f64;

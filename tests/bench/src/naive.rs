@@ -232,9 +232,9 @@ async fn one(config: &Config, design: Design, turns: &[Turn], chats: usize) -> a
             seen[turn.chat] = last.or(seen[turn.chat]);
         }
     }
-    for chat in 0..chats {
+    for (chat, written) in next.iter().enumerate() {
         let (read, _) = table.read_after(&late_reader, chat, None).await?;
-        anyhow::ensure!(read as u64 == next[chat], "the naive table lost items of chat {chat}");
+        anyhow::ensure!(read as u64 == *written, "the naive table lost items of chat {chat}");
     }
     table.drop(&plain).await;
     anyhow::ensure!(events > 0, "no events to write");
