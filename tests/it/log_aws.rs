@@ -369,9 +369,13 @@ async fn idle_checks_watch_every_unsealed_batch_until_a_page_holds_it() {
     // WHEN that check runs after more came: only full pages are sealed, and the next check is
     // armed for the new tail
     idle_period();
+    h.requests.reset();
     let report = log.seal(&path, recorder.check(1)).await.unwrap();
     assert!(report.sealed_through < report.tail);
     assert_eq!(recorder.take(), vec![2]);
+    // (without reading the unsealed batches, when they are less than a page: two looks at the
+    // newest ones, the tail's and the oldest unsealed one's)
+    assert_eq!(requests(&h, "Query"), 2, "{:?}", h.requests.snapshot());
     // WHEN the stream stayed idle: it is sealed to its end, and one more check follows (a
     // writer may have read the stream before the seal committed), which ends the chain
     idle_period();

@@ -54,6 +54,16 @@ struct Counts {
     capacity: BTreeMap<String, f64>,
     /// DynamoDB requests by operation and the shape of the keys they address.
     targets: BTreeMap<String, u64>,
+    /// The capacity units they consumed, by the same.
+    target_units: BTreeMap<String, f64>,
+}
+
+/// What a request addresses ([`target`]), kept in its config bag from its input to its output.
+#[derive(Debug, Clone)]
+struct Target(String);
+
+impl aws_smithy_types::config_bag::Storable for Target {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
 /// A key with its ids taken out: `o#{org}#ses#{id}` is `o#_#ses#_`, `m#00000000000000000042`
@@ -182,6 +192,11 @@ impl RequestCounter {
         self.counts().targets.clone()
     }
 
+    /// The DynamoDB capacity units consumed, by what [`Self::targets`] counts requests by.
+    pub fn target_units(&self) -> BTreeMap<String, f64> {
+        self.counts().target_units.clone()
+    }
+
     /// Forgets every count.
     pub fn reset(&self) {
         *self.counts() = Counts::default();
@@ -210,11 +225,12 @@ impl Intercept for RequestCounter {
         &self,
         context: &mut BeforeSerializationInterceptorContextMut<'_>,
         _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let input = context.input_mut();
         if let Some(target) = target(input) {
-            *self.counts().targets.entry(target).or_default() += 1;
+            *self.counts().targets.entry(target.clone()).or_default() += 1;
+            cfg.interceptor_state().store_put(Target(target));
         }
         macro_rules! ask {
             ($($input:ty),*) => {
@@ -278,7 +294,11 @@ impl Intercept for RequestCounter {
             TransactWriteItemsOutput
         );
         if let Some(units) = consumed {
-            *self.counts().capacity.entry(meta.name().to_owned()).or_default() += units;
+            let mut counts = self.counts();
+            *counts.capacity.entry(meta.name().to_owned()).or_default() += units;
+            if let Some(Target(target)) = cfg.load::<Target>() {
+                *counts.target_units.entry(target.clone()).or_default() += units;
+            }
         }
         Ok(())
     }

@@ -52,6 +52,9 @@ pub(crate) struct Usage {
     /// DynamoDB requests by operation and the shape of the keys they address.
     #[serde(default)]
     pub(crate) targets: BTreeMap<String, f64>,
+    /// The capacity units they consumed, by the same.
+    #[serde(default)]
+    pub(crate) target_units: BTreeMap<String, f64>,
 }
 
 impl Usage {
@@ -76,6 +79,11 @@ impl Usage {
                 .targets()
                 .into_iter()
                 .map(|(target, n)| (target, n as f64 / per))
+                .collect(),
+            target_units: counter
+                .target_units()
+                .into_iter()
+                .map(|(target, units)| (target, units / per))
                 .collect(),
         }
     }

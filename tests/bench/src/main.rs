@@ -480,9 +480,10 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
     let mut targets: Vec<(&String, &f64)> = chat.write.targets.iter().collect();
     targets.sort_by(|a, b| b.1.total_cmp(a.1));
     if !targets.is_empty() {
-        out.push_str("\n| DynamoDB requests writing and sealing, by the records they address (ids as `_`) | per 1,000 events |\n| --- | ---: |\n");
+        out.push_str("\n| DynamoDB requests writing and sealing, by the records they address (ids as `_`) | requests per 1,000 events | capacity units |\n| --- | ---: | ---: |\n");
         for (target, n) in targets.into_iter().take(16) {
-            out.push_str(&format!("| `{}` | {n:.2} |\n", target.replace('|', "\\|")));
+            let units = chat.write.target_units.get(target).copied().unwrap_or(0.0);
+            out.push_str(&format!("| `{}` | {n:.2} | {units:.2} |\n", target.replace('|', "\\|")));
         }
     }
     out

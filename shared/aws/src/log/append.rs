@@ -355,7 +355,7 @@ impl Inner {
                         && state.crossed_page_boundary(bytes_before, tail_before, &self.opts.limits)
                         && let Err(e) = scheduler.schedule(path).await
                     {
-                        tracing::warn!(%path, error = %e, "cannot schedule sealing; the idle checks will");
+                        tracing::warn!(%path, error = %e, "cannot schedule sealing; the stream's idle seal (or its age limit) will");
                     }
                     return answers;
                 }

@@ -121,12 +121,8 @@ impl Inner {
         Ok(found)
     }
 
-    /// How long ago the oldest unsealed batch of the stream at `path` was written (0 if none).
-    pub(super) async fn oldest_unsealed_age_s(&self, path: &StreamPath) -> Result<i64, Error> {
-        let Some(head) = self.fetch_head(path).await? else {
-            return Ok(0);
-        };
-        let state = &head.state;
+    /// How long ago the oldest unsealed batch of the stream was written (0 if none).
+    pub(super) async fn oldest_unsealed_age_s(&self, state: &StreamState) -> Result<i64, Error> {
         if state.sealed >= state.tail {
             return Ok(0);
         }
@@ -225,12 +221,35 @@ impl StreamSealer for AwsLog {
         let SealMode::Idle { tail, chain } = mode else {
             return seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await;
         };
-        let mode = if self.inner.oldest_unsealed_age_s(path).await? > MAX_UNSEALED_AGE_S {
-            SealMode::Final
-        } else {
-            mode
+        let state = self.load_state(path).await?;
+        let old = match &state {
+            Some(state) => self.inner.oldest_unsealed_age_s(state).await? > MAX_UNSEALED_AGE_S,
+            None => false,
         };
-        let report = seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await?;
+        let report = match state {
+            // Written since the check was armed, and not old: not idle, and its full pages are
+            // sealed as they fill (the appends that fill one ask for it; if that ask failed, a
+            // page's count of messages, the stream's idle seal or the age limit seals it).
+            // Reading its unsealed batches would find nothing to seal: only the next check is
+            // armed.
+            Some(state)
+                if state.tail != tail.seq()
+                    && state.tail - state.sealed < limits.page_max_messages as u64
+                    && !old
+                    && !state.closed
+                    && !state.deleted =>
+            {
+                SealReport {
+                    sealed_through: Offset::after(state.sealed),
+                    tail: state.tail_offset(),
+                    ..SealReport::default()
+                }
+            }
+            _ => {
+                let mode = if old { SealMode::Final } else { mode };
+                seal_stream(self, &self.inner.opts.fail_points, &limits, path, mode).await?
+            }
+        };
         // Batches still unsealed, or new since the check was armed, or sealed by this very pass
         // (a writer that read the state before it committed may have put after the sealed
         // tail without arming): one more check.
