@@ -269,3 +269,20 @@ impl Step<'_> {
         Ok(())
     }
 }
+
+/// A chat's workspace record, read at most once in a step: its settings, budget, context and
+/// folder are what they were when the step first needed them.
+pub(super) type WorkspaceOnce = tokio::sync::OnceCell<Option<Workspace>>;
+
+/// The workspace of `session`, read into `once` unless it was already.
+pub(super) async fn workspace_once(
+    metadata: &dyn Metadata,
+    once: &WorkspaceOnce,
+    org: &str,
+    session: &Session,
+) -> Result<Option<Workspace>, Error> {
+    let Some(ws) = &session.workspace_id else {
+        return Ok(None);
+    };
+    once.get_or_try_init(|| metadata.workspace(org, ws)).await.cloned()
+}

@@ -38,6 +38,8 @@ mod reply;
 mod runner;
 mod toolbox;
 
+use end::{WorkspaceOnce, workspace_once};
+
 pub use runner::runner_check;
 pub use toolbox::offered_name;
 
@@ -448,23 +450,6 @@ struct Step<'a> {
     mcp_models: bool,
     /// The chat's workspace record, read once in the step ([`Step::workspace_record`]).
     workspace: WorkspaceOnce,
-}
-
-/// A chat's workspace record, read at most once in a step: its settings, budget, context and
-/// folder are what they were when the step first needed them.
-type WorkspaceOnce = tokio::sync::OnceCell<Option<Workspace>>;
-
-/// The workspace of `session`, read into `once` unless it was already.
-async fn workspace_once(
-    metadata: &dyn Metadata,
-    once: &WorkspaceOnce,
-    org: &str,
-    session: &Session,
-) -> Result<Option<Workspace>, Error> {
-    let Some(ws) = &session.workspace_id else {
-        return Ok(None);
-    };
-    once.get_or_try_init(|| metadata.workspace(org, ws)).await.cloned()
 }
 
 impl Step<'_> {
