@@ -82,6 +82,8 @@ test: deps web client browser nginx tests/clis/node_modules/.installed $(CARGO_L
 	./target/debug/spool-cli-check tests/clis/node_modules/.bin || status=1; \
 	./target/debug/spool-lambda-check || status=1; \
 	./target/debug/spool-bench --env-file $(TEST_STATE)/env --nginx $(NGINX) --only-collapse $(COLLAPSE_TEST) || status=1; \
+	: "the AWS chat workload and the naive designs, small: every turn ends, every chat is sealed once idle, nothing is lost"; \
+	./target/debug/spool-bench --env-file $(TEST_STATE)/env --only-aws-chat --aws-chat-turns 3 > /dev/null || status=1; \
 	$(SAM_VENV)/bin/python tests/deploy/check_publish.py || status=1; \
 	exit $$status
 

@@ -270,16 +270,24 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
             .map(|(_, n)| n)
             .sum::<u64>()
     };
-    // Each chat's idle seal comes IDLE_SEAL after its last turn: wait for them (at most a
-    // minute), then for quiet.
+    // Each chat's idle seal comes within two idle periods of its last turn (the check armed by
+    // its first write finds it moved, and arms the next): wait for them, then for quiet.
     for chat in &chats {
-        for _ in 0..600 {
-            let meta = watcher.metadata(&chat.path).await?;
+        let mut meta = watcher.metadata(&chat.path).await?;
+        for _ in 0..(IDLE_SEAL.as_millis() * 2 / 100 + 300) {
             if meta.sealed == meta.tail {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+            meta = watcher.metadata(&chat.path).await?;
         }
+        anyhow::ensure!(
+            meta.sealed == meta.tail,
+            "chat {} was not sealed to its end once idle: sealed {}, tail {}",
+            chat.id,
+            meta.sealed,
+            meta.tail
+        );
     }
     for _ in 0..20 {
         let before = busy(&counter);
