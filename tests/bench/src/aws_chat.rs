@@ -10,7 +10,7 @@
 //! 1. **Writing**: `turns` messages, round three chats, each answered by the scripted agent
 //!    calling a tool (the workspace's context) and then streaming a 300-word answer at 50 words
 //!    a second (the engine writes an update at most every 100 ms), one after the other. The worker seals full pages as they fill and each
-//!    chat's last page once the chat has been idle (30 s here, 10 minutes deployed), so this
+//!    chat's last page once the chat has been idle (30 s here, 10 s with a turn a chat, 10 minutes deployed), so this
 //!    counts sealing too. The benchmark waits for each turn's `agent_end` through a log of its own
 //!    that is not counted.
 //! 2. **Catching up**: one reader reads a whole chat from its start over the Durable Streams
@@ -142,6 +142,9 @@ pub(crate) struct AwsChat {
     /// clients) while the turns were written, per turn: more than the worker's alone.
     #[serde(default)]
     pub(crate) cpu_seconds_per_turn: f64,
+    /// How long a chat waited, idle, before its last page was sealed.
+    #[serde(default)]
+    pub(crate) idle_seal_seconds: f64,
     /// The same turns' events in the two naive designs.
     #[serde(default)]
     pub(crate) naive: Vec<crate::naive::Naive>,
@@ -202,7 +205,8 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     config.rate_limits = spool_auth::RateLimits::OFF;
     // A chat's last page is sealed once the chat has been idle this long (10 minutes in a
     // deployment): short enough to see here, long past the pause between two turns of a chat.
-    config.limits.idle_seal = IDLE_SEAL;
+    let idle_seal = idle_seal(turns);
+    config.limits.idle_seal = idle_seal;
     let counter = RequestCounter::default();
     let app = spool_local::app(&config, false, Some(counter.clone()))
         .await
@@ -274,7 +278,7 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
     // its first write finds it moved, and arms the next): wait for them, then for quiet.
     for chat in &chats {
         let mut meta = watcher.metadata(&chat.path).await?;
-        for _ in 0..(IDLE_SEAL.as_millis() * 2 / 100 + 300) {
+        for _ in 0..(idle_seal.as_millis() * 2 / 100 + 300) {
             if meta.sealed == meta.tail {
                 break;
             }
@@ -354,13 +358,21 @@ pub(crate) async fn run(config: &Config, turns: u64) -> anyhow::Result<AwsChat> 
         turn_p50_seconds: median_and_max(runs.clone()).0.as_secs_f64(),
         turn_max_seconds: median_and_max(runs).1.as_secs_f64(),
         cpu_seconds_per_turn,
+        idle_seal_seconds: idle_seal.as_secs_f64(),
         naive,
     })
 }
 
 /// How long a chat waits, idle, before its last page is sealed in this workload: longer than
-/// the pause between two turns of one chat (two other chats' turns, about 13 s).
-const IDLE_SEAL: Duration = Duration::from_secs(30);
+/// the pause between two turns of one chat (two other chats' turns, about 13 s), when a chat
+/// has more than one.
+fn idle_seal(turns: u64) -> Duration {
+    if turns > CHATS as u64 {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs(10)
+    }
+}
 
 /// The turns go round this many chats, as a worker serving several chats sees them. (It also
 /// keeps the emulator's queueing out of the way: moto's FIFO long poll holds back a group that

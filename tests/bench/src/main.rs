@@ -444,7 +444,7 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
          {:.2} s; posts {:.0} ms on average, median {:.0} ms, slowest {:.0} ms; {:.2} s from the \
          message to its `agent_end` read back) wrote {} events ({:.0} B each on average) round three chats; the \
          worker seals full pages as they fill and each chat's last page once the chat has been \
-         idle (30 s here, 10 minutes deployed). The process used {:.2} CPU seconds a turn.\n\n| requests (SDK-counted) |",
+         idle ({:.0} s here, 10 minutes deployed). The process used {:.2} CPU seconds a turn.\n\n| requests (SDK-counted) |",
         chat.turns,
         chat.turn_seconds,
         chat.turn_p50_seconds,
@@ -455,6 +455,7 @@ fn aws_chat_table(chat: &aws_chat::AwsChat) -> String {
         chat.message_to_end_seconds,
         chat.events,
         chat.mean_event_bytes,
+        chat.idle_seal_seconds,
         chat.cpu_seconds_per_turn,
     );
     for (name, _) in phases {
